@@ -1,0 +1,11 @@
+"""Run the scheduler from a checkout without installing: python cmd/caldera-scheduler/main.py --help."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from scheduler.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Scheduling core: resources, the job/node/queue model, sessions, statements, tiers and callbacks."""
