@@ -15,7 +15,9 @@ def package_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="caldera-scheduler", description="Volcano-compatible batch scheduler")
+    parser = argparse.ArgumentParser(
+        prog="caldera-scheduler", description="Volcano-compatible batch scheduler"
+    )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     return parser
 

@@ -1,0 +1,470 @@
+"""The cluster cache: one incremental, indexed mirror of pods, nodes, PodGroups, queues and
+priority classes, and the per-cycle snapshot a session reads.
+
+Watches (or tests) feed it object by object; it never rebuilds the world. ``snapshot()`` copies the
+node table in bulk and re-uses last cycle's job copies that nothing has touched since.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from framework.model import (
+    GROUP_NAME_ANNOTATION,
+    OCCUPYING_STATUSES,
+    JobInfo,
+    NodeInfo,
+    QueueInfo,
+    TaskInfo,
+    TaskStatus,
+    node_ready,
+)
+from framework.nodetable import NodeTable
+from framework.objects import HyperNode, Node, Pod, PodGroup, PriorityClass, Queue
+from framework.resource import Resource, ResourceError
+from framework.session import SessionResult
+from framework.snapshot import Snapshot
+
+log = logging.getLogger("caldera.cache")
+
+
+@dataclass
+class _JobCopy:
+    source_version: int
+    priority_revision: int
+    copy: JobInfo
+
+
+@dataclass
+class CacheStats:
+    skipped_objects: int = 0
+    snapshots: int = 0
+    reused_jobs: int = 0
+    copied_jobs: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class ClusterCache:
+    """Thread-safe: watches write from the event loop while a session may be built from a snapshot."""
+
+    def __init__(self, scheduler_names: Iterable[str] = ("caldera",), default_queue: str = "default") -> None:
+        self.scheduler_names = frozenset(scheduler_names)
+        self.default_queue = default_queue
+        self._lock = threading.RLock()
+        self.table = NodeTable()
+        self.nodes: dict[str, NodeInfo] = {}
+        self._free_rows: list[int] = []
+        self.jobs: dict[str, JobInfo] = {}
+        self.podgroups: dict[str, PodGroup] = {}
+        self.queues: dict[str, QueueInfo] = {}
+        self.priority_classes: dict[str, int] = {}
+        self.default_priority = 0
+        self._priority_revision = 0
+        self.hypernodes: dict[str, HyperNode] = {}
+        #: every task the cache knows, ours or not, by pod uid
+        self.tasks: dict[str, TaskInfo] = {}
+        #: our pods whose PodGroup does not exist (yet), by job key
+        self.waiting: dict[str, dict[str, TaskInfo]] = {}
+        #: our pods with no group annotation at all (for the PodGroup controller)
+        self.ungrouped: dict[str, TaskInfo] = {}
+        #: tasks bound to a node the cache has not seen (yet), by node name
+        self._orphans_by_node: dict[str, dict[str, TaskInfo]] = {}
+        self._copies: dict[str, _JobCopy] = {}
+        self.revision = 0
+        self.stats = CacheStats()
+
+    # ------------------------------------------------------------------------------------------
+    # helpers
+    # ------------------------------------------------------------------------------------------
+    def _skip(self, what: str, exc: Exception) -> None:
+        self.stats.skipped_objects += 1
+        message = f"skipping {what}: {exc}"
+        self.stats.errors = [*self.stats.errors[-19:], message]
+        log.warning(message)
+
+    def is_ours(self, pod: Pod) -> bool:
+        return pod.spec.scheduler_name in self.scheduler_names
+
+    def _job_key(self, pod: Pod) -> str | None:
+        group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
+        if not group:
+            return None
+        return f"{pod.metadata.namespace}/{group}"
+
+    def _priority_of(self, class_name: str, explicit: int | None = None) -> int:
+        if explicit is not None:
+            return explicit
+        if class_name:
+            return self.priority_classes.get(class_name, self.default_priority)
+        return self.default_priority
+
+    def _attach_to_node(self, task: TaskInfo) -> None:
+        if not task.node_name or task.status not in OCCUPYING_STATUSES:
+            return
+        node = self.nodes.get(task.node_name)
+        if node is None:
+            self._orphans_by_node.setdefault(task.node_name, {})[task.uid] = task
+        else:
+            node.add_task(task)
+
+    def _detach_from_node(self, task: TaskInfo) -> None:
+        if not task.node_name:
+            return
+        node = self.nodes.get(task.node_name)
+        if node is not None:
+            node.remove_task(task)
+        orphans = self._orphans_by_node.get(task.node_name)
+        if orphans is not None:
+            orphans.pop(task.uid, None)
+            if not orphans:
+                del self._orphans_by_node[task.node_name]
+
+    # ------------------------------------------------------------------------------------------
+    # pods
+    # ------------------------------------------------------------------------------------------
+    def upsert_pod(self, pod: Pod) -> None:
+        with self._lock:
+            self.revision += 1
+            uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+            old = self.tasks.get(uid)
+            if old is not None:
+                self._remove_task(old)
+            ours = self.is_ours(pod)
+            job_key = self._job_key(pod) if ours else None
+            try:
+                task = TaskInfo.from_pod(
+                    pod,
+                    job=job_key or "",
+                    priority=self._priority_of(pod.spec.priority_class_name, pod.spec.priority),
+                )
+            except ResourceError as exc:
+                self._skip(f"pod {pod.metadata.namespace}/{pod.metadata.name}", exc)
+                return
+            if old is not None and old.status == TaskStatus.BINDING and task.status == TaskStatus.PENDING:
+                # Our bind is in flight and the watch has not caught up: keep the assumption.
+                task.status = TaskStatus.BINDING
+                task.node_name = old.node_name
+            self.tasks[uid] = task
+            if ours:
+                if job_key is None:
+                    self.ungrouped[uid] = task
+                else:
+                    job = self.jobs.get(job_key)
+                    if job is not None:
+                        job.add_task(task)
+                    else:
+                        self.waiting.setdefault(job_key, {})[uid] = task
+            self._attach_to_node(task)
+
+    def delete_pod(self, pod: Pod) -> None:
+        with self._lock:
+            uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+            task = self.tasks.get(uid)
+            if task is None:
+                return
+            self.revision += 1
+            self._remove_task(task)
+
+    def _remove_task(self, task: TaskInfo) -> None:
+        self.tasks.pop(task.uid, None)
+        self.ungrouped.pop(task.uid, None)
+        self._detach_from_node(task)
+        if task.job:
+            job = self.jobs.get(task.job)
+            if job is not None:
+                job.remove_task(task)
+            waiting = self.waiting.get(task.job)
+            if waiting is not None:
+                waiting.pop(task.uid, None)
+                if not waiting:
+                    del self.waiting[task.job]
+
+    # ------------------------------------------------------------------------------------------
+    # nodes
+    # ------------------------------------------------------------------------------------------
+    def upsert_node(self, node: Node) -> None:
+        with self._lock:
+            name = node.metadata.name
+            try:
+                alloc = Resource.from_resource_list(node.status.allocatable or node.status.capacity)
+            except ResourceError as exc:
+                self._skip(f"node {name}", exc)
+                return
+            self.revision += 1
+            info = self.nodes.get(name)
+            if info is None:
+                if self._free_rows:
+                    row = self._free_rows.pop()
+                    info = NodeInfo.__new__(NodeInfo)
+                    info.name = name
+                    info.table = self.table
+                    info.row = row
+                    self.table.names[row] = name
+                    info.used = Resource()
+                    info.releasing = Resource()
+                    info.pipelined = Resource()
+                    info._tasks = {}
+                    info._tasks_loader = None
+                else:
+                    info = NodeInfo(name, alloc, self.table, node)
+                self.nodes[name] = info
+            info.node = node
+            info.labels = dict(node.metadata.labels)
+            info.taints = list(node.spec.taints)
+            info.unschedulable = node.spec.unschedulable
+            info.ready = node_ready(node)
+            info.allocatable = alloc
+            info.idle = alloc.clone().sub(info.used)
+            info.sync_row()
+            orphans = self._orphans_by_node.pop(name, None)
+            if orphans:
+                for task in orphans.values():
+                    info.add_task(task)
+
+    def delete_node(self, node: Node) -> None:
+        with self._lock:
+            name = node.metadata.name
+            info = self.nodes.pop(name, None)
+            if info is None:
+                return
+            self.revision += 1
+            # Pods still bound there keep their node name; they wait in case the node comes back.
+            for task in list(info.tasks.values()):
+                self._orphans_by_node.setdefault(name, {})[task.uid] = task
+            self.table.write_node(
+                info.row, Resource(), Resource(), Resource(), Resource(), Resource(), False, True
+            )
+            self.table.names[info.row] = ""
+            self._free_rows.append(info.row)
+
+    # ------------------------------------------------------------------------------------------
+    # PodGroups, queues, priority classes, hypernodes
+    # ------------------------------------------------------------------------------------------
+    def upsert_podgroup(self, pg: PodGroup) -> None:
+        with self._lock:
+            key = f"{pg.metadata.namespace}/{pg.metadata.name}"
+            self.revision += 1
+            old = self.jobs.get(key)
+            job = JobInfo.from_podgroup(
+                pg, self._priority_of(pg.spec.priority_class_name), self.default_queue
+            )
+            tasks: Iterable[TaskInfo] = (
+                old.tasks.values() if old is not None else self.waiting.pop(key, {}).values()
+            )
+            for task in list(tasks):
+                job.add_task(task)
+            if old is not None:
+                job.version = old.version + 1
+            self.jobs[key] = job
+            self.podgroups[key] = pg
+
+    def delete_podgroup(self, pg: PodGroup) -> None:
+        """Forget a PodGroup, unless the cache already holds a newer one of the same name."""
+        with self._lock:
+            key = f"{pg.metadata.namespace}/{pg.metadata.name}"
+            current = self.podgroups.get(key)
+            if current is None:
+                return
+            if pg.metadata.uid and current.metadata.uid and pg.metadata.uid != current.metadata.uid:
+                log.info(
+                    "ignoring delete of an older PodGroup %s (uid %s; current uid %s)",
+                    key,
+                    pg.metadata.uid,
+                    current.metadata.uid,
+                )
+                return
+            self.revision += 1
+            job = self.jobs.pop(key)
+            del self.podgroups[key]
+            self._copies.pop(key, None)
+            if job.tasks:
+                self.waiting[key] = dict(job.tasks)
+
+    def upsert_queue(self, queue: Queue) -> None:
+        with self._lock:
+            self.revision += 1
+            self.queues[queue.metadata.name] = QueueInfo.from_queue(queue)
+
+    def delete_queue(self, queue: Queue) -> None:
+        with self._lock:
+            current = self.queues.get(queue.metadata.name)
+            if current is None:
+                return
+            if (
+                current.queue is not None
+                and queue.metadata.uid
+                and current.queue.metadata.uid not in ("", queue.metadata.uid)
+            ):
+                return
+            self.revision += 1
+            del self.queues[queue.metadata.name]
+
+    def upsert_priority_class(self, pc: PriorityClass) -> None:
+        with self._lock:
+            self.revision += 1
+            self._priority_revision += 1
+            self.priority_classes[pc.metadata.name] = pc.value
+            if pc.global_default:
+                self.default_priority = pc.value
+
+    def delete_priority_class(self, pc: PriorityClass) -> None:
+        with self._lock:
+            self.revision += 1
+            self._priority_revision += 1
+            self.priority_classes.pop(pc.metadata.name, None)
+            if pc.global_default:
+                self.default_priority = 0
+
+    def upsert_hypernode(self, hn: HyperNode) -> None:
+        with self._lock:
+            self.revision += 1
+            self.hypernodes[hn.metadata.name] = hn
+
+    def delete_hypernode(self, hn: HyperNode) -> None:
+        with self._lock:
+            self.revision += 1
+            self.hypernodes.pop(hn.metadata.name, None)
+
+    # ------------------------------------------------------------------------------------------
+    # snapshot
+    # ------------------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            self.stats.snapshots += 1
+            live = sorted(self.nodes.values(), key=lambda n: n.row)
+            rows = np.fromiter((n.row for n in live), dtype=np.intp, count=len(live))
+            table = NodeTable.__new__(NodeTable)
+            table.dims = dict(self.table.dims)
+            table.rows = len(live)
+            table.names = [n.name for n in live]
+            table.allocatable = self.table.allocatable[rows]
+            table.idle = self.table.idle[rows]
+            table.used = self.table.used[rows]
+            table.releasing = self.table.releasing[rows]
+            table.pipelined = self.table.pipelined[rows]
+            table.ready = self.table.ready[rows]
+            table.unschedulable = self.table.unschedulable[rows]
+
+            jobs: dict[str, JobInfo] = {}
+            copies: dict[str, _JobCopy] = {}
+            for key, job in self.jobs.items():
+                entry = self._copies.get(key)
+                if (
+                    entry is not None
+                    and entry.source_version == job.version
+                    and entry.priority_revision == self._priority_revision
+                    and entry.copy.version == 0
+                ):
+                    copy = entry.copy
+                    copy.fit_errors = {}
+                    copy.job_fit_error = ""
+                    self.stats.reused_jobs += 1
+                else:
+                    copy = job.clone()
+                    copy.priority = self._priority_of(job.priority_class)
+                    for task in copy.tasks.values():
+                        if task.pod.spec.priority is None:
+                            task.priority = self._priority_of(task.pod.spec.priority_class_name)
+                    self.stats.copied_jobs += 1
+                    entry = _JobCopy(job.version, self._priority_revision, copy)
+                copies[key] = entry
+                jobs[key] = copy
+            self._copies = copies
+
+            nodes: dict[str, NodeInfo] = {}
+            for position, info in enumerate(live):
+                held = dict(info.tasks)
+                clone = info.clone_into(table, _TaskLoader(held, jobs))
+                clone.row = position
+                nodes[info.name] = clone
+            queues = dict(self.queues)
+            if self.default_queue not in queues:
+                # The default queue exists implicitly until its object arrives (the queue controller creates it).
+                queues[self.default_queue] = QueueInfo(self.default_queue)
+            return Snapshot(
+                jobs=jobs,
+                nodes=nodes,
+                table=table,
+                queues=queues,
+                priority_classes=dict(self.priority_classes),
+                hypernodes=dict(self.hypernodes),
+                revision=self.revision,
+            )
+
+    # ------------------------------------------------------------------------------------------
+    # results of a session
+    # ------------------------------------------------------------------------------------------
+    def apply(self, result: SessionResult) -> list[TaskInfo]:
+        """Assume the session's placements (the binder confirms or reverts them) and mark evictions.
+        Returns the cache tasks that were assumed; placements whose pod vanished are dropped."""
+        assumed: list[TaskInfo] = []
+        with self._lock:
+            self.revision += 1
+            for placement in result.placements:
+                task = self.tasks.get(placement.task.uid)
+                if task is None or task.status != TaskStatus.PENDING or placement.node not in self.nodes:
+                    continue
+                self._set_status(task, TaskStatus.BINDING, placement.node)
+                assumed.append(task)
+            for eviction in result.evictions:
+                task = self.tasks.get(eviction.task.uid)
+                if task is None or task.status not in OCCUPYING_STATUSES:
+                    continue
+                self._set_status(task, TaskStatus.RELEASING, task.node_name)
+        return assumed
+
+    def _set_status(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:
+        self._detach_from_node(task)
+        job = self.jobs.get(task.job) if task.job else None
+        if job is not None and job.tasks.get(task.uid) is task:
+            job.update_task_status(task, status)
+        else:
+            task.status = status
+        task.node_name = node_name
+        self._attach_to_node(task)
+
+    def forget_assumption(self, task_uid: str) -> bool:
+        """A bind failed for good: the task is pending again and its node's resources are free."""
+        with self._lock:
+            task = self.tasks.get(task_uid)
+            if task is None or task.status != TaskStatus.BINDING:
+                return False
+            self.revision += 1
+            self._set_status(task, TaskStatus.PENDING, "")
+            return True
+
+    def confirm_bound(self, task_uid: str) -> None:
+        """The bind call succeeded; the watch will bring the pod's new state, but don't wait for it."""
+        with self._lock:
+            task = self.tasks.get(task_uid)
+            if task is None or task.status != TaskStatus.BINDING:
+                return
+            self.revision += 1
+            job = self.jobs.get(task.job) if task.job else None
+            if job is not None and job.tasks.get(task.uid) is task:
+                job.update_task_status(task, TaskStatus.BOUND)
+            else:
+                task.status = TaskStatus.BOUND
+
+
+class _TaskLoader:
+    """Resolves a node's tasks to the snapshot's own task copies, on first use only."""
+
+    __slots__ = ("held", "jobs")
+
+    def __init__(self, held: dict[str, TaskInfo], jobs: dict[str, JobInfo]) -> None:
+        self.held = held
+        self.jobs = jobs
+
+    def __call__(self) -> dict[str, TaskInfo]:
+        out: dict[str, TaskInfo] = {}
+        for uid, task in self.held.items():
+            job = self.jobs.get(task.job) if task.job else None
+            own = job.tasks.get(uid) if job is not None else None
+            out[uid] = own if own is not None else task.clone()
+        return out

@@ -1,0 +1,137 @@
+"""Volcano's scheduler conf (YAML: actions, tiers, configurations) parsed into a typed SchedulerConf.
+
+Every error names what is wrong: the unknown action or plugin, or the argument of the wrong type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from framework.plugin import ArgumentError, Arguments, Registry, check_arguments
+from framework.tiers import SWITCH_KEYS, PluginOption, SchedulerConf, Tier
+
+__all__ = ["DEFAULT_CONF", "ConfError", "default_conf", "parse_conf"]
+
+#: Volcano's built-in default.
+DEFAULT_CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+class ConfError(ValueError):
+    """A scheduler conf that cannot be used; the message says exactly what and where."""
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfError(f"{where} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def parse_conf(text: str, registry: Registry) -> SchedulerConf:
+    """Parse and validate a conf against the registered actions and plugins."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfError(f"scheduler conf is not valid YAML: {exc}") from None
+    if doc is None:
+        raise ConfError("scheduler conf is empty")
+    doc = _mapping(doc, "scheduler conf")
+    for key in doc:
+        if key not in ("actions", "tiers", "configurations", "metrics"):
+            raise ConfError(
+                f"scheduler conf has an unknown key {key!r} (expected actions, tiers, configurations)"
+            )
+
+    actions_raw = doc.get("actions")
+    if isinstance(actions_raw, list):
+        actions = [str(a).strip() for a in actions_raw if str(a).strip()]
+    elif isinstance(actions_raw, str):
+        actions = [a.strip() for a in actions_raw.split(",") if a.strip()]
+    else:
+        raise ConfError(
+            "scheduler conf needs 'actions': a comma-separated string such as \"enqueue, allocate, backfill\""
+        )
+    if not actions:
+        raise ConfError("scheduler conf lists no actions")
+    for name in actions:
+        if name not in registry.actions:
+            known = ", ".join(sorted(registry.actions))
+            raise ConfError(f"unknown action {name!r} (known actions: {known})")
+
+    tiers_raw = doc.get("tiers") or []
+    if not isinstance(tiers_raw, list):
+        raise ConfError("'tiers' must be a list of {plugins: [...]}")
+    tiers: list[Tier] = []
+    seen: set[str] = set()
+    for ti, tier_raw in enumerate(tiers_raw, start=1):
+        tier_map = _mapping(tier_raw, f"tier {ti}")
+        plugins_raw = tier_map.get("plugins") or []
+        if not isinstance(plugins_raw, list):
+            raise ConfError(f"tier {ti}: 'plugins' must be a list")
+        options: list[PluginOption] = []
+        for pi, plugin_raw in enumerate(plugins_raw, start=1):
+            pmap = _mapping(plugin_raw, f"tier {ti} plugin {pi}")
+            name = pmap.get("name")
+            if not isinstance(name, str) or not name:
+                raise ConfError(f"tier {ti} plugin {pi} has no name")
+            cls = registry.plugins.get(name)
+            if cls is None:
+                known = ", ".join(sorted(registry.plugins))
+                raise ConfError(f"unknown plugin {name!r} in tier {ti} (known plugins: {known})")
+            if name in seen:
+                raise ConfError(f"plugin {name!r} appears twice in the conf")
+            seen.add(name)
+            switches: dict[str, bool] = {}
+            for key, value in pmap.items():
+                if key in ("name", "arguments"):
+                    continue
+                if key not in SWITCH_KEYS:
+                    raise ConfError(f"plugin {name!r} in tier {ti} has an unknown option {key!r}")
+                if not isinstance(value, bool):
+                    raise ConfError(f"option {key!r} of plugin {name!r} must be true or false, got {value!r}")
+                switches[key] = value
+            args_raw = _mapping(pmap.get("arguments"), f"arguments of plugin {name!r}")
+            try:
+                args = check_arguments(f"plugin {name!r}", cls.arguments_schema, args_raw)
+            except ArgumentError as exc:
+                raise ConfError(str(exc)) from None
+            options.append(PluginOption(name=name, arguments=args, switches=switches))
+        tiers.append(Tier(plugins=options))
+
+    configurations: dict[str, Arguments] = {}
+    conf_raw = doc.get("configurations") or []
+    if not isinstance(conf_raw, list):
+        raise ConfError("'configurations' must be a list of {name, arguments}")
+    for ci, item in enumerate(conf_raw, start=1):
+        cmap = _mapping(item, f"configuration {ci}")
+        name = cmap.get("name")
+        if not isinstance(name, str) or name not in registry.actions:
+            raise ConfError(f"configuration {ci} names an unknown action {name!r}")
+        args_raw = _mapping(cmap.get("arguments"), f"arguments of action {name!r}")
+        try:
+            configurations[name] = check_arguments(
+                f"action {name!r}", registry.actions[name].arguments_schema, args_raw
+            )
+        except ArgumentError as exc:
+            raise ConfError(str(exc)) from None
+    return SchedulerConf(actions=actions, tiers=tiers, configurations=configurations, source=text)
+
+
+def default_conf(registry: Registry) -> SchedulerConf:
+    return parse_conf(DEFAULT_CONF, registry)

@@ -1,0 +1,667 @@
+"""The scheduling model: tasks (pods), jobs (PodGroups), nodes and queues, as a session sees them."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+
+from framework.nodetable import NodeTable
+from framework.objects import NetworkTopologySpec, Node, Pod, PodGroup, Queue, Taint, parse_timestamp
+from framework.resource import Resource, ResourceError
+
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
+TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
+
+
+class TaskStatus(enum.IntEnum):
+    PENDING = 1
+    ALLOCATED = 2
+    PIPELINED = 3
+    BINDING = 4
+    BOUND = 5
+    RUNNING = 6
+    RELEASING = 7
+    SUCCEEDED = 8
+    FAILED = 9
+    UNKNOWN = 10
+
+
+#: Statuses whose resources are held on a node (Volcano's AllocatedStatus).
+ALLOCATED_STATUSES = frozenset(
+    {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING}
+)
+#: Statuses that occupy a node's resources at all (allocated or on their way out).
+OCCUPYING_STATUSES = ALLOCATED_STATUSES | {TaskStatus.RELEASING}
+
+
+def task_status_of(pod: Pod) -> TaskStatus:
+    """The task status Volcano derives from a pod's phase, node and deletion."""
+    phase = pod.status.phase
+    deleting = pod.metadata.deletion_timestamp is not None
+    if phase == "Running":
+        return TaskStatus.RELEASING if deleting else TaskStatus.RUNNING
+    if phase == "Pending":
+        if deleting:
+            return TaskStatus.RELEASING
+        return TaskStatus.BOUND if pod.spec.node_name else TaskStatus.PENDING
+    if phase == "Succeeded":
+        return TaskStatus.SUCCEEDED
+    if phase == "Failed":
+        return TaskStatus.FAILED
+    return TaskStatus.UNKNOWN
+
+
+def pod_requests(pod: Pod) -> tuple[Resource, Resource]:
+    """(request, init request) of a pod; a container's missing request defaults to its limit, as the
+    API server does. The init request is the larger of the running request and any init container."""
+    req = Resource()
+    for c in pod.spec.containers:
+        req.add(Resource.from_resource_list(c.resources.requests or c.resources.limits))
+        if c.resources.requests and c.resources.limits:
+            # Extended resources are often given only as limits (vGPU, GPUs): count them too.
+            for name, value in c.resources.limits.items():
+                if name not in c.resources.requests and name not in ("cpu", "memory"):
+                    req.add(Resource.from_resource_list({name: value}))
+    if pod.spec.overhead:
+        req.add(Resource.from_resource_list(pod.spec.overhead))
+    init = req.clone()
+    for c in pod.spec.init_containers:
+        init.set_max(Resource.from_resource_list(c.resources.requests or c.resources.limits))
+    req.pods = 1.0
+    init.pods = 1.0
+    return req, init
+
+
+_template_encoder = msgspec.json.Encoder()
+
+
+def template_key(pod: Pod, req: Resource) -> bytes:
+    """Pods with equal keys are interchangeable for every predicate and score (one equivalence class)."""
+    spec = pod.spec
+    ports = [p.host_port for c in spec.containers for p in c.ports if p.host_port]
+    return _template_encoder.encode(
+        (
+            sorted(req.to_dict().items()),
+            spec.node_selector,
+            spec.affinity,
+            spec.tolerations,
+            ports,
+            pod.metadata.namespace
+            if spec.affinity and (spec.affinity.pod_affinity or spec.affinity.pod_anti_affinity)
+            else "",
+            pod.metadata.labels
+            if spec.affinity and (spec.affinity.pod_affinity or spec.affinity.pod_anti_affinity)
+            else {},
+        )
+    )
+
+
+class TaskInfo:
+    """One pod as the scheduler sees it."""
+
+    __slots__ = (
+        "best_effort",
+        "creation",
+        "init_resreq",
+        "job",
+        "name",
+        "namespace",
+        "node_name",
+        "pod",
+        "preemptable",
+        "priority",
+        "resreq",
+        "role",
+        "status",
+        "template",
+        "uid",
+    )
+
+    def __init__(
+        self,
+        uid: str,
+        name: str,
+        namespace: str,
+        job: str,
+        resreq: Resource,
+        init_resreq: Resource | None = None,
+        status: TaskStatus = TaskStatus.PENDING,
+        node_name: str = "",
+        priority: int = 0,
+        role: str = "",
+        creation: float = 0.0,
+        pod: Pod | None = None,
+        template: bytes = b"",
+        preemptable: bool = False,
+    ) -> None:
+        self.uid = uid
+        self.name = name
+        self.namespace = namespace
+        self.job = job
+        self.resreq = resreq
+        self.init_resreq = init_resreq if init_resreq is not None else resreq
+        self.status = status
+        self.node_name = node_name
+        self.priority = priority
+        self.role = role
+        self.creation = creation
+        self.pod = pod if pod is not None else Pod()
+        self.template = template
+        self.preemptable = preemptable
+        self.best_effort = resreq.is_empty()
+
+    @classmethod
+    def from_pod(cls, pod: Pod, job: str = "", priority: int | None = None) -> TaskInfo:
+        """Build a task from a pod; :class:`ResourceError` names a bad quantity."""
+        meta = pod.metadata
+        req, init = pod_requests(pod)
+        prio = priority if priority is not None else (pod.spec.priority or 0)
+        annotations = meta.annotations
+        return cls(
+            uid=meta.uid or f"{meta.namespace}/{meta.name}",
+            name=meta.name,
+            namespace=meta.namespace,
+            job=job,
+            resreq=req,
+            init_resreq=init,
+            status=task_status_of(pod),
+            node_name=pod.spec.node_name,
+            priority=prio,
+            role=annotations.get(TASK_SPEC_ANNOTATION, ""),
+            creation=parse_timestamp(meta.creation_timestamp),
+            pod=pod,
+            template=template_key(pod, init),
+            preemptable=(
+                annotations.get(PREEMPTABLE_ANNOTATION) or meta.labels.get(PREEMPTABLE_ANNOTATION, "")
+            )
+            == "true",
+        )
+
+    def clone(self) -> TaskInfo:
+        t = TaskInfo.__new__(TaskInfo)
+        t.uid = self.uid
+        t.name = self.name
+        t.namespace = self.namespace
+        t.job = self.job
+        t.resreq = self.resreq  # requests never change for a pod; shared
+        t.init_resreq = self.init_resreq
+        t.status = self.status
+        t.node_name = self.node_name
+        t.priority = self.priority
+        t.role = self.role
+        t.creation = self.creation
+        t.pod = self.pod
+        t.template = self.template
+        t.preemptable = self.preemptable
+        t.best_effort = self.best_effort
+        return t
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def __repr__(self) -> str:
+        return f"Task({self.namespace}/{self.name}, {self.status.name}, node={self.node_name or '-'})"
+
+
+class JobInfo:
+    """One PodGroup and its tasks, indexed by status."""
+
+    __slots__ = (
+        "allocated",
+        "by_status",
+        "creation",
+        "fit_errors",
+        "job_fit_error",
+        "min_available",
+        "min_resources",
+        "name",
+        "namespace",
+        "network_topology",
+        "phase",
+        "podgroup",
+        "preemptable",
+        "priority",
+        "priority_class",
+        "queue",
+        "task_min_available",
+        "tasks",
+        "total_request",
+        "uid",
+        "version",
+    )
+
+    def __init__(
+        self,
+        uid: str,
+        name: str = "",
+        namespace: str = "",
+        queue: str = "default",
+        priority: int = 0,
+        min_available: int = 1,
+        task_min_available: dict[str, int] | None = None,
+        min_resources: Resource | None = None,
+        creation: float = 0.0,
+        phase: str = "Pending",
+        podgroup: PodGroup | None = None,
+        network_topology: NetworkTopologySpec | None = None,
+        priority_class: str = "",
+    ) -> None:
+        self.uid = uid
+        self.name = name
+        self.namespace = namespace
+        self.queue = queue
+        self.priority = priority
+        self.priority_class = priority_class
+        self.min_available = min_available
+        self.task_min_available: dict[str, int] = task_min_available or {}
+        self.min_resources = min_resources
+        self.creation = creation
+        self.phase = phase
+        self.podgroup = podgroup
+        self.network_topology = network_topology
+        self.preemptable = False
+        self.tasks: dict[str, TaskInfo] = {}
+        self.by_status: dict[TaskStatus, dict[str, TaskInfo]] = {}
+        self.allocated = Resource()
+        self.total_request = Resource()
+        self.fit_errors: dict[str, str] = {}
+        self.job_fit_error = ""
+        self.version = 0
+
+    @classmethod
+    def from_podgroup(cls, pg: PodGroup, priority: int = 0, default_queue: str = "default") -> JobInfo:
+        meta = pg.metadata
+        spec = pg.spec
+        min_res = None
+        if spec.min_resources:
+            try:
+                min_res = Resource.from_resource_list(spec.min_resources)
+            except ResourceError:
+                min_res = None
+        return cls(
+            uid=f"{meta.namespace}/{meta.name}",
+            name=meta.name,
+            namespace=meta.namespace,
+            queue=spec.queue or default_queue,
+            priority=priority,
+            min_available=max(0, spec.min_member),
+            task_min_available=dict(spec.min_task_member),
+            min_resources=min_res,
+            creation=parse_timestamp(meta.creation_timestamp),
+            phase=pg.status.phase or "Pending",
+            podgroup=pg,
+            network_topology=spec.network_topology,
+            priority_class=spec.priority_class_name,
+        )
+
+    # -- tasks -------------------------------------------------------------------------------------
+    def add_task(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+        bucket = self.by_status.get(task.status)
+        if bucket is None:
+            bucket = self.by_status[task.status] = {}
+        bucket[task.uid] = task
+        self.total_request.add(task.resreq)
+        if task.status in ALLOCATED_STATUSES:
+            self.allocated.add(task.resreq)
+        self.version += 1
+
+    def remove_task(self, task: TaskInfo) -> None:
+        existing = self.tasks.pop(task.uid, None)
+        if existing is None:
+            return
+        self.by_status.get(existing.status, {}).pop(existing.uid, None)
+        self.total_request.sub(existing.resreq)
+        if existing.status in ALLOCATED_STATUSES:
+            self.allocated.sub(existing.resreq)
+        self.version += 1
+
+    def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        old = task.status
+        if old == status:
+            return
+        bucket = self.by_status.get(old)
+        if bucket is not None:
+            bucket.pop(task.uid, None)
+        was_alloc = old in ALLOCATED_STATUSES
+        now_alloc = status in ALLOCATED_STATUSES
+        if was_alloc and not now_alloc:
+            self.allocated.sub(task.resreq)
+        elif now_alloc and not was_alloc:
+            self.allocated.add(task.resreq)
+        task.status = status
+        bucket = self.by_status.get(status)
+        if bucket is None:
+            bucket = self.by_status[status] = {}
+        bucket[task.uid] = task
+        self.version += 1
+
+    def tasks_in(self, *statuses: TaskStatus) -> Iterator[TaskInfo]:
+        for status in statuses:
+            bucket = self.by_status.get(status)
+            if bucket:
+                yield from bucket.values()
+
+    def count(self, *statuses: TaskStatus) -> int:
+        return sum(len(self.by_status.get(s, ())) for s in statuses)
+
+    # -- gang arithmetic (Volcano's) ---------------------------------------------------------------
+    def ready_task_num(self) -> int:
+        return self.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED)
+
+    def waiting_task_num(self) -> int:
+        return self.count(TaskStatus.PIPELINED)
+
+    def pending_task_num(self) -> int:
+        return self.count(TaskStatus.PENDING)
+
+    def valid_task_num(self) -> int:
+        return self.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED, TaskStatus.PENDING)
+
+    def ready_by_role(self, *extra: TaskStatus) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for task in self.tasks_in(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, *extra):
+            out[task.role] = out.get(task.role, 0) + 1
+        return out
+
+    def roles_satisfied(self, *extra: TaskStatus) -> bool:
+        if not self.task_min_available:
+            return True
+        ready = self.ready_by_role(*extra)
+        return all(ready.get(role, 0) >= need for role, need in self.task_min_available.items())
+
+    def is_ready(self) -> bool:
+        return self.ready_task_num() >= self.min_available and self.roles_satisfied()
+
+    def is_pipelined(self) -> bool:
+        return self.waiting_task_num() + self.ready_task_num() >= self.min_available and self.roles_satisfied(
+            TaskStatus.PIPELINED
+        )
+
+    def is_starving(self) -> bool:
+        return self.waiting_task_num() + self.ready_task_num() < self.min_available
+
+    def check_task_min_available(self) -> bool:
+        """Enough valid tasks per role to ever satisfy the role minimums."""
+        if not self.task_min_available:
+            return True
+        valid: dict[str, int] = {}
+        for t in self.tasks_in(
+            *ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED, TaskStatus.PENDING
+        ):
+            valid[t.role] = valid.get(t.role, 0) + 1
+        return all(valid.get(role, 0) >= need for role, need in self.task_min_available.items())
+
+    # -- copies ------------------------------------------------------------------------------------
+    def clone(self) -> JobInfo:
+        j = JobInfo.__new__(JobInfo)
+        j.uid = self.uid
+        j.name = self.name
+        j.namespace = self.namespace
+        j.queue = self.queue
+        j.priority = self.priority
+        j.priority_class = self.priority_class
+        j.min_available = self.min_available
+        j.task_min_available = self.task_min_available
+        j.min_resources = self.min_resources
+        j.creation = self.creation
+        j.phase = self.phase
+        j.podgroup = self.podgroup
+        j.network_topology = self.network_topology
+        j.preemptable = self.preemptable
+        j.tasks = {}
+        j.by_status = {}
+        for uid, task in self.tasks.items():
+            t = task.clone()
+            j.tasks[uid] = t
+            bucket = j.by_status.get(t.status)
+            if bucket is None:
+                bucket = j.by_status[t.status] = {}
+            bucket[uid] = t
+        j.allocated = self.allocated.clone()
+        j.total_request = self.total_request.clone()
+        j.fit_errors = {}
+        j.job_fit_error = ""
+        j.version = 0
+        return j
+
+    def __repr__(self) -> str:
+        return f"Job({self.uid}, queue={self.queue}, min={self.min_available}, tasks={len(self.tasks)})"
+
+
+class NodeInfo:
+    """One node: capacity and usage, kept in step with its row of the snapshot's NodeTable."""
+
+    __slots__ = (
+        "_tasks",
+        "_tasks_loader",
+        "allocatable",
+        "idle",
+        "labels",
+        "name",
+        "node",
+        "pipelined",
+        "ready",
+        "releasing",
+        "row",
+        "table",
+        "taints",
+        "unschedulable",
+        "used",
+    )
+
+    def __init__(
+        self, name: str, allocatable: Resource, table: NodeTable | None = None, node: Node | None = None
+    ) -> None:
+        self.name = name
+        self.node = node if node is not None else Node()
+        self.labels: dict[str, str] = dict(self.node.metadata.labels)
+        self.taints: list[Taint] = list(self.node.spec.taints)
+        self.unschedulable = self.node.spec.unschedulable
+        self.ready = True
+        self.allocatable = allocatable
+        self.idle = allocatable.clone()
+        self.used = Resource()
+        self.releasing = Resource()
+        self.pipelined = Resource()
+        self._tasks: dict[str, TaskInfo] | None = {}
+        self._tasks_loader: Callable[[], dict[str, TaskInfo]] | None = None
+        self.table = table if table is not None else NodeTable()
+        self.row = self.table.add_row(name)
+        self.sync_row()
+
+    @classmethod
+    def from_node(cls, node: Node, table: NodeTable | None = None) -> NodeInfo:
+        """Build from a Node object; :class:`ResourceError` names a bad allocatable quantity."""
+        alloc = Resource.from_resource_list(node.status.allocatable or node.status.capacity)
+        info = cls(node.metadata.name, alloc, table, node)
+        info.ready = node_ready(node)
+        info.sync_row()
+        return info
+
+    @property
+    def tasks(self) -> dict[str, TaskInfo]:
+        if self._tasks is None:
+            loader = self._tasks_loader
+            self._tasks = loader() if loader is not None else {}
+            self._tasks_loader = None
+        return self._tasks
+
+    @property
+    def future_idle(self) -> Resource:
+        """Idle now, plus what releasing tasks will free, minus what pipelined tasks will take."""
+        return self.idle.clone().add(self.releasing).sub(self.pipelined)
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+    def sync_row(self) -> None:
+        self.table.write_node(
+            self.row,
+            self.allocatable,
+            self.idle,
+            self.used,
+            self.releasing,
+            self.pipelined,
+            self.ready,
+            self.unschedulable,
+        )
+
+    def _sync_usage(self) -> None:
+        self.table.write_usage(self.row, self.idle, self.used, self.releasing, self.pipelined)
+
+    def add_task(self, task: TaskInfo) -> None:
+        """Account for a task on this node by its status (Volcano's AddTask)."""
+        tasks = self.tasks
+        if task.uid in tasks:
+            return
+        status = task.status
+        if status == TaskStatus.PIPELINED:
+            self.pipelined.add(task.resreq)
+        else:
+            if status == TaskStatus.RELEASING:
+                self.releasing.add(task.resreq)
+            self.idle.sub(task.resreq)
+            self.used.add(task.resreq)
+        tasks[task.uid] = task
+        self._sync_usage()
+
+    def remove_task(self, task: TaskInfo) -> None:
+        tasks = self.tasks
+        existing = tasks.pop(task.uid, None)
+        if existing is None:
+            return
+        status = existing.status
+        if status == TaskStatus.PIPELINED:
+            self.pipelined.sub(existing.resreq)
+        else:
+            if status == TaskStatus.RELEASING:
+                self.releasing.sub(existing.resreq)
+            self.idle.add(existing.resreq)
+            self.used.sub(existing.resreq)
+        self._sync_usage()
+
+    def update_task(self, task: TaskInfo) -> None:
+        """Re-account a task whose status changed (remove with its old accounting, add with the new)."""
+        old = self.tasks.get(task.uid)
+        if old is not None:
+            self.remove_task(old)
+        self.add_task(task)
+
+    def clone_into(
+        self, table: NodeTable, tasks_loader: Callable[[], dict[str, TaskInfo]] | None
+    ) -> NodeInfo:
+        """A copy for a snapshot: own usage figures, same row in the (copied) table, tasks loaded lazily."""
+        n = NodeInfo.__new__(NodeInfo)
+        n.name = self.name
+        n.node = self.node
+        n.labels = self.labels
+        n.taints = self.taints
+        n.unschedulable = self.unschedulable
+        n.ready = self.ready
+        n.allocatable = self.allocatable
+        n.idle = self.idle.clone()
+        n.used = self.used.clone()
+        n.releasing = self.releasing.clone()
+        n.pipelined = self.pipelined.clone()
+        n.table = table
+        n.row = self.row
+        n._tasks = None
+        n._tasks_loader = tasks_loader
+        return n
+
+    def __repr__(self) -> str:
+        return f"Node({self.name}, idle={self.idle!r})"
+
+
+def node_ready(node: Node) -> bool:
+    for cond in node.status.conditions:
+        if cond.type == "Ready":
+            return cond.status == "True"
+    return True  # a node without conditions yet (fresh from a simulator or a test) is taken as ready
+
+
+class QueueInfo:
+    """One Volcano Queue."""
+
+    __slots__ = (
+        "capability",
+        "creation",
+        "deserved",
+        "guarantee",
+        "name",
+        "parent",
+        "priority",
+        "queue",
+        "reclaimable",
+        "state",
+        "weight",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        weight: int = 1,
+        capability: Resource | None = None,
+        guarantee: Resource | None = None,
+        deserved: Resource | None = None,
+        reclaimable: bool = True,
+        state: str = "Open",
+        parent: str = "",
+        priority: int = 0,
+        creation: float = 0.0,
+        queue: Queue | None = None,
+    ) -> None:
+        self.name = name
+        self.weight = max(0, weight)
+        self.capability = capability
+        self.guarantee = guarantee if guarantee is not None else Resource()
+        self.deserved = deserved
+        self.reclaimable = reclaimable
+        self.state = state
+        self.parent = parent
+        self.priority = priority
+        self.creation = creation
+        self.queue = queue
+
+    @classmethod
+    def from_queue(cls, q: Queue) -> QueueInfo:
+        """Build from a Queue object; a bad quantity leaves that limit unset rather than failing the queue."""
+        spec = q.spec
+
+        def res(items: dict[str, Any]) -> Resource | None:
+            if not items:
+                return None
+            try:
+                return Resource.from_resource_list(items)
+            except ResourceError:
+                return None
+
+        return cls(
+            name=q.metadata.name,
+            weight=spec.weight,
+            capability=res(spec.capability),
+            guarantee=res(spec.guarantee.resource),
+            deserved=res(spec.deserved),
+            reclaimable=True if spec.reclaimable is None else spec.reclaimable,
+            # A queue whose controller has not set a state yet is open: it must not block scheduling forever.
+            state=q.status.state or "Open",
+            parent=spec.parent,
+            priority=spec.priority,
+            creation=parse_timestamp(q.metadata.creation_timestamp),
+            queue=q,
+        )
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == "Open"
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name}, weight={self.weight}, state={self.state})"

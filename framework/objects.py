@@ -1,0 +1,368 @@
+"""Lean, typed views of the Kubernetes objects the scheduler reads, decoded with msgspec.
+
+Only the fields Caldera uses are declared; everything else on the wire is ignored. A malformed
+object raises :class:`ObjectError` (which names the kind and, when it can, the object), never
+anything else, so callers can log it and skip the object.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, TypeVar
+
+import msgspec
+
+Quantity = str | int | float
+ResourceList = dict[str, Quantity]
+
+
+class ObjectError(ValueError):
+    """A Kubernetes object that cannot be decoded; the message names the kind and the object."""
+
+
+class _Base(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
+    pass
+
+
+class OwnerReference(_Base):
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    api_version: str = ""
+    controller: bool = False
+
+
+class ObjectMeta(_Base):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    owner_references: list[OwnerReference] = []
+    finalizers: list[str] = []
+
+
+# --- pods ------------------------------------------------------------------------------------------
+class ResourceRequirements(_Base):
+    requests: ResourceList = {}
+    limits: ResourceList = {}
+
+
+class ContainerPort(_Base):
+    container_port: int = 0
+    host_port: int = 0
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+
+class Container(_Base):
+    name: str = ""
+    resources: ResourceRequirements = ResourceRequirements()
+    ports: list[ContainerPort] = []
+
+
+class NodeSelectorRequirement(_Base):
+    key: str = ""
+    operator: str = "In"
+    values: list[str] = []
+
+
+class NodeSelectorTerm(_Base):
+    match_expressions: list[NodeSelectorRequirement] = []
+    match_fields: list[NodeSelectorRequirement] = []
+
+
+class NodeSelector(_Base):
+    node_selector_terms: list[NodeSelectorTerm] = []
+
+
+class PreferredSchedulingTerm(_Base):
+    weight: int = 0
+    preference: NodeSelectorTerm = NodeSelectorTerm()
+
+
+class NodeAffinity(_Base):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = []
+
+
+class LabelSelectorRequirement(_Base):
+    key: str = ""
+    operator: str = "In"
+    values: list[str] = []
+
+
+class LabelSelector(_Base):
+    match_labels: dict[str, str] = {}
+    match_expressions: list[LabelSelectorRequirement] = []
+
+
+class PodAffinityTerm(_Base):
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = []
+    topology_key: str = ""
+
+
+class WeightedPodAffinityTerm(_Base):
+    weight: int = 0
+    pod_affinity_term: PodAffinityTerm = PodAffinityTerm()
+
+
+class PodAffinity(_Base):
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = []
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = []
+
+
+class Affinity(_Base):
+    node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class Toleration(_Base):
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+
+class PodSpec(_Base):
+    node_name: str = ""
+    scheduler_name: str = "default-scheduler"
+    priority: int | None = None
+    priority_class_name: str = ""
+    node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = []
+    containers: list[Container] = []
+    init_containers: list[Container] = []
+    overhead: ResourceList = {}
+    host_network: bool = False
+
+
+class PodCondition(_Base):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+
+
+class PodStatus(_Base):
+    phase: str = "Pending"
+    conditions: list[PodCondition] = []
+    nominated_node_name: str = ""
+
+
+class Pod(_Base):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+
+# --- nodes -----------------------------------------------------------------------------------------
+class Taint(_Base):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class NodeSpec(_Base):
+    unschedulable: bool = False
+    taints: list[Taint] = []
+
+
+class NodeCondition(_Base):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+
+
+class NodeStatus(_Base):
+    capacity: ResourceList = {}
+    allocatable: ResourceList = {}
+    conditions: list[NodeCondition] = []
+
+
+class Node(_Base):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: NodeSpec = NodeSpec()
+    status: NodeStatus = NodeStatus()
+
+
+# --- Volcano: PodGroup, Queue, HyperNode -------------------------------------------------------------
+class NetworkTopologySpec(_Base):
+    mode: str = "hard"
+    highest_tier_allowed: int | None = None
+
+
+class PodGroupSpec(_Base):
+    min_member: int = 1
+    min_task_member: dict[str, int] = {}
+    queue: str = ""
+    priority_class_name: str = ""
+    min_resources: ResourceList | None = None
+    network_topology: NetworkTopologySpec | None = None
+
+
+class PodGroupCondition(_Base):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    transition_id: str = ""
+    last_transition_time: str | None = None
+
+
+class PodGroupStatus(_Base):
+    phase: str = ""
+    conditions: list[PodGroupCondition] = []
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+class PodGroup(_Base):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PodGroupSpec = PodGroupSpec()
+    status: PodGroupStatus = PodGroupStatus()
+
+
+class Guarantee(_Base):
+    resource: ResourceList = {}
+
+
+class QueueSpec(_Base):
+    weight: int = 1
+    capability: ResourceList = {}
+    deserved: ResourceList = {}
+    guarantee: Guarantee = Guarantee()
+    reclaimable: bool | None = None
+    parent: str = ""
+    priority: int = 0
+
+
+class QueueStatus(_Base):
+    state: str = ""
+    pending: int = 0
+    running: int = 0
+    inqueue: int = 0
+    unknown: int = 0
+    completed: int = 0
+
+
+class Queue(_Base):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: QueueSpec = QueueSpec()
+    status: QueueStatus = QueueStatus()
+
+
+class PriorityClass(_Base):
+    metadata: ObjectMeta = ObjectMeta()
+    value: int = 0
+    global_default: bool = False
+    preemption_policy: str = "PreemptLowerPriority"
+
+
+class ExactMatch(_Base):
+    name: str = ""
+
+
+class RegexMatch(_Base):
+    pattern: str = ""
+
+
+class LabelMatch(_Base):
+    match_labels: dict[str, str] = {}
+
+
+class MemberSelector(_Base):
+    exact_match: ExactMatch | None = None
+    regex_match: RegexMatch | None = None
+    label_match: LabelMatch | None = None
+
+
+class HyperNodeMember(_Base):
+    type: str = "Node"
+    selector: MemberSelector = MemberSelector()
+
+
+class HyperNodeSpec(_Base):
+    tier: int = 1
+    members: list[HyperNodeMember] = []
+
+
+class HyperNode(_Base):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: HyperNodeSpec = HyperNodeSpec()
+
+
+# --- decoding --------------------------------------------------------------------------------------
+T = TypeVar("T", bound=_Base)
+
+KINDS: dict[str, type[_Base]] = {
+    "Pod": Pod,
+    "Node": Node,
+    "PodGroup": PodGroup,
+    "Queue": Queue,
+    "PriorityClass": PriorityClass,
+    "HyperNode": HyperNode,
+}
+
+_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
+
+
+def decode(kind: type[T], raw: bytes | str) -> T:
+    """Decode one object from JSON; :class:`ObjectError` on anything malformed."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    try:
+        return decoder.decode(raw)  # type: ignore[no-any-return]
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ObjectError(f"malformed {kind.__name__} {_name_hint(raw)}: {exc}") from None
+
+
+def convert(kind: type[T], obj: Any) -> T:
+    """Convert an already-parsed JSON object (dict) into ``kind``; :class:`ObjectError` on failure."""
+    try:
+        return msgspec.convert(obj, kind)
+    except (msgspec.ValidationError, TypeError) as exc:
+        name = ""
+        if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+            meta = obj["metadata"]
+            name = f"{meta.get('namespace', '')}/{meta.get('name', '')}".lstrip("/")
+        raise ObjectError(f"malformed {kind.__name__} {name or '(unnamed)'}: {exc}") from None
+
+
+def _name_hint(raw: bytes | str) -> str:
+    try:
+        obj = msgspec.json.decode(raw)
+        meta = obj.get("metadata", {}) if isinstance(obj, dict) else {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}".lstrip("/") or "(unnamed)"
+    except Exception:
+        return "(undecodable)"
+
+
+def encode(obj: _Base) -> bytes:
+    return msgspec.json.encode(obj)
+
+
+@lru_cache(maxsize=65536)
+def parse_timestamp(value: str | None) -> float:
+    """RFC 3339 to seconds since the epoch; 0.0 for a missing or unreadable timestamp."""
+    if not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def pod_key(pod: Pod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"

@@ -1,0 +1,133 @@
+"""A Statement: the operations of one decision (usually a whole gang), committed or discarded together.
+
+Every operation changes the session at once (task status, node usage, plugin share figures
+through event handlers), so later predicates see it; ``discard`` undoes them in reverse order
+and leaves the session exactly as it was; ``commit`` hands placements and evictions over to
+the session's result, for the binder and the evictor.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from framework.model import NodeInfo, TaskInfo, TaskStatus
+
+if TYPE_CHECKING:
+    from framework.session import Session
+
+
+class Op(enum.Enum):
+    ALLOCATE = "allocate"
+    PIPELINE = "pipeline"
+    EVICT = "evict"
+
+
+@dataclass
+class Operation:
+    op: Op
+    task: TaskInfo
+    node: str
+    previous_status: TaskStatus
+    previous_node: str
+    reason: str = ""
+
+
+class StatementError(RuntimeError):
+    """An operation that cannot apply (unknown node, task not in its job); the session is unchanged."""
+
+
+class Statement:
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.operations: list[Operation] = []
+        self.closed = False
+
+    def __len__(self) -> int:
+        return len(self.operations)
+
+    def _node(self, name: str) -> NodeInfo:
+        node = self.ssn.nodes.get(name)
+        if node is None:
+            raise StatementError(f"node {name!r} is not in the session")
+        return node
+
+    def _place(self, task: TaskInfo, node_name: str, status: TaskStatus, op: Op) -> None:
+        node = self._node(node_name)
+        job = self.ssn.jobs.get(task.job)
+        if job is None or job.tasks.get(task.uid) is not task:
+            raise StatementError(f"task {task.key} is not a task of job {task.job!r} in this session")
+        record = Operation(op, task, node_name, task.status, task.node_name)
+        job.update_task_status(task, status)
+        task.node_name = node_name
+        node.add_task(task)
+        self.operations.append(record)
+        self.ssn._fire(True, task)
+
+    def allocate(self, task: TaskInfo, node_name: str) -> None:
+        """Place a pending task on a node, to be bound when the statement commits."""
+        self._place(task, node_name, TaskStatus.ALLOCATED, Op.ALLOCATE)
+
+    def pipeline(self, task: TaskInfo, node_name: str) -> None:
+        """Reserve a node for a task whose resources are still being released there."""
+        self._place(task, node_name, TaskStatus.PIPELINED, Op.PIPELINE)
+
+    def evict(self, task: TaskInfo, reason: str) -> None:
+        """Mark a running task as releasing; it is evicted when the statement commits."""
+        node = self._node(task.node_name)
+        job = self.ssn.jobs.get(task.job)
+        record = Operation(Op.EVICT, task, task.node_name, task.status, task.node_name, reason)
+        node.remove_task(task)
+        if job is not None and job.tasks.get(task.uid) is task:
+            job.update_task_status(task, TaskStatus.RELEASING)
+        else:
+            task.status = TaskStatus.RELEASING
+        node.add_task(task)
+        self.operations.append(record)
+        self.ssn._fire(False, task)
+
+    def _undo(self, record: Operation) -> None:
+        task = record.task
+        node = self.ssn.nodes[record.node]
+        job = self.ssn.jobs.get(task.job)
+        node.remove_task(task)
+        if job is not None and job.tasks.get(task.uid) is task:
+            job.update_task_status(task, record.previous_status)
+        else:
+            task.status = record.previous_status
+        task.node_name = record.previous_node
+        if record.op is Op.EVICT:
+            node.add_task(task)
+            self.ssn._fire(True, task)
+        else:
+            self.ssn._fire(False, task)
+
+    def discard(self) -> None:
+        """Undo every operation, newest first; the session is left exactly as before."""
+        if self.closed:
+            return
+        for record in reversed(self.operations):
+            self._undo(record)
+        self.operations.clear()
+        self.closed = True
+
+    def commit(self) -> None:
+        """Hand allocations to the binder and evictions to the evictor (pipelines stay in the session)."""
+        if self.closed:
+            return
+        from framework.session import Eviction, Placement
+
+        for record in self.operations:
+            if record.op is Op.ALLOCATE:
+                self.ssn.placements.append(Placement(record.task, record.node))
+            elif record.op is Op.EVICT:
+                self.ssn.evictions.append(Eviction(record.task, record.reason))
+        self.operations.clear()
+        self.closed = True
+
+    def merge(self, other: Statement) -> None:
+        """Take over another statement's operations (a sub-decision folded into this one)."""
+        self.operations.extend(other.operations)
+        other.operations = []
+        other.closed = True

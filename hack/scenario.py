@@ -1,0 +1,271 @@
+"""Builders for scenario tests and in-process benchmarks: Kubernetes objects as the API would send
+them (dicts, decoded through the same msgspec path as watch events), and snapshots built from them.
+
+    snap = cluster(nodes=[node("n1", cpu="4")], pods=[pod("p1", cpu="1", group="job1")],
+                   podgroups=[podgroup("job1", min_member=1)])
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+from cache.store import ClusterCache
+from framework.model import GROUP_NAME_ANNOTATION, TASK_SPEC_ANNOTATION
+from framework.objects import Node, Pod, PodGroup, PriorityClass, Queue, convert
+from framework.snapshot import Snapshot
+
+_uid = itertools.count(1)
+_clock = itertools.count(0)
+
+
+def _ts() -> str:
+    # Distinct, increasing creation timestamps so creation order is well defined in tests.
+    n = next(_clock)
+    return (
+        f"2026-01-01T00:{(n // 60) % 60:02d}:{n % 60:02d}Z"
+        if n < 3600
+        else f"2026-01-02T{(n // 3600) % 24:02d}:{(n // 60) % 60:02d}:{n % 60:02d}Z"
+    )
+
+
+def node_dict(
+    name: str,
+    cpu: str = "8",
+    memory: str = "32Gi",
+    pods: str = "110",
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    ready: bool = True,
+    extra: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    alloc = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"node-{name}",
+            "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+            "annotations": annotations or {},
+            "creationTimestamp": _ts(),
+        },
+        "spec": {"unschedulable": unschedulable, "taints": taints or []},
+        "status": {
+            "capacity": alloc,
+            "allocatable": alloc,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def node(name: str, **kw: Any) -> Node:
+    return convert(Node, node_dict(name, **kw))
+
+
+def pod_dict(
+    name: str,
+    cpu: str | None = "1",
+    memory: str | None = "1Gi",
+    group: str | None = None,
+    namespace: str = "default",
+    scheduler: str = "caldera",
+    node_name: str = "",
+    phase: str = "Pending",
+    priority: int | None = None,
+    priority_class: str = "",
+    role: str = "",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    node_selector: dict[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    affinity: dict[str, Any] | None = None,
+    host_ports: list[int] | None = None,
+    extra: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+    uid: str | None = None,
+) -> dict[str, Any]:
+    requests: dict[str, str] = {}
+    if cpu is not None:
+        requests["cpu"] = cpu
+    if memory is not None:
+        requests["memory"] = memory
+    requests.update(extra or {})
+    ann = dict(annotations or {})
+    if group:
+        ann[GROUP_NAME_ANNOTATION] = group
+    if role:
+        ann[TASK_SPEC_ANNOTATION] = role
+    container: dict[str, Any] = {"name": "main", "image": "busybox", "resources": {"requests": requests}}
+    if limits:
+        container["resources"]["limits"] = limits
+    if host_ports:
+        container["ports"] = [{"containerPort": p, "hostPort": p} for p in host_ports]
+    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [container]}
+    if node_name:
+        spec["nodeName"] = node_name
+    if priority is not None:
+        spec["priority"] = priority
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if affinity:
+        spec["affinity"] = affinity
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"pod-{namespace}-{name}-{next(_uid)}",
+            "labels": labels or {},
+            "annotations": ann,
+            "creationTimestamp": _ts(),
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def pod(name: str, **kw: Any) -> Pod:
+    return convert(Pod, pod_dict(name, **kw))
+
+
+def podgroup_dict(
+    name: str,
+    min_member: int = 1,
+    queue: str = "default",
+    namespace: str = "default",
+    priority_class: str = "",
+    min_task_member: dict[str, int] | None = None,
+    min_resources: dict[str, str] | None = None,
+    phase: str = "Inqueue",
+    network_topology: dict[str, Any] | None = None,
+    uid: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": min_member, "queue": queue}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if min_task_member:
+        spec["minTaskMember"] = min_task_member
+    if min_resources:
+        spec["minResources"] = min_resources
+    if network_topology:
+        spec["networkTopology"] = network_topology
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"pg-{namespace}-{name}-{next(_uid)}",
+            "creationTimestamp": _ts(),
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def podgroup(name: str, **kw: Any) -> PodGroup:
+    return convert(PodGroup, podgroup_dict(name, **kw))
+
+
+def queue_dict(
+    name: str,
+    weight: int = 1,
+    capability: dict[str, str] | None = None,
+    guarantee: dict[str, str] | None = None,
+    reclaimable: bool | None = None,
+    state: str = "Open",
+    parent: str = "",
+    deserved: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"weight": weight}
+    if capability:
+        spec["capability"] = capability
+    if guarantee:
+        spec["guarantee"] = {"resource": guarantee}
+    if reclaimable is not None:
+        spec["reclaimable"] = reclaimable
+    if parent:
+        spec["parent"] = parent
+    if deserved:
+        spec["deserved"] = deserved
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name, "uid": f"queue-{name}-{next(_uid)}", "creationTimestamp": _ts()},
+        "spec": spec,
+        "status": {"state": state},
+    }
+
+
+def queue(name: str, **kw: Any) -> Queue:
+    return convert(Queue, queue_dict(name, **kw))
+
+
+def priority_class(name: str, value: int, global_default: bool = False) -> PriorityClass:
+    return convert(
+        PriorityClass,
+        {"metadata": {"name": name, "uid": f"pc-{name}"}, "value": value, "globalDefault": global_default},
+    )
+
+
+def gang(
+    name: str,
+    size: int,
+    min_member: int | None = None,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    queue: str = "default",
+    namespace: str = "default",
+    **pod_kw: Any,
+) -> tuple[PodGroup, list[Pod]]:
+    """A PodGroup and its ``size`` pods (min member defaults to the size)."""
+    pg = podgroup(
+        name, min_member=size if min_member is None else min_member, queue=queue, namespace=namespace
+    )
+    pods = [
+        pod(f"{name}-{i}", cpu=cpu, memory=memory, group=name, namespace=namespace, **pod_kw)
+        for i in range(size)
+    ]
+    return pg, pods
+
+
+def load(
+    cache: ClusterCache,
+    nodes: Iterable[Node] = (),
+    pods: Iterable[Pod] = (),
+    podgroups: Iterable[PodGroup] = (),
+    queues: Iterable[Queue] = (),
+    priority_classes: Iterable[PriorityClass] = (),
+) -> ClusterCache:
+    for pc in priority_classes:
+        cache.upsert_priority_class(pc)
+    for q in queues:
+        cache.upsert_queue(q)
+    for n in nodes:
+        cache.upsert_node(n)
+    for pg in podgroups:
+        cache.upsert_podgroup(pg)
+    for p in pods:
+        cache.upsert_pod(p)
+    return cache
+
+
+def cluster(
+    nodes: Iterable[Node] = (),
+    pods: Iterable[Pod] = (),
+    podgroups: Iterable[PodGroup] = (),
+    queues: Iterable[Queue] = (),
+    priority_classes: Iterable[PriorityClass] = (),
+    scheduler_names: Iterable[str] = ("caldera",),
+) -> Snapshot:
+    """A snapshot of a cache loaded with these objects."""
+    return load(ClusterCache(scheduler_names), nodes, pods, podgroups, queues, priority_classes).snapshot()

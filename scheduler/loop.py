@@ -1,0 +1,130 @@
+"""The cycle loop: every period, snapshot the cache, open a session, run the conf's actions, close
+the session and hand committed placements to the binder. A failing plugin or action fails its
+cycle (logged and counted), never the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from framework.plugin import Arguments, Registry
+from framework.session import Eviction, Placement, SessionResult, close_session, open_session
+from framework.snapshot import Snapshot
+from framework.tiers import SchedulerConf
+
+log = logging.getLogger("caldera.loop")
+
+
+class SnapshotSource(Protocol):
+    def snapshot(self) -> Snapshot: ...
+
+    def apply(self, result: SessionResult) -> object: ...
+
+
+class Binder(Protocol):
+    def bind(self, placements: list[Placement]) -> None:
+        """Take placements to bind; must not block (queue them)."""
+
+    def evict(self, evictions: list[Eviction]) -> None:
+        """Take evictions to carry out; must not block."""
+
+
+class RecordingBinder:
+    """A binder that only remembers what it was given (tests, in-process benchmarks, dry runs)."""
+
+    def __init__(self) -> None:
+        self.placements: list[Placement] = []
+        self.evictions: list[Eviction] = []
+
+    def bind(self, placements: list[Placement]) -> None:
+        self.placements.extend(placements)
+
+    def evict(self, evictions: list[Eviction]) -> None:
+        self.evictions.extend(evictions)
+
+
+@dataclass
+class CycleStats:
+    cycles: int = 0
+    failed: int = 0
+    last_error: str = ""
+    last_duration: float = 0.0
+    bound: int = 0
+
+
+class SchedulerLoop:
+    def __init__(
+        self,
+        cache: SnapshotSource,
+        conf: Callable[[], SchedulerConf],
+        registry: Registry,
+        binder: Binder,
+        period: float = 1.0,
+        ready: Callable[[], bool] = lambda: True,
+        on_cycle: Callable[[SessionResult | None, float, BaseException | None], None] | None = None,
+    ) -> None:
+        self.cache = cache
+        self.conf = conf
+        self.registry = registry
+        self.binder = binder
+        self.period = period
+        self.ready = ready
+        self.on_cycle = on_cycle
+        self.stats = CycleStats()
+
+    def run_once(self) -> SessionResult | None:
+        """One cycle, synchronously. Returns the session's result, or None when the cycle failed."""
+        started = time.perf_counter()
+        self.stats.cycles += 1
+        conf = self.conf()
+        result: SessionResult | None = None
+        error: BaseException | None = None
+        try:
+            snapshot = self.cache.snapshot()
+            ssn = open_session(snapshot, conf.tiers, self.registry.plugins, conf.configurations)
+            try:
+                for name in conf.actions:
+                    action = self.registry.actions[name](
+                        conf.configurations.get(name) or Arguments(f"action {name!r}")
+                    )
+                    action.execute(ssn)
+            finally:
+                closed = close_session(ssn)
+            result = closed
+        except Exception as exc:
+            # Nothing of a failed cycle is bound: its statements may have seen a plugin half-way.
+            error = exc
+            self.stats.failed += 1
+            self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("scheduling cycle %d failed; the next cycle runs as usual", self.stats.cycles)
+        if result is not None:
+            self.cache.apply(result)
+            if result.placements:
+                self.binder.bind(result.placements)
+                self.stats.bound += len(result.placements)
+            if result.evictions:
+                self.binder.evict(result.evictions)
+        self.stats.last_duration = time.perf_counter() - started
+        if self.on_cycle is not None:
+            try:
+                self.on_cycle(result, self.stats.last_duration, error)
+            except Exception:
+                log.exception("cycle observer failed")
+        return result
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Cycle every period until ``stop`` is set. The CPU-bound cycle runs in a worker thread so the
+        event loop keeps draining watches meanwhile."""
+        while not stop.is_set():
+            started = time.monotonic()
+            if self.ready():
+                await asyncio.to_thread(self.run_once)
+            delay = max(0.0, self.period - (time.monotonic() - started))
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+            except TimeoutError:
+                pass
