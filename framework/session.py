@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from framework.plugin import Plugin
 from framework.resource import Resource
 from framework.snapshot import Snapshot
 from framework.tiers import PluginOption, Tier
+
+if TYPE_CHECKING:
+    from framework.statement import Statement
 
 log = logging.getLogger("caldera.session")
 
