@@ -1,1 +1,5 @@
-"""Caldera: plugins."""
+"""Plugins: scheduling policy registered on a session. ``ALL`` lists the built-ins for the registry."""
+
+from framework.plugin import Plugin
+
+ALL: list[type[Plugin]] = []

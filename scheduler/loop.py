@@ -77,30 +77,36 @@ class SchedulerLoop:
         self.stats = CycleStats()
 
     def run_once(self) -> SessionResult | None:
-        """One cycle, synchronously. Returns the session's result, or None when the cycle failed."""
+        """One cycle, synchronously: decide, then hand over. Returns None when the cycle failed."""
         started = time.perf_counter()
+        result, error = self.decide()
+        self.hand_over(result, error, started)
+        return result
+
+    def decide(self) -> tuple[SessionResult | None, BaseException | None]:
+        """Snapshot, open a session, run the actions, close it. CPU only: safe in a worker thread,
+        because a session reads nothing but its own snapshot."""
         self.stats.cycles += 1
         conf = self.conf()
-        result: SessionResult | None = None
-        error: BaseException | None = None
         try:
             snapshot = self.cache.snapshot()
             ssn = open_session(snapshot, conf.tiers, self.registry.plugins, conf.configurations)
             try:
                 for name in conf.actions:
-                    action = self.registry.actions[name](
-                        conf.configurations.get(name) or Arguments(f"action {name!r}")
-                    )
+                    action = self.registry.actions[name](conf.configurations.get(name) or Arguments(f"action {name!r}"))
                     action.execute(ssn)
             finally:
-                closed = close_session(ssn)
-            result = closed
+                result = close_session(ssn)
+            return result, None
         except Exception as exc:
             # Nothing of a failed cycle is bound: its statements may have seen a plugin half-way.
-            error = exc
             self.stats.failed += 1
             self.stats.last_error = f"{type(exc).__name__}: {exc}"
             log.exception("scheduling cycle %d failed; the next cycle runs as usual", self.stats.cycles)
+            return None, exc
+
+    def hand_over(self, result: SessionResult | None, error: BaseException | None, started: float) -> None:
+        """Assume the placements in the cache and give them to the binder (on the event loop's thread)."""
         if result is not None:
             self.cache.apply(result)
             if result.placements:
@@ -114,15 +120,16 @@ class SchedulerLoop:
                 self.on_cycle(result, self.stats.last_duration, error)
             except Exception:
                 log.exception("cycle observer failed")
-        return result
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Cycle every period until ``stop`` is set. The CPU-bound cycle runs in a worker thread so the
-        event loop keeps draining watches meanwhile."""
+        """Cycle every period until ``stop`` is set. The CPU-bound decision runs in a worker thread so
+        the event loop keeps draining watches meanwhile; the hand-over runs back on the loop."""
         while not stop.is_set():
             started = time.monotonic()
             if self.ready():
-                await asyncio.to_thread(self.run_once)
+                t0 = time.perf_counter()
+                result, error = await asyncio.to_thread(self.decide)
+                self.hand_over(result, error, t0)
             delay = max(0.0, self.period - (time.monotonic() - started))
             try:
                 await asyncio.wait_for(stop.wait(), timeout=delay)
