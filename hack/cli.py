@@ -1,12 +1,46 @@
-"""The `caldera-sim` console script: simulated cluster, workload generators, soak and benchmarks."""
+"""The `caldera-sim` console script: simulated cluster, workload generators, soak and benchmarks.
+
+Each subcommand lives in its own module exposing `register(subparsers)`, which adds an argparse
+subparser and sets `func=run` where `run(args) -> int`. A module listed below that does not exist
+yet is skipped, so adding a subcommand is adding its module.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
+
+SUBCOMMAND_MODULES = (
+    "hack.sim.cli",  # serve
+    "hack.bench_sim",  # bench-sim
+    "hack.demo",
+    "hack.workload",
+    "hack.soak",
+    "hack.bench",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="caldera-sim", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and name.startswith(exc.name):
+                continue  # not written yet
+            raise
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(subparsers)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="caldera-sim")
-    parser.add_subparsers(dest="command", required=True)
-    parser.parse_args(argv)
-    return 0
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

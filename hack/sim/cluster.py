@@ -1,0 +1,220 @@
+"""SimCluster: the simulated cluster as an async context manager, for tests and tools."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from .controllers import Kubelet, WorkloadControllers
+from .faults import Faults
+from .kubeconfig import write_kubeconfig
+from .nodes import ClusterSpec, NodeTemplate, build_nodes, resource_for
+from .resources import NAMESPACES, NODES, PRIORITY_CLASSES
+from .server import ApiServer
+from .store import Store
+
+log = logging.getLogger("caldera.sim")
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+SYSTEM_PRIORITY_CLASSES = (
+    ("system-cluster-critical", 2_000_000_000),
+    ("system-node-critical", 2_000_001_000),
+)
+
+
+def check_loopback(host: str) -> None:
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ValueError(f"caldera-sim listens on loopback only, not {host!r}")
+
+
+class SimCluster:
+    """A simulated Kubernetes cluster served over HTTP on loopback.
+
+    `async with SimCluster(nodes=4, kubelet_delay=0.05) as sim:` then point any client at `sim.kubeconfig_path`
+    (or `sim.url` + `sim.token`). `sim.store` is the live state; `sim.faults` can be changed at any time;
+    `sim.compact()` and `sim.drop_watches()` inject those faults on demand.
+    """
+
+    def __init__(
+        self,
+        nodes: int | ClusterSpec | Iterable[NodeTemplate] | None = 0,
+        *,
+        node_cpu: str = "32",
+        node_memory: str = "128Gi",
+        node_pods: int | str = 110,
+        node_labels: dict[str, str] | None = None,
+        cluster_file: str | Path | None = None,
+        objects: Iterable[dict[str, Any]] = (),
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        kubeconfig_path: str | Path | None = None,
+        faults: Faults | None = None,
+        kubelet: bool = True,
+        kubelet_delay: float = 1.0,
+        kubelet_stop_delay: float | None = None,
+        controllers: bool = True,
+        history_size: int = 10_000,
+        bookmark_interval: float = 60.0,
+        watch_timeout: tuple[float, float] = (1800.0, 3600.0),
+        seed: int | None = None,
+    ):
+        check_loopback(host)
+        if isinstance(nodes, ClusterSpec):
+            spec = nodes
+        elif isinstance(nodes, int) or nodes is None:
+            spec = ClusterSpec.uniform(nodes or 0, node_cpu, node_memory, node_pods, node_labels)
+        else:
+            spec = ClusterSpec(nodes=list(nodes))
+        if cluster_file is not None:
+            from_file = ClusterSpec.from_file(cluster_file)
+            spec = ClusterSpec(nodes=spec.nodes + from_file.nodes, objects=spec.objects + from_file.objects)
+        self.spec = ClusterSpec(nodes=spec.nodes, objects=spec.objects + list(objects))
+        self.host = host
+        self.port = port
+        self.token = token or secrets.token_hex(16)
+        self.faults = faults or Faults()
+        self.store = Store(history_size=history_size, seed=seed)
+        self.server = ApiServer(self.store, self.token, self.faults, bookmark_interval, watch_timeout)
+        self.kubelet = Kubelet(self.store, kubelet_delay, kubelet_stop_delay) if kubelet else None
+        self.controllers = WorkloadControllers(self.store) if controllers else None
+        self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path else None
+        self._tmpdir: str | None = None
+        self.kubeconfig_path: Path | None = None
+        self._runner: web.AppRunner | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._node_index = 0
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def __aenter__(self) -> SimCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.store.defer = loop.call_soon
+        self._seed()
+        self._runner = web.AppRunner(self.server.make_app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=2048, reuse_address=True)
+        await site.start()
+        server = site._server
+        if server is not None and getattr(server, "sockets", None):
+            self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        if self.kubelet is not None:
+            self.kubelet.start()
+        if self.controllers is not None:
+            self.controllers.start()
+        self._tasks.append(loop.create_task(self._bookmarks(), name="sim-bookmarks"))
+        self._tasks.append(loop.create_task(self._periodic_faults(), name="sim-faults"))
+        if self._kubeconfig_arg is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="caldera-sim-")
+            target = Path(self._tmpdir) / "kubeconfig"
+        else:
+            target = self._kubeconfig_arg
+        # Written last, so a client that sees the file finds a server that answers.
+        self.kubeconfig_path = write_kubeconfig(target, self.url, self.token)
+        log.info("caldera-sim serving %s (%d nodes)", self.url, len(self.store.objects(NODES)))
+
+    async def stop(self) -> None:
+        self.server.drop_watches()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._tasks.clear()
+        if self.kubelet is not None:
+            await self.kubelet.stop()
+        if self.controllers is not None:
+            await self.controllers.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    def _seed(self) -> None:
+        for ns in DEFAULT_NAMESPACES:
+            self.store.ensure(NAMESPACES, {"metadata": {"name": ns}})
+        for name, value in SYSTEM_PRIORITY_CLASSES:
+            self.store.ensure(
+                PRIORITY_CLASSES,
+                {"metadata": {"name": name}, "value": value, "description": "Used for system critical pods."},
+            )
+        self.add_nodes(self.spec.nodes)
+        for obj in self.spec.objects:
+            res = resource_for(obj)
+            self.store.ensure(res, obj)
+
+    # ---- run-time control -----------------------------------------------------------------------------
+
+    def add_nodes(self, templates: Iterable[NodeTemplate]) -> list[str]:
+        names = []
+        for node in build_nodes(list(templates), self._node_index):
+            self.store.create(NODES, "", node)
+            names.append(node["metadata"]["name"])
+            self._node_index += 1
+        return names
+
+    def compact(self) -> None:
+        """Forget the watch history: clients resuming from an older resourceVersion get 410 and must re-list."""
+        self.store.compact()
+
+    def drop_watches(self, abort: bool = False) -> int:
+        """End every open watch stream (cleanly, or by resetting the connection); returns how many."""
+        return self.server.drop_watches(abort)
+
+    def set_faults(self, **changes: Any) -> None:
+        for key, value in changes.items():
+            if not hasattr(self.faults, key) or key.startswith("_"):
+                raise AttributeError(f"unknown fault {key!r}")
+            setattr(self.faults, key, value)
+
+    async def _bookmarks(self) -> None:
+        while True:
+            await asyncio.sleep(self.server.bookmark_interval)
+            self.server.send_bookmarks()
+
+    async def _periodic_faults(self) -> None:
+        last_drop = last_compact = time.monotonic()
+        while True:
+            await asyncio.sleep(0.02)
+            now = time.monotonic()
+            f = self.faults
+            if f.drop_watches_every > 0 and now - last_drop >= f.drop_watches_every:
+                last_drop = now
+                self.drop_watches(f.drop_watches_abort)
+            elif f.drop_watches_every <= 0:
+                last_drop = now
+            if f.compact_every > 0 and now - last_compact >= f.compact_every:
+                last_compact = now
+                self.compact()
+            elif f.compact_every <= 0:
+                last_compact = now

@@ -1,0 +1,308 @@
+"""The kinds the simulated API server serves, and the discovery documents that describe them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    # Subresources served besides the object itself: "status", "binding", "eviction".
+    subresources: frozenset[str] = frozenset()
+    # Field selectors a real server accepts for this kind besides metadata.name and metadata.namespace.
+    field_labels: frozenset[str] = frozenset()
+    # Custom resources: no strategic merge patch, generation follows the CRD rules.
+    custom: bool = False
+    # Kinds whose objects carry metadata.generation (those with a spec).
+    generation: bool = True
+    verbs: tuple[str, ...] = (
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    )
+    categories: tuple[str, ...] = field(default=())
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def id(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+
+_POD_FIELDS = frozenset(
+    {
+        "spec.nodeName",
+        "spec.schedulerName",
+        "spec.restartPolicy",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    }
+)
+_EVENT_FIELDS = frozenset(
+    {
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    }
+)
+_EVENTS_V1_FIELDS = frozenset(
+    {
+        "regarding.kind",
+        "regarding.namespace",
+        "regarding.name",
+        "regarding.uid",
+        "regarding.apiVersion",
+        "regarding.resourceVersion",
+        "regarding.fieldPath",
+        "reason",
+        "reportingController",
+        "type",
+    }
+)
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource(
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        True,
+        ("po",),
+        frozenset({"status", "binding", "eviction"}),
+        _POD_FIELDS,
+        categories=("all",),
+    ),
+    Resource(
+        "", "v1", "nodes", "Node", False, ("no",), frozenset({"status"}), frozenset({"spec.unschedulable"})
+    ),
+    Resource(
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        False,
+        ("ns",),
+        frozenset({"status", "finalize"}),
+        frozenset({"status.phase"}),
+        generation=False,
+    ),
+    Resource("", "v1", "configmaps", "ConfigMap", True, ("cm",), generation=False),
+    Resource("", "v1", "events", "Event", True, ("ev",), field_labels=_EVENT_FIELDS, generation=False),
+    Resource(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "Event",
+        True,
+        ("ev",),
+        field_labels=_EVENTS_V1_FIELDS,
+        generation=False,
+    ),
+    Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",), generation=False),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease", True, generation=False),
+    Resource(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        True,
+        ("deploy",),
+        frozenset({"status"}),
+        categories=("all",),
+    ),
+    Resource(
+        "apps", "v1", "replicasets", "ReplicaSet", True, ("rs",), frozenset({"status"}), categories=("all",)
+    ),
+    # Volcano's PodGroup CRD declares no status subresource: its status is written through the object itself.
+    Resource(
+        "scheduling.volcano.sh",
+        "v1beta1",
+        "podgroups",
+        "PodGroup",
+        True,
+        ("pg", "podgroup-v1beta1"),
+        custom=True,
+    ),
+    Resource(
+        "scheduling.volcano.sh",
+        "v1beta1",
+        "queues",
+        "Queue",
+        False,
+        ("q", "queue-v1beta1"),
+        frozenset({"status"}),
+        custom=True,
+    ),
+    Resource(
+        "topology.volcano.sh",
+        "v1alpha1",
+        "hypernodes",
+        "HyperNode",
+        False,
+        ("hn",),
+        frozenset({"status"}),
+        custom=True,
+    ),
+)
+
+# (group, version) -> plural -> Resource
+BY_GROUP_VERSION: dict[tuple[str, str], dict[str, Resource]] = {}
+for _r in RESOURCES:
+    BY_GROUP_VERSION.setdefault((_r.group, _r.version), {})[_r.plural] = _r
+
+BY_ID: dict[str, Resource] = {r.id: r for r in RESOURCES}
+
+
+def resource(plural: str, group: str = "") -> Resource:
+    return BY_ID[f"{plural}.{group}" if group else plural]
+
+
+PODS = resource("pods")
+NODES = resource("nodes")
+NAMESPACES = resource("namespaces")
+DEPLOYMENTS = resource("deployments", "apps")
+REPLICASETS = resource("replicasets", "apps")
+PRIORITY_CLASSES = resource("priorityclasses", "scheduling.k8s.io")
+
+SERVER_VERSION = {
+    "major": "1",
+    "minor": "36",
+    "gitVersion": "v1.36.0-caldera-sim",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.25.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+def _resource_list_entries(r: Resource) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = [
+        {
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": list(r.verbs),
+            **({"shortNames": list(r.short_names)} if r.short_names else {}),
+            **({"categories": list(r.categories)} if r.categories else {}),
+        }
+    ]
+    for sub in sorted(r.subresources):
+        if sub == "status":
+            entries.append(
+                {
+                    "name": f"{r.plural}/status",
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
+        elif sub == "binding":
+            entries.append(
+                {
+                    "name": f"{r.plural}/binding",
+                    "singularName": "",
+                    "namespaced": True,
+                    "kind": "Binding",
+                    "verbs": ["create"],
+                }
+            )
+        elif sub == "eviction":
+            entries.append(
+                {
+                    "name": f"{r.plural}/eviction",
+                    "singularName": "",
+                    "namespaced": True,
+                    "group": "policy",
+                    "version": "v1",
+                    "kind": "Eviction",
+                    "verbs": ["create"],
+                }
+            )
+        elif sub == "finalize":
+            entries.append(
+                {
+                    "name": f"{r.plural}/finalize",
+                    "singularName": "",
+                    "namespaced": False,
+                    "kind": r.kind,
+                    "verbs": ["update"],
+                }
+            )
+    return entries
+
+
+def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
+    kinds = BY_GROUP_VERSION.get((group, version))
+    if kinds is None:
+        return None
+    resources: list[dict[str, Any]] = []
+    for r in kinds.values():
+        resources.extend(_resource_list_entries(r))
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}" if group else version,
+        "resources": resources,
+    }
+
+
+def api_versions() -> dict[str, Any]:
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:0"}],
+    }
+
+
+def _group_doc(group: str) -> dict[str, Any]:
+    versions = [v for (g, v) in BY_GROUP_VERSION if g == group]
+    gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": gvs, "preferredVersion": gvs[0]}
+
+
+def api_group_list() -> dict[str, Any]:
+    groups = sorted({g for (g, _v) in BY_GROUP_VERSION if g})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group_doc(g) for g in groups]}
+
+
+def api_group(group: str) -> dict[str, Any] | None:
+    if not group or not any(g == group for (g, _v) in BY_GROUP_VERSION):
+        return None
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group_doc(group)}

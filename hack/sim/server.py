@@ -1,0 +1,364 @@
+"""The HTTP face of the simulated cluster: Kubernetes REST paths, watch streams, auth and faults."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import Counter
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from . import resources as R
+from .errors import ApiError, bad_request, status_dict
+from .faults import Faults
+from .resources import Resource
+from .store import Store, Watcher
+
+log = logging.getLogger("caldera.sim")
+
+_JSON = "application/json"
+_TRUE = ("true", "1", "True", "TRUE")
+_CREATED_STATUS = orjson.dumps(status_dict(201, None, ""))
+_NOT_FOUND_PATH = ApiError(404, "NotFound", "the server could not find the requested resource")
+_PUBLIC = {
+    "/healthz": b"ok",
+    "/livez": b"ok",
+    "/readyz": b"ok",
+}
+
+
+def _json(body: bytes, status: int = 200) -> web.Response:
+    return web.Response(body=body, status=status, content_type=_JSON)
+
+
+def _error(err: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=err.body(), status=err.code, content_type=_JSON, headers=headers)
+
+
+def _int(q: Any, name: str) -> int | None:
+    value = q.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise bad_request(f"invalid {name}: {value!r}") from exc
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"the body of the request is not valid JSON: {exc}") from exc
+
+
+class ApiServer:
+    def __init__(
+        self,
+        store: Store,
+        token: str,
+        faults: Faults,
+        bookmark_interval: float = 60.0,
+        watch_timeout: tuple[float, float] = (1800.0, 3600.0),
+    ):
+        self.store = store
+        self.token = token
+        self._auth = f"Bearer {token}"
+        self.faults = faults
+        self.bookmark_interval = bookmark_interval
+        self.watch_timeout = watch_timeout
+        self.requests: Counter[str] = Counter()
+        self.watches: dict[Watcher, web.Request] = {}
+        self._discovery: dict[str, bytes] = {
+            "/api": orjson.dumps(R.api_versions()),
+            "/apis": orjson.dumps(R.api_group_list()),
+            "/version": orjson.dumps(R.SERVER_VERSION),
+        }
+        for group, version in R.BY_GROUP_VERSION:
+            path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+            self._discovery[path] = orjson.dumps(R.api_resource_list(group, version))
+            if group:
+                self._discovery[f"/apis/{group}"] = orjson.dumps(R.api_group(group))
+        self._rng = random.Random()
+
+    def make_app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    def drop_watches(self, abort: bool = False) -> int:
+        count = 0
+        for w, request in list(self.watches.items()):
+            w.close()
+            count += 1
+            if abort and request.transport is not None:
+                request.transport.abort()
+        return count
+
+    def send_bookmarks(self) -> None:
+        for w in list(self.watches):
+            if w.bookmarks and not w.closed:
+                w.push(self.store.bookmark_line(w.resource))
+
+    # ---- dispatch -------------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        public = _PUBLIC.get(path)
+        if public is not None:
+            return web.Response(body=public, content_type="text/plain")
+        if path == "/version":
+            return _json(self._discovery[path])
+        if request.headers.get("Authorization") != self._auth:
+            return _error(ApiError(401, "Unauthorized", "Unauthorized"))
+        doc = self._discovery.get(path.rstrip("/"))
+        if doc is not None:
+            if request.method != "GET":
+                return _error(ApiError(405, "MethodNotAllowed", "the server does not allow this method"))
+            return _json(doc)
+        try:
+            return await self._resource_request(request, path)
+        except _Throttled as err:
+            return _error(err, {"Retry-After": str(err.retry_after)})
+        except ApiError as err:
+            return _error(err)
+
+    async def _resource_request(self, request: web.Request, path: str) -> web.StreamResponse:
+        parts = path.strip("/").split("/")
+        if parts[0] == "api" and len(parts) >= 3:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise _NOT_FOUND_PATH
+        kinds = R.BY_GROUP_VERSION.get((group, version))
+        if kinds is None:
+            raise _NOT_FOUND_PATH
+        watch_path = False
+        if rest[0] == "watch":
+            watch_path = True
+            rest = rest[1:]
+            if not rest:
+                raise _NOT_FOUND_PATH
+        namespace: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3 and (rest[2] in kinds or rest[2] == "bindings"):
+            namespace = rest[1]
+            rest = rest[2:]
+        if not group and namespace is not None and rest[0] == "bindings" and len(rest) == 1:
+            await self._fault(request)
+            body = await _body(request)
+            name = ((body or {}).get("metadata") or {}).get("name", "")
+            self.store.bind(namespace, name, body)
+            return web.Response(body=_CREATED_STATUS, status=201, content_type=_JSON)
+        res = kinds.get(rest[0])
+        if res is None or len(rest) > 3:
+            raise _NOT_FOUND_PATH
+        if res.namespaced is False and namespace is not None:
+            raise _NOT_FOUND_PATH
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and sub not in res.subresources:
+            raise _NOT_FOUND_PATH
+        if res.namespaced and name is not None and namespace is None:
+            raise _NOT_FOUND_PATH
+        await self._fault(request)
+        method = request.method
+        self.requests[method] += 1
+        ns = namespace or ""
+        q = request.query
+        if method == "GET":
+            if name is None:
+                if watch_path or q.get("watch") in _TRUE:
+                    return await self._watch(request, res, namespace, q)
+                return self._list(res, namespace, q)
+            if watch_path:
+                return await self._watch(request, res, namespace, q, name=name)
+            return _json(self.store.get(res, ns, name).raw)
+        if method == "POST":
+            if name is None:
+                if res.namespaced and namespace is None:
+                    raise ApiError(
+                        405,
+                        "MethodNotAllowed",
+                        "the server does not allow this method on the requested resource",
+                    )
+                return _json(self.store.create(res, ns, await _body(request)).raw, 201)
+            if sub == "binding":
+                self.store.bind(ns, name, await _body(request))
+                return web.Response(body=_CREATED_STATUS, status=201, content_type=_JSON)
+            if sub == "eviction":
+                self.store.evict(ns, name, await _body(request) or {})
+                return web.Response(body=_CREATED_STATUS, status=201, content_type=_JSON)
+            raise ApiError(
+                405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+            )
+        if name is None:
+            if method == "DELETE":
+                return await self._delete_collection(request, res, namespace, q)
+            raise ApiError(
+                405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+            )
+        if method == "PUT":
+            if sub == "finalize" and res is R.NAMESPACES:
+                body = await _body(request)
+                finalizers = ((body or {}).get("spec") or {}).get("finalizers") or []
+                return _json(self.store.finalize_namespace(name, finalizers).raw)
+            return _json(self.store.replace(res, ns, name, await _body(request), sub).raw)
+        if method == "PATCH":
+            content_type = request.headers.get("Content-Type", "")
+            return _json(self.store.patch(res, ns, name, content_type, await request.read(), sub).raw)
+        if method == "DELETE" and sub is None:
+            return _json(self.store.delete(res, ns, name, self._delete_options(await _body(request), q)).raw)
+        raise ApiError(
+            405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+        )
+
+    async def _fault(self, request: web.Request) -> None:
+        faults = self.faults
+        if not faults.active:
+            return
+        delay = faults.pick_latency()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        code = faults.pick_error()
+        if code == 429:
+            raise _Throttled(faults.retry_after)
+        if code == 500:
+            raise ApiError(500, "InternalError", "Internal error occurred: injected by caldera-sim")
+
+    # ---- verbs ----------------------------------------------------------------------------------------
+
+    def _list(self, res: Resource, namespace: str | None, q: Any) -> web.Response:
+        items, rv, token, remaining = self.store.list(
+            res,
+            namespace,
+            q.get("labelSelector"),
+            q.get("fieldSelector"),
+            _int(q, "limit") or 0,
+            q.get("continue"),
+        )
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if token:
+            meta["continue"] = token
+        if remaining is not None:
+            meta["remainingItemCount"] = remaining
+        body = (
+            b'{"kind":"'
+            + res.kind.encode()
+            + b'List","apiVersion":"'
+            + res.api_version.encode()
+            + b'","metadata":'
+            + orjson.dumps(meta)
+            + b',"items":['
+            + b",".join(items)
+            + b"]}"
+        )
+        return _json(body)
+
+    async def _watch(
+        self, request: web.Request, res: Resource, namespace: str | None, q: Any, name: str | None = None
+    ) -> web.StreamResponse:
+        field_selector = q.get("fieldSelector")
+        if name is not None:
+            field_selector = f"metadata.name={name}" + (f",{field_selector}" if field_selector else "")
+        w = self.store.watch(
+            res,
+            namespace,
+            q.get("labelSelector"),
+            field_selector,
+            q.get("resourceVersion"),
+            allow_bookmarks=q.get("allowWatchBookmarks") in _TRUE,
+            send_initial_events=q.get("sendInitialEvents") in _TRUE,
+        )
+        timeout = _int(q, "timeoutSeconds")
+        if timeout is None:
+            timeout = int(self._rng.uniform(*self.watch_timeout))
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(max(0, timeout), w.close)
+        self.watches[w] = request
+        resp = web.StreamResponse(
+            status=200, headers={"Content-Type": _JSON, "Cache-Control": "no-cache, private"}
+        )
+        resp.enable_chunked_encoding()
+        try:
+            await resp.prepare(request)
+            lines = w.lines
+            while True:
+                if lines:
+                    data = b"".join(lines)
+                    lines.clear()
+                    await resp.write(data)
+                    continue
+                if w.closed:
+                    break
+                w.wake.clear()
+                await w.wake.wait()
+            await resp.write_eof()
+        except (ConnectionError, asyncio.CancelledError, RuntimeError):
+            pass
+        finally:
+            timer.cancel()
+            w.close()
+            self.store.unwatch(w)
+            self.watches.pop(w, None)
+        return resp
+
+    @staticmethod
+    def _delete_options(body: Any, q: Any) -> dict[str, Any]:
+        options: dict[str, Any] = dict(body) if isinstance(body, dict) else {}
+        grace = _int(q, "gracePeriodSeconds")
+        if grace is not None and "gracePeriodSeconds" not in options:
+            options["gracePeriodSeconds"] = grace
+        if q.get("propagationPolicy") and "propagationPolicy" not in options:
+            options["propagationPolicy"] = q["propagationPolicy"]
+        if q.get("orphanDependents") in _TRUE:
+            options.setdefault("orphanDependents", True)
+        return options
+
+    async def _delete_collection(
+        self, request: web.Request, res: Resource, namespace: str | None, q: Any
+    ) -> web.Response:
+        options = self._delete_options(await _body(request), q)
+        items, _rv, _token, _rem = self.store.list(
+            res, namespace, q.get("labelSelector"), q.get("fieldSelector")
+        )
+        deleted = []
+        for raw in items:
+            meta = orjson.loads(raw)["metadata"]
+            try:
+                deleted.append(self.store.delete(res, meta.get("namespace", ""), meta["name"], options).raw)
+            except ApiError as err:
+                if err.code != 404:
+                    raise
+        body = (
+            b'{"kind":"'
+            + res.kind.encode()
+            + b'List","apiVersion":"'
+            + res.api_version.encode()
+            + b'","metadata":{"resourceVersion":"'
+            + str(self.store.rv).encode()
+            + b'"},"items":['
+            + b",".join(deleted)
+            + b"]}"
+        )
+        return _json(body)
+
+
+class _Throttled(ApiError):
+    def __init__(self, retry_after: int):
+        super().__init__(
+            429,
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later",
+            {"retryAfterSeconds": retry_after},
+        )
+        self.retry_after = retry_after
+
+
+__all__ = ["ApiServer"]

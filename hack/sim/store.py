@@ -1,0 +1,968 @@
+"""The simulated cluster's state: objects as plain dicts, one resourceVersion counter, bounded watch history.
+
+Stored objects are never mutated: every write builds a new top-level dict (sharing the unchanged parts),
+serialises it once with orjson, and fans the same bytes out to every watcher. A binding is one dict update
+plus one fan-out.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import random
+import re
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
+from .patch import (
+    APPLY_PATCH,
+    JSON_PATCH,
+    MERGE_PATCH,
+    STRATEGIC_PATCH,
+    json_patch,
+    merge_patch,
+    strategic_merge_patch,
+)
+from .resources import NAMESPACES, PODS, PRIORITY_CLASSES, RESOURCES, Resource
+from .selectors import Predicate, make_filter
+
+Key = tuple[str, str]  # (namespace or "", name)
+Listener = Callable[["WatchEvent"], None]
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_TERMINAL = ("Succeeded", "Failed")
+# Pod spec fields a real API server lets an update change; anything else is 422.
+_POD_MUTABLE_SPEC = (
+    "activeDeadlineSeconds",
+    "tolerations",
+    "terminationGracePeriodSeconds",
+    "schedulingGates",
+)
+
+_ts_cache: tuple[int, str] = (0, "")
+
+
+def rfc3339(t: float | None = None) -> str:
+    global _ts_cache
+    sec = int(time.time() if t is None else t)
+    if _ts_cache[0] != sec:
+        _ts_cache = (sec, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(sec)))
+    return _ts_cache[1]
+
+
+class Entry:
+    __slots__ = ("obj", "raw")
+
+    def __init__(self, obj: dict[str, Any], raw: bytes):
+        self.obj = obj
+        self.raw = raw
+
+
+class WatchEvent:
+    __slots__ = ("_line", "obj", "prev", "raw", "rv", "type")
+
+    def __init__(self, rv: int, type_: str, obj: dict[str, Any], prev: dict[str, Any] | None, raw: bytes):
+        self.rv = rv
+        self.type = type_
+        self.obj = obj
+        self.prev = prev
+        self.raw = raw
+        self._line: bytes | None = None
+
+    @property
+    def line(self) -> bytes:
+        if self._line is None:
+            self._line = event_line(self.type, self.raw)
+        return self._line
+
+
+def event_line(type_: str, raw: bytes) -> bytes:
+    return b'{"type":"' + type_.encode() + b'","object":' + raw + b"}\n"
+
+
+class Watcher:
+    """One watch stream's buffer: the store pushes ready-made JSON lines, the server drains them."""
+
+    __slots__ = ("bookmarks", "closed", "lines", "max_lines", "predicate", "resource", "wake")
+
+    def __init__(self, resource: Resource, predicate: Predicate | None, bookmarks: bool, max_lines: int):
+        import asyncio
+
+        self.resource = resource
+        self.predicate = predicate
+        self.bookmarks = bookmarks
+        self.lines: list[bytes] = []
+        self.wake = asyncio.Event()
+        self.closed = False
+        self.max_lines = max_lines
+
+    def push(self, line: bytes) -> None:
+        if self.closed:
+            return
+        self.lines.append(line)
+        if len(self.lines) > self.max_lines:
+            # A consumer this far behind is cut off, as a real server does; it resumes from its last version.
+            self.lines.clear()
+            self.close()
+        elif not self.wake.is_set():
+            self.wake.set()
+
+    def offer(self, ev: WatchEvent) -> None:
+        p = self.predicate
+        if p is None:
+            self.push(ev.line)
+            return
+        now_matches = p(ev.obj)
+        if ev.type == DELETED:
+            if now_matches:
+                self.push(ev.line)
+            return
+        matched_before = ev.prev is not None and p(ev.prev)
+        if now_matches:
+            self.push(ev.line if matched_before or ev.type == ADDED else event_line(ADDED, ev.raw))
+        elif matched_before:
+            self.push(event_line(DELETED, ev.raw))
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake.set()
+
+
+class KindStore:
+    __slots__ = ("history", "history_size", "horizon", "objects", "res", "watchers")
+
+    def __init__(self, res: Resource, history_size: int):
+        self.res = res
+        self.objects: dict[Key, Entry] = {}
+        self.history: deque[WatchEvent] = deque()
+        self.history_size = history_size
+        # Watches from a resourceVersion below this answer 410 Gone: their events are no longer kept.
+        self.horizon = 0
+        self.watchers: set[Watcher] = set()
+
+
+def _encode_continue(rv: int, key: Key) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"rv": rv, "start": list(key)})).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, Key]:
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token.encode()))
+        return int(data["rv"]), (str(data["start"][0]), str(data["start"][1]))
+    except Exception as exc:
+        raise bad_request(f"continue key is not valid: {exc}") from exc
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    requests_seen = limits_seen = False
+    guaranteed = True
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        requests_seen = requests_seen or bool(req)
+        limits_seen = limits_seen or bool(lim)
+        for name in ("cpu", "memory"):
+            if name not in lim or req.get(name, lim[name]) != lim[name]:
+                guaranteed = False
+    if not requests_seen and not limits_seen:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+class Store:
+    def __init__(
+        self, history_size: int = 10_000, seed: int | None = None, watch_buffer_lines: int = 1_000_000
+    ):
+        self.rv = 0
+        self.kinds: dict[str, KindStore] = {r.id: KindStore(r, history_size) for r in RESOURCES}
+        self.listeners: dict[str, list[Listener]] = {}
+        self.owners: dict[str, set[tuple[str, Key]]] = {}
+        self.uids: dict[str, tuple[str, Key]] = {}
+        self.rng = random.Random(seed)
+        self.watch_buffer_lines = watch_buffer_lines
+        # How deferred work (garbage collection, namespace finalisation) is run; the cluster sets loop.call_soon.
+        self.defer: Callable[[Callable[[], None]], Any] = lambda fn: fn()
+        self.bindings = 0
+
+    # ---- plumbing -------------------------------------------------------------------------------------
+
+    def kind(self, res: Resource) -> KindStore:
+        return self.kinds[res.id]
+
+    def subscribe(self, res: Resource, listener: Listener) -> None:
+        self.listeners.setdefault(res.id, []).append(listener)
+
+    def _uid(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def _commit(
+        self, ks: KindStore, type_: str, key: Key, obj: dict[str, Any], prev: dict[str, Any] | None
+    ) -> WatchEvent:
+        self.rv += 1
+        rv = self.rv
+        obj["metadata"]["resourceVersion"] = str(rv)
+        raw = orjson.dumps(obj)
+        if type_ == DELETED:
+            ks.objects.pop(key, None)
+        else:
+            ks.objects[key] = Entry(obj, raw)
+        ev = WatchEvent(rv, type_, obj, prev, raw)
+        history = ks.history
+        history.append(ev)
+        if len(history) > ks.history_size:
+            ks.horizon = history.popleft().rv
+        for w in ks.watchers:
+            w.offer(ev)
+        self._index(ks, type_, key, obj, prev)
+        for listener in self.listeners.get(ks.res.id, ()):
+            listener(ev)
+        return ev
+
+    def _index(
+        self, ks: KindStore, type_: str, key: Key, obj: dict[str, Any], prev: dict[str, Any] | None
+    ) -> None:
+        meta = obj["metadata"]
+        if type_ == ADDED:
+            self.uids[meta["uid"]] = (ks.res.id, key)
+        elif type_ == DELETED:
+            self.uids.pop(meta.get("uid", ""), None)
+        old_refs = prev["metadata"].get("ownerReferences") if prev is not None else None
+        new_refs = meta.get("ownerReferences") if type_ != DELETED else None
+        if old_refs is new_refs:
+            return
+        ref = (ks.res.id, key)
+        for o in old_refs or ():
+            deps = self.owners.get(o.get("uid", ""))
+            if deps is not None:
+                deps.discard(ref)
+                if not deps:
+                    del self.owners[o["uid"]]
+        for o in new_refs or ():
+            self.owners.setdefault(o.get("uid", ""), set()).add(ref)
+
+    def _entry(self, res: Resource, namespace: str, name: str) -> tuple[KindStore, Key, Entry]:
+        ks = self.kinds[res.id]
+        key = (namespace if res.namespaced else "", name)
+        entry = ks.objects.get(key)
+        if entry is None:
+            raise not_found(res.plural, name, res.group)
+        return ks, key, entry
+
+    def compact(self) -> None:
+        """Forget all watch history: every watch from an earlier resourceVersion now answers 410."""
+        for ks in self.kinds.values():
+            ks.history.clear()
+            ks.horizon = self.rv
+
+    def drop_watches(self) -> int:
+        count = 0
+        for ks in self.kinds.values():
+            for w in list(ks.watchers):
+                w.close()
+                count += 1
+            ks.watchers.clear()
+        return count
+
+    def set_history_size(self, size: int) -> None:
+        for ks in self.kinds.values():
+            ks.history_size = size
+            while len(ks.history) > size:
+                ks.horizon = ks.history.popleft().rv
+
+    # ---- reads ----------------------------------------------------------------------------------------
+
+    def get(self, res: Resource, namespace: str, name: str) -> Entry:
+        return self._entry(res, namespace, name)[2]
+
+    def get_obj(self, res: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        entry = self.kinds[res.id].objects.get((namespace if res.namespaced else "", name))
+        return entry.obj if entry is not None else None
+
+    def objects(self, res: Resource, namespace: str | None = None) -> list[dict[str, Any]]:
+        items = self.kinds[res.id].objects.items()
+        return [e.obj for (ns, _n), e in items if namespace is None or ns == namespace]
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 0,
+        continue_token: str | None = None,
+    ) -> tuple[list[bytes], int, str | None, int | None]:
+        """Items (serialised), the list's resourceVersion, the continue token, remainingItemCount."""
+        ks = self.kinds[res.id]
+        predicate = make_filter(res, namespace if res.namespaced else None, label_selector, field_selector)
+        list_rv = self.rv
+        keys = sorted(ks.objects)
+        if continue_token:
+            token_rv, start = _decode_continue(continue_token)
+            if token_rv < ks.horizon:
+                raise ApiError(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. "
+                    "You can start a new list without the continue parameter.",
+                )
+            list_rv = token_rv
+            keys = keys[bisect.bisect_right(keys, start) :]
+        objects = ks.objects
+        items: list[bytes] = []
+        last: Key | None = None
+        more = False
+        for k in keys:
+            entry = objects[k]
+            if predicate is None or predicate(entry.obj):
+                if limit and len(items) >= limit:
+                    more = True
+                    break
+                items.append(entry.raw)
+                last = k
+        token = _encode_continue(list_rv, last) if more and last is not None else None
+        remaining = None
+        if more and predicate is None and last is not None:
+            remaining = len(keys) - bisect.bisect_right(keys, last)
+        return items, list_rv, token, remaining
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        allow_bookmarks: bool = False,
+        send_initial_events: bool = False,
+    ) -> Watcher:
+        """Register a watcher with its replay already buffered; no await happens between the two."""
+        ks = self.kinds[res.id]
+        predicate = make_filter(res, namespace if res.namespaced else None, label_selector, field_selector)
+        w = Watcher(res, predicate, allow_bookmarks, self.watch_buffer_lines)
+        if resource_version not in (None, "", "0") and not send_initial_events:
+            try:
+                since = int(resource_version)  # type: ignore[arg-type]
+            except ValueError as exc:
+                raise bad_request(f"invalid resource version: {resource_version}") from exc
+            if since < ks.horizon:
+                w.push(
+                    event_line(
+                        "ERROR",
+                        ApiError(410, "Expired", f"too old resource version: {since} ({ks.horizon})").body(),
+                    )
+                )
+                w.close()
+                return w
+            replay: list[WatchEvent] = []
+            for ev in reversed(ks.history):
+                if ev.rv <= since:
+                    break
+                replay.append(ev)
+            for ev in reversed(replay):
+                w.offer(ev)
+        else:
+            objects = ks.objects
+            for k in sorted(objects):
+                entry = objects[k]
+                if predicate is None or predicate(entry.obj):
+                    w.push(event_line(ADDED, entry.raw))
+            if send_initial_events and allow_bookmarks:
+                w.push(self.bookmark_line(res, initial_events_end=True))
+        ks.watchers.add(w)
+        return w
+
+    def unwatch(self, w: Watcher) -> None:
+        self.kinds[w.resource.id].watchers.discard(w)
+
+    def bookmark_line(self, res: Resource, initial_events_end: bool = False) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": str(self.rv)}
+        if initial_events_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return event_line(
+            "BOOKMARK", orjson.dumps({"kind": res.kind, "apiVersion": res.api_version, "metadata": meta})
+        )
+
+    # ---- writes ---------------------------------------------------------------------------------------
+
+    def create(self, res: Resource, namespace: str, body: Any) -> Entry:
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request is not a JSON object")
+        ks = self.kinds[res.id]
+        meta = dict(body.get("metadata") or {})
+        if res.namespaced:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = namespace
+            self._check_namespace_open(res, namespace, meta.get("name") or meta.get("generateName", ""))
+        else:
+            meta.pop("namespace", None)
+        name = meta.get("name")
+        if not name:
+            prefix = meta.get("generateName")
+            if not prefix:
+                raise invalid(
+                    res.kind,
+                    "",
+                    [
+                        (
+                            "metadata.name",
+                            "FieldValueRequired",
+                            "Required value: name or generateName is required",
+                        )
+                    ],
+                    res.group,
+                )
+            for _ in range(8):
+                name = prefix + "".join(self.rng.choice(_NAME_SUFFIX_ALPHABET) for _ in range(5))
+                if (namespace if res.namespaced else "", name) not in ks.objects:
+                    break
+            meta["name"] = name
+        self._validate_name(res, name)
+        key = (namespace if res.namespaced else "", name)
+        if key in ks.objects:
+            raise already_exists(res.plural, name, res.group)
+        for transient in (
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "managedFields",
+        ):
+            meta.pop(transient, None)
+        meta["uid"] = self._uid()
+        meta["creationTimestamp"] = rfc3339()
+        if res.generation:
+            meta["generation"] = 1
+        obj = dict(body)
+        obj["apiVersion"] = res.api_version
+        obj["kind"] = res.kind
+        obj["metadata"] = meta
+        self._admit_create(res, obj)
+        return self._commit_created(ks, key, obj)
+
+    def _commit_created(self, ks: KindStore, key: Key, obj: dict[str, Any]) -> Entry:
+        self._commit(ks, ADDED, key, obj, None)
+        return ks.objects[key]
+
+    def _check_namespace_open(self, res: Resource, namespace: str, name: str) -> None:
+        ns = self.kinds[NAMESPACES.id].objects.get(("", namespace))
+        if ns is None:
+            raise not_found("namespaces", namespace)
+        if ns.obj["metadata"].get("deletionTimestamp"):
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{res.plural} "{name}" is forbidden: unable to create new content in namespace {namespace} '
+                "because it is being terminated",
+                {"name": name, "kind": res.plural},
+            )
+
+    def _validate_name(self, res: Resource, name: str) -> None:
+        pattern, limit, what = (
+            (_LABEL, 63, "RFC 1123 label") if res is NAMESPACES else (_SUBDOMAIN, 253, "RFC 1123 subdomain")
+        )
+        if len(name) > limit or not pattern.match(name):
+            raise invalid(
+                res.kind,
+                name,
+                [
+                    (
+                        "metadata.name",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{name}": a lowercase {what} must consist of lower case alphanumeric '
+                        "characters, '-' or '.', and must start and end with an alphanumeric character",
+                    )
+                ],
+                res.group,
+            )
+
+    def _admit_create(self, res: Resource, obj: dict[str, Any]) -> None:
+        """Defaulting, validation and admission a bare API server applies on create."""
+        meta = obj["metadata"]
+        name = meta["name"]
+        if res.has_status and res.custom:
+            obj.pop("status", None)
+        if res is PODS:
+            spec = dict(obj.get("spec") or {})
+            containers = spec.get("containers")
+            if not containers:
+                raise invalid("Pod", name, [("spec.containers", "FieldValueRequired", "Required value")])
+            for i, c in enumerate(containers):
+                if not c.get("name"):
+                    raise invalid(
+                        "Pod", name, [(f"spec.containers[{i}].name", "FieldValueRequired", "Required value")]
+                    )
+                if not c.get("image"):
+                    raise invalid(
+                        "Pod", name, [(f"spec.containers[{i}].image", "FieldValueRequired", "Required value")]
+                    )
+            spec.setdefault("schedulerName", "default-scheduler")
+            spec.setdefault("restartPolicy", "Always")
+            spec.setdefault("terminationGracePeriodSeconds", 30)
+            spec.setdefault("dnsPolicy", "ClusterFirst")
+            spec.setdefault("securityContext", {})
+            self._admit_priority(name, spec)
+            obj["spec"] = spec
+            obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+        elif res is NAMESPACES:
+            labels = dict(meta.get("labels") or {})
+            labels["kubernetes.io/metadata.name"] = name
+            meta["labels"] = labels
+            obj["spec"] = {"finalizers": ["kubernetes"]}
+            obj["status"] = {"phase": "Active"}
+        elif res.group == "apps":
+            spec = dict(obj.get("spec") or {})
+            selector = spec.get("selector")
+            if not selector:
+                raise invalid(
+                    res.kind, name, [("spec.selector", "FieldValueRequired", "Required value")], "apps"
+                )
+            from .selectors import match_labels_selector
+
+            template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+            if not match_labels_selector(selector)(template_labels):
+                raise invalid(
+                    res.kind,
+                    name,
+                    [
+                        (
+                            "spec.template.metadata.labels",
+                            "FieldValueInvalid",
+                            f"Invalid value: {orjson.dumps(template_labels).decode()}: "
+                            "`selector` does not match template `labels`",
+                        )
+                    ],
+                    "apps",
+                )
+            spec.setdefault("replicas", 1)
+            if res.kind == "Deployment":
+                spec.setdefault(
+                    "strategy",
+                    {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
+                )
+                spec.setdefault("revisionHistoryLimit", 10)
+                spec.setdefault("progressDeadlineSeconds", 600)
+            obj["spec"] = spec
+            obj["status"] = {}
+        elif res.kind == "PodGroup":
+            spec = dict(obj.get("spec") or {})
+            spec.setdefault("queue", "default")  # the CRD schema's default
+            obj["spec"] = spec
+        elif res is PRIORITY_CLASSES:
+            if not isinstance(obj.get("value"), int):
+                raise invalid(
+                    "PriorityClass", name, [("value", "FieldValueRequired", "Required value")], res.group
+                )
+            obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+    def _admit_priority(self, name: str, spec: dict[str, Any]) -> None:
+        classes = self.kinds[PRIORITY_CLASSES.id].objects
+        class_name = spec.get("priorityClassName")
+        if class_name:
+            entry = classes.get(("", class_name))
+            if entry is None:
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'pods "{name}" is forbidden: no PriorityClass with name {class_name} was found',
+                    {"name": name, "kind": "pods"},
+                )
+            spec["priority"] = entry.obj.get("value", 0)
+            spec.setdefault("preemptionPolicy", entry.obj.get("preemptionPolicy", "PreemptLowerPriority"))
+            return
+        for entry in classes.values():
+            if entry.obj.get("globalDefault"):
+                spec["priorityClassName"] = entry.obj["metadata"]["name"]
+                spec["priority"] = entry.obj.get("value", 0)
+                return
+        spec["priority"] = 0
+
+    def replace(
+        self, res: Resource, namespace: str, name: str, body: Any, subresource: str | None = None
+    ) -> Entry:
+        ks, key, entry = self._entry(res, namespace, name)
+        return self._update(ks, key, entry, body, subresource)
+
+    def patch(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        content_type: str,
+        body: bytes | Any,
+        subresource: str | None = None,
+    ) -> Entry:
+        ks, key, entry = self._entry(res, namespace, name)
+        ct = content_type.split(";", 1)[0].strip().lower()
+        if ct == APPLY_PATCH:
+            raise ApiError(415, "UnsupportedMediaType", "server-side apply is not supported by caldera-sim")
+        if ct not in (MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH):
+            raise ApiError(
+                415, "UnsupportedMediaType", f"the body of the request was in an unknown format - {ct}"
+            )
+        if ct == STRATEGIC_PATCH and res.custom:
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            )
+        if isinstance(body, (bytes, bytearray, memoryview)):
+            try:
+                patch = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                raise bad_request(f"error decoding patch: {exc}") from exc
+        else:
+            patch = body
+        doc = orjson.loads(entry.raw)
+        if ct == MERGE_PATCH:
+            if not isinstance(patch, dict):
+                raise bad_request(
+                    "json: cannot unmarshal array into Go value of type map[string]interface {}"
+                )
+            new = merge_patch(doc, patch)
+        elif ct == JSON_PATCH:
+            new = json_patch(doc, patch)
+        else:
+            if not isinstance(patch, dict):
+                raise bad_request(
+                    "json: cannot unmarshal array into Go value of type map[string]interface {}"
+                )
+            new = strategic_merge_patch(doc, patch)
+        return self._update(ks, key, entry, new, subresource)
+
+    def _update(self, ks: KindStore, key: Key, entry: Entry, body: Any, subresource: str | None) -> Entry:
+        res = ks.res
+        old = entry.obj
+        old_meta = old["metadata"]
+        name = key[1]
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request is not a JSON object")
+        new_meta_in = body.get("metadata") or {}
+        if new_meta_in.get("name", name) != name:
+            raise bad_request(
+                f"the name of the object ({new_meta_in.get('name')}) does not match the name on the URL ({name})"
+            )
+        if res.namespaced and new_meta_in.get("namespace", key[0]) != key[0]:
+            raise bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        rv = new_meta_in.get("resourceVersion")
+        if rv and rv != old_meta["resourceVersion"]:
+            raise conflict(
+                res.plural,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+                res.group,
+            )
+        uid = new_meta_in.get("uid")
+        if uid and uid != old_meta["uid"]:
+            raise conflict(
+                res.plural,
+                name,
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old_meta['uid']}",
+                res.group,
+            )
+        if subresource == "status":
+            result = dict(old)
+            if "status" in body:
+                result["status"] = body["status"]
+            else:
+                result.pop("status", None)
+            meta = dict(old_meta)
+        else:
+            result = dict(body)
+            result["apiVersion"] = res.api_version
+            result["kind"] = res.kind
+            meta = dict(new_meta_in)
+            for fixed in (
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ):
+                if fixed in old_meta:
+                    meta[fixed] = old_meta[fixed]
+                else:
+                    meta.pop(fixed, None)
+            meta["name"] = name
+            if res.namespaced:
+                meta["namespace"] = key[0]
+            if res.has_status or res is PODS:
+                if "status" in old:
+                    result["status"] = old["status"]
+                else:
+                    result.pop("status", None)
+            if res is NAMESPACES:
+                result["spec"] = old.get("spec", {})
+            if res is PODS:
+                self._check_pod_update(name, old.get("spec") or {}, result.get("spec") or {})
+        result["metadata"] = meta
+        if "generation" in meta:
+            if res.custom and not res.has_status:
+                changed = any(result.get(k) != old.get(k) for k in set(result) | set(old) if k != "metadata")
+            else:
+                changed = result.get("spec") != old.get("spec")
+            if changed:
+                meta["generation"] = old_meta["generation"] + 1
+        meta["resourceVersion"] = old_meta["resourceVersion"]
+        if result == old:
+            return entry  # a no-op update changes nothing, not even the resourceVersion
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and self._may_vanish(res, result):
+            self._commit(ks, DELETED, key, result, old)
+            self._after_delete(res, result, None)
+            return Entry(result, orjson.dumps(result))
+        self._commit(ks, MODIFIED, key, result, old)
+        return ks.objects[key]
+
+    @staticmethod
+    def _may_vanish(res: Resource, obj: dict[str, Any]) -> bool:
+        if res is PODS:
+            return obj["metadata"].get("deletionGracePeriodSeconds", 0) == 0
+        if res is NAMESPACES:
+            return not (obj.get("spec") or {}).get("finalizers")
+        return True
+
+    @staticmethod
+    def _check_pod_update(name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        def normal(spec: dict[str, Any]) -> dict[str, Any]:
+            out = {k: v for k, v in spec.items() if k not in _POD_MUTABLE_SPEC}
+            out["containers"] = [
+                {k: v for k, v in c.items() if k != "image"} for c in spec.get("containers") or []
+            ]
+            out["initContainers"] = [
+                {k: v for k, v in c.items() if k != "image"} for c in spec.get("initContainers") or []
+            ]
+            return out
+
+        if normal(old) != normal(new):
+            raise invalid(
+                "Pod",
+                name,
+                [
+                    (
+                        "spec",
+                        "FieldValueForbidden",
+                        "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                        "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
+                        "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds`",
+                    )
+                ],
+            )
+
+    def delete(
+        self, res: Resource, namespace: str, name: str, options: dict[str, Any] | None = None
+    ) -> Entry:
+        options = options or {}
+        ks, key, entry = self._entry(res, namespace, name)
+        obj = entry.obj
+        meta = obj["metadata"]
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != meta["uid"]:
+            raise conflict(
+                res.plural,
+                name,
+                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
+                res.group,
+            )
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+            raise conflict(
+                res.plural,
+                name,
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta['resourceVersion']}",
+                res.group,
+            )
+        grace = options.get("gracePeriodSeconds")
+        propagation = options.get("propagationPolicy") or (
+            "Orphan" if options.get("orphanDependents") else None
+        )
+        graceful = False
+        if res is PODS:
+            spec = obj.get("spec") or {}
+            if grace is None:
+                grace = spec.get("terminationGracePeriodSeconds", 30)
+            if not spec.get("nodeName") or (obj.get("status") or {}).get("phase") in _TERMINAL:
+                grace = 0
+            graceful = bool(grace and grace > 0)
+        finalizers = meta.get("finalizers")
+        if res is NAMESPACES:
+            if not meta.get("deletionTimestamp"):
+                new = dict(obj)
+                new["metadata"] = {**meta, "deletionTimestamp": rfc3339(), "deletionGracePeriodSeconds": 0}
+                new["status"] = {**(obj.get("status") or {}), "phase": "Terminating"}
+                self._commit(ks, MODIFIED, key, new, obj)
+                self.defer(lambda: self._finalize_namespace(name))
+            return ks.objects[key]
+        if meta.get("deletionTimestamp"):
+            already_short = meta.get("deletionGracePeriodSeconds", 0) == 0
+            if res is PODS and grace == 0 and not already_short:
+                new = dict(obj)
+                new["metadata"] = {**meta, "deletionGracePeriodSeconds": 0}
+                if not finalizers:
+                    self._commit(ks, DELETED, key, new, obj)
+                    self._after_delete(res, new, propagation)
+                    return Entry(new, orjson.dumps(new))
+                self._commit(ks, MODIFIED, key, new, obj)
+                return ks.objects[key]
+            return entry
+        if graceful or finalizers:
+            new = dict(obj)
+            new_meta = {
+                **meta,
+                "deletionTimestamp": rfc3339(time.time() + (grace or 0)),
+                "deletionGracePeriodSeconds": int(grace or 0),
+            }
+            if "generation" in meta:
+                new_meta["generation"] = meta["generation"] + 1
+            new["metadata"] = new_meta
+            self._commit(ks, MODIFIED, key, new, obj)
+            return ks.objects[key]
+        new = dict(obj)
+        new["metadata"] = dict(meta)
+        self._commit(ks, DELETED, key, new, obj)
+        self._after_delete(res, new, propagation)
+        return Entry(new, orjson.dumps(new))
+
+    def _after_delete(self, res: Resource, obj: dict[str, Any], propagation: str | None) -> None:
+        uid = obj["metadata"].get("uid", "")
+        if uid in self.owners:
+            self.defer(lambda: self._collect_dependents(uid, propagation))
+
+    def _collect_dependents(self, owner_uid: str, propagation: str | None) -> None:
+        for res_id, key in list(self.owners.get(owner_uid, ())):
+            ks = self.kinds[res_id]
+            entry = ks.objects.get(key)
+            if entry is None:
+                continue
+            refs = entry.obj["metadata"].get("ownerReferences") or []
+            if propagation == "Orphan":
+                new = dict(entry.obj)
+                kept = [r for r in refs if r.get("uid") != owner_uid]
+                new_meta = dict(entry.obj["metadata"])
+                if kept:
+                    new_meta["ownerReferences"] = kept
+                else:
+                    new_meta.pop("ownerReferences", None)
+                new["metadata"] = new_meta
+                self._commit(ks, MODIFIED, key, new, entry.obj)
+            elif not any(r.get("uid") in self.uids for r in refs if r.get("uid") != owner_uid):
+                try:
+                    self.delete(ks.res, key[0], key[1], {"propagationPolicy": "Background"})
+                except ApiError:
+                    pass
+
+    def _finalize_namespace(self, name: str) -> None:
+        for ks in self.kinds.values():
+            if not ks.res.namespaced:
+                continue
+            for key in [k for k in ks.objects if k[0] == name]:
+                entry = ks.objects.get(key)
+                if entry is None:
+                    continue
+                obj = entry.obj
+                if obj["metadata"].get("finalizers"):
+                    new = dict(obj)
+                    new["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "finalizers"}
+                    self._commit(ks, MODIFIED, key, new, obj)
+                    obj = new
+                new = dict(obj)
+                new["metadata"] = dict(obj["metadata"])
+                self._commit(ks, DELETED, key, new, obj)
+        ks = self.kinds[NAMESPACES.id]
+        entry = ks.objects.get(("", name))
+        if entry is not None:
+            new = dict(entry.obj)
+            new["metadata"] = dict(entry.obj["metadata"])
+            new["spec"] = {"finalizers": []}
+            self._commit(ks, DELETED, ("", name), new, entry.obj)
+
+    def finalize_namespace(self, name: str, finalizers: list[str]) -> Entry:
+        """PUT namespaces/NAME/finalize: set spec.finalizers; an emptied, terminating namespace goes away."""
+        ks, key, entry = self._entry(NAMESPACES, "", name)
+        new = dict(entry.obj)
+        new["spec"] = {"finalizers": list(finalizers)}
+        new["metadata"] = dict(entry.obj["metadata"])
+        if not finalizers and new["metadata"].get("deletionTimestamp"):
+            self._commit(ks, DELETED, key, new, entry.obj)
+            return Entry(new, orjson.dumps(new))
+        self._commit(ks, MODIFIED, key, new, entry.obj)
+        return ks.objects[key]
+
+    # ---- pod subresources -----------------------------------------------------------------------------
+
+    def bind(self, namespace: str, name: str, binding: Any) -> None:
+        if not isinstance(binding, dict):
+            raise bad_request("the body of the request is not a JSON object")
+        ks = self.kinds[PODS.id]
+        key = (namespace, name)
+        entry = ks.objects.get(key)
+        if entry is None:
+            raise not_found("pods", name)
+        node = (binding.get("target") or {}).get("name")
+        if not node:
+            raise invalid("Binding", name, [("target.name", "FieldValueRequired", "Required value")])
+        pod = entry.obj
+        meta = pod["metadata"]
+        uid = (binding.get("metadata") or {}).get("uid")
+        if uid and uid != meta["uid"]:
+            raise conflict("pods/binding", name, f"Precondition failed: UID in precondition: {uid}")
+        if meta.get("deletionTimestamp"):
+            raise conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+        spec = pod["spec"]
+        if spec.get("nodeName"):
+            raise conflict(
+                "pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+            )
+        status = pod.get("status") or {}
+        conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
+        conditions.append(
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": rfc3339()}
+        )
+        new = dict(pod)
+        new_meta = dict(meta)
+        extra = (binding.get("metadata") or {}).get("annotations")
+        if extra:
+            new_meta["annotations"] = {**(meta.get("annotations") or {}), **extra}
+        new["metadata"] = new_meta
+        new["spec"] = {**spec, "nodeName": node}
+        new["status"] = {**status, "conditions": conditions}
+        self._commit(ks, MODIFIED, key, new, pod)
+        self.bindings += 1
+
+    def evict(self, namespace: str, name: str, eviction: Any) -> None:
+        options = (eviction.get("deleteOptions") if isinstance(eviction, dict) else None) or {}
+        self.delete(PODS, namespace, name, options)
+
+    # ---- conveniences for controllers, seeds and tests ------------------------------------------------
+
+    def put_status(self, res: Resource, namespace: str, name: str, status: dict[str, Any]) -> Entry:
+        ks, key, entry = self._entry(res, namespace, name)
+        return self._update(ks, key, entry, {"metadata": {}, "status": status}, "status")
+
+    def ensure(self, res: Resource, obj: dict[str, Any]) -> Entry:
+        meta = obj.get("metadata") or {}
+        existing = self.get_obj(res, meta.get("namespace", ""), meta.get("name", ""))
+        if existing is not None:
+            return self.kinds[res.id].objects[
+                (meta.get("namespace", "") if res.namespaced else "", meta["name"])
+            ]
+        return self.create(res, meta.get("namespace", "") if res.namespaced else "", obj)
+
+    def dependents(self, owner_uid: str, res: Resource | None = None) -> Iterable[tuple[str, Key]]:
+        deps = self.owners.get(owner_uid, ())
+        return [d for d in deps if res is None or d[0] == res.id]
