@@ -145,9 +145,17 @@ class ClusterCache:
             except ResourceError as exc:
                 self._skip(f"pod {pod.metadata.namespace}/{pod.metadata.name}", exc)
                 return
-            if old is not None and old.status == TaskStatus.BINDING and task.status == TaskStatus.PENDING:
-                # Our bind is in flight and the watch has not caught up: keep the assumption.
-                task.status = TaskStatus.BINDING
+            if (
+                old is not None
+                and task.status == TaskStatus.PENDING
+                and (
+                    old.status == TaskStatus.BINDING
+                    or (old.status == TaskStatus.BOUND and not old.pod.spec.node_name)
+                )
+            ):
+                # Our bind is in flight (or done) and the watch has not caught up: keep the assumption,
+                # so the pod is never placed (and bound) a second time.
+                task.status = old.status
                 task.node_name = old.node_name
             self.tasks[uid] = task
             if ours:

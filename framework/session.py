@@ -64,6 +64,7 @@ class _BulkPred:
     fn: BulkPredicate
     explain: BulkExplain | None
     static: bool
+    resource: bool = False
 
 
 @dataclass
@@ -165,11 +166,21 @@ class Session:
         self._add("predicate", name, fn)
 
     def add_bulk_predicate_fn(
-        self, name: str, fn: BulkPredicate, explain: BulkExplain | None = None, static: bool = False
+        self,
+        name: str,
+        fn: BulkPredicate,
+        explain: BulkExplain | None = None,
+        static: bool = False,
+        resource: bool = False,
+        part: str = "",
     ) -> None:
         """A vectorised predicate over table rows. ``static`` ones depend only on the pod's template and
-        the nodes' specs (labels, taints, affinity) and are cached per template for the session."""
-        self._fns.setdefault("bulk_predicate", {})[name] = _BulkPred(fn, explain, static)
+        the nodes' specs (labels, taints, affinity) and are cached per template for the session.
+        ``resource`` ones fail only for lack of free resources, which evicting pods can resolve
+        (preempt and reclaim skip them). One plugin may register several, each under its own ``part``."""
+        self._fns.setdefault("bulk_predicate", {}).setdefault(name, {})[part] = _BulkPred(
+            fn, explain, static, resource
+        )
         self._bulk_chains = None
 
     def add_node_order_fn(self, name: str, fn: Callable[[TaskInfo, NodeInfo], float]) -> None:
@@ -368,20 +379,25 @@ class Session:
                 for p in tier.plugins:
                     in_conf.add(p.name)
                     if p.name in fns and p.enabled("predicate"):
-                        ordered.append(fns[p.name])
-            ordered.extend(bp for name, bp in fns.items() if name not in in_conf)
+                        ordered.extend(fns[p.name].values())
+            for name, parts in fns.items():
+                if name not in in_conf:
+                    ordered.extend(parts.values())
             self._bulk_chains = [ordered]
         return self._bulk_chains[0]
 
-    def feasible_mask(self, task: TaskInfo, rows: np.ndarray | None = None) -> np.ndarray:
-        """Which of ``rows`` (default: every node) pass every predicate, as a boolean mask."""
+    def feasible_mask(
+        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True
+    ) -> np.ndarray:
+        """Which of ``rows`` (default: every node) pass every predicate, as a boolean mask.
+        ``resources=False`` leaves out the predicates that only check free resources (preemption)."""
         if rows is None:
             rows = self.all_rows
             mask = self._static_mask(task).copy()
         else:
             mask = self._static_mask(task)[rows]
         for bp in self._bulk_predicates():
-            if bp.static:
+            if bp.static or (bp.resource and not resources):
                 continue
             if not mask.any():
                 return mask
@@ -410,16 +426,22 @@ class Session:
                 self._static_masks[key] = mask
         return mask
 
-    def feasible_rows(self, task: TaskInfo, rows: np.ndarray | None = None) -> np.ndarray:
+    def feasible_rows(
+        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True
+    ) -> np.ndarray:
         rows_ = self.all_rows if rows is None else rows
-        return rows_[self.feasible_mask(task, rows)]
+        return rows_[self.feasible_mask(task, rows, resources)]
 
-    def explain_predicates(self, task: TaskInfo, rows: np.ndarray | None = None) -> dict[str, int]:
+    def explain_predicates(
+        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True
+    ) -> dict[str, int]:
         """How many of ``rows`` fail each predicate reason (kube-scheduler style counts)."""
         rows = self.all_rows if rows is None else rows
         counts: dict[str, int] = {}
         remaining = np.ones(len(rows), dtype=bool)
         for bp in self._bulk_predicates():
+            if bp.resource and not resources:
+                continue
             if bp.explain is not None:
                 for reason, fails in bp.explain(task, rows).items():
                     hit = fails & remaining

@@ -93,7 +93,9 @@ class SchedulerLoop:
             ssn = open_session(snapshot, conf.tiers, self.registry.plugins, conf.configurations)
             try:
                 for name in conf.actions:
-                    action = self.registry.actions[name](conf.configurations.get(name) or Arguments(f"action {name!r}"))
+                    action = self.registry.actions[name](
+                        conf.configurations.get(name) or Arguments(f"action {name!r}")
+                    )
                     action.execute(ssn)
             finally:
                 result = close_session(ssn)

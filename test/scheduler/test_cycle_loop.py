@@ -1,0 +1,122 @@
+"""The cycle loop: a failing plugin fails its cycle, never the loop."""
+
+import asyncio
+
+import numpy as np
+
+from cache.store import ClusterCache
+from config.conf import parse_conf
+from framework.model import TaskStatus
+from framework.plugin import Action, Plugin, Registry
+from hack.scenario import gang, load, node
+from scheduler.loop import RecordingBinder, SchedulerLoop
+
+
+class PlaceEachTask(Action):
+    """A minimal allocate: each pending task on its best feasible node, one statement per job."""
+
+    name = "allocate"
+
+    def execute(self, ssn):
+        for job in sorted(ssn.jobs.values(), key=ssn.job_key):
+            stmt = ssn.statement()
+            for task in sorted(job.tasks_in(TaskStatus.PENDING), key=ssn.task_key):
+                rows = ssn.feasible_rows(task)
+                if len(rows):
+                    stmt.allocate(
+                        task, ssn.node_list[ssn.best_row(task, rows, ssn.node_scores(task, rows))].name
+                    )
+            if ssn.job_ready(job):
+                stmt.commit()
+            else:
+                stmt.discard()
+
+
+class FlakyPlugin(Plugin):
+    name = "flaky"
+    fail_next = 0
+
+    def on_session_open(self, ssn):
+        def fits(task, rows):
+            if FlakyPlugin.fail_next:
+                FlakyPlugin.fail_next -= 1
+                raise RuntimeError("plugin bug")
+            idle = ssn.table.idle[rows]
+            return (idle[:, 0] >= task.resreq.cpu) & (idle[:, 1] >= task.resreq.memory)
+
+        ssn.add_bulk_predicate_fn("flaky", fits)
+        ssn.add_job_ready_fn("flaky", lambda job: job.ready_task_num() >= job.min_available)
+
+
+def make_loop(cache):
+    registry = Registry()
+    registry.register_action(PlaceEachTask)
+    registry.register_plugin(FlakyPlugin)
+    conf = parse_conf("actions: allocate\ntiers:\n- plugins:\n  - name: flaky\n", registry)
+    binder = RecordingBinder()
+    return SchedulerLoop(cache, lambda: conf, registry, binder, period=0.01), binder
+
+
+def test_a_plugin_that_raises_fails_one_cycle_and_the_next_cycle_runs():
+    pg, pods = gang("job", 2, cpu="1")
+    cache = load(ClusterCache(), nodes=[node("n1", cpu="4")], pods=pods, podgroups=[pg])
+    loop, binder = make_loop(cache)
+    FlakyPlugin.fail_next = 1
+    assert loop.run_once() is None
+    assert loop.stats.failed == 1
+    assert "plugin bug" in loop.stats.last_error
+    assert binder.placements == []
+    result = loop.run_once()
+    assert result is not None
+    assert sorted(p.task.name for p in binder.placements) == ["job-0", "job-1"]
+    assert loop.stats.cycles == 2
+    # the cache assumed them: the next cycle binds nothing twice
+    loop.run_once()
+    assert len(binder.placements) == 2
+    assert all(cache.tasks[p.task.uid].status == TaskStatus.BINDING for p in binder.placements)
+
+
+def test_gang_that_does_not_fit_is_not_bound():
+    pg, pods = gang("big", 5, cpu="1")
+    cache = load(ClusterCache(), nodes=[node("n1", cpu="4")], pods=pods, podgroups=[pg])
+    loop, binder = make_loop(cache)
+    loop.run_once()
+    assert binder.placements == []
+    assert np.isclose(cache.nodes["n1"].idle.cpu, 4000)
+
+
+async def test_async_loop_keeps_running_through_failures_until_stopped():
+    pg, pods = gang("job", 1)
+    cache = load(ClusterCache(), nodes=[node("n1")], pods=pods, podgroups=[pg])
+    loop, binder = make_loop(cache)
+    FlakyPlugin.fail_next = 3
+    stop = asyncio.Event()
+    task = asyncio.create_task(loop.run(stop))
+    for _ in range(200):
+        if binder.placements:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 2)
+    assert loop.stats.failed == 3
+    assert [p.task.name for p in binder.placements] == ["job-0"]
+
+
+async def test_loop_waits_until_ready():
+    pg, pods = gang("job", 1)
+    cache = load(ClusterCache(), nodes=[node("n1")], pods=pods, podgroups=[pg])
+    loop, binder = make_loop(cache)
+    ready = {"v": False}
+    loop.ready = lambda: ready["v"]
+    stop = asyncio.Event()
+    task = asyncio.create_task(loop.run(stop))
+    await asyncio.sleep(0.05)
+    assert loop.stats.cycles == 0
+    ready["v"] = True
+    for _ in range(100):
+        if binder.placements:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 2)
+    assert binder.placements
