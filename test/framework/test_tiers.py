@@ -52,13 +52,13 @@ def test_order_first_plugin_that_decides_wins_then_creation_then_uid():
     calls = []
 
     def first(ssn):
-        ssn.add_job_order_fn("first", lambda l, r: (calls.append("first"), 0)[1])
+        ssn.add_job_order_fn("first", lambda left, r: (calls.append("first"), 0)[1])
 
     def second(ssn):
-        ssn.add_job_order_fn("second", lambda l, r: (calls.append("second"), 1 if l.name == "a" else -1)[1])
+        ssn.add_job_order_fn("second", lambda left, r: (calls.append("second"), 1 if left.name == "a" else -1)[1])
 
     def third(ssn):
-        ssn.add_job_order_fn("third", lambda l, r: (calls.append("third"), -1 if l.name == "a" else 1)[1])
+        ssn.add_job_order_fn("third", lambda left, r: (calls.append("third"), -1 if left.name == "a" else 1)[1])
 
     ssn = session(TWO_TIERS, {"first": first, "second": second, "third": third})
     a, b = ssn.jobs["default/a"], ssn.jobs["default/b"]
@@ -74,7 +74,7 @@ def test_switch_turns_off_one_callback_kind_of_one_plugin():
     conf = TWO_TIERS.replace("  - name: second\n", "  - name: second\n    enableJobOrder: false\n")
 
     def second(ssn):
-        ssn.add_job_order_fn("second", lambda l, r: 1 if l.name == "a" else -1)
+        ssn.add_job_order_fn("second", lambda left, r: 1 if left.name == "a" else -1)
 
     ssn = session(conf, {"first": lambda s: None, "second": second, "third": lambda s: None})
     a, b = ssn.jobs["default/a"], ssn.jobs["default/b"]
