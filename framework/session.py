@@ -71,6 +71,8 @@ class _BulkPred:
 class Placement:
     task: TaskInfo
     node: str
+    #: annotations to write on the pod before it is bound (device assignments and the like)
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,6 +121,9 @@ class Session:
         self._static_masks: dict[bytes, np.ndarray] = {}
         self.event_handlers: list[EventHandler] = []
         self.placements: list[Placement] = []
+        #: pod annotations plugins decide with a placement (set in allocate handlers, dropped in
+        #: deallocate handlers); a committed placement carries its task's entry to the binder
+        self.task_annotations: dict[str, dict[str, str]] = {}
         self.evictions: list[Eviction] = []
         self.total_resource = Resource()
         for node in self.nodes.values():
