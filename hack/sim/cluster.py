@@ -198,9 +198,13 @@ class SimCluster:
             setattr(self.faults, key, value)
 
     async def _bookmarks(self) -> None:
+        last = time.monotonic()
         while True:
-            await asyncio.sleep(self.server.bookmark_interval)
-            self.server.send_bookmarks()
+            # Re-read the interval every tick so it can be changed while the cluster runs.
+            await asyncio.sleep(min(self.server.bookmark_interval, 0.25))
+            if time.monotonic() - last >= self.server.bookmark_interval:
+                last = time.monotonic()
+                self.server.send_bookmarks()
 
     async def _periodic_faults(self) -> None:
         last_drop = last_compact = time.monotonic()

@@ -556,7 +556,8 @@ class Store:
                 spec.setdefault("revisionHistoryLimit", 10)
                 spec.setdefault("progressDeadlineSeconds", 600)
             obj["spec"] = spec
-            obj["status"] = {}
+            # ReplicaSetStatus.replicas is not omitempty in the real API types.
+            obj["status"] = {"replicas": 0} if res.kind == "ReplicaSet" else {}
         elif res.kind == "PodGroup":
             spec = dict(obj.get("spec") or {})
             spec.setdefault("queue", "default")  # the CRD schema's default
