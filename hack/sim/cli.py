@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -70,6 +71,12 @@ def register(subparsers: Any) -> None:
     faults.add_argument(
         "--fault-compact", type=float, default=0.0, metavar="SECONDS", help="forget watch history every N s"
     )
+    behaviour.add_argument(
+        "--gc-full-interval",
+        type=float,
+        default=60.0,
+        help="seconds between full garbage collections (0: Python's default)",
+    )
     p.add_argument("--seed", type=int)
     p.add_argument("--log-level", default="INFO")
     p.set_defaults(func=run)
@@ -108,6 +115,12 @@ def cluster_from_args(args: argparse.Namespace) -> SimCluster:
     )
 
 
+async def _full_collections(interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        gc.collect()
+
+
 async def serve(args: argparse.Namespace) -> None:
     sim = cluster_from_args(args)
     stop = asyncio.Event()
@@ -115,12 +128,20 @@ async def serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with sim:
+        if args.gc_full_interval > 0:
+            gc_task = loop.create_task(_full_collections(args.gc_full_interval))
         print(f"caldera-sim: serving {sim.url} kubeconfig={sim.kubeconfig_path}", flush=True)
         await stop.wait()
+        if args.gc_full_interval > 0:
+            gc_task.cancel()
     print("caldera-sim: stopped", flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.gc_full_interval > 0:
+        # Full collections walk every stored object: on a big cluster that is a pause of 100 ms or more
+        # every few seconds while objects pile up. Young generations stay automatic; full ones are timed.
+        gc.set_threshold(10_000, 10, 1_000_000_000)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
