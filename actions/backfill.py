@@ -1,0 +1,38 @@
+"""backfill: best-effort pods (no requests) onto the best node that passes the predicates."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from actions.helpers import explain, job_considered, job_valid, pending_tasks
+from framework.model import TaskStatus
+from framework.plugin import Action
+from framework.session import Session
+
+
+class BackfillAction(Action):
+    name: ClassVar[str] = "backfill"
+
+    def execute(self, ssn: Session) -> None:
+        node_list = ssn.node_list
+        for job in sorted(ssn.jobs.values(), key=ssn.job_key):
+            if not job.count(TaskStatus.PENDING) or job_considered(ssn, job) is None:
+                continue
+            tasks = pending_tasks(ssn, job, best_effort=True)
+            if not tasks or not job_valid(ssn, job):
+                continue
+            stmt = ssn.statement()
+            for task in tasks:
+                if ssn.pre_predicate(task):
+                    continue
+                rows = ssn.feasible_rows(task)
+                if not len(rows):
+                    job.fit_errors[task.uid] = message = explain(ssn, task)
+                    job.job_fit_error = message
+                    continue
+                best = ssn.best_row(task, rows, ssn.node_scores(task, rows))
+                stmt.allocate(task, node_list[best].name)
+            if ssn.job_ready(job):
+                stmt.commit()
+            elif not ssn.job_pipelined(job):
+                stmt.discard()

@@ -1,0 +1,172 @@
+"""What the actions share: which jobs a cycle considers, vectorised resource fit on node rows,
+kube-scheduler style explanations, ordered heaps, and the evict-then-pipeline step of preempt
+and reclaim."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from framework.resource import MIN_RESOURCE, Resource
+from framework.session import Session
+from framework.statement import Statement
+
+T = TypeVar("T")
+
+#: Statuses of tasks that may be evicted by preempt and reclaim.
+EVICTABLE_STATUSES = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
+
+
+class OrderedHeap(Generic[T]):
+    """A heap under a session order (``ssn.job_key`` ...): the order is asked again at every push."""
+
+    def __init__(self, key: Callable[[T], Any], items: Iterable[T] = ()) -> None:
+        self._key = key
+        self._seq = itertools.count()
+        self._heap: list[tuple[Any, int, T]] = []
+        for item in items:
+            self.push(item)
+
+    def push(self, item: T) -> None:
+        heapq.heappush(self._heap, (self._key(item), next(self._seq), item))
+
+    def pop(self) -> T:
+        return heapq.heappop(self._heap)[2]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+
+def job_considered(ssn: Session, job: JobInfo) -> QueueInfo | None:
+    """The job's queue when this cycle may schedule the job (queue known and open; job let in by
+    enqueue, or enqueue not configured, as in Volcano), else None."""
+    queue = ssn.queues.get(job.queue)
+    if queue is None or not queue.is_open:
+        return None
+    if job.phase == "Pending" and ssn.data.get("enqueue_ran"):
+        return None
+    return queue
+
+
+def job_valid(ssn: Session, job: JobInfo) -> bool:
+    result = ssn.job_valid(job)
+    if result is not None:
+        job.job_fit_error = result.message or result.reason
+        return False
+    return True
+
+
+def pending_tasks(ssn: Session, job: JobInfo, best_effort: bool = False) -> list[TaskInfo]:
+    """The job's pending tasks with (or without) requests, in task order."""
+    tasks = [t for t in job.tasks_in(TaskStatus.PENDING) if t.best_effort == best_effort]
+    if len(tasks) > 1:
+        tasks.sort(key=ssn.task_key)
+    return tasks
+
+
+def future_idle(ssn: Session, rows: np.ndarray) -> np.ndarray:
+    t = ssn.table
+    return t.idle[rows] + t.releasing[rows] - t.pipelined[rows]
+
+
+def fit_mask(ssn: Session, task: TaskInfo, rows: np.ndarray, idle: np.ndarray) -> np.ndarray:
+    cols, vals = ssn.table.request_vector(task.init_resreq)
+    if len(cols) == 0:
+        return np.ones(len(rows), dtype=bool)
+    return (idle[:, cols] >= vals - MIN_RESOURCE).all(axis=1)
+
+
+def resource_reasons(ssn: Session, task: TaskInfo, rows: np.ndarray) -> dict[str, int]:
+    """For rows that lack room, the first missing resource, in kube-scheduler's words."""
+    cols, vals = ssn.table.request_vector(task.init_resreq)
+    idle = future_idle(ssn, rows)
+    names = {v: k for k, v in ssn.table.dims.items()}
+    counts: dict[str, int] = {}
+    left = np.ones(len(rows), dtype=bool)
+    for c, v in zip(cols.tolist(), vals.tolist(), strict=True):
+        fails = (idle[:, c] < v - MIN_RESOURCE) & left
+        n = int(fails.sum())
+        if n:
+            name = names[c]
+            reason = "Too many pods" if name == "pods" else f"Insufficient {name}"
+            counts[reason] = counts.get(reason, 0) + n
+        left &= ~fails
+    return counts
+
+
+def explain(ssn: Session, task: TaskInfo, rows: np.ndarray | None = None) -> str:
+    """'0/N nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint.'"""
+    rows = ssn.all_rows if rows is None else rows
+    counts = ssn.explain_predicates(task, rows)
+    passed = ssn.feasible_rows(task, rows)
+    for reason, n in resource_reasons(ssn, task, passed).items():
+        counts[reason] = counts.get(reason, 0) + n
+    if not counts:
+        return f"0/{len(rows)} nodes are available."
+    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+    return f"0/{len(rows)} nodes are available: {parts}."
+
+
+def ordered_rows(ssn: Session, task: TaskInfo, rows: np.ndarray) -> list[int]:
+    """Rows best first by node score; ties by node name."""
+    if len(rows) == 0:
+        return []
+    scores = ssn.node_scores(task, rows)
+    rank = ssn._name_rank[rows]
+    order = np.lexsort((rank, -scores))
+    return [int(r) for r in rows[order]]
+
+
+def evict_and_pipeline(
+    ssn: Session,
+    stmt: Statement,
+    task: TaskInfo,
+    candidate: Callable[[TaskInfo], bool],
+    choose: Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]],
+    reason: str,
+) -> bool:
+    """Find a node where evicting victims (chosen by ``choose`` among the node's tasks that pass
+    ``candidate``) makes room for ``task``; evict the fewest, lowest-ordered first, and pipeline
+    the task there. Returns False (and changes nothing) when no node works."""
+    rows = ssn.feasible_rows(task, resources=False)
+    need = task.init_resreq
+    node_list = ssn.node_list
+    for r in ordered_rows(ssn, task, rows):
+        node = node_list[r]
+        if need.less_equal(node.future_idle):
+            stmt.pipeline(task, node.name)
+            return True
+        preemptees = [t for t in node.tasks.values() if candidate(t)]
+        if not preemptees:
+            continue
+        victims = choose(task, preemptees)
+        if not victims:
+            continue
+        room = node.future_idle
+        for v in victims:
+            room.add(v.resreq)
+        if not need.less_equal(room):
+            continue
+        victims.sort(key=ssn.task_key, reverse=True)
+        for v in victims:
+            if need.less_equal(node.future_idle):
+                break
+            stmt.evict(v, reason)
+        stmt.pipeline(task, node.name)
+        return True
+    return False
+
+
+def resreq_of(tasks: Iterable[TaskInfo]) -> Resource:
+    out = Resource()
+    for t in tasks:
+        out.add(t.resreq)
+    return out

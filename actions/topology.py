@@ -1,0 +1,436 @@
+"""Topology-aware gang allocation: choose one node group for a whole gang, knowing every predicate.
+
+For a job with a network topology requirement (its PodGroup's ``networkTopology``, or the
+``network-topology-aware`` plugin's default), the allocate action asks :func:`allocate_in_topology`
+instead of placing the job cluster-wide. Tier by tier, narrowest first, up to the job's highest
+allowed tier:
+
+1. candidate groups: every group of the tier, or, for a job that already runs somewhere, only the
+   groups holding all of its placed pods (restarted and added pods go back to where the job runs);
+2. pruning without per-node work: a group whose aggregate idle resources, over the nodes that pass
+   the static predicates of the job's pod templates (cached per template for the session), cannot
+   hold the gang's minimum is dropped;
+3. the rest are ranked by an upper bound of their score, and dry-run in that order: the job's pods
+   are placed inside the group through a statement with every enabled predicate and node order
+   score (the allocate action's own per-job placement). The score of a feasible group is exact
+   once placed: by default the tightest fit (least idle left in the group, so large groups stay
+   free for large jobs), or the opposite (``spread``). Ties go to the group whose name sorts first.
+   Branch and bound: once no unevaluated group's bound can beat the best feasible one, the others
+   are never dry-run, so the result is the same as evaluating all of them, in a fraction of the time;
+4. the best group's statement is handed back live (the caller commits it); every other dry run is
+   discarded. If no group of a tier fits, the next tier is tried. In hard mode a job that fits
+   nowhere stays pending with a reason naming the tiers and the closest group's shortfall; in soft
+   mode the caller falls back to the cluster-wide allocate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from framework.model import JobInfo, TaskInfo, TaskStatus
+from framework.resource import MIN_RESOURCE
+from framework.session import EventHandler, Session
+from framework.statement import Op, Statement
+from framework.topology import (
+    HARD,
+    SESSION_KEY,
+    SOFT,
+    NodeGroup,
+    Requirement,
+    Topology,
+    TopologySettings,
+    build_topology,
+)
+
+__all__ = [
+    "GroupTrial",
+    "PlaceFn",
+    "TopologyDecision",
+    "allocate_in_topology",
+    "job_requirement",
+    "place_gang",
+    "session_topology",
+]
+
+#: Places a job's pending pods on the given node rows through a new statement; returns the live
+#: statement when the job's gang is satisfied, else None with nothing changed.
+PlaceFn = Callable[[Session, JobInfo, np.ndarray], "Statement | None"]
+
+BINPACK = "binpack"
+SPREAD = "spread"
+
+
+@dataclass
+class GroupTrial:
+    """What happened to one candidate group (for reasons, debugging and tests)."""
+
+    group: NodeGroup
+    outcome: str  # "pruned", "infeasible", "feasible", "skipped" (bound could not win)
+    bound: float = 0.0
+    score: float | None = None
+    placed: int = 0
+    detail: str = ""
+    deficit: float = 0.0
+
+
+@dataclass
+class TopologyDecision:
+    requirement: Requirement
+    #: the chosen group's live statement (uncommitted); None when nothing was placed
+    statement: Statement | None = None
+    group: NodeGroup | None = None
+    #: soft mode found no group: the caller places the job cluster-wide
+    fallback: bool = False
+    reason: str = ""
+    trials: list[GroupTrial] = field(default_factory=list)
+    tiers_tried: list[int] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------
+# the session's topology and a job's requirement
+# ------------------------------------------------------------------------------------------------
+def session_topology(ssn: Session) -> tuple[Topology, TopologySettings]:
+    """The topology the network-topology-aware plugin published, else (Volcano's behaviour) one
+    built from the HyperNode objects alone; built once per session."""
+    published = ssn.data.get(SESSION_KEY)
+    if published is None:
+        topo = build_topology(ssn.node_list, (), ssn.snapshot.hypernodes)
+        published = ssn.data[SESSION_KEY] = (topo, TopologySettings())
+    return published  # type: ignore[no-any-return]
+
+
+def job_requirement(job: JobInfo, settings: TopologySettings) -> Requirement | None:
+    """The job's own ``networkTopology``, else the conf default for gangs (more than one pod)."""
+    spec = job.network_topology
+    if spec is not None:
+        mode = (spec.mode or HARD).lower()
+        if mode not in (HARD, SOFT):
+            mode = HARD
+        highest = spec.highest_tier_allowed
+        if highest is None:
+            highest = settings.default_highest_tier
+        return Requirement(mode, max(1, int(highest)))
+    if settings.default_mode and job.min_available > 1:
+        return Requirement(settings.default_mode, max(1, settings.default_highest_tier), from_default=True)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# a simple per-job placer (the allocate action passes its own)
+# ------------------------------------------------------------------------------------------------
+def _pending(ssn: Session, job: JobInfo) -> list[TaskInfo]:
+    tasks = list(job.tasks_in(TaskStatus.PENDING))
+    if len(tasks) > 1:
+        tasks.sort(key=ssn.task_key)
+    return tasks
+
+
+def _explain(ssn: Session, task: TaskInfo, rows: np.ndarray) -> str:
+    counts = ssn.explain_predicates(task, rows)
+    if not counts:
+        return f"0/{len(rows)} nodes are available."
+    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+    return f"0/{len(rows)} nodes are available: {parts}."
+
+
+def place_gang(ssn: Session, job: JobInfo, rows: np.ndarray) -> Statement | None:
+    """Task by task in task order: feasible rows within ``rows``, best-scoring node, allocate (or
+    pipeline where only releasing resources make room). The statement stands when the job is
+    ready (or pipelined) afterwards; otherwise it is discarded."""
+    stmt = ssn.statement()
+    table = ssn.table
+    node_list = ssn.node_list
+    for task in _pending(ssn, job):
+        if ssn.pre_predicate(task):
+            break
+        feasible = ssn.feasible_rows(task, rows)
+        if len(feasible) == 0:
+            job.fit_errors[task.uid] = _explain(ssn, task, rows)
+            break
+        row = ssn.best_row(task, feasible, ssn.node_scores(task, feasible))
+        cols, vals = table.request_vector(task.init_resreq)
+        node = node_list[row]
+        if len(cols) == 0 or bool((table.idle[row, cols] >= vals - MIN_RESOURCE).all()):
+            stmt.allocate(task, node.name)
+        else:
+            stmt.pipeline(task, node.name)
+    if len(stmt) and ((job.is_ready() and ssn.job_ready(job)) or job.is_pipelined()):
+        return stmt
+    stmt.discard()
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# group selection
+# ------------------------------------------------------------------------------------------------
+class _Gang:
+    """The job's pending pods as vectors over the node table's columns."""
+
+    def __init__(self, ssn: Session, job: JobInfo) -> None:
+        table = ssn.table
+        self.tasks = _pending(ssn, job)
+        width = len(table.dims)
+        # request_vector may add a column for a scalar no node has: size after asking.
+        vectors = []
+        for t in self.tasks:
+            cols, vals = table.request_vector(t.resreq)
+            vectors.append((cols, vals))
+        width = len(table.dims)
+        req = np.zeros((len(self.tasks), width))
+        for i, (cols, vals) in enumerate(vectors):
+            req[i, cols] = vals
+        self.width = width
+        self.full = req.sum(axis=0)
+        self.need = max(0, job.min_available - job.ready_task_num() - job.waiting_task_num())
+        # a lower bound of what any satisfying placement takes: the `need` smallest, per dimension
+        self.minimum = np.sort(req, axis=0)[: self.need].sum(axis=0) if self.need else np.zeros(width)
+        # dimensions that count for fit scores: what the gang asks for, except the pod count
+        dims = req.any(axis=0)
+        pods_col = table.dims.get("pods")
+        if pods_col is not None and pods_col < width:
+            dims[pods_col] = False
+        total = table.allocatable[: table.rows, :width].sum(axis=0)
+        weight = np.zeros(width)
+        ok = dims & (total > 0)
+        weight[ok] = 1.0 / total[ok]
+        self.weight = weight
+        # one representative per pod template: the static predicates depend on nothing else
+        reps: dict[bytes, TaskInfo] = {}
+        for t in self.tasks:
+            reps.setdefault(t.template or t.uid.encode(), t)
+        self.templates = list(reps.values())
+
+
+def _static_usable(ssn: Session, gang: _Gang) -> np.ndarray:
+    """Rows that pass the static (per-template, cached) predicates for at least one of the job's
+    templates. Static predicates only look at node specs, so a row failing them stays failed."""
+    static = getattr(ssn, "static_mask", None) or ssn._static_mask
+    mask = np.zeros(ssn.table.rows, dtype=bool)
+    for t in gang.templates:
+        mask |= static(t)
+    return mask
+
+
+class _Selector:
+    def __init__(
+        self,
+        ssn: Session,
+        job: JobInfo,
+        topo: Topology,
+        settings: TopologySettings,
+        place: PlaceFn,
+    ) -> None:
+        self.ssn = ssn
+        self.job = job
+        self.topo = topo
+        self.place = place
+        self.spread = settings.score_policy == SPREAD
+        self.gang = _Gang(ssn, job)
+        table = ssn.table
+        n, w = table.rows, self.gang.width
+        idle = table.idle[:n, :w] + table.releasing[:n, :w] - table.pipelined[:n, :w]
+        np.maximum(idle, 0.0, out=idle)
+        schedulable = table.ready[:n] & ~table.unschedulable[:n]
+        self.idle_all = idle * schedulable[:, None]
+        self.usable = _static_usable(ssn, self.gang)
+        self.idle_usable = idle * self.usable[:, None]
+        self.trials: list[GroupTrial] = []
+
+    # -- scores ----------------------------------------------------------------------------------
+    def _leftover(self, agg: np.ndarray, placed: np.ndarray) -> float:
+        return float(((agg - placed) * self.gang.weight).sum())
+
+    def _bound(self, agg_all: np.ndarray) -> float:
+        # placed lies between the gang's minimum and its full request, per dimension
+        if self.spread:
+            return round(self._leftover(agg_all, self.gang.minimum), 9)
+        return round(-self._leftover(agg_all, self.gang.full), 9)
+
+    def _score(self, agg_all: np.ndarray, stmt: Statement) -> tuple[float, int]:
+        table = self.ssn.table
+        placed = np.zeros(self.gang.width)
+        count = 0
+        for op in stmt.operations:
+            if op.op in (Op.ALLOCATE, Op.PIPELINE):
+                cols, vals = table.request_vector(op.task.resreq)
+                keep = cols < self.gang.width
+                placed[cols[keep]] += vals[keep]
+                count += 1
+        left = self._leftover(agg_all, placed)
+        return round(left if self.spread else -left, 9), count
+
+    # -- one dry run -----------------------------------------------------------------------------
+    def _dry_run(self, group: NodeGroup, usable_rows: np.ndarray) -> tuple[Statement | None, int, str]:
+        ssn = self.ssn
+        job = self.job
+        peak = [0, 0]
+
+        def on_alloc(e: object) -> None:
+            peak[0] += 1
+            peak[1] = max(peak[1], peak[0])
+
+        def on_dealloc(e: object) -> None:
+            peak[0] -= 1
+
+        handler = EventHandler(allocate=on_alloc, deallocate=on_dealloc)  # type: ignore[arg-type]
+        saved = dict(job.fit_errors)
+        job.fit_errors.clear()
+        ssn.add_event_handler(handler)
+        try:
+            stmt = self.place(ssn, job, usable_rows)
+        finally:
+            ssn.event_handlers.remove(handler)
+        detail = ""
+        if stmt is None:
+            detail = "; ".join(dict.fromkeys(job.fit_errors.values()))
+        job.fit_errors.clear()
+        job.fit_errors.update(saved)
+        return stmt, peak[1], detail
+
+    # -- a tier ----------------------------------------------------------------------------------
+    def run_tier(self, tier: int, candidates: list[NodeGroup]) -> tuple[NodeGroup, Statement] | None:
+        gang = self.gang
+        ranked: list[tuple[float, str, NodeGroup, np.ndarray, np.ndarray]] = []
+        for g in candidates:
+            if g.size == 0:
+                continue
+            agg_usable = self.idle_usable[g.rows].sum(axis=0)
+            short = gang.minimum - agg_usable
+            usable_rows = g.rows[self.usable[g.rows]]
+            if (short > MIN_RESOURCE).any() or (gang.need and len(usable_rows) == 0):
+                deficit = float((np.maximum(short, 0.0) * gang.weight).sum())
+                self.trials.append(
+                    GroupTrial(g, "pruned", detail=self._short_text(short, len(usable_rows)), deficit=deficit)
+                )
+                continue
+            agg_all = self.idle_all[g.rows].sum(axis=0)
+            ranked.append((self._bound(agg_all), g.name, g, agg_all, usable_rows))
+        ranked.sort(key=lambda r: (-r[0], r[1]))
+
+        best: tuple[float, NodeGroup, np.ndarray, Statement | None] | None = None
+        for bound, name, g, agg_all, usable_rows in ranked:
+            if best is not None and (bound < best[0] or (bound == best[0] and name > best[1].name)):
+                self.trials.append(GroupTrial(g, "skipped", bound=bound))
+                continue
+            if best is not None and best[3] is not None:
+                # only one dry run can be live at a time: the best one is re-run if it stays best
+                best[3].discard()
+                best = (best[0], best[1], best[2], None)
+            stmt, placed, detail = self._dry_run(g, usable_rows)
+            if stmt is None:
+                self.trials.append(GroupTrial(g, "infeasible", bound=bound, placed=placed, detail=detail))
+                continue
+            score, count = self._score(agg_all, stmt)
+            self.trials.append(GroupTrial(g, "feasible", bound=bound, score=score, placed=count))
+            if best is None or score > best[0] or (score == best[0] and name < best[1].name):
+                best = (score, g, usable_rows, stmt)
+            else:
+                stmt.discard()
+        if best is None:
+            return None
+        stmt = best[3]
+        if stmt is None:
+            stmt, _, _ = self._dry_run(best[1], best[2])
+            if stmt is None:  # pragma: no cover - placement is deterministic for the same state
+                return None
+        return best[1], stmt
+
+    def _short_text(self, short: np.ndarray, usable_nodes: int) -> str:
+        if self.gang.need and usable_nodes == 0:
+            return "no node passes the pods' node predicates (selector, affinity, taints, readiness)"
+        names = {v: k for k, v in self.ssn.table.dims.items()}
+        parts = []
+        for col in np.flatnonzero(short > MIN_RESOURCE).tolist():
+            name = names.get(col, str(col))
+            value = float(short[col])
+            if name == "cpu":
+                parts.append(f"{value / 1000:g} cpu")
+            elif name == "memory":
+                parts.append(f"{value / 2**30:.3g}Gi memory")
+            elif name == "pods":
+                parts.append(f"{value:g} pod slots")
+            else:
+                parts.append(f"{value:g} {name}")
+        return "short of " + ", ".join(parts) + " on its usable nodes"
+
+
+def _candidates(topo: Topology, tier: int, job_rows: np.ndarray) -> list[NodeGroup]:
+    groups = topo.groups(tier)
+    if len(job_rows) == 0:
+        return groups
+    return [g for g in groups if g.contains_rows(job_rows)]
+
+
+def allocate_in_topology(
+    ssn: Session,
+    job: JobInfo,
+    place: PlaceFn | None = None,
+    requirement: Requirement | None = None,
+) -> TopologyDecision | None:
+    """Choose the job's group and place it there (see the module's text). None when the job has no
+    topology requirement: the caller allocates it as usual."""
+    topo, settings = session_topology(ssn)
+    req = requirement or job_requirement(job, settings)
+    if req is None:
+        return None
+    decision = TopologyDecision(req)
+    if not job.count(TaskStatus.PENDING):
+        return decision
+    selector = _Selector(ssn, job, topo, settings, place or place_gang)
+    job_rows = topo.job_rows(job, ssn.nodes)
+    tiers = [t for t in [*topo.tiers, topo.top_tier] if t <= req.highest_tier]
+    for tier in tiers:
+        decision.tiers_tried.append(tier)
+        candidates = _candidates(topo, tier, job_rows)
+        found = selector.run_tier(tier, candidates)
+        if found is not None:
+            decision.group, decision.statement = found
+            decision.trials = selector.trials
+            return decision
+    decision.trials = selector.trials
+    decision.reason = _reason(topo, req, decision.tiers_tried, selector, job_rows)
+    if req.mode == SOFT:
+        decision.fallback = True
+    else:
+        ssn.record_job_error(job, decision.reason)
+    return decision
+
+
+def _reason(
+    topo: Topology, req: Requirement, tiers: list[int], selector: _Selector, job_rows: np.ndarray
+) -> str:
+    tried = ", ".join(
+        f"tier {t} ({topo.tier_label(t)}, {len(_candidates(topo, t, job_rows))} groups)" for t in tiers
+    )
+    head = f"{req.mode} network topology: no node group up to tier {req.highest_tier} can hold the gang"
+    if not tiers:
+        return f"{head}: the topology has no tier at or below {req.highest_tier} ({topo.describe()})"
+    if len(job_rows) and not any(_candidates(topo, t, job_rows) for t in tiers):
+        return f"{head}: the job already runs on nodes that no group up to tier {req.highest_tier} holds together"
+    closest = _closest(selector.trials, selector.gang.need)
+    text = f"{head} (tried {tried})"
+    if closest is not None:
+        text += f"; closest: tier {closest.group.tier} group {closest.group.name}: "
+        if closest.outcome == "infeasible":
+            need = max(selector.gang.need, 1)
+            text += f"{closest.placed}/{need} pods placed"
+            if closest.detail:
+                text += f", {closest.detail}"
+        else:
+            text += closest.detail
+    return text
+
+
+def _closest(trials: list[GroupTrial], need: int) -> GroupTrial | None:
+    """The group that came nearest: most pods placed in a dry run, else the smallest resource
+    deficit; ties by the narrower tier, then the name."""
+    tried = [t for t in trials if t.outcome == "infeasible"]
+    if tried:
+        return min(tried, key=lambda t: (-t.placed, t.group.tier, t.group.name))
+    pruned = [t for t in trials if t.outcome == "pruned"]
+    if pruned:
+        return min(pruned, key=lambda t: (t.deficit, t.group.tier, t.group.name))
+    return None

@@ -1,0 +1,66 @@
+"""network-topology-aware: publishes the session's network topology for the allocate action.
+
+It builds the tree of node groups (label-key tiers from ``topologyKeys``, narrowest first, plus any
+HyperNode objects) once per session and leaves it in ``ssn.data["topology"]`` with the conf-level
+defaults. It never picks a group itself: choosing one needs the full predicate results of every
+plugin, which only the allocate action has (see actions/topology.py).
+
+Arguments:
+- ``topologyKeys``: node label keys, one per tier from narrowest to widest, e.g.
+  ``[example.com/leaf, example.com/spine, volcano.sh/ib-cluster]``;
+- ``defaultMode``: ``hard`` or ``soft``, applied to every gang (PodGroup with minMember above 1)
+  that has no ``networkTopology`` of its own; unset: only jobs that ask are topology-bound;
+- ``defaultHighestTierAllowed``: the highest tier such jobs may span (default 1); also used for a
+  job's ``networkTopology`` without ``highestTierAllowed``;
+- ``scorePolicy``: ``binpack`` (default: the tightest-fitting group, keeping large groups free for
+  large jobs) or ``spread`` (the group with the most room left).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from framework.plugin import ArgumentError, Arguments, Plugin
+from framework.topology import HARD, SESSION_KEY, SOFT, TopologySettings, build_topology
+
+if TYPE_CHECKING:
+    from framework.session import Session
+
+SCORE_POLICIES = ("binpack", "spread")
+
+
+class NetworkTopologyAwarePlugin(Plugin):
+    name: ClassVar[str] = "network-topology-aware"
+    arguments_schema: ClassVar[dict[str, type]] = {
+        "topologyKeys": list,
+        "defaultMode": str,
+        "defaultHighestTierAllowed": int,
+        "scorePolicy": str,
+    }
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        self.settings = settings_from(arguments)
+
+    def on_session_open(self, ssn: Session) -> None:
+        s = self.settings
+        topo = build_topology(ssn.node_list, s.keys, ssn.snapshot.hypernodes)
+        ssn.data[SESSION_KEY] = (topo, s)
+
+
+def settings_from(arguments: Arguments) -> TopologySettings:
+    """Check the arguments' values (their types are checked when the conf is parsed)."""
+    owner = f"plugin {NetworkTopologyAwarePlugin.name!r}"
+    keys = arguments.list("topologyKeys", [])
+    if not all(isinstance(k, str) and k for k in keys):
+        raise ArgumentError(f"argument 'topologyKeys' of {owner} must be a list of label keys, got {keys!r}")
+    mode = arguments.str("defaultMode", "").strip().lower()
+    if mode not in ("", HARD, SOFT):
+        raise ArgumentError(f"argument 'defaultMode' of {owner} must be hard or soft, got {mode!r}")
+    highest = arguments.int("defaultHighestTierAllowed", 1)
+    if highest < 1:
+        raise ArgumentError(f"argument 'defaultHighestTierAllowed' of {owner} must be at least 1, got {highest}")
+    policy = arguments.str("scorePolicy", "binpack").strip().lower()
+    if policy not in SCORE_POLICIES:
+        raise ArgumentError(f"argument 'scorePolicy' of {owner} must be binpack or spread, got {policy!r}")
+    return TopologySettings(tuple(keys), mode, highest, policy)

@@ -1,0 +1,268 @@
+"""predicates: which nodes can take a pod, vectorised over node rows.
+
+Static parts (cached per pod template for the session): node unschedulable / not ready, node
+selector and required node affinity, taints and tolerations. Dynamic parts: host ports, pod
+count and resource fit (against the node's future idle: idle + releasing - pipelined), and
+required inter-pod affinity and anti-affinity (including existing pods' anti-affinity).
+
+Arguments (Volcano's names): ``predicate.NodeAffinityEnable``, ``predicate.NodePortsEnable``,
+``predicate.TaintTolerationEnable``, ``predicate.PodAffinityEnable`` (all default true).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from framework.model import OCCUPYING_STATUSES, TaskInfo
+from framework.plugin import Plugin
+from framework.resource import MIN_RESOURCE
+from plugins.helpers import NodeIndex, node_index, pod_matches_term, term_mask, tolerates
+
+if TYPE_CHECKING:
+    from framework.session import Session
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+R_UNSCHEDULABLE = "node(s) were unschedulable"
+R_NOT_READY = "node(s) were not ready"
+R_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+R_TAINT = "node(s) had untolerated taint"
+R_PORTS = "node(s) didn't have free ports for the requested pod ports"
+R_PODS = "Too many pods"
+R_POD_AFFINITY = "node(s) didn't match pod affinity rules"
+R_POD_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+R_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+
+def future_idle(ssn: Session, rows: np.ndarray) -> np.ndarray:
+    t = ssn.table
+    return t.idle[rows] + t.releasing[rows] - t.pipelined[rows]
+
+
+def resource_fail_masks(
+    ssn: Session, task: TaskInfo, rows: np.ndarray, idle: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """Per kube-scheduler reason ("Insufficient cpu", "Too many pods"), the rows that lack it."""
+    cols, vals = ssn.table.request_vector(task.init_resreq)
+    if idle is None:
+        idle = future_idle(ssn, rows)
+    out: dict[str, np.ndarray] = {}
+    names = {v: k for k, v in ssn.table.dims.items()}
+    for c, v in zip(cols.tolist(), vals.tolist(), strict=True):
+        fails = idle[:, c] < v - MIN_RESOURCE
+        name = names[c]
+        out[R_PODS if name == "pods" else f"Insufficient {name}"] = fails
+    return out
+
+
+def resource_fit(
+    ssn: Session, task: TaskInfo, rows: np.ndarray, idle: np.ndarray | None = None
+) -> np.ndarray:
+    cols, vals = ssn.table.request_vector(task.init_resreq)
+    if idle is None:
+        idle = future_idle(ssn, rows)
+    if len(cols) == 0:
+        return np.ones(len(rows), dtype=bool)
+    return (idle[:, cols] >= vals - MIN_RESOURCE).all(axis=1)
+
+
+class PredicatesPlugin(Plugin):
+    name: ClassVar[str] = "predicates"
+    arguments_schema: ClassVar[dict[str, type]] = {"predicate.*": bool}
+
+    def on_session_open(self, ssn: Session) -> None:
+        args = self.arguments
+        self.affinity_on = args.bool("predicate.NodeAffinityEnable", True)
+        self.ports_on = args.bool("predicate.NodePortsEnable", True)
+        self.taints_on = args.bool("predicate.TaintTolerationEnable", True)
+        self.pod_affinity_on = args.bool("predicate.PodAffinityEnable", True)
+        self.ssn = ssn
+        self.idx: NodeIndex = node_index(ssn)
+        self._ports: dict[int, set[tuple[int, str]]] | None = None
+        ssn.add_bulk_predicate_fn(self.name, self._static, self._static_explain, static=True, part="static")
+        ssn.add_bulk_predicate_fn(
+            self.name, self._resources, self._resources_explain, resource=True, part="fit"
+        )
+        if self.ports_on:
+            ssn.add_bulk_predicate_fn(self.name, self._ports_fn, self._ports_explain, part="ports")
+        if self.pod_affinity_on:
+            ssn.add_bulk_predicate_fn(
+                self.name, self._pod_affinity, self._pod_affinity_explain, part="podaffinity"
+            )
+
+    # -- static ------------------------------------------------------------------------------------
+    def _static_fails(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+        t = self.ssn.table
+        spec = task.pod.spec
+        unsched = t.unschedulable[rows].copy()
+        if unsched.any() and any(
+            tol.key == UNSCHEDULABLE_TAINT or (tol.operator == "Exists" and not tol.key)
+            for tol in spec.tolerations
+        ):
+            unsched[:] = False
+        out = {R_NOT_READY: ~t.ready[rows], R_UNSCHEDULABLE: unsched}
+        if self.affinity_on:
+            out[R_AFFINITY] = ~self._selector_mask(task)[rows]
+        if self.taints_on:
+            out[R_TAINT] = ~self._taint_mask(task)[rows]
+        return out
+
+    def _static(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        mask = np.ones(len(rows), dtype=bool)
+        for fails in self._static_fails(task, rows).values():
+            mask &= ~fails
+        return mask
+
+    def _static_explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+        return self._static_fails(task, rows)
+
+    def _selector_mask(self, task: TaskInfo) -> np.ndarray:
+        idx = self.idx
+        spec = task.pod.spec
+        mask = np.ones(idx.rows, dtype=bool)
+        for key, value in spec.node_selector.items():
+            mask &= idx.label(key) == value
+        na = spec.affinity.node_affinity if spec.affinity else None
+        required = na.required_during_scheduling_ignored_during_execution if na else None
+        if required is not None:
+            any_term = np.zeros(idx.rows, dtype=bool)
+            for term in required.node_selector_terms:
+                any_term |= idx.term_match(term)
+            mask &= any_term
+        return mask
+
+    def _taint_mask(self, task: TaskInfo) -> np.ndarray:
+        mask = np.ones(self.idx.rows, dtype=bool)
+        tolerations = task.pod.spec.tolerations
+        for taint, taint_rows in self.idx.taint_groups():
+            if taint.effect in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
+                mask[taint_rows] = False
+        return mask
+
+    # -- resources ---------------------------------------------------------------------------------
+    def _resources(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        return resource_fit(self.ssn, task, rows)
+
+    def _resources_explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+        return resource_fail_masks(self.ssn, task, rows)
+
+    # -- host ports --------------------------------------------------------------------------------
+    @staticmethod
+    def _task_ports(task: TaskInfo) -> set[tuple[int, str]]:
+        return {(p.host_port, p.protocol) for c in task.pod.spec.containers for p in c.ports if p.host_port}
+
+    def _used_ports(self) -> dict[int, set[tuple[int, str]]]:
+        if self._ports is None:
+            used: dict[int, set[tuple[int, str]]] = {}
+            for node in self.ssn.node_list:
+                for t in node.tasks.values():
+                    if t.status in OCCUPYING_STATUSES or t.status.name == "PIPELINED":
+                        ports = self._task_ports(t)
+                        if ports:
+                            used.setdefault(node.row, set()).update(ports)
+            self._ports = used
+            from framework.session import EventHandler
+
+            self.ssn.add_event_handler(EventHandler(allocate=self._port_alloc, deallocate=self._port_dealloc))
+        return self._ports
+
+    def _port_alloc(self, event: object) -> None:
+        task: TaskInfo = event.task  # type: ignore[attr-defined]
+        ports = self._task_ports(task)
+        node = self.ssn.nodes.get(task.node_name)
+        if ports and node is not None and self._ports is not None:
+            self._ports.setdefault(node.row, set()).update(ports)
+
+    def _port_dealloc(self, event: object) -> None:
+        task: TaskInfo = event.task  # type: ignore[attr-defined]
+        ports = self._task_ports(task)
+        node = self.ssn.nodes.get(task.node_name)
+        if ports and node is not None and self._ports is not None:
+            self._ports.get(node.row, set()).difference_update(ports)
+
+    def _ports_fails(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        wanted = self._task_ports(task)
+        fails = np.zeros(len(rows), dtype=bool)
+        if not wanted:
+            return fails
+        used = self._used_ports()
+        if not used:
+            return fails
+        busy = np.fromiter((r for r, ports in used.items() if ports & wanted), dtype=np.intp)
+        if len(busy):
+            fails = np.isin(rows, busy)
+        return fails
+
+    def _ports_fn(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        return ~self._ports_fails(task, rows)
+
+    def _ports_explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+        return {R_PORTS: self._ports_fails(task, rows)}
+
+    # -- inter-pod affinity ------------------------------------------------------------------------
+    def _existing_anti_terms(self) -> list[tuple[TaskInfo, object]]:
+        """Placed pods that carry required anti-affinity terms (usually few): (pod, term)."""
+        got = self.ssn.data.get("_existing_anti_terms")
+        if got is None:
+            got = []
+            for node in self.ssn.node_list:
+                for t in node.tasks.values():
+                    aff = t.pod.spec.affinity
+                    anti = aff.pod_anti_affinity if aff else None
+                    if anti is not None and t.status in OCCUPYING_STATUSES:
+                        for term in anti.required_during_scheduling_ignored_during_execution:
+                            got.append((t, term))
+            self.ssn.data["_existing_anti_terms"] = got
+        return got  # type: ignore[no-any-return]
+
+    def _pod_affinity_fails(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+        idx = self.idx
+        out: dict[str, np.ndarray] = {}
+        aff = task.pod.spec.affinity
+        if aff is not None and aff.pod_affinity is not None:
+            terms = aff.pod_affinity.required_during_scheduling_ignored_during_execution
+            if terms:
+                ok = np.ones(idx.rows, dtype=bool)
+                for term in terms:
+                    ok &= term_mask(idx, term, task.namespace)
+                if not ok.any():
+                    # The first pod of a group that matches its own affinity may go anywhere (kube-scheduler's rule).
+                    nobody = all(idx.term_counts(t, task.namespace).sum() == 0 for t in terms)
+                    if nobody and all(pod_matches_term(task, t, task.namespace) for t in terms):
+                        ok[:] = True
+                out[R_POD_AFFINITY] = ~ok[rows]
+        if aff is not None and aff.pod_anti_affinity is not None:
+            terms = aff.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+            if terms:
+                bad = np.zeros(idx.rows, dtype=bool)
+                for term in terms:
+                    bad |= term_mask(idx, term, task.namespace)
+                out[R_POD_ANTI_AFFINITY] = bad[rows]
+        existing = self._existing_anti_terms()
+        if existing:
+            bad = np.zeros(idx.rows, dtype=bool)
+            for other, term in existing:
+                if pod_matches_term(task, term, other.namespace):  # type: ignore[arg-type]
+                    node = self.ssn.nodes.get(other.node_name)
+                    key = term.topology_key  # type: ignore[attr-defined]
+                    if node is not None and key in node.labels:
+                        bad |= idx.label(key) == node.labels[key]
+            if bad.any():
+                out[R_EXISTING_ANTI] = bad[rows]
+        return out
+
+    def _pod_affinity(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        aff = task.pod.spec.affinity
+        if (
+            aff is None or (aff.pod_affinity is None and aff.pod_anti_affinity is None)
+        ) and not self._existing_anti_terms():
+            return np.ones(len(rows), dtype=bool)
+        mask = np.ones(len(rows), dtype=bool)
+        for fails in self._pod_affinity_fails(task, rows).values():
+            mask &= ~fails
+        return mask
+
+    def _pod_affinity_explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+        return self._pod_affinity_fails(task, rows)

@@ -1,0 +1,318 @@
+"""proportion: queues share the cluster by weight, within their capability, above their guarantee.
+
+Each cycle every queue's deserved share is found by water-filling: the remaining capacity is
+offered to the unsatisfied queues in proportion to their weights, capped by what each queue
+asks for (its pending + allocated requests) and by its real capability, and raised to its
+guarantee. Queues then go in order of allocated/deserved, a queue at its deserved share is
+overused, a task may be placed only while its queue stays within its share, jobs are let in
+while their minimum fits the queue's real capability, and overused queues give back resources
+to queues below their share (reclaim).
+
+Unlike Volcano's plugin this one never stops the scheduler:
+- guarantees that add up to more than the cluster are scaled down proportionally, per resource,
+  for the cycle (log line, ``ssn.data["queue_guarantee_scaled"]`` and a Queue event);
+- a cluster whose total is zero or not known yet (nodes not synced) gives every queue an empty
+  deserved share (``ssn.data["proportion_cluster_empty"] = True``) and nothing is let in;
+- every subtraction is floored at zero; none can raise out of the cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, ClassVar
+
+from framework.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from framework.plugin import Plugin
+from framework.quantity import format_quantity
+from framework.resource import MIN_RESOURCE, Resource
+from plugins.helpers import safe_sub
+
+if TYPE_CHECKING:
+    from framework.session import Event, Session
+
+log = logging.getLogger("caldera.plugins.proportion")
+
+PERMIT = 1
+REJECT = -1
+
+_last_scaled: frozenset[str] = frozenset()
+
+
+def dims_of(res: Resource) -> list[str]:
+    """The share dimensions a request actually asks for."""
+    return [name for name, value in res.items() if value > 0]
+
+
+def queue_share(allocated: Resource, deserved: Resource) -> float:
+    best = 0.0
+    for name, want in deserved.items():
+        have = allocated.get(name)
+        if want > MIN_RESOURCE:
+            best = max(best, have / want)
+        elif have > MIN_RESOURCE:
+            best = max(best, 1.0)
+    return best
+
+
+class QueueAttr:
+    __slots__ = (
+        "allocated",
+        "capability",
+        "deserved",
+        "guarantee",
+        "inqueue",
+        "name",
+        "real_capability",
+        "request",
+        "share",
+        "weight",
+    )
+
+    def __init__(self, queue: QueueInfo) -> None:
+        self.name = queue.name
+        self.weight = queue.weight
+        self.capability = queue.capability
+        self.guarantee = queue.guarantee.clone() if queue.guarantee is not None else Resource()
+        self.real_capability = Resource()
+        self.deserved = Resource()
+        self.allocated = Resource()
+        self.request = Resource()
+        self.inqueue = Resource()
+        self.share = 0.0
+
+    def update_share(self) -> None:
+        self.share = queue_share(self.allocated, self.deserved)
+
+
+def scale_guarantees(attrs: dict[str, QueueAttr], total: Resource) -> dict[str, dict[str, float]]:
+    """Scale guarantees down, per dimension, so that they add up to at most the cluster's total.
+    Returns queue → dimension → factor applied, for the queues that were scaled."""
+    summed = Resource()
+    for attr in attrs.values():
+        summed.add(attr.guarantee)
+    factors: dict[str, float] = {}
+    for name, value in summed.items():
+        cap = total.get(name)
+        if value > cap + MIN_RESOURCE and value > 0:
+            factors[name] = cap / value
+    if summed.pods > total.pods + MIN_RESOURCE and summed.pods > 0:
+        factors["pods"] = total.pods / summed.pods
+    scaled: dict[str, dict[str, float]] = {}
+    if not factors:
+        return scaled
+    for attr in attrs.values():
+        for name, factor in factors.items():
+            have = attr.guarantee.get(name)
+            if have > 0:
+                attr.guarantee.set(name, have * factor)
+                scaled.setdefault(attr.name, {})[name] = factor
+    return scaled
+
+
+def water_fill(attrs: dict[str, QueueAttr], total: Resource) -> None:
+    """Volcano's deserved-share loop, with subtraction floored at zero and a bounded number of rounds."""
+    remaining = total.clone()
+    met: set[str] = set()
+    for _ in range(4 * len(attrs) + 16):
+        weight = sum(a.weight for n, a in attrs.items() if n not in met)
+        if weight <= 0:
+            break
+        before = remaining.clone()
+        increased = Resource()
+        decreased = Resource()
+        for name, attr in attrs.items():
+            if name in met:
+                continue
+            old = attr.deserved.clone()
+            attr.deserved.add(remaining.clone().multiply(attr.weight / weight))
+            attr.deserved.min_dimension(attr.real_capability, "infinity")
+            attr.deserved.min_dimension(attr.request, "zero")
+            attr.deserved.set_max(attr.guarantee)
+            attr.update_share()
+            if attr.request.less_equal(attr.deserved, "zero") or attr.deserved == old:
+                met.add(name)
+            up, down = attr.deserved.diff(old)
+            increased.add(up)
+            decreased.add(down)
+        remaining = safe_sub(remaining, increased).add(decreased)
+        if remaining.is_empty() or remaining == before:
+            break
+
+
+class ProportionPlugin(Plugin):
+    name: ClassVar[str] = "proportion"
+
+    def on_session_open(self, ssn: Session) -> None:
+        from framework.session import EventHandler
+
+        global _last_scaled
+        self.ssn = ssn
+        total = ssn.total_resource.clone()
+        self.total = total
+        attrs: dict[str, QueueAttr] = {q.name: QueueAttr(q) for q in ssn.queues.values()}
+        self.attrs = attrs
+        for job in ssn.jobs.values():
+            attr = attrs.get(job.queue)
+            if attr is None:
+                continue
+            for task in job.tasks_in(*ALLOCATED_STATUSES):
+                attr.allocated.add(task.resreq)
+                attr.request.add(task.resreq)
+            for task in job.tasks_in(TaskStatus.PENDING):
+                attr.request.add(task.resreq)
+            if job.phase == "Inqueue" and job.min_resources is not None:
+                attr.inqueue.add(safe_sub(job.min_resources, job.allocated))
+
+        self.cluster_known = not total.is_empty()
+        ssn.data["proportion_cluster_empty"] = not self.cluster_known
+        scaled: dict[str, dict[str, float]] = {}
+        if self.cluster_known:
+            scaled = scale_guarantees(attrs, total)
+            summed = Resource()
+            for attr in attrs.values():
+                summed.add(attr.guarantee)
+            for attr in attrs.values():
+                real = safe_sub(total, summed).add(attr.guarantee)
+                if attr.capability is not None:
+                    real.min_dimension(attr.capability, "infinity")
+                attr.real_capability = real
+            water_fill(attrs, total)
+        else:
+            log.debug("cluster total is zero or not known yet: no queue has a deserved share this cycle")
+        for attr in attrs.values():
+            attr.update_share()
+        self._report_scaling(scaled)
+        _last_scaled = frozenset(scaled)
+
+        ssn.add_queue_order_fn(self.name, self.queue_order)
+        ssn.add_overused_fn(self.name, self.overused)
+        ssn.add_allocatable_fn(self.name, self.allocatable)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.enqueued)
+        ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
+
+    def _report_scaling(self, scaled: dict[str, dict[str, float]]) -> None:
+        ssn = self.ssn
+        ssn.data["queue_guarantee_scaled"] = scaled
+        if not scaled:
+            return
+        dims = sorted({d for f in scaled.values() for d in f})
+        summary = ", ".join(f"{d} x{min(f.get(d, 1.0) for f in scaled.values()):.3f}" for d in dims)
+        line = (
+            f"queue guarantees exceed the cluster's capacity; scaled down for this cycle ({summary}) "
+            f"for queues {', '.join(sorted(scaled))}"
+        )
+        if frozenset(scaled) != _last_scaled:
+            log.warning(line)
+        else:
+            log.debug(line)
+        events = ssn.data.setdefault("events", [])
+        for qname, factors in sorted(scaled.items()):
+            attr = self.attrs[qname]
+            parts = ", ".join(
+                f"{d} to {format_quantity(attr.guarantee.get(d), d)} (x{f:.3f})"
+                for d, f in sorted(factors.items())
+            )
+            events.append(
+                (
+                    "Queue",
+                    qname,
+                    "GuaranteeScaled",
+                    f"guarantees of all queues exceed the cluster's capacity; guarantee scaled down: {parts}",
+                )
+            )
+
+    # -- callbacks ---------------------------------------------------------------------------------
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        la, ra = self.attrs.get(left.name), self.attrs.get(right.name)
+        ls = la.share if la else 0.0
+        rs = ra.share if ra else 0.0
+        if ls == rs:
+            return 0
+        return -1 if ls < rs else 1
+
+    def overused(self, queue: QueueInfo) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return False
+        return attr.deserved.less_equal(attr.allocated, "zero")
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return True
+        if not self.cluster_known:
+            return False
+        future = attr.allocated.clone().add(task.resreq)
+        return future.less_equal_in(attr.deserved, dims_of(task.resreq))
+
+    def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+        victims: list[TaskInfo] = []
+        left: dict[str, Resource] = {}
+        for t in reclaimees:
+            job = self.ssn.jobs.get(t.job)
+            if job is None:
+                continue
+            attr = self.attrs.get(job.queue)
+            if attr is None:
+                continue
+            allocated = left.get(job.queue)
+            if allocated is None:
+                allocated = left[job.queue] = attr.allocated.clone()
+            if allocated.less_partly(reclaimer.resreq):
+                continue
+            without = safe_sub(allocated, t.resreq)
+            if allocated.less_equal(attr.deserved, "infinity") or not attr.deserved.less_equal_partly(
+                without
+            ):
+                continue
+            left[job.queue] = without
+            victims.append(t)
+        return victims, PERMIT
+
+    def enqueueable(self, job: JobInfo) -> int:
+        attr = self.attrs.get(job.queue)
+        need = job.min_resources
+        if attr is None or need is None or need.is_empty():
+            return PERMIT
+        if not self.cluster_known:
+            job.job_fit_error = "queue resource quota insufficient: the cluster's capacity is not known yet"
+            return REJECT
+        future = need.clone().add(attr.allocated).add(attr.inqueue)
+        if future.less_equal_in(attr.real_capability, dims_of(need)):
+            return PERMIT
+        job.job_fit_error = "queue resource quota insufficient"
+        return REJECT
+
+    def enqueued(self, job: JobInfo) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is not None and job.min_resources is not None:
+            attr.inqueue.add(job.min_resources)
+
+    def _on_allocate(self, event: Event) -> None:
+        self._change(event.task, True)
+
+    def _on_deallocate(self, event: Event) -> None:
+        self._change(event.task, False)
+
+    def _change(self, task: TaskInfo, add: bool) -> None:
+        job = self.ssn.jobs.get(task.job)
+        attr = self.attrs.get(job.queue) if job is not None else None
+        if attr is None:
+            return
+        if add:
+            attr.allocated.add(task.resreq)
+        else:
+            attr.allocated = safe_sub(attr.allocated, task.resreq)
+        attr.update_share()
+
+    def on_session_close(self, ssn: Session) -> None:
+        ssn.data["queue_shares"] = {
+            name: {
+                "deserved": a.deserved.to_dict(),
+                "allocated": a.allocated.to_dict(),
+                "share": a.share,
+            }
+            for name, a in self.attrs.items()
+        }

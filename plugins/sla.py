@@ -1,0 +1,80 @@
+"""sla: a job that has waited longer than its ``sla-waiting-time`` goes first and is let in.
+
+Argument ``sla-waiting-time`` (a duration such as ``1h30m``) applies to every job; a PodGroup
+annotation ``sla-waiting-time`` overrides it per job.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING, ClassVar
+
+from framework.model import JobInfo
+from framework.plugin import Plugin
+
+if TYPE_CHECKING:
+    from framework.session import Session
+
+PERMIT = 1
+ABSTAIN = 0
+ANNOTATION = "sla-waiting-time"
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(text: str) -> float | None:
+    """Go-style durations (``1h30m``, ``90s``, ``500ms``); None when unreadable or not positive."""
+    text = text.strip()
+    if not text:
+        return None
+    pos = 0
+    total = 0.0
+    for m in _PART.finditer(text):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(text) or total <= 0:
+        return None
+    return total
+
+
+class SlaPlugin(Plugin):
+    name: ClassVar[str] = "sla"
+    arguments_schema: ClassVar[dict[str, type]] = {"sla-waiting-time": str}
+
+    def on_session_open(self, ssn: Session) -> None:
+        default = parse_duration(self.arguments.str(ANNOTATION, ""))
+        now = time.time()
+
+        def waiting(job: JobInfo) -> float | None:
+            if job.podgroup is not None:
+                own = job.podgroup.metadata.annotations.get(ANNOTATION)
+                if own:
+                    return parse_duration(own)
+            return default
+
+        def deadline(job: JobInfo) -> float | None:
+            w = waiting(job)
+            return None if w is None else job.creation + w
+
+        def job_order(left: JobInfo, right: JobInfo) -> int:
+            ld, rd = deadline(left), deadline(right)
+            if ld is None and rd is None:
+                return 0
+            if ld is None:
+                return 1
+            if rd is None:
+                return -1
+            if ld == rd:
+                return 0
+            return -1 if ld < rd else 1
+
+        def permit(job: JobInfo) -> int:
+            d = deadline(job)
+            return PERMIT if d is not None and now >= d else ABSTAIN
+
+        ssn.add_job_order_fn(self.name, job_order)
+        ssn.add_job_enqueueable_fn(self.name, permit)
+        ssn.add_job_pipelined_fn(self.name, permit)
