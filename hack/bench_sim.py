@@ -152,7 +152,7 @@ async def run_bench(
                 raise RuntimeError(f"creating namespace: {resp.status} {await resp.text()}")
         names = [f"bench-{i:06d}" for i in range(args.pods)]
         nodes = [f"node-{i:0{len(str(args.nodes - 1))}d}" for i in range(args.nodes)]
-        template = {
+        template: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "", "namespace": "bench", "labels": {"app": "bench"}},

@@ -170,6 +170,8 @@ class ApiServer:
         await self._fault(request)
         method = request.method
         self.requests[method] += 1
+        if method != "GET" and request.query.get("dryRun"):
+            raise bad_request("dryRun is not supported by caldera-sim")
         ns = namespace or ""
         q = request.query
         if method == "GET":
@@ -214,7 +216,16 @@ class ApiServer:
             content_type = request.headers.get("Content-Type", "")
             return _json(self.store.patch(res, ns, name, content_type, await request.read(), sub).raw)
         if method == "DELETE" and sub is None:
-            return _json(self.store.delete(res, ns, name, self._delete_options(await _body(request), q)).raw)
+            entry = self.store.delete(res, ns, name, self._delete_options(await _body(request), q))
+            if res is R.PODS or res.custom or self.store.get_obj(res, ns, name) is not None:
+                return _json(entry.raw)  # pods, custom resources and pending deletions answer with the object
+            details = {
+                "name": name,
+                "group": res.group,
+                "kind": res.plural,
+                "uid": entry.obj["metadata"].get("uid"),
+            }
+            return _json(orjson.dumps(status_dict(200, None, "", details)))
         raise ApiError(
             405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
         )

@@ -7,6 +7,7 @@ plus one fan-out.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import bisect
 import random
@@ -14,7 +15,7 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -98,8 +99,6 @@ class Watcher:
     __slots__ = ("bookmarks", "closed", "lines", "max_lines", "predicate", "resource", "wake")
 
     def __init__(self, resource: Resource, predicate: Predicate | None, bookmarks: bool, max_lines: int):
-        import asyncio
-
         self.resource = resource
         self.predicate = predicate
         self.bookmarks = bookmarks
@@ -410,7 +409,7 @@ class Store:
             self._check_namespace_open(res, namespace, meta.get("name") or meta.get("generateName", ""))
         else:
             meta.pop("namespace", None)
-        name = meta.get("name")
+        name: str = meta.get("name") or ""
         if not name:
             prefix = meta.get("generateName")
             if not prefix:
@@ -892,7 +891,7 @@ class Store:
             new["spec"] = {"finalizers": []}
             self._commit(ks, DELETED, ("", name), new, entry.obj)
 
-    def finalize_namespace(self, name: str, finalizers: list[str]) -> Entry:
+    def finalize_namespace(self, name: str, finalizers: Sequence[str]) -> Entry:
         """PUT namespaces/NAME/finalize: set spec.finalizers; an emptied, terminating namespace goes away."""
         ks, key, entry = self._entry(NAMESPACES, "", name)
         new = dict(entry.obj)

@@ -507,3 +507,44 @@ async def test_leases_and_events(api: client.ApiClient) -> None:
         },
     )
     assert core_events.reason == "Started"
+
+
+async def test_kubernetes_asyncio_leader_election_over_a_lease(sim: SimCluster) -> None:
+    import asyncio
+
+    from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+    from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+    from hack.sim.testing import kube_client
+
+    leading: dict[str, asyncio.Event] = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+    async def elect(identity: str, api: client.ApiClient) -> None:
+        async def started() -> None:
+            leading[identity].set()
+            await asyncio.Event().wait()
+
+        async def stopped() -> None:
+            return None
+
+        config = electionconfig.Config(
+            LeaseLock("caldera", "kube-system", identity, api), 3, 2, 1, started, stopped
+        )
+        await leaderelection.LeaderElection(config).run()
+
+    async with await kube_client(sim) as api_a, await kube_client(sim) as api_b:
+        a = asyncio.create_task(elect("a", api_a))
+        await asyncio.wait_for(leading["a"].wait(), 3)
+        b = asyncio.create_task(elect("b", api_b))
+        await asyncio.sleep(1.3)  # b has tried at least once more by now
+        assert not leading["b"].is_set()
+        lease = await client.CoordinationV1Api(api_a).read_namespaced_lease("caldera", "kube-system")
+        assert lease.spec.holder_identity == "a"
+        assert int(lease.metadata.resource_version) > 0
+        b.cancel()
+        a.cancel()
+        for task in (a, b):
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
