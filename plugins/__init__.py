@@ -20,6 +20,7 @@ from framework.plugin import Plugin
 from plugins.binpack import BinpackPlugin
 from plugins.capacity import CapacityPlugin
 from plugins.conformance import ConformancePlugin
+from plugins.deviceshare import DeviceSharePlugin
 from plugins.drf import DrfPlugin
 from plugins.gang import GangPlugin
 from plugins.nodeorder import NodeOrderPlugin
@@ -41,4 +42,5 @@ ALL: list[type[Plugin]] = [
     OvercommitPlugin,
     CapacityPlugin,
     SlaPlugin,
+    DeviceSharePlugin,
 ]
