@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import logging
+import re
+import signal
 import sys
+import time
 from importlib.metadata import PackageNotFoundError, version
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
 def package_version() -> str:
@@ -14,12 +23,116 @@ def package_version() -> str:
         return "0.0.0+unknown"
 
 
+def duration(text: str) -> float:
+    """``1s``, ``200ms``, ``1.5m``, or plain seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 1s, 200ms)")
+    value = float(match.group(1)) * _UNITS[match.group(2)]
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="caldera-scheduler", description="Volcano-compatible batch scheduler"
+    p = argparse.ArgumentParser(prog="caldera-scheduler", description="Volcano-compatible batch scheduler")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig (default: in-cluster, else $KUBECONFIG)")
+    p.add_argument(
+        "--scheduler-name",
+        action="append",
+        dest="scheduler_names",
+        metavar="NAME",
+        help="schedule pods whose spec.schedulerName is NAME (repeatable; default caldera)",
     )
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
-    return parser
+    p.add_argument(
+        "--scheduler-conf",
+        metavar="PATH|configmap:NS/NAME[:KEY]",
+        help="the scheduler conf: a file (reloaded when it changes) or a ConfigMap (watched); default built in",
+    )
+    p.add_argument(
+        "--schedule-period", type=duration, default=1.0, metavar="DURATION", help="cycle period (1s)"
+    )
+    p.add_argument(
+        "--listen-address", default="127.0.0.1:8080", help="HTTP address for /metrics, /healthz, /readyz"
+    )
+    p.add_argument("--leader-elect", action="store_true", help="run only while holding the leader Lease")
+    p.add_argument("--leader-elect-lease-duration", type=duration, default=15.0, metavar="DURATION")
+    p.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0, metavar="DURATION")
+    p.add_argument("--leader-elect-retry-period", type=duration, default=2.0, metavar="DURATION")
+    p.add_argument(
+        "--leader-elect-resource-namespace",
+        default="",
+        help="namespace of the Lease (default $POD_NAMESPACE or kube-system)",
+    )
+    p.add_argument("--leader-elect-resource-name", default="caldera", help="name of the Lease")
+    p.add_argument("--default-queue", default="default", help="queue of PodGroups that name none")
+    p.add_argument("--bind-workers", type=int, default=16, help="concurrent bind requests (16)")
+    p.add_argument(
+        "--per-pod-events", action="store_true", help="also record Scheduled/FailedScheduling per pod"
+    )
+    p.add_argument("--shutdown-timeout", type=duration, default=30.0, metavar="DURATION")
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    return p
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def setup_logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
+
+
+def options_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from scheduler.app import Options
+
+    return Options(
+        kubeconfig=args.kubeconfig,
+        scheduler_names=args.scheduler_names or ["caldera"],
+        scheduler_conf=args.scheduler_conf,
+        schedule_period=args.schedule_period,
+        listen_address=args.listen_address,
+        leader_elect=args.leader_elect,
+        lease_namespace=args.leader_elect_resource_namespace,
+        lease_name=args.leader_elect_resource_name,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+        default_queue=args.default_queue,
+        bind_workers=args.bind_workers,
+        per_pod_events=args.per_pod_events,
+        shutdown_timeout=args.shutdown_timeout,
+    )
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from scheduler.app import SchedulerApp
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    app = SchedulerApp(options_from(args))
+    return await app.run(stop)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,5 +140,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.version:
         print(f"caldera-scheduler {package_version()}")
         return 0
-    print("caldera-scheduler: running against a cluster is not built yet (issue 4)", file=sys.stderr)
-    return 2
+    setup_logging(args.log_format, args.log_level)
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - non-Linux
+        runner = asyncio.run
+    try:
+        return int(runner(_serve(args)))
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:
+        logging.getLogger("caldera.scheduler").exception("caldera-scheduler failed: %s", exc)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

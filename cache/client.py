@@ -1,0 +1,218 @@
+"""One shared HTTP connection to the API server.
+
+kubernetes-asyncio only loads the kubeconfig (or the in-cluster service account) and works out the
+host, token and TLS material; every request then goes through one keep-alive aiohttp session, and
+bodies are handed back as raw bytes for msgspec to decode.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import msgspec
+
+log = logging.getLogger("caldera.client")
+
+#: Status codes worth retrying: throttling, server trouble, and timeouts reported by the server.
+TRANSIENT_CODES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class ApiError(Exception):
+    """A non-2xx answer; ``code`` 0 means the request never got an answer (connection, timeout)."""
+
+    def __init__(self, code: int, reason: str = "", message: str = "", retry_after: float | None = None):
+        super().__init__(f"{code} {reason}: {message}".strip())
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        return self.code == 0 or self.code in TRANSIENT_CODES
+
+
+class _Status(msgspec.Struct):
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+_status_decoder = msgspec.json.Decoder(_Status)
+
+
+def error_from(code: int, body: bytes, headers: Mapping[str, str] | None = None) -> ApiError:
+    reason = message = ""
+    try:
+        status = _status_decoder.decode(body)
+        reason, message = status.reason, status.message
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        message = body[:200].decode("utf-8", "replace")
+    retry_after: float | None = None
+    if headers is not None and headers.get("Retry-After"):
+        try:
+            retry_after = float(headers["Retry-After"])
+        except ValueError:
+            retry_after = None
+    return ApiError(code, reason, message, retry_after)
+
+
+@dataclass
+class ClusterConfig:
+    """Where the API server is and how to talk to it."""
+
+    host: str
+    token: str = ""
+    ssl_context: ssl.SSLContext | bool | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    async def load(cls, kubeconfig: str | None = None) -> ClusterConfig:
+        """``--kubeconfig PATH``, else in-cluster, else ``$KUBECONFIG`` (or ~/.kube/config)."""
+        from kubernetes_asyncio import config as kconfig
+        from kubernetes_asyncio.client import Configuration
+
+        cfg = Configuration()
+        if kubeconfig:
+            await kconfig.load_kube_config(
+                config_file=kubeconfig, client_configuration=cfg, persist_config=False
+            )
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            kconfig.load_incluster_config(client_configuration=cfg)
+        else:
+            path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+            await kconfig.load_kube_config(config_file=path, client_configuration=cfg, persist_config=False)
+        return cls.from_configuration(cfg)
+
+    @classmethod
+    def from_configuration(cls, cfg: Any) -> ClusterConfig:
+        token = ""
+        auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken") or ""
+        if auth:
+            token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
+        headers: dict[str, str] = {}
+        if not token and cfg.username:
+            headers["Authorization"] = aiohttp.BasicAuth(cfg.username, cfg.password or "").encode()
+        ctx: ssl.SSLContext | bool | None = None
+        if cfg.host.startswith("https"):
+            if not cfg.verify_ssl:
+                ctx = False
+            else:
+                ctx = (
+                    ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+                    if cfg.ssl_ca_cert
+                    else ssl.create_default_context()
+                )
+                if cfg.cert_file:
+                    ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+                if cfg.tls_server_name:
+                    ctx.check_hostname = True
+        return cls(host=cfg.host.rstrip("/"), token=token, ssl_context=ctx, headers=headers)
+
+
+def backoff_delay(attempt: int, base: float = 0.1, cap: float = 10.0) -> float:
+    """Exponential backoff with full jitter: a herd of clients does not retry in step."""
+    return random.uniform(base / 2, min(cap, base * (2 ** min(attempt, 20))))
+
+
+class ApiClient:
+    """Thin async client: JSON in, raw bytes out. Reuse one per process."""
+
+    def __init__(
+        self, config: ClusterConfig, max_connections: int = 100, user_agent: str = "caldera-scheduler"
+    ):
+        self.config = config
+        self.base = config.host
+        self._headers = {"Accept": "application/json", "User-Agent": user_agent, **config.headers}
+        if config.token:
+            self._headers["Authorization"] = f"Bearer {config.token}"
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self.requests = 0
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = (
+                aiohttp.TCPConnector(
+                    limit=self._max_connections,
+                    ssl=self.config.ssl_context if self.config.ssl_context is not None else True,
+                )
+                if self.base.startswith("https")
+                else aiohttp.TCPConnector(limit=self._max_connections)
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers=self._headers,
+                json_serialize=lambda o: msgspec.json.encode(o).decode(),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> bytes:
+        """One request; raises :class:`ApiError` (code 0 for no answer) on anything but 2xx."""
+        self.requests += 1
+        data = msgspec.json.encode(body) if body is not None else None
+        headers = {"Content-Type": content_type} if data is not None else None
+        try:
+            async with self.session.request(
+                method,
+                self.base + path,
+                data=data,
+                params=params,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as resp:
+                raw = await resp.read()
+                if resp.status >= 300:
+                    raise error_from(resp.status, raw, resp.headers)
+                return raw
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise ApiError(0, type(exc).__name__, str(exc)) from None
+
+    async def stream_lines(
+        self, path: str, params: Mapping[str, str], timeout: float | None = None
+    ) -> AsyncIterator[bytes]:
+        """A watch: yields one raw JSON line per event. Lines may be any length (no readline limit)."""
+        self.requests += 1
+        try:
+            async with self.session.get(
+                self.base + path,
+                params=params,
+                timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=10),
+            ) as resp:
+                if resp.status >= 300:
+                    raise error_from(resp.status, await resp.read(), resp.headers)
+                buffer = b""
+                async for chunk in resp.content.iter_any():
+                    buffer += chunk
+                    if b"\n" not in chunk:
+                        continue
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            yield line
+                if buffer.strip():
+                    yield buffer
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise ApiError(0, type(exc).__name__, str(exc)) from None

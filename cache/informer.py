@@ -1,0 +1,193 @@
+"""The watches that feed a :class:`ClusterCache`: one reflector per kind, and readiness.
+
+Each kind's handler remembers the objects it has passed on (references only), so a re-list after a
+410 or an outage is reconciled: unchanged objects (same resourceVersion) cost nothing, changed ones
+are upserted, and ones that vanished meanwhile are deleted from the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from cache.client import ApiClient
+from cache.store import ClusterCache
+from cache.watch import Reflector
+from framework.objects import HyperNode, Node, Pod, PodGroup, PriorityClass, Queue
+
+log = logging.getLogger("caldera.informer")
+
+T = TypeVar("T")
+
+PATHS: dict[str, str] = {
+    "pods": "/api/v1/pods",
+    "nodes": "/api/v1/nodes",
+    "podgroups": "/apis/scheduling.volcano.sh/v1beta1/podgroups",
+    "queues": "/apis/scheduling.volcano.sh/v1beta1/queues",
+    "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "hypernodes": "/apis/topology.volcano.sh/v1alpha1/hypernodes",
+}
+
+
+class ConfigMapMeta(msgspec.Struct, rename="camel", frozen=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+
+
+class ConfigMap(msgspec.Struct, frozen=True):
+    metadata: ConfigMapMeta = ConfigMapMeta()
+    data: dict[str, str] | None = None
+
+
+def _key(obj: Any) -> str:
+    meta = obj.metadata
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+
+def _pod_key(pod: Pod) -> str:
+    return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+class KindHandler(Generic[T]):
+    """Passes one kind's events to the cache and reconciles re-lists."""
+
+    def __init__(
+        self,
+        upsert: Callable[[T], None],
+        delete: Callable[[T], None],
+        key: Callable[[T], str] = _key,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self._upsert = upsert
+        self._delete = delete
+        self._keyfn = key
+        self.known: dict[str, T] = {}
+        self.on_change = on_change
+
+    def replace(self, objects: list[T]) -> None:
+        seen: dict[str, T] = {}
+        for obj in objects:
+            k = self._keyfn(obj)
+            seen[k] = obj
+            old = self.known.get(k)
+            if old is not None and old.metadata.resource_version == obj.metadata.resource_version:  # type: ignore[attr-defined]
+                continue
+            self._guard(self._upsert, obj)
+        for k, old in self.known.items():
+            if k not in seen:
+                log.info("forgetting %s, deleted while we were not watching", k)
+                self._guard(self._delete, old)
+        self.known = seen
+        if self.on_change is not None:
+            self.on_change()
+
+    def upsert(self, obj: T) -> None:
+        self.known[self._keyfn(obj)] = obj
+        self._guard(self._upsert, obj)
+        if self.on_change is not None:
+            self.on_change()
+
+    def delete(self, obj: T) -> None:
+        k = self._keyfn(obj)
+        current = self.known.get(k)
+        if current is not None:
+            cur_uid = getattr(current.metadata, "uid", "")  # type: ignore[attr-defined]
+            new_uid = getattr(obj.metadata, "uid", "")  # type: ignore[attr-defined]
+            if not (cur_uid and new_uid and cur_uid != new_uid):
+                del self.known[k]
+        self._guard(self._delete, obj)
+        if self.on_change is not None:
+            self.on_change()
+
+    @staticmethod
+    def _guard(fn: Callable[[T], None], obj: T) -> None:
+        try:
+            fn(obj)
+        except Exception:
+            log.exception("cache rejected %s; skipping it", _key(obj))
+
+
+class Informers:
+    """All the watches the scheduler needs, feeding one cache."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        cache: ClusterCache,
+        *,
+        watch_timeout: int = 300,
+        on_event: Callable[[str, str], None] | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        c = cache
+        self.handlers: dict[str, KindHandler[Any]] = {
+            "pods": KindHandler(c.upsert_pod, c.delete_pod, key=_pod_key, on_change=on_change),
+            "nodes": KindHandler(c.upsert_node, c.delete_node, on_change=on_change),
+            "podgroups": KindHandler(c.upsert_podgroup, c.delete_podgroup, on_change=on_change),
+            "queues": KindHandler(c.upsert_queue, c.delete_queue, on_change=on_change),
+            "priorityclasses": KindHandler(
+                c.upsert_priority_class, c.delete_priority_class, on_change=on_change
+            ),
+            "hypernodes": KindHandler(c.upsert_hypernode, c.delete_hypernode, on_change=on_change),
+        }
+        kinds: dict[str, type] = {
+            "pods": Pod,
+            "nodes": Node,
+            "podgroups": PodGroup,
+            "queues": Queue,
+            "priorityclasses": PriorityClass,
+            "hypernodes": HyperNode,
+        }
+        self.reflectors: dict[str, Reflector[Any]] = {
+            name: Reflector(
+                client,
+                PATHS[name],
+                kinds[name],
+                self.handlers[name],
+                name=name,
+                watch_timeout=watch_timeout,
+                on_event=on_event,
+                optional=name == "hypernodes",
+            )
+            for name in PATHS
+        }
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def add(self, name: str, reflector: Reflector[Any]) -> None:
+        """Another watched kind (the conf ConfigMap) that must sync before the first session."""
+        self.reflectors[name] = reflector
+
+    def start(self) -> None:
+        for name, reflector in self.reflectors.items():
+            self._tasks.append(asyncio.create_task(reflector.run(), name=f"watch-{name}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors.values())
+
+    def unsynced(self) -> list[str]:
+        return [name for name, r in self.reflectors.items() if not r.synced.is_set()]
+
+    async def wait_synced(self, stop: asyncio.Event | None = None) -> bool:
+        while not self.synced():
+            if stop is not None and stop.is_set():
+                return False
+            await asyncio.sleep(0.02)
+        return True

@@ -1,0 +1,268 @@
+"""List-then-watch for one kind of object, decoded with msgspec straight from the wire.
+
+A :class:`Reflector` lists (in pages), hands the full set to its handler so deletes that happened
+while it was away are noticed, then watches from the list's resourceVersion. A dropped stream
+resumes from the last resourceVersion seen (bookmarks keep it fresh); a 410 means re-list. Errors
+back off exponentially with jitter. A malformed object is logged and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+
+from cache.client import ApiClient, ApiError, backoff_delay
+from framework.objects import ObjectError, decode
+
+log = logging.getLogger("caldera.watch")
+
+T = TypeVar("T")
+
+
+class _ListMeta(msgspec.Struct, frozen=True):
+    resource_version: str = msgspec.field(default="", name="resourceVersion")
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _List(msgspec.Struct, frozen=True):
+    metadata: _ListMeta = _ListMeta()
+    items: list[msgspec.Raw] | None = None
+
+
+class _Event(msgspec.Struct, frozen=True):
+    type: str = ""
+    object: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class _Meta(msgspec.Struct, frozen=True):
+    resource_version: str = msgspec.field(default="", name="resourceVersion")
+
+
+class _MetaOnly(msgspec.Struct, frozen=True):
+    metadata: _Meta = _Meta()
+
+
+class _Status(msgspec.Struct, frozen=True):
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+_list_decoder = msgspec.json.Decoder(_List)
+_event_decoder = msgspec.json.Decoder(_Event)
+_meta_decoder = msgspec.json.Decoder(_MetaOnly)
+_status_decoder = msgspec.json.Decoder(_Status)
+
+
+class Handler(Protocol[T]):  # type: ignore[misc]
+    def replace(self, objects: list[T]) -> None:
+        """The complete current set after a (re-)list."""
+
+    def upsert(self, obj: T) -> None: ...
+
+    def delete(self, obj: T) -> None: ...
+
+
+@dataclass
+class ReflectorStats:
+    lists: int = 0
+    watches: int = 0
+    events: int = 0
+    bookmarks: int = 0
+    expired: int = 0
+    errors: int = 0
+    skipped: int = 0
+    last_error: str = ""
+
+
+class Expired(Exception):
+    pass
+
+
+class Reflector(Generic[T]):
+    def __init__(
+        self,
+        client: ApiClient,
+        path: str,
+        kind: type[T],
+        handler: Handler[T],
+        *,
+        name: str = "",
+        params: dict[str, str] | None = None,
+        page_size: int = 500,
+        watch_timeout: int = 300,
+        decode_fn: Callable[[type[T], bytes], T] | None = None,
+        on_event: Callable[[str, str], None] | None = None,
+        optional: bool = False,
+    ) -> None:
+        self.optional = optional
+        self.client = client
+        self.path = path
+        self.kind = kind
+        self.handler = handler
+        self.name = name or getattr(kind, "__name__", path)
+        self.params = params or {}
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self._decode = decode_fn or decode  # type: ignore[assignment]
+        self.on_event = on_event
+        self.resource_version = ""
+        self.synced = asyncio.Event()
+        self.stats = ReflectorStats()
+
+    def _decode_obj(self, raw: bytes) -> T | None:
+        try:
+            return self._decode(self.kind, raw)  # type: ignore[arg-type]
+        except ObjectError as exc:
+            self.stats.skipped += 1
+            log.warning("%s: skipping a malformed object: %s", self.name, exc)
+            return None
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.stats.skipped += 1
+            log.warning("%s: skipping a malformed object: %s", self.name, exc)
+            return None
+
+    async def list(self) -> None:
+        objects: list[T] = []
+        params = dict(self.params)
+        if self.page_size:
+            params["limit"] = str(self.page_size)
+        cont = ""
+        version = ""
+        while True:
+            if cont:
+                params["continue"] = cont
+            raw = await self.client.request("GET", self.path, params=params, timeout=60)
+            try:
+                page = _list_decoder.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise ApiError(0, "BadList", f"{self.name}: undecodable list: {exc}") from None
+            for item in page.items or ():
+                obj = self._decode_obj(item)
+                if obj is not None:
+                    objects.append(obj)
+            version = page.metadata.resource_version or version
+            cont = page.metadata.continue_
+            if not cont:
+                break
+        self.stats.lists += 1
+        self.handler.replace(objects)
+        self.resource_version = version
+        self.synced.set()
+        log.debug("%s: listed %d objects at resourceVersion %s", self.name, len(objects), version)
+
+    async def watch(self) -> None:
+        """Watch until the stream ends; raises :class:`Expired` on 410."""
+        params = dict(self.params)
+        params.update(
+            watch="1",
+            resourceVersion=self.resource_version,
+            allowWatchBookmarks="true",
+            timeoutSeconds=str(self.watch_timeout),
+        )
+        self.stats.watches += 1
+        async for line in self.client.stream_lines(self.path, params, timeout=self.watch_timeout + 30):
+            try:
+                event = _event_decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                self.stats.skipped += 1
+                log.warning("%s: skipping an undecodable watch line: %s", self.name, exc)
+                continue
+            etype = event.type
+            if etype == "ERROR":
+                try:
+                    status = _status_decoder.decode(event.object)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    status = _Status(code=500, message="undecodable error event")
+                if status.code == 410:
+                    raise Expired(status.message)
+                raise ApiError(status.code, status.reason, status.message)
+            if etype == "BOOKMARK":
+                self.stats.bookmarks += 1
+                try:
+                    rv = _meta_decoder.decode(event.object).metadata.resource_version
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    rv = ""
+                if rv:
+                    self.resource_version = rv
+                continue
+            self.stats.events += 1
+            obj = self._decode_obj(event.object)
+            if obj is None:
+                # Still move past it: re-reading it would fail the same way.
+                try:
+                    rv = _meta_decoder.decode(event.object).metadata.resource_version
+                    if rv:
+                        self.resource_version = rv
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    pass
+                continue
+            try:
+                if etype == "DELETED":
+                    self.handler.delete(obj)
+                else:
+                    self.handler.upsert(obj)
+            except Exception:
+                log.exception("%s: handler failed on a %s event; continuing", self.name, etype)
+            rv = _resource_version(obj)
+            if rv:
+                self.resource_version = rv
+            if self.on_event is not None:
+                self.on_event(self.name, etype)
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """List, then watch forever: resume on drops, re-list on 410, back off on errors."""
+        attempt = 0
+        need_list = True
+        while stop is None or not stop.is_set():
+            started = time.monotonic()
+            try:
+                if need_list:
+                    await self.list()
+                    need_list = False
+                await self.watch()
+                attempt = 0
+                if time.monotonic() - started < 1.0:
+                    # A server that closes streams at once must not make us spin.
+                    await asyncio.sleep(backoff_delay(0, base=0.2))
+                continue
+            except Expired as exc:
+                self.stats.expired += 1
+                log.info("%s: watch expired (%s); re-listing", self.name, exc)
+                need_list = True
+                attempt = 0
+                continue
+            except asyncio.CancelledError:
+                raise
+            except ApiError as exc:
+                self.stats.errors += 1
+                self.stats.last_error = str(exc)
+                if exc.code == 410:
+                    need_list = True
+                    continue
+                if need_list and exc.code == 404 and self.optional:
+                    # The kind is not served here (a CRD not installed): treat it as empty for now.
+                    self.handler.replace([])
+                    self.synced.set()
+                    await asyncio.sleep(30)
+                    continue
+                log.warning("%s: %s failed: %s", self.name, "list" if need_list else "watch", exc)
+            except Exception as exc:
+                self.stats.errors += 1
+                self.stats.last_error = repr(exc)
+                log.exception("%s: unexpected error", self.name)
+            if time.monotonic() - started > 30:
+                attempt = 0
+            await asyncio.sleep(backoff_delay(attempt, base=0.2, cap=5.0))
+            attempt += 1
+
+
+def _resource_version(obj: Any) -> str:
+    meta = getattr(obj, "metadata", None)
+    return getattr(meta, "resource_version", "") if meta is not None else ""

@@ -1,0 +1,281 @@
+"""The running scheduler: startup → main loop → shutdown, in uvicorn's manner.
+
+Startup: conf (fail fast when unusable), API client, HTTP endpoints, watches. Main: once every
+watched kind has synced (and, with ``--leader-elect``, once this replica leads), a cycle every
+period. Shutdown on SIGTERM: no new cycle, in-flight binds finish, status writes flush, the lease is
+released, exit 0. A replica that loses its lease stops scheduling at once and exits 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cache.client import ApiClient, ClusterConfig
+from cache.informer import Informers
+from cache.store import ClusterCache
+from config.conf import ConfError
+from framework.model import TaskStatus
+from framework.plugin import Registry
+from framework.session import SessionResult
+from metrics import scheduler as m
+from scheduler.binder import Binder
+from scheduler.confsource import ConfSource
+from scheduler.evictor import Evictor
+from scheduler.http import HttpServer
+from scheduler.leader import ElectionConfig, LeaderElector
+from scheduler.loop import SchedulerLoop
+from scheduler.status import StatusUpdater
+
+log = logging.getLogger("caldera.scheduler")
+
+EXIT_OK = 0
+EXIT_LOST_LEASE = 1
+EXIT_BAD_CONF = 2
+
+
+@dataclass
+class Options:
+    kubeconfig: str | None = None
+    scheduler_names: list[str] = field(default_factory=lambda: ["caldera"])
+    scheduler_conf: str | None = None
+    schedule_period: float = 1.0
+    listen_address: str = "127.0.0.1:8080"
+    leader_elect: bool = False
+    lease_namespace: str = ""
+    lease_name: str = "caldera"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    default_queue: str = "default"
+    bind_workers: int = 16
+    per_pod_events: bool = False
+    shutdown_timeout: float = 30.0
+    watch_timeout: int = 300
+    conf_poll_interval: float = 1.0
+    identity: str = ""
+
+
+class SchedulerApp:
+    def __init__(
+        self, options: Options, registry: Registry | None = None, cluster: ClusterConfig | None = None
+    ) -> None:
+        self.options = options
+        if registry is None:
+            from scheduler.registry import builtin_registry
+
+            registry = builtin_registry()
+        self.registry = registry
+        self.cluster = cluster
+        self.started = asyncio.Event()
+        self.exit_code: int | None = None
+        self.client: ApiClient | None = None
+        self.cache = ClusterCache(options.scheduler_names, options.default_queue)
+        self.conf = ConfSource(options.scheduler_conf, registry, poll_interval=options.conf_poll_interval)
+        self.informers: Informers | None = None
+        self.binder: Binder | None = None
+        self.evictor: Evictor | None = None
+        self.status: StatusUpdater | None = None
+        self.loop: SchedulerLoop | None = None
+        self.elector: LeaderElector | None = None
+        self.http: HttpServer | None = None
+        self._leading = not options.leader_elect
+
+    # -- readiness ---------------------------------------------------------------------------------
+    def synced(self) -> bool:
+        return self.informers is not None and self.informers.synced()
+
+    def can_schedule(self) -> bool:
+        return self._leading and self.conf.loaded and self.synced()
+
+    def readiness(self) -> tuple[bool, str]:
+        if self.informers is None:
+            return False, "starting"
+        missing = self.informers.unsynced()
+        if missing:
+            return False, "waiting for caches to sync: " + ", ".join(missing)
+        if not self.conf.loaded:
+            return False, f"no usable scheduler conf yet: {self.conf.last_error or 'waiting for it'}"
+        role = "" if not self.options.leader_elect else (" (leader)" if self._leading else " (standby)")
+        return True, "ok: caches synced" + role
+
+    def debug_state(self) -> dict[str, Any]:
+        c = self.cache
+        return {
+            "nodes": len(c.nodes),
+            "jobs": len(c.jobs),
+            "tasks": len(c.tasks),
+            "waiting_for_podgroup": sum(len(v) for v in c.waiting.values()),
+            "cycles": self.loop.stats.cycles if self.loop else 0,
+            "bound": self.binder.bound_count if self.binder else 0,
+            "bind_failures": {k: v.reason for k, v in list(self.binder.failures.items())[-20:]}
+            if self.binder
+            else {},
+            "leader": self._leading,
+            "conf_error": self.conf.last_error,
+            "watches": {
+                name: {
+                    "lists": r.stats.lists,
+                    "events": r.stats.events,
+                    "expired": r.stats.expired,
+                    "errors": r.stats.errors,
+                }
+                for name, r in (self.informers.reflectors.items() if self.informers else [])
+            },
+        }
+
+    # -- the cycle observer ------------------------------------------------------------------------
+    def _on_cycle(self, result: SessionResult | None, duration: float, error: BaseException | None) -> None:
+        m.CYCLE_DURATION.observe(duration)
+        m.E2E_SCHEDULING_LATENCY.observe(duration * 1000)
+        if error is not None or result is None:
+            m.SCHEDULE_ATTEMPTS.labels("error").inc()
+            return
+        if result.placements:
+            m.SCHEDULE_ATTEMPTS.labels("scheduled").inc(len(result.placements))
+        unschedulable = sum(
+            job.count(TaskStatus.PENDING)
+            for job in result.jobs.values()
+            if job.fit_errors or job.job_fit_error
+        )
+        if unschedulable:
+            m.SCHEDULE_ATTEMPTS.labels("unschedulable").inc(unschedulable)
+        if self.status is not None:
+            self.status.observe(result)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> int:
+        opts = self.options
+        try:
+            if self.conf.kind != "configmap":
+                self.conf.load_initial()
+        except ConfError as exc:
+            log.error("unusable scheduler conf: %s", exc)
+            self.exit_code = EXIT_BAD_CONF
+            return EXIT_BAD_CONF
+
+        cluster = self.cluster or await ClusterConfig.load(opts.kubeconfig)
+        self.client = client = ApiClient(cluster, max_connections=max(100, opts.bind_workers * 2))
+        name = opts.scheduler_names[0]
+        identity = opts.identity or f"{os.environ.get('POD_NAME') or os.uname().nodename}_{os.getpid()}"
+        self.status = StatusUpdater(
+            client, self.cache, component=name, per_pod_events=opts.per_pod_events, instance=identity
+        )
+        self.conf.client = client
+        self.conf.event_sink = self.status.event
+        self.evictor = Evictor(client)
+        self.binder = Binder(
+            client, self.cache, workers=opts.bind_workers, observer=self.status, evictor=self.evictor
+        )
+        self.informers = Informers(
+            client,
+            self.cache,
+            watch_timeout=opts.watch_timeout,
+            on_event=lambda kind, etype: m.WATCH_EVENTS.labels(kind, etype).inc(),
+        )
+        if self.conf.kind == "configmap":
+            self.informers.add("conf", self.conf.reflector_for(client))
+        self.loop = SchedulerLoop(
+            self.cache,
+            self.conf.get,
+            self.registry,
+            self.binder,
+            period=opts.schedule_period,
+            ready=self.can_schedule,
+            on_cycle=self._on_cycle,
+        )
+        self.http = HttpServer(opts.listen_address, self.readiness, self.debug_state)
+        background: list[asyncio.Task[Any]] = []
+        loop_stop = asyncio.Event()
+        code = EXIT_OK
+        try:
+            await self.http.start()
+            self.informers.start()
+            if self.conf.kind == "file":
+                background.append(asyncio.create_task(self.conf.watch_file(loop_stop), name="conf-file"))
+            background.append(asyncio.create_task(self._watch_sync(loop_stop), name="sync-gauge"))
+            self.started.set()
+            if opts.leader_elect:
+                namespace = opts.lease_namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
+                self.elector = LeaderElector(
+                    client,
+                    ElectionConfig(
+                        namespace=namespace,
+                        name=opts.lease_name,
+                        identity=opts.identity,
+                        lease_duration=opts.lease_duration,
+                        renew_deadline=opts.renew_deadline,
+                        retry_period=opts.retry_period,
+                    ),
+                )
+                if not await self.elector.acquire(stop):
+                    return EXIT_OK
+                self._leading = True
+                background.append(asyncio.create_task(self.elector.hold(loop_stop), name="lease"))
+            self.binder.start()
+            self.evictor.start()
+            self.status.start()
+            loop_task = asyncio.create_task(self.loop.run(loop_stop), name="cycles")
+            log.info(
+                "scheduling pods of %s every %.3gs", ", ".join(opts.scheduler_names), opts.schedule_period
+            )
+            waiters = [asyncio.create_task(stop.wait()), loop_task]
+            if self.elector is not None:
+                waiters.append(asyncio.create_task(self.elector.lost.wait()))
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            lost = self.elector is not None and self.elector.lost.is_set()
+            if lost:
+                # Stop at once: no further cycle, no further bind.
+                self._leading = False
+                loop_stop.set()
+                await self.binder.abort()
+                code = EXIT_LOST_LEASE
+            loop_stop.set()
+            for w in waiters:
+                if w is not loop_task:
+                    w.cancel()
+            with contextlib.suppress(Exception):
+                await loop_task
+            if not lost:
+                started = time.monotonic()
+                drained = await self.binder.drain(opts.shutdown_timeout)
+                log.info(
+                    "shutdown: in-flight binds %s (%.2fs)",
+                    "finished" if drained else "abandoned",
+                    time.monotonic() - started,
+                )
+                await self.evictor.drain(5.0)
+            await self.status.stop(flush=not lost)
+            return code
+        finally:
+            loop_stop.set()
+            for task in background:
+                try:
+                    await asyncio.wait_for(task, 3.0)
+                except (asyncio.CancelledError, TimeoutError, Exception):
+                    task.cancel()
+            if self.elector is not None and self.elector.is_leader:
+                await self.elector.release()
+            await self.binder.stop()
+            await self.evictor.stop()
+            await self.informers.stop()
+            await self.http.stop()
+            await client.close()
+            self.exit_code = code
+            log.info("caldera-scheduler stopped (exit %d)", code)
+
+    async def _watch_sync(self, stop: asyncio.Event) -> None:
+        assert self.informers is not None
+        if await self.informers.wait_synced(stop):
+            m.CACHE_SYNCED.set(1)
+            log.info(
+                "caches synced: %d nodes, %d pods, %d PodGroups",
+                len(self.cache.nodes),
+                len(self.cache.tasks),
+                len(self.cache.jobs),
+            )

@@ -1,0 +1,291 @@
+"""Binding committed placements to nodes, through the pods' ``binding`` subresource.
+
+The cycle hands placements over without waiting: they go on a queue that a bounded set of workers
+drains, one POST per pod. Throttling, server errors and timeouts are retried with backoff (honouring
+Retry-After); a permanent answer (409, 404, ...) puts the task back to Pending in the cache and is
+recorded. A pod is never bound twice: a placement for a pod whose bind was already issued is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgspec
+
+from cache.client import ApiClient, ApiError, backoff_delay
+from cache.store import ClusterCache
+from framework.model import TaskInfo
+from framework.session import Eviction, Placement
+from metrics import scheduler as m
+
+log = logging.getLogger("caldera.binder")
+
+#: How long a successful bind is remembered (so a stale watch event cannot get it placed again).
+REMEMBER_BOUND = 600.0
+
+
+class BindObserver(Protocol):
+    def bind_failed(self, task: TaskInfo, node: str, reason: str) -> None: ...
+
+    def gang_bound(self, job: str, placements: list[Placement]) -> None: ...
+
+    def gang_partly_bound(self, job: str, bound: list[Placement], failed: dict[str, str]) -> None: ...
+
+    def pod_bound(self, task: TaskInfo, node: str) -> None: ...
+
+
+@dataclass
+class _Gang:
+    outstanding: int = 0
+    bound: list[Placement] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BindFailure:
+    pod: str
+    node: str
+    reason: str
+    at: float
+
+
+class _PodNode(msgspec.Struct, frozen=True):
+    node_name: str = msgspec.field(default="", name="nodeName")
+
+
+class _PodView(msgspec.Struct, frozen=True):
+    spec: _PodNode = _PodNode()
+
+
+class Binder:
+    def __init__(
+        self,
+        client: ApiClient,
+        cache: ClusterCache,
+        *,
+        workers: int = 16,
+        observer: BindObserver | None = None,
+        evictor: Any = None,
+        max_attempts: int = 10,
+        retry_deadline: float = 60.0,
+        request_timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.workers = max(1, workers)
+        self.observer = observer
+        self.evictor = evictor
+        self.max_attempts = max_attempts
+        self.retry_deadline = retry_deadline
+        self.request_timeout = request_timeout
+        self.clock = clock
+        self._queue: asyncio.Queue[Placement] = asyncio.Queue()
+        self._issued: dict[str, float] = {}  # uid → when its bind was issued (in flight or done)
+        self._bound: dict[str, float] = {}
+        self._gangs: dict[str, _Gang] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._aborting = False
+        self.failures: dict[str, BindFailure] = {}
+        self.bound_count = 0
+        self.failed_count = 0
+        self.requests = 0
+
+    # -- the Binder protocol (called on the loop, never blocks) ------------------------------------
+    def bind(self, placements: list[Placement]) -> None:
+        now = self.clock()
+        for placement in placements:
+            uid = placement.task.uid
+            if uid in self._issued:
+                if uid in self._bound:
+                    self.cache.confirm_bound(uid)
+                log.debug("bind of %s already issued; not issuing it again", placement.task.key)
+                continue
+            if self._aborting:
+                self.cache.forget_assumption(uid)
+                continue
+            self._issued[uid] = now
+            gang = self._gangs.setdefault(placement.task.job or placement.task.uid, _Gang())
+            gang.outstanding += 1
+            self._queue.put_nowait(placement)
+        m.BIND_QUEUE.set(self._queue.qsize())
+        if len(self._bound) > 10_000:
+            self._prune(now)
+
+    def evict(self, evictions: list[Eviction]) -> None:
+        if self.evictor is not None:
+            self.evictor.evict(evictions)
+        else:
+            log.warning("no evictor: dropping %d evictions", len(evictions))
+
+    def _prune(self, now: float) -> None:
+        for uid, at in list(self._bound.items()):
+            if now - at > REMEMBER_BOUND:
+                del self._bound[uid]
+                self._issued.pop(uid, None)
+
+    # -- workers -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        for i in range(self.workers):
+            self._tasks.append(asyncio.create_task(self._worker(), name=f"binder-{i}"))
+
+    @property
+    def idle(self) -> bool:
+        return self._queue.empty() and self._queue._unfinished_tasks == 0  # type: ignore[attr-defined]
+
+    async def drain(self, timeout: float = 30.0) -> bool:
+        """Finish every bind handed over so far (SIGTERM). True if all finished in time."""
+        try:
+            await asyncio.wait_for(self._queue.join(), timeout)
+            return True
+        except TimeoutError:
+            log.warning("%d binds still unfinished at shutdown", self._queue.qsize())
+            return False
+        finally:
+            await self.stop()
+
+    async def abort(self) -> None:
+        """Leadership lost: issue nothing more. Queued placements go back to Pending in the cache."""
+        self._aborting = True
+        while not self._queue.empty():
+            placement = self._queue.get_nowait()
+            self.cache.forget_assumption(placement.task.uid)
+            self._issued.pop(placement.task.uid, None)
+            self._queue.task_done()
+        await self.stop()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+
+    async def _worker(self) -> None:
+        while True:
+            placement = await self._queue.get()
+            try:
+                await self._bind_one(placement)
+            except asyncio.CancelledError:
+                self._settle(placement, None)
+                self._queue.task_done()
+                raise
+            except Exception as exc:  # never lose a worker
+                log.exception("bind of %s crashed", placement.task.key)
+                self._settle(placement, f"internal error: {exc}")
+            self._queue.task_done()
+            m.BIND_QUEUE.set(self._queue.qsize())
+
+    async def _bind_one(self, placement: Placement) -> None:
+        task = placement.task
+        path = f"/api/v1/namespaces/{task.namespace}/pods/{task.name}/binding"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": task.name, "namespace": task.namespace, "uid": task.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
+        }
+        deadline = self.clock() + self.retry_deadline
+        attempt = 0
+        while True:
+            try:
+                self.requests += 1
+                await self.client.request("POST", path, body=body, timeout=self.request_timeout)
+                self._settle(placement, None, ok=True)
+                return
+            except ApiError as exc:
+                if (
+                    exc.transient
+                    and not self._aborting
+                    and attempt + 1 < self.max_attempts
+                    and self.clock() < deadline
+                ):
+                    m.BIND_RETRIES.labels(str(exc.code)).inc()
+                    delay = (
+                        exc.retry_after if exc.retry_after is not None else backoff_delay(attempt, 0.05, 5.0)
+                    )
+                    log.debug("bind of %s: %s; retrying in %.2fs", task.key, exc, delay)
+                    await asyncio.sleep(min(delay, max(0.0, deadline - self.clock())))
+                    attempt += 1
+                    continue
+                if exc.code == 409 and attempt > 0 and await self._landed(task, placement.node):
+                    # An earlier attempt that seemed to fail did bind it.
+                    self._settle(placement, None, ok=True)
+                    return
+                self._settle(placement, _reason(exc))
+                return
+
+    async def _landed(self, task: TaskInfo, node: str) -> bool:
+        try:
+            raw = await self.client.request(
+                "GET", f"/api/v1/namespaces/{task.namespace}/pods/{task.name}", timeout=self.request_timeout
+            )
+            return msgspec.json.decode(raw, type=_PodView).spec.node_name == node
+        except (ApiError, msgspec.DecodeError, msgspec.ValidationError):
+            return False
+
+    def _settle(self, placement: Placement, failure: str | None, ok: bool = False) -> None:
+        task = placement.task
+        uid = task.uid
+        gang_key = task.job or uid
+        gang = self._gangs.get(gang_key)
+        if ok:
+            self.bound_count += 1
+            self._bound[uid] = self.clock()
+            self.cache.confirm_bound(uid)
+            m.BINDS.labels("bound").inc()
+            if gang is not None:
+                gang.bound.append(placement)
+            if self.observer is not None:
+                self.observer.pod_bound(task, placement.node)
+        else:
+            reason = failure or "bind abandoned at shutdown"
+            self.failed_count += 1
+            self._issued.pop(uid, None)
+            self.cache.forget_assumption(uid)
+            m.BINDS.labels("failed").inc()
+            self.failures[uid] = BindFailure(task.key, placement.node, reason, time.time())
+            if len(self.failures) > 1000:
+                self.failures.pop(next(iter(self.failures)))
+            log.warning(
+                "bind of %s to %s failed: %s; the task is pending again", task.key, placement.node, reason
+            )
+            if gang is not None:
+                gang.failed[task.key] = reason
+            if self.observer is not None and failure is not None:
+                self.observer.bind_failed(task, placement.node, reason)
+        if gang is None:
+            return
+        gang.outstanding -= 1
+        if gang.outstanding > 0:
+            return
+        del self._gangs[gang_key]
+        if not task.job:
+            return
+        if gang.failed and gang.bound:
+            m.GANG_PARTIAL.inc()
+            log.error(
+                "gang %s partly bound: %d bound, %d failed (%s)",
+                task.job,
+                len(gang.bound),
+                len(gang.failed),
+                "; ".join(f"{k}: {v}" for k, v in list(gang.failed.items())[:5]),
+            )
+            if self.observer is not None:
+                self.observer.gang_partly_bound(task.job, gang.bound, gang.failed)
+        elif gang.bound and self.observer is not None:
+            self.observer.gang_bound(task.job, gang.bound)
+
+
+def _reason(exc: ApiError) -> str:
+    if exc.code == 0:
+        return f"no answer from the API server ({exc.reason}: {exc.message})"
+    return f"{exc.code} {exc.reason or ''}: {exc.message}".strip()

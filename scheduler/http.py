@@ -1,0 +1,64 @@
+"""The scheduler's own HTTP endpoints: /metrics, /healthz, /readyz and a little /debug."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+log = logging.getLogger("caldera.http")
+
+
+class HttpServer:
+    def __init__(
+        self,
+        address: str,
+        ready: Callable[[], tuple[bool, str]],
+        debug: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        host, _, port = address.rpartition(":")
+        self.host = host.strip("[]") or "127.0.0.1"
+        self.port = int(port or 8080)
+        self.ready = ready
+        self.debug = debug
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/livez", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/debug/state", self._debug)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            self.port = server.sockets[0].getsockname()[1]
+        log.info("serving /metrics, /healthz, /readyz on %s:%d", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = generate_latest(REGISTRY)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        ok, detail = self.ready()
+        return web.Response(text=detail + "\n", status=200 if ok else 503)
+
+    async def _debug(self, request: web.Request) -> web.Response:
+        state = self.debug() if self.debug is not None else {}
+        return web.Response(body=msgspec.json.encode(state), content_type="application/json")

@@ -1,0 +1,411 @@
+"""PodGroup status, pod conditions and Events, written back coalesced and only on change.
+
+Each cycle computes the status every PodGroup should have (phase, conditions, counts) and the
+``PodScheduled=False`` condition of every pending pod of an unschedulable gang. Nothing is written
+if it equals what the cache already holds or what was last sent; what is left waits in a dict keyed
+by object (a newer wish replaces an older one) that a flusher drains a moment later with bounded
+concurrency. Events are per PodGroup (per pod behind a flag) and not repeated while unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cache.client import ApiClient, ApiError, backoff_delay
+from cache.store import ClusterCache
+from framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
+from framework.objects import PodGroup
+from framework.session import Placement, SessionResult
+from metrics import scheduler as m
+
+log = logging.getLogger("caldera.status")
+
+PG_PATH = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups/{name}"
+POD_STATUS_PATH = "/api/v1/namespaces/{ns}/pods/{name}/status"
+EVENTS_PATH = "/api/v1/namespaces/{ns}/events"
+
+UNSCHEDULABLE = "Unschedulable"
+SCHEDULED = "Scheduled"
+#: An unchanged event is not repeated sooner than this.
+EVENT_REPEAT = 600.0
+
+
+def now_rfc3339() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+Cond = tuple[str, str, str, str]  # type, status, reason, message
+Signature = tuple[str, int, int, int, tuple[Cond, ...]]
+
+
+@dataclass
+class _Write:
+    kind: str  # "podgroup" | "pod" | "event"
+    namespace: str
+    name: str
+    body: dict[str, Any]
+    signature: Any = None
+    attempts: int = 0
+
+
+def gang_message(job: JobInfo) -> str:
+    """Volcano's wording: ``3/4 tasks in gang unschedulable: pod group is not ready, ...``."""
+    pending = job.count(TaskStatus.PENDING)
+    total = len(job.tasks)
+    ready = job.ready_task_num()
+    detail = job.job_fit_error
+    if not detail:
+        reasons: dict[str, int] = {}
+        for msg in job.fit_errors.values():
+            reasons[msg] = reasons.get(msg, 0) + 1
+        detail = "; ".join(f"{msg}" for msg in list(reasons)[:3])
+    head = f"{pending}/{total} tasks in gang unschedulable: pod group is not ready, {ready} ready, {job.min_available} minAvailable"
+    return (
+        f"{head}; {detail}"
+        if detail and not detail.startswith(f"{pending}/{total} tasks")
+        else (detail or head)
+    )
+
+
+class StatusUpdater:
+    def __init__(
+        self,
+        client: ApiClient,
+        cache: ClusterCache,
+        *,
+        component: str = "caldera",
+        per_pod_events: bool = False,
+        flush_interval: float = 0.2,
+        concurrency: int = 8,
+        instance: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.component = component
+        self.per_pod_events = per_pod_events
+        self.flush_interval = flush_interval
+        self.concurrency = concurrency
+        self.instance = instance
+        self.clock = clock
+        self._pending: dict[tuple[str, str, str], _Write] = {}
+        self._events: list[_Write] = []
+        self._sent_pg: dict[str, Signature] = {}
+        self._sent_pod: dict[str, Cond] = {}
+        self._sent_events: dict[tuple[str, str], tuple[str, float]] = {}
+        self._dirty = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.writes = 0
+        self.skipped = 0
+
+    # -- what a cycle wants ------------------------------------------------------------------------
+    def observe(self, result: SessionResult | None) -> None:
+        if result is None:
+            return
+        for key, job in result.jobs.items():
+            if job.podgroup is None:
+                continue
+            try:
+                self._observe_job(key, job)
+            except Exception:
+                log.exception("status of %s not computed", key)
+
+    def _observe_job(self, key: str, job: JobInfo) -> None:
+        pg = self.cache.podgroups.get(key) or job.podgroup
+        assert pg is not None
+        running = job.count(TaskStatus.RUNNING)
+        succeeded = job.count(TaskStatus.SUCCEEDED)
+        failed = job.count(TaskStatus.FAILED)
+        pending = [t for t in job.tasks_in(TaskStatus.PENDING)]
+        allocated = job.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED)
+        ready = allocated >= job.min_available and job.roles_satisfied()
+        unschedulable = bool(pending) and not ready and bool(job.job_fit_error or job.fit_errors)
+        message = gang_message(job) if unschedulable else ""
+
+        if running and unschedulable:
+            phase = "Unknown"
+        elif ready and job.tasks:
+            phase = "Running"
+        elif job.phase == "Inqueue" or pg.status.phase == "Inqueue":
+            phase = "Inqueue"
+        elif pg.status.phase in ("Running", "Unknown") and not job.tasks:
+            phase = pg.status.phase
+        else:
+            phase = pg.status.phase if pg.status.phase and not job.tasks else "Pending"
+
+        conds: dict[str, Cond] = {}
+        old_times: dict[str, tuple[str, str | None]] = {}
+        for c in pg.status.conditions:
+            conds[c.type] = (c.type, c.status, c.reason, c.message)
+            old_times[c.type] = (c.status, c.last_transition_time)
+        if unschedulable:
+            conds[UNSCHEDULABLE] = (UNSCHEDULABLE, "True", "NotEnoughResources", message)
+        elif ready and job.tasks:
+            conds[SCHEDULED] = (SCHEDULED, "True", "tasks in gang are ready to be scheduled", "")
+            if UNSCHEDULABLE in conds and conds[UNSCHEDULABLE][1] == "True":
+                conds[UNSCHEDULABLE] = (UNSCHEDULABLE, "False", "Scheduled", "")
+        signature: Signature = (phase, running, succeeded, failed, tuple(sorted(conds.values())))
+        current: Signature = (
+            pg.status.phase,
+            pg.status.running,
+            pg.status.succeeded,
+            pg.status.failed,
+            tuple(sorted((c.type, c.status, c.reason, c.message) for c in pg.status.conditions)),
+        )
+        if signature == current:
+            self._sent_pg.pop(key, None)
+        elif self._sent_pg.get(key) != signature:
+            stamp = now_rfc3339()
+            conditions = []
+            for ctype, status, reason, msg in sorted(conds.values()):
+                old = old_times.get(ctype)
+                when = old[1] if old is not None and old[0] == status and old[1] else stamp
+                conditions.append(
+                    {
+                        "type": ctype,
+                        "status": status,
+                        "reason": reason,
+                        "message": msg,
+                        "lastTransitionTime": when,
+                    }
+                )
+            body = {
+                "status": {
+                    "phase": phase,
+                    "running": running,
+                    "succeeded": succeeded,
+                    "failed": failed,
+                    "conditions": conditions,
+                }
+            }
+            self._sent_pg[key] = signature
+            self._queue(_Write("podgroup", pg.metadata.namespace, pg.metadata.name, body, signature))
+
+        if unschedulable:
+            self.event_for_podgroup(pg, "Warning", "FailedScheduling", message)
+            for task in pending:
+                pod_msg = job.fit_errors.get(task.uid) or message
+                self.pod_unschedulable(task, pod_msg)
+                if self.per_pod_events:
+                    self.event_for_pod(task, "Warning", "FailedScheduling", pod_msg)
+
+    def pod_unschedulable(self, task: TaskInfo, message: str) -> None:
+        cond: Cond = ("PodScheduled", "False", UNSCHEDULABLE, message)
+        for c in task.pod.status.conditions:
+            if c.type == "PodScheduled" and (c.type, c.status, c.reason, c.message) == cond:
+                self._sent_pod.pop(task.uid, None)
+                return
+        if self._sent_pod.get(task.uid) == cond:
+            return
+        self._sent_pod[task.uid] = cond
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": UNSCHEDULABLE,
+                        "message": message,
+                        "lastTransitionTime": now_rfc3339(),
+                    }
+                ]
+            },
+        }
+        self._queue(_Write("pod", task.namespace, task.name, body, cond))
+
+    # -- the binder's observer ---------------------------------------------------------------------
+    def bind_failed(self, task: TaskInfo, node: str, reason: str) -> None:
+        message = f"binding rejected: failed to bind {task.key} to {node}: {reason}"
+        self.pod_unschedulable(task, message)
+        pg = self.cache.podgroups.get(task.job) if task.job else None
+        if pg is not None:
+            self.event_for_podgroup(pg, "Warning", "FailedScheduling", message, force=True)
+        else:
+            self.event_for_pod(task, "Warning", "FailedScheduling", message, force=True)
+
+    def gang_bound(self, job: str, placements: list[Placement]) -> None:
+        pg = self.cache.podgroups.get(job)
+        if pg is None or self.per_pod_events:
+            return
+        nodes = sorted({p.node for p in placements})
+        shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+        self.event_for_podgroup(
+            pg,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {len(placements)} pods of {job} to {shown}",
+            force=True,
+        )
+
+    def gang_partly_bound(self, job: str, bound: list[Placement], failed: dict[str, str]) -> None:
+        pg = self.cache.podgroups.get(job)
+        if pg is None:
+            return
+        detail = "; ".join(f"{pod}: {why}" for pod, why in list(failed.items())[:5])
+        self.event_for_podgroup(
+            pg,
+            "Warning",
+            "GangPartiallyBound",
+            f"{len(bound)} pods of {job} bound, {len(failed)} failed and are pending again: {detail}",
+            force=True,
+        )
+
+    def pod_bound(self, task: TaskInfo, node: str) -> None:
+        self._sent_pod.pop(task.uid, None)
+        if self.per_pod_events:
+            self.event_for_pod(
+                task, "Normal", "Scheduled", f"Successfully assigned {task.key} to {node}", force=True
+            )
+
+    # -- events ------------------------------------------------------------------------------------
+    def event_for_podgroup(
+        self, pg: PodGroup, etype: str, reason: str, message: str, force: bool = False
+    ) -> None:
+        ref = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "name": pg.metadata.name,
+            "namespace": pg.metadata.namespace,
+            "uid": pg.metadata.uid,
+            "resourceVersion": pg.metadata.resource_version,
+        }
+        self.event(ref, etype, reason, message, force=force)
+
+    def event_for_pod(
+        self, task: TaskInfo, etype: str, reason: str, message: str, force: bool = False
+    ) -> None:
+        ref = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": task.name,
+            "namespace": task.namespace,
+            "uid": task.uid,
+        }
+        self.event(ref, etype, reason, message, force=force)
+
+    def event(self, ref: dict[str, str], etype: str, reason: str, message: str, force: bool = False) -> None:
+        key = (f"{ref.get('kind')}/{ref.get('namespace', '')}/{ref.get('name')}/{ref.get('uid', '')}", reason)
+        now = self.clock()
+        last = self._sent_events.get(key)
+        if not force and last is not None and last[0] == message and now - last[1] < EVENT_REPEAT:
+            return
+        self._sent_events[key] = (message, now)
+        if len(self._sent_events) > 20_000:
+            for k in list(self._sent_events)[:10_000]:
+                del self._sent_events[k]
+        namespace = ref.get("namespace") or "default"
+        stamp = now_rfc3339()
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{ref.get('name')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": ref,
+            "reason": reason,
+            "message": message[:1024],
+            "type": etype,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance or self.component,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        if len(self._events) < 5000:
+            self._events.append(_Write("event", namespace, "", body))
+            self._dirty.set()
+
+    # -- writing -----------------------------------------------------------------------------------
+    def _queue(self, write: _Write) -> None:
+        self._pending[(write.kind, write.namespace, write.name)] = write
+        self._dirty.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending) + len(self._events)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="status-updater")
+
+    async def stop(self, flush: bool = True, timeout: float = 5.0) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+        if flush:
+            try:
+                await asyncio.wait_for(self.flush(), timeout)
+            except TimeoutError:
+                log.warning("%d status writes left unsent at shutdown", self.pending)
+
+    async def _run(self) -> None:
+        while True:
+            await self._dirty.wait()
+            # Let a busy cycle's wishes pile up (and supersede each other) before writing.
+            await asyncio.sleep(self.flush_interval)
+            self._dirty.clear()
+            try:
+                await self.flush()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("status flush failed")
+
+    async def flush(self) -> None:
+        writes = list(self._pending.values()) + self._events
+        self._pending = {}
+        self._events = []
+        if not writes:
+            return
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(w: _Write) -> None:
+            async with sem:
+                await self._send(w)
+
+        await asyncio.gather(*(one(w) for w in writes))
+
+    async def _send(self, w: _Write) -> None:
+        self.writes += 1
+        try:
+            if w.kind == "podgroup":
+                await self.client.request(
+                    "PATCH",
+                    PG_PATH.format(ns=w.namespace, name=w.name),
+                    body=w.body,
+                    content_type="application/merge-patch+json",
+                )
+            elif w.kind == "pod":
+                await self.client.request(
+                    "PATCH",
+                    POD_STATUS_PATH.format(ns=w.namespace, name=w.name),
+                    body=w.body,
+                    content_type="application/strategic-merge-patch+json",
+                )
+            else:
+                await self.client.request("POST", EVENTS_PATH.format(ns=w.namespace), body=w.body)
+            m.STATUS_WRITES.labels(w.kind, "ok").inc()
+        except ApiError as exc:
+            m.STATUS_WRITES.labels(w.kind, "error").inc()
+            if exc.transient and w.attempts < 5:
+                w.attempts += 1
+                await asyncio.sleep(backoff_delay(w.attempts, 0.1, 2.0))
+                key = (w.kind, w.namespace, w.name)
+                if w.kind == "event":
+                    self._events.append(w)
+                    self._dirty.set()
+                elif key not in self._pending:  # unless a newer wish replaced it
+                    self._pending[key] = w
+                    self._dirty.set()
+                return
+            log.info("%s %s/%s status write dropped: %s", w.kind, w.namespace, w.name, exc)
+            if w.kind == "podgroup":
+                self._sent_pg.pop(f"{w.namespace}/{w.name}", None)
