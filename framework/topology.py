@@ -1,0 +1,342 @@
+"""Network topology as a tree of node groups: leaf switches inside spines inside InfiniBand clusters.
+
+Groups come from two sources, which may be combined:
+
+- node label keys, one per tier from narrowest to widest (``topologyKeys``): tier ``i`` holds one
+  group per distinct value of the ``i``-th key, named by that value;
+- Volcano's HyperNode objects (``topology.volcano.sh/v1alpha1``): each is a group of its
+  ``spec.tier``; its members are nodes (by exact name, by regular expression over node names, or by
+  labels) or other HyperNodes (by exact name), whose nodes it then contains.
+
+The whole cluster is the implicit top: a group one tier above the widest one. A group's nodes are
+held as sorted rows of the session's node table, so evaluating a group is numpy work over its rows.
+This module is a pure model: it knows nothing about predicates, plugins or allocation.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskStatus
+from framework.objects import HyperNode, MemberSelector
+
+log = logging.getLogger("caldera.topology")
+
+__all__ = [
+    "CLUSTER_GROUP",
+    "HARD",
+    "SESSION_KEY",
+    "SOFT",
+    "NodeGroup",
+    "Requirement",
+    "Topology",
+    "TopologySettings",
+    "build_topology",
+    "hypernode_members",
+]
+
+#: Where the network-topology-aware plugin publishes the session's Topology and settings.
+SESSION_KEY = "topology"
+HARD = "hard"
+SOFT = "soft"
+CLUSTER_GROUP = "<cluster>"
+
+MEMBER_NODE = "Node"
+MEMBER_HYPERNODE = "HyperNode"
+
+
+@dataclass(eq=False)
+class NodeGroup:
+    """One group of nodes at one tier. ``rows`` are sorted, unique rows of the session's node table."""
+
+    name: str
+    tier: int
+    rows: np.ndarray
+    source: str  # "label:<key>", "hypernode" or "cluster"
+    parent: NodeGroup | None = None
+    children: list[NodeGroup] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.tier}/{self.name}"
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    def contains_rows(self, rows: np.ndarray) -> bool:
+        if len(rows) == 0:
+            return True
+        if len(rows) > len(self.rows):
+            return False
+        idx = np.searchsorted(self.rows, rows)
+        idx[idx >= len(self.rows)] = 0
+        return bool((self.rows[idx] == rows).all())
+
+    def __repr__(self) -> str:
+        return f"NodeGroup(tier {self.tier} {self.name!r}, {self.size} nodes)"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A job's network topology requirement: ``hard`` stays pending rather than spanning groups wider
+    than ``highest_tier``; ``soft`` prefers a group and falls back to the whole cluster."""
+
+    mode: str
+    highest_tier: int
+    from_default: bool = False
+
+
+@dataclass(frozen=True)
+class TopologySettings:
+    """The conf-level switches (the plugin's arguments)."""
+
+    keys: tuple[str, ...] = ()
+    default_mode: str = ""  # "", "hard" or "soft": applied to gangs without their own networkTopology
+    default_highest_tier: int = 1
+    score_policy: str = "binpack"  # "binpack" (tightest fit) or "spread"
+
+
+class Topology:
+    """Every group of a session, per tier, plus the whole cluster as the top."""
+
+    def __init__(
+        self,
+        groups: Iterable[NodeGroup],
+        row_count: int,
+        tier_labels: Mapping[int, str] | None = None,
+        errors: Sequence[str] = (),
+    ) -> None:
+        self.by_tier: dict[int, list[NodeGroup]] = {}
+        self.by_key: dict[str, NodeGroup] = {}
+        for g in groups:
+            if g.key in self.by_key:
+                continue
+            self.by_key[g.key] = g
+            self.by_tier.setdefault(g.tier, []).append(g)
+        for level in self.by_tier.values():
+            level.sort(key=lambda g: g.name)
+        self.tiers: list[int] = sorted(self.by_tier)
+        top = (self.tiers[-1] + 1) if self.tiers else 1
+        self.cluster = NodeGroup(CLUSTER_GROUP, top, np.arange(row_count, dtype=np.intp), "cluster")
+        self.tier_labels: dict[int, str] = dict(tier_labels or {})
+        self.tier_labels.setdefault(top, "cluster")
+        self.errors: list[str] = list(errors)
+        self._link_parents()
+
+    @property
+    def top_tier(self) -> int:
+        return self.cluster.tier
+
+    @property
+    def empty(self) -> bool:
+        return not self.tiers
+
+    def groups(self, tier: int) -> list[NodeGroup]:
+        """The groups of one tier, sorted by name (the top tier is the cluster group)."""
+        if tier == self.top_tier:
+            return [self.cluster]
+        return self.by_tier.get(tier, [])
+
+    def group(self, name: str, tier: int | None = None) -> NodeGroup | None:
+        if tier is not None:
+            return self.by_key.get(f"{tier}/{name}")
+        for t in self.tiers:
+            g = self.by_key.get(f"{t}/{name}")
+            if g is not None:
+                return g
+        return self.cluster if name == CLUSTER_GROUP else None
+
+    def tier_label(self, tier: int) -> str:
+        return self.tier_labels.get(tier, f"tier {tier}")
+
+    def _link_parents(self) -> None:
+        """A group without an explicit parent (label tiers) gets the narrowest wider group that
+        contains all its nodes, ties by name; the cluster is everyone's last resort."""
+        for tier in self.tiers:
+            for g in self.by_tier[tier]:
+                if g.parent is None:
+                    g.parent = self._narrowest_containing(g.rows, above=tier) or self.cluster
+                g.parent.children.append(g)
+
+    def _narrowest_containing(self, rows: np.ndarray, above: int = 0) -> NodeGroup | None:
+        for tier in self.tiers:
+            if tier <= above:
+                continue
+            for g in self.by_tier[tier]:
+                if g.contains_rows(rows):
+                    return g
+        return None
+
+    def containing(self, rows: np.ndarray, max_tier: int | None = None) -> list[NodeGroup]:
+        """Groups holding every one of ``rows``, narrowest tier first (name order within a tier),
+        up to ``max_tier`` (the cluster group when the top tier is allowed)."""
+        rows = np.unique(np.asarray(rows, dtype=np.intp))
+        out: list[NodeGroup] = []
+        for tier in [*self.tiers, self.top_tier]:
+            if max_tier is not None and tier > max_tier:
+                break
+            out.extend(g for g in self.groups(tier) if g.contains_rows(rows))
+        return out
+
+    def job_rows(self, job: JobInfo, nodes: Mapping[str, NodeInfo]) -> np.ndarray:
+        """Rows of the nodes where the job already holds resources (running, bound, allocated or
+        pipelined pods): where a restarted or added pod must go back to."""
+        rows = {
+            nodes[t.node_name].row
+            for t in job.tasks_in(*ALLOCATED_STATUSES, TaskStatus.PIPELINED)
+            if t.node_name in nodes
+        }
+        return np.asarray(sorted(rows), dtype=np.intp)
+
+    def job_group(
+        self, job: JobInfo, nodes: Mapping[str, NodeInfo], max_tier: int | None = None
+    ) -> NodeGroup | None:
+        """The narrowest group that holds all the job's placed pods (None when it has none placed,
+        or they span more than ``max_tier`` allows)."""
+        rows = self.job_rows(job, nodes)
+        if len(rows) == 0:
+            return None
+        found = self.containing(rows, max_tier)
+        return found[0] if found else None
+
+    def describe(self) -> str:
+        parts = [f"tier {t} ({self.tier_label(t)}): {len(self.by_tier[t])} groups" for t in self.tiers]
+        return "; ".join(parts) or "no topology tiers"
+
+
+# ------------------------------------------------------------------------------------------------
+# building
+# ------------------------------------------------------------------------------------------------
+def _label_groups(keys: Sequence[str], node_list: Sequence[NodeInfo]) -> list[NodeGroup]:
+    groups: list[NodeGroup] = []
+    for i, key in enumerate(keys, start=1):
+        members: dict[str, list[int]] = {}
+        for node in node_list:
+            value = node.labels.get(key)
+            if value is not None:
+                members.setdefault(value, []).append(node.row)
+        for value, rows in members.items():
+            groups.append(NodeGroup(value, i, np.asarray(sorted(rows), dtype=np.intp), f"label:{key}"))
+    return groups
+
+
+def _label_selector_matches(match_labels: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in match_labels.items())
+
+
+def hypernode_members(selector: MemberSelector, node_list: Sequence[NodeInfo]) -> set[str]:
+    """Node names a Node-type member selects (Volcano's semantics: an empty exact name, a bad
+    pattern or an empty label match select nothing; a pattern matches anywhere in the name)."""
+    names: set[str] = set()
+    if selector.exact_match is not None and selector.exact_match.name:
+        names.add(selector.exact_match.name)
+    if selector.regex_match is not None and selector.regex_match.pattern:
+        try:
+            pattern = re.compile(selector.regex_match.pattern)
+        except re.error:
+            log.warning("hypernode member pattern %r does not compile", selector.regex_match.pattern)
+            return set()
+        names.update(n.name for n in node_list if pattern.search(n.name))
+    if selector.label_match is not None and selector.label_match.match_labels:
+        ml = selector.label_match.match_labels
+        names.update(n.name for n in node_list if _label_selector_matches(ml, n.labels))
+    return names
+
+
+def _hypernode_groups(
+    hypernodes: Mapping[str, HyperNode], node_list: Sequence[NodeInfo], errors: list[str]
+) -> list[NodeGroup]:
+    row_of = {n.name: n.row for n in node_list}
+    direct: dict[str, set[int]] = {}
+    children: dict[str, list[str]] = {}
+    parent_of: dict[str, str] = {}
+    for name in sorted(hypernodes):
+        hn = hypernodes[name]
+        rows: set[int] = set()
+        kids: list[str] = []
+        for member in hn.spec.members:
+            if member.type == MEMBER_HYPERNODE:
+                child = member.selector.exact_match.name if member.selector.exact_match else ""
+                if not child:
+                    errors.append(f"hypernode {name}: a HyperNode member needs an exactMatch name")
+                    continue
+                if child in parent_of and parent_of[child] != name:
+                    errors.append(
+                        f"hypernode {child} has two parents ({parent_of[child]}, {name}); kept {parent_of[child]}"
+                    )
+                    continue
+                if child not in hypernodes:
+                    errors.append(f"hypernode {name}: member hypernode {child} does not exist")
+                    continue
+                if hypernodes[child].spec.tier >= hn.spec.tier:
+                    errors.append(
+                        f"hypernode {name} (tier {hn.spec.tier}) cannot hold {child} "
+                        f"(tier {hypernodes[child].spec.tier}): a member must sit in a lower tier"
+                    )
+                    continue
+                parent_of[child] = name
+                kids.append(child)
+            elif member.type == MEMBER_NODE:
+                rows.update(row_of[n] for n in hypernode_members(member.selector, node_list) if n in row_of)
+            else:
+                errors.append(f"hypernode {name}: unknown member type {member.type!r}")
+        direct[name] = rows
+        children[name] = kids
+
+    # Strictly lower tiers for members make cycles impossible; resolve nested rows bottom-up.
+    resolved: dict[str, set[int]] = {}
+    for name in sorted(hypernodes, key=lambda n: (hypernodes[n].spec.tier, n)):
+        rows = set(direct[name])
+        for child in children[name]:
+            rows |= resolved.get(child, set())
+        resolved[name] = rows
+    groups = {
+        name: NodeGroup(
+            name,
+            hypernodes[name].spec.tier,
+            np.asarray(sorted(resolved[name]), dtype=np.intp),
+            "hypernode",
+        )
+        for name in hypernodes
+    }
+    for child, parent in parent_of.items():
+        groups[child].parent = groups[parent]
+    return list(groups.values())
+
+
+def build_topology(
+    node_list: Sequence[NodeInfo],
+    keys: Sequence[str] = (),
+    hypernodes: Mapping[str, HyperNode] | None = None,
+) -> Topology:
+    """The session's topology from label keys (tier i = i-th key) and HyperNode objects. Where both
+    name a group of the same tier and name, the HyperNode wins."""
+    errors: list[str] = []
+    groups: list[NodeGroup] = []
+    labels: dict[int, str] = {}
+    if hypernodes:
+        hn_groups = _hypernode_groups(hypernodes, node_list, errors)
+        groups.extend(hn_groups)
+        for g in hn_groups:
+            labels.setdefault(g.tier, f"hypernode tier {g.tier}")
+    if keys:
+        taken = {g.key for g in groups}
+        for g in _label_groups(keys, node_list):
+            if g.key in taken:
+                errors.append(
+                    f"label group {g.name!r} of tier {g.tier} is also a hypernode; kept the hypernode"
+                )
+                continue
+            groups.append(g)
+        for i, key in enumerate(keys, start=1):
+            labels[i] = key if i not in labels else f"{labels[i]}, {key}"
+    for message in errors:
+        log.warning("topology: %s", message)
+    rows = len(node_list)
+    return Topology(groups, rows, labels, errors)
