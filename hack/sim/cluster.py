@@ -19,9 +19,9 @@ from .controllers import Kubelet, WorkloadControllers
 from .faults import Faults
 from .kubeconfig import write_kubeconfig
 from .nodes import ClusterSpec, NodeTemplate, build_nodes, resource_for
-from .resources import NAMESPACES, NODES, PRIORITY_CLASSES
+from .resources import NAMESPACES, NODES, PRIORITY_CLASSES, resource
 from .server import ApiServer
-from .store import Store
+from .store import Store, rfc3339
 
 log = logging.getLogger("caldera.sim")
 
@@ -73,6 +73,7 @@ class SimCluster:
         history_size: int = 10_000,
         bookmark_interval: float = 60.0,
         watch_timeout: tuple[float, float] = (1800.0, 3600.0),
+        event_ttl: float = 3600.0,
         seed: int | None = None,
     ):
         check_loopback(host)
@@ -100,6 +101,7 @@ class SimCluster:
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._node_index = 0
+        self.event_ttl = event_ttl
 
     @property
     def url(self) -> str:
@@ -130,6 +132,7 @@ class SimCluster:
             self.controllers.start()
         self._tasks.append(loop.create_task(self._bookmarks(), name="sim-bookmarks"))
         self._tasks.append(loop.create_task(self._periodic_faults(), name="sim-faults"))
+        self._tasks.append(loop.create_task(self._expire_events(), name="sim-event-ttl"))
         if self._kubeconfig_arg is None:
             self._tmpdir = tempfile.mkdtemp(prefix="caldera-sim-")
             target = Path(self._tmpdir) / "kubeconfig"
@@ -205,6 +208,23 @@ class SimCluster:
             if time.monotonic() - last >= self.server.bookmark_interval:
                 last = time.monotonic()
                 self.server.send_bookmarks()
+
+    def expire_events(self, now: float | None = None) -> int:
+        """Delete events older than the TTL, as a real API server's storage does; returns how many."""
+        cutoff = rfc3339((time.time() if now is None else now) - self.event_ttl)
+        expired = 0
+        for res in (resource("events"), resource("events", "events.k8s.io")):
+            for obj in self.store.objects(res):
+                meta = obj["metadata"]
+                if meta.get("creationTimestamp", "") < cutoff:
+                    self.store.delete(res, meta["namespace"], meta["name"])
+                    expired += 1
+        return expired
+
+    async def _expire_events(self) -> None:
+        while True:
+            await asyncio.sleep(min(60.0, max(1.0, self.event_ttl / 2)))
+            self.expire_events()
 
     async def _periodic_faults(self) -> None:
         last_drop = last_compact = time.monotonic()

@@ -140,11 +140,18 @@ RESOURCES: tuple[Resource, ...] = (
         "Deployment",
         True,
         ("deploy",),
-        frozenset({"status"}),
+        frozenset({"status", "scale"}),
         categories=("all",),
     ),
     Resource(
-        "apps", "v1", "replicasets", "ReplicaSet", True, ("rs",), frozenset({"status"}), categories=("all",)
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        True,
+        ("rs",),
+        frozenset({"status", "scale"}),
+        categories=("all",),
     ),
     # Volcano's PodGroup CRD declares no status subresource: its status is written through the object itself.
     Resource(
@@ -253,6 +260,18 @@ def _resource_list_entries(r: Resource) -> list[dict[str, Any]]:
                     "version": "v1",
                     "kind": "Eviction",
                     "verbs": ["create"],
+                }
+            )
+        elif sub == "scale":
+            entries.append(
+                {
+                    "name": f"{r.plural}/scale",
+                    "singularName": "",
+                    "namespaced": True,
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
+                    "verbs": ["get", "patch", "update"],
                 }
             )
         elif sub == "finalize":

@@ -128,6 +128,9 @@ class ApiServer:
             return _error(err, {"Retry-After": str(err.retry_after)})
         except ApiError as err:
             return _error(err)
+        except Exception as exc:  # a bug in the simulator must still answer like an API server
+            log.exception("%s %s failed", request.method, path)
+            return _error(ApiError(500, "InternalError", f"Internal error occurred: {exc!r}"))
 
     async def _resource_request(self, request: web.Request, path: str) -> web.StreamResponse:
         parts = path.strip("/").split("/")
@@ -181,6 +184,8 @@ class ApiServer:
                 return self._list(res, namespace, q)
             if watch_path:
                 return await self._watch(request, res, namespace, q, name=name)
+            if sub == "scale":
+                return _json(orjson.dumps(self.store.scale(res, ns, name)))
             return _json(self.store.get(res, ns, name).raw)
         if method == "POST":
             if name is None:
@@ -206,6 +211,10 @@ class ApiServer:
             raise ApiError(
                 405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
             )
+        if sub == "scale" and method in ("PUT", "PATCH"):
+            content_type = request.headers.get("Content-Type", "") if method == "PATCH" else None
+            body = await request.read() if method == "PATCH" else await _body(request)
+            return _json(orjson.dumps(self.store.set_scale(res, ns, name, body, content_type)))
         if method == "PUT":
             if sub == "finalize" and res is R.NAMESPACES:
                 body = await _body(request)

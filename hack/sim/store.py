@@ -903,6 +903,62 @@ class Store:
         self._commit(ks, MODIFIED, key, new, entry.obj)
         return ks.objects[key]
 
+    # ---- scale subresource (autoscaling/v1 Scale) ----------------------------------------------------
+
+    def scale(self, res: Resource, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.get(res, namespace, name).obj
+        meta = obj["metadata"]
+        selector = (obj.get("spec") or {}).get("selector") or {}
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: meta[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                if k in meta
+            },
+            "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
+            "status": {
+                "replicas": (obj.get("status") or {}).get("replicas", 0),
+                "selector": ",".join(f"{k}={v}" for k, v in (selector.get("matchLabels") or {}).items()),
+            },
+        }
+
+    def set_scale(
+        self, res: Resource, namespace: str, name: str, scale: Any, content_type: str | None
+    ) -> dict[str, Any]:
+        """PUT (content_type None) or PATCH of the scale subresource: only spec.replicas changes."""
+        current = self.scale(res, namespace, name)
+        if content_type is None:
+            new = scale
+        else:
+            ct = content_type.split(";", 1)[0].strip().lower()
+            patch = orjson.loads(scale) if isinstance(scale, (bytes, bytearray)) else scale
+            if ct == JSON_PATCH:
+                new = json_patch(orjson.loads(orjson.dumps(current)), patch)
+            elif ct in (MERGE_PATCH, STRATEGIC_PATCH):
+                new = merge_patch(current, patch)
+            else:
+                raise ApiError(
+                    415, "UnsupportedMediaType", f"the body of the request was in an unknown format - {ct}"
+                )
+        if not isinstance(new, dict):
+            raise bad_request("the body of the request is not a JSON object")
+        replicas = (new.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or replicas < 0:
+            raise invalid(
+                "Scale",
+                name,
+                [("spec.replicas", "FieldValueInvalid", "must be greater than or equal to 0")],
+                "autoscaling",
+            )
+        rv = (new.get("metadata") or {}).get("resourceVersion")
+        body: dict[str, Any] = {"spec": {"replicas": replicas}}
+        if rv:
+            body["metadata"] = {"resourceVersion": rv}
+        self.patch(res, namespace, name, MERGE_PATCH, body)
+        return self.scale(res, namespace, name)
+
     # ---- pod subresources -----------------------------------------------------------------------------
 
     def bind(self, namespace: str, name: str, binding: Any) -> None:

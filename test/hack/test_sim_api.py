@@ -548,3 +548,49 @@ async def test_kubernetes_asyncio_leader_election_over_a_lease(sim: SimCluster) 
                 await task
             except asyncio.CancelledError:
                 pass
+
+
+async def test_scale_subresource_drives_replicas(apps: client.AppsV1Api) -> None:
+    await apps.create_namespaced_deployment(
+        "default",
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "c", "image": "x"}]},
+                },
+            },
+        },
+    )
+    scale = await apps.read_namespaced_deployment_scale("web", "default")
+    assert scale.spec.replicas == 1 and scale.status.selector == "app=web"
+    scale = await apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 0}})
+    assert scale.spec.replicas == 0
+    deployment = await apps.read_namespaced_deployment("web", "default")
+    assert deployment.spec.replicas == 0 and deployment.metadata.generation == 2
+
+
+async def test_old_events_expire(sim: SimCluster, core: client.CoreV1Api) -> None:
+    import time
+
+    await core.create_namespaced_event(
+        "default", {"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "X"}
+    )
+    assert sim.expire_events() == 0
+    assert sim.expire_events(now=time.time() + sim.event_ttl + 5) == 1
+    assert (await core.list_namespaced_event("default")).items == []
+
+
+async def test_legacy_watch_path_and_single_object_watch(sim: SimCluster, core: client.CoreV1Api) -> None:
+    import aiohttp
+    import orjson
+
+    await core.create_namespaced_pod("default", pod_manifest("a"))
+    await core.create_namespaced_pod("default", pod_manifest("b"))
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {sim.token}"}) as http:
+        async with http.get(f"{sim.url}/api/v1/watch/namespaces/default/pods/b?timeoutSeconds=1") as resp:
+            lines = [orjson.loads(line) for line in (await resp.read()).splitlines()]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "b")]
