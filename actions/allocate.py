@@ -28,6 +28,7 @@ from actions.helpers import (
     job_valid,
     pending_tasks,
 )
+from actions.topology import allocate_topology_job
 from framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from framework.plugin import Action
 from framework.session import Session
@@ -147,6 +148,11 @@ class AllocateAction(Action):
             if not jobs:
                 continue
             job = jobs.pop()
+            # network topology: a topology-bound gang is placed inside one node group (actions/topology.py)
+            if allocate_topology_job(ssn, job, allocate_job):
+                if jobs:
+                    queue_heap.push(queue)
+                continue
             tasks = todo[job.uid]
             stmt = ssn.statement()
             ok = place_tasks(ssn, job, queue, tasks, stmt, stop_when_ready=True, stats=stats)

@@ -147,7 +147,7 @@ def evict_and_pipeline(
         preemptees = [t for t in node.tasks.values() if candidate(t)]
         if not preemptees:
             continue
-        victims = choose(task, preemptees)
+        victims = keep_gangs_whole(ssn, choose(task, preemptees))
         if not victims:
             continue
         room = node.future_idle
@@ -163,6 +163,25 @@ def evict_and_pipeline(
         stmt.pipeline(task, node.name)
         return True
     return False
+
+
+def keep_gangs_whole(ssn: Session, victims: list[TaskInfo]) -> list[TaskInfo]:
+    """Drop victims that would take a running job below its minimum member. The plugins' votes
+    decide tier by tier, so a later tier (drf) may select victims an earlier one (gang) refused:
+    this is the action's own guarantee that a running gang is never broken."""
+    left: dict[str, int] = {}
+    out = []
+    for v in victims:
+        job = ssn.jobs.get(v.job)
+        if job is None:
+            out.append(v)
+            continue
+        if v.job not in left:
+            left[v.job] = job.ready_task_num()
+        if left[v.job] > job.min_available:
+            left[v.job] -= 1
+            out.append(v)
+    return out
 
 
 def resreq_of(tasks: Iterable[TaskInfo]) -> Resource:

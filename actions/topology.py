@@ -50,6 +50,7 @@ __all__ = [
     "PlaceFn",
     "TopologyDecision",
     "allocate_in_topology",
+    "allocate_topology_job",
     "job_requirement",
     "place_gang",
     "session_topology",
@@ -277,6 +278,7 @@ class _Selector:
 
         handler = EventHandler(allocate=on_alloc, deallocate=on_dealloc)  # type: ignore[arg-type]
         saved = dict(job.fit_errors)
+        saved_error = job.job_fit_error
         job.fit_errors.clear()
         ssn.add_event_handler(handler)
         try:
@@ -288,6 +290,7 @@ class _Selector:
             detail = "; ".join(dict.fromkeys(job.fit_errors.values()))
         job.fit_errors.clear()
         job.fit_errors.update(saved)
+        job.job_fit_error = saved_error
         return stmt, peak[1], detail
 
     # -- a tier ----------------------------------------------------------------------------------
@@ -434,3 +437,29 @@ def _closest(trials: list[GroupTrial], need: int) -> GroupTrial | None:
     if pruned:
         return min(pruned, key=lambda t: (t.deficit, t.group.tier, t.group.name))
     return None
+
+
+_FELL_BACK = "_topology_fell_back"
+
+
+def allocate_topology_job(ssn: Session, job: JobInfo, place: PlaceFn) -> bool:
+    """The allocate action's hook: True when the job was dealt with here (placed inside one group,
+    or left pending in hard mode); False when it is to be allocated cluster-wide as usual (no
+    requirement, or soft mode found no group: then not asked again this session)."""
+    fell_back: set[str] = ssn.data.setdefault(_FELL_BACK, set())
+    if job.uid in fell_back:
+        return False
+    decision = allocate_in_topology(ssn, job, place)
+    if decision is None:
+        return False
+    if decision.fallback:
+        fell_back.add(job.uid)
+        return False
+    stmt = decision.statement
+    if stmt is not None:
+        if ssn.job_ready(job):
+            stmt.commit()
+        elif not ssn.job_pipelined(job):
+            stmt.discard()
+        # only pipelined: the statement's reservations stay in the session, as allocate does
+    return True

@@ -23,6 +23,7 @@ from plugins.conformance import ConformancePlugin
 from plugins.deviceshare import DeviceSharePlugin
 from plugins.drf import DrfPlugin
 from plugins.gang import GangPlugin
+from plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from plugins.nodeorder import NodeOrderPlugin
 from plugins.overcommit import OvercommitPlugin
 from plugins.predicates import PredicatesPlugin
@@ -43,4 +44,5 @@ ALL: list[type[Plugin]] = [
     CapacityPlugin,
     SlaPlugin,
     DeviceSharePlugin,
+    NetworkTopologyAwarePlugin,
 ]

@@ -59,7 +59,9 @@ def settings_from(arguments: Arguments) -> TopologySettings:
         raise ArgumentError(f"argument 'defaultMode' of {owner} must be hard or soft, got {mode!r}")
     highest = arguments.int("defaultHighestTierAllowed", 1)
     if highest < 1:
-        raise ArgumentError(f"argument 'defaultHighestTierAllowed' of {owner} must be at least 1, got {highest}")
+        raise ArgumentError(
+            f"argument 'defaultHighestTierAllowed' of {owner} must be at least 1, got {highest}"
+        )
     policy = arguments.str("scorePolicy", "binpack").strip().lower()
     if policy not in SCORE_POLICIES:
         raise ArgumentError(f"argument 'scorePolicy' of {owner} must be binpack or spread, got {policy!r}")

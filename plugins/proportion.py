@@ -54,6 +54,19 @@ def queue_share(allocated: Resource, deserved: Resource) -> float:
     return best
 
 
+def capability_of(queue: QueueInfo) -> Resource | None:
+    """The queue's capability; cpu or memory left out of it is unlimited (as Volcano reads it)."""
+    cap = queue.capability
+    if cap is None:
+        return None
+    cap = cap.clone()
+    if cap.cpu <= 0:
+        cap.cpu = float("inf")
+    if cap.memory <= 0:
+        cap.memory = float("inf")
+    return cap
+
+
 class QueueAttr:
     __slots__ = (
         "allocated",
@@ -71,7 +84,7 @@ class QueueAttr:
     def __init__(self, queue: QueueInfo) -> None:
         self.name = queue.name
         self.weight = queue.weight
-        self.capability = queue.capability
+        self.capability = capability_of(queue)
         self.guarantee = queue.guarantee.clone() if queue.guarantee is not None else Resource()
         self.real_capability = Resource()
         self.deserved = Resource()

@@ -497,3 +497,25 @@ def test_pods_that_ended_free_their_devices():
     submit(cache, vgpu_pod("second", memory=10000))
     loop.run_once()
     assert [p.task.name for p in binder.placements] == ["first", "second"]
+
+
+def test_an_eviction_frees_the_victims_devices_in_the_session_and_undoing_it_takes_them_back():
+    nodes = [gpu_node("g1", [("GPU-1", 10, 10000)])]
+    cache = load(ClusterCache(), nodes=nodes)
+    loop, binder = make_loop(cache)
+    submit(cache, vgpu_pod("victim", memory=8000, cores=40))
+    loop.run_once()
+    bind_like_the_binder(cache, binder.placements[0])
+    registry = make_registry()
+    conf = parse_conf(conf_text(), registry)
+    ssn = open_session(cache.snapshot(), conf.tiers, registry.plugins, conf.configurations)
+    plugin = ssn.plugins["deviceshare"]
+    usage = plugin.states["g1"].usage["GPU-1"]
+    assert (usage.memory, usage.cores, usage.grants) == (8000, 40, 1)
+    victim = next(t for j in ssn.jobs.values() for t in j.tasks.values() if t.name == "victim")
+    stmt = ssn.statement()
+    stmt.evict(victim, "preempted")
+    assert (usage.memory, usage.cores, usage.grants) == (0, 0, 0)
+    stmt.discard()
+    assert (usage.memory, usage.cores, usage.grants) == (8000, 40, 1)
+    close_session(ssn)

@@ -1,0 +1,95 @@
+"""Volcano's default conf and the conf its Helm chart ships load and run through the loop."""
+
+from config.conf import DEFAULT_CONF, parse_conf
+from hack.scenario import SimCluster, gang, node, queue
+from scheduler.registry import builtin_registry
+
+HELM_CONF = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+
+FULL_CONF = """
+actions: "enqueue, allocate, backfill, preempt, reclaim"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+  - name: sla
+    arguments:
+      sla-waiting-time: 1h
+- plugins:
+  - name: overcommit
+    arguments:
+      overcommit-factor: 1.5
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+    arguments:
+      predicate.PodAffinityEnable: true
+  - name: proportion
+  - name: nodeorder
+    arguments:
+      leastrequested.weight: 1
+      balancedresource.weight: 1
+      nodeaffinity.weight: 2
+  - name: binpack
+    arguments:
+      binpack.weight: 10
+      binpack.resources: nvidia.com/gpu
+      binpack.resources.nvidia.com/gpu: 3
+"""
+
+
+def run(conf_text):
+    pg1, pods1 = gang("one", 3, cpu="1")
+    pg2, pods2 = gang("two", 2, cpu="2", queue="q2")
+    sim = SimCluster(
+        conf_text,
+        nodes=[node("n1", cpu="4"), node("n2", cpu="4")],
+        queues=[queue("q2", weight=2)],
+        podgroups=[pg1, pg2],
+        pods=[*pods1, *pods2],
+    )
+    sim.cycle()
+    sim.cycle()
+    assert sim.loop.stats.failed == 0, sim.loop.stats.last_error
+    return sim
+
+
+def test_default_conf_loads_and_runs():
+    conf = parse_conf(DEFAULT_CONF, builtin_registry())
+    assert conf.actions == ["enqueue", "allocate", "backfill"]
+    assert len(run(DEFAULT_CONF).running_on()) == 5
+
+
+def test_helm_conf_with_binpack_in_tier_two_and_preemptable_switches_loads_and_runs():
+    conf = parse_conf(HELM_CONF, builtin_registry())
+    assert conf.plugin_option("gang").switches == {"enablePreemptable": False}
+    assert conf.plugin_option("drf").switches == {"enablePreemptable": False}
+    assert [p.name for p in conf.tiers[1].plugins][-1] == "binpack"
+    assert len(run(HELM_CONF).running_on()) == 5
+
+
+def test_every_action_and_plugin_with_arguments_loads_and_runs():
+    assert len(run(FULL_CONF).running_on()) == 5
+
+
+def test_capacity_conf_loads_and_runs():
+    text = DEFAULT_CONF.replace("  - name: proportion", "  - name: capacity")
+    assert len(run(text).running_on()) == 5
