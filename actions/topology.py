@@ -322,7 +322,7 @@ class _Selector:
                 # only one dry run can be live at a time: the best one is re-run if it stays best
                 best[3].discard()
                 best = (best[0], best[1], best[2], None)
-            stmt, placed, detail = self._dry_run(g, usable_rows)
+            stmt, placed, detail = self._dry_run(g, g.rows)
             if stmt is None:
                 self.trials.append(GroupTrial(g, "infeasible", bound=bound, placed=placed, detail=detail))
                 continue
@@ -336,7 +336,7 @@ class _Selector:
             return None
         stmt = best[3]
         if stmt is None:
-            stmt, _, _ = self._dry_run(best[1], best[2])
+            stmt, _, _ = self._dry_run(best[1], best[1].rows)
             if stmt is None:  # pragma: no cover - placement is deterministic for the same state
                 return None
         return best[1], stmt
