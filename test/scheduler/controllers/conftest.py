@@ -61,6 +61,11 @@ class Harness:
         self.running.append(Running(controllers, stop, task))
         return controllers
 
+    eventually = staticmethod(eventually)
+
+    def record_deletes(self, fail_rate: float = 0.0) -> DeleteRecorder:
+        return DeleteRecorder(self.sim, fail_rate)
+
     async def halt_all(self) -> None:
         for r in self.running:
             await r.halt()
@@ -126,3 +131,53 @@ async def harness(sim: SimCluster) -> AsyncIterator[Harness]:
     finally:
         await h.halt_all()
         await client.close()
+
+
+class DeleteRecorder:
+    """Watches the simulated API server's PodGroup DELETEs, and fails a share of them: half answered 500
+    before anything happens, half answered 500 after the delete was carried out (the reply was lost)."""
+
+    def __init__(self, sim: SimCluster, fail_rate: float = 0.0, seed: int = 3) -> None:
+        import random
+
+        self.sim = sim
+        self.fail_rate = fail_rate
+        self.rng = random.Random(seed)
+        self.bodies: list[dict[str, Any]] = []
+        self.failed_before = 0
+        self.failed_after = 0
+        self._original = sim.server._fault
+        sim.server._fault = self._fault  # type: ignore[method-assign]
+
+    async def _fault(self, request: Any) -> None:
+        import orjson
+
+        from hack.sim.errors import ApiError as SimApiError
+
+        if request.method == "DELETE" and "/podgroups/" in request.path:
+            raw = await request.read()
+            body = orjson.loads(raw) if raw else {}
+            self.bodies.append(body)
+            if self.rng.random() < self.fail_rate:
+                if self.rng.random() < 0.5:
+                    self.failed_before += 1
+                else:
+                    self.failed_after += 1
+                    parts = request.path.strip("/").split("/")
+                    try:
+                        self.sim.store.delete(PODGROUPS, parts[4], parts[6], body)
+                    except SimApiError:
+                        pass
+                raise SimApiError(500, "InternalError", "Internal error occurred: injected by the test")
+        await self._original(request)
+
+    @property
+    def failed(self) -> int:
+        return self.failed_before + self.failed_after
+
+    def all_preconditioned(self) -> bool:
+        return all(
+            (b.get("preconditions") or {}).get("uid")
+            and (b.get("preconditions") or {}).get("resourceVersion")
+            for b in self.bodies
+        )
