@@ -143,7 +143,7 @@ class DeviceUsage:
 class NodeDevices:
     """A node's devices and their usage, by the pods (keyed by any stable id) that hold grants."""
 
-    __slots__ = ("by_uuid", "devices", "holders", "usage")
+    __slots__ = ("by_uuid", "devices", "holders", "usage", "version")
 
     def __init__(self, devices: tuple[Device, ...]) -> None:
         self.devices = devices
@@ -151,10 +151,13 @@ class NodeDevices:
         self.usage: dict[str, DeviceUsage] = {d.uuid: DeviceUsage() for d in devices}
         #: pod id → the grants it holds here (exactly what was added, so removal is exact)
         self.holders: dict[str, list[Grant]] = {}
+        #: bumped on every change, so fits computed against older usage are recomputed
+        self.version = 0
 
     def add_pod(self, pod_id: str, assignment: Assignment) -> None:
         if pod_id in self.holders:
             self.remove_pod(pod_id)
+        self.version += 1
         held: list[Grant] = []
         for container in assignment:
             for grant in container:
@@ -177,6 +180,7 @@ class NodeDevices:
         held = self.holders.pop(pod_id, None)
         if not held:
             return
+        self.version += 1
         for grant in held:
             usage = self.usage[grant.uuid]
             usage.memory -= grant.memory
@@ -190,6 +194,7 @@ class NodeDevices:
         out.by_uuid = self.by_uuid
         out.usage = {k: v.copy() for k, v in self.usage.items()}
         out.holders = {k: list(v) for k, v in self.holders.items()}
+        out.version = self.version
         return out
 
 
@@ -482,7 +487,6 @@ class DeviceSharePlugin(Plugin):
         rows = ssn.table.rows
         self.vgpu_rows = np.zeros(rows, dtype=bool)
         self.row_state: list[NodeDevices | None] = [None] * rows
-        self.version = 0
         self._fits: dict[tuple[str, int], tuple[int, tuple[Assignment, float] | None]] = {}
         self._requests: dict[str, tuple[tuple[ContainerRequest, ...], Filters]] = {}
         #: task uid → (node, grants) of a holder removed by an eviction, to put back if it is undone
@@ -543,15 +547,15 @@ class DeviceSharePlugin(Plugin):
 
     def _fit(self, task: TaskInfo, row: int) -> tuple[Assignment, float] | None:
         key = (task.uid, row)
-        cached = self._fits.get(key)
-        if cached is not None and cached[0] == self.version:
-            return cached[1]
         state = self.row_state[row]
-        result = None
-        if state is not None:
-            requests, filters = self._request(task)
-            result = fit(state, requests, filters, self.policy)
-        self._fits[key] = (self.version, result)
+        if state is None:
+            return None
+        cached = self._fits.get(key)
+        if cached is not None and cached[0] == state.version:
+            return cached[1]
+        requests, filters = self._request(task)
+        result = fit(state, requests, filters, self.policy)
+        self._fits[key] = (state.version, result)
         return result
 
     # -- predicates and score --------------------------------------------------------------------------
@@ -623,7 +627,6 @@ class DeviceSharePlugin(Plugin):
             assignment = result[0]
             state.add_pod(task.uid, assignment)
             self._where[task.uid] = node.name
-            self.version += 1
             text = format_assignment(assignment)
             now = str(int(time.time()))
             self.ssn.task_annotations[task.uid] = {
@@ -640,7 +643,6 @@ class DeviceSharePlugin(Plugin):
             if released is not None and released[0] == task.node_name:
                 state.add_pod(task.uid, released[1])
                 self._where[task.uid] = task.node_name
-                self.version += 1
 
     def _on_deallocate(self, event: Event) -> None:
         task = event.task
@@ -655,4 +657,3 @@ class DeviceSharePlugin(Plugin):
         if task.status == TaskStatus.RELEASING:
             self._released[task.uid] = (name, (tuple(held),))
         state.remove_pod(task.uid)
-        self.version += 1

@@ -8,7 +8,7 @@ def test_best_effort_pod_is_placed_on_a_full_node():
     pg = podgroup("be", min_member=1)
     be = pod("be-0", cpu=None, memory=None, group="be")
     snap = cluster(nodes=[node("n1", cpu="4")], pods=[full, be], podgroups=[pg])
-    ssn, result = run_session(snap)
+    _, result = run_session(snap)
     assert {p.task.name: p.node for p in result.placements} == {"be-0": "n1"}
 
 
