@@ -25,29 +25,26 @@ def requested_fractions(ssn: Session, task: TaskInfo, rows: np.ndarray) -> tuple
     """(cpu, memory) fraction of allocatable each row would have requested with this pod on it;
     above 1 where it would not fit, NaN-free (0 where the node has none of the resource)."""
     t = ssn.table
-    alloc = t.allocatable[rows][:, :2]
-    used = t.used[rows][:, :2] + np.asarray([task.resreq.cpu, task.resreq.memory])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.where(alloc > 0, used / np.where(alloc > 0, alloc, 1.0), 0.0)
+    alloc = t.allocatable[rows, :2]
+    used = t.used[rows, :2] + np.asarray([task.resreq.cpu, task.resreq.memory])
+    safe = np.where(alloc > 0, alloc, np.inf)
+    frac = used / safe
     return frac[:, 0], frac[:, 1]
 
 
-def least_requested(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
-    cpu, mem = requested_fractions(ssn, task, rows)
+def least_requested(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
     per = np.stack([cpu, mem], axis=1)
     per = np.where(per > 1.0, 1.0, per)
     return ((1.0 - per) * MAX_SCORE).mean(axis=1)
 
 
-def most_requested(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
-    cpu, mem = requested_fractions(ssn, task, rows)
+def most_requested(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
     per = np.stack([cpu, mem], axis=1)
     per = np.where(per > 1.0, 0.0, per)
     return (per * MAX_SCORE).mean(axis=1)
 
 
-def balanced_allocation(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
-    cpu, mem = requested_fractions(ssn, task, rows)
+def balanced_allocation(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
     cpu = np.minimum(cpu, 1.0)
     mem = np.minimum(mem, 1.0)
     return (1.0 - np.abs(cpu - mem) / 2.0) * MAX_SCORE
@@ -83,12 +80,14 @@ class NodeOrderPlugin(Plugin):
     def score(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         ssn = self.ssn
         total = np.zeros(len(rows))
-        if self.least:
-            total += self.least * least_requested(ssn, task, rows)
-        if self.most:
-            total += self.most * most_requested(ssn, task, rows)
-        if self.balanced:
-            total += self.balanced * balanced_allocation(ssn, task, rows)
+        if self.least or self.most or self.balanced:
+            cpu, mem = requested_fractions(ssn, task, rows)
+            if self.least:
+                total += self.least * least_requested(cpu, mem)
+            if self.most:
+                total += self.most * most_requested(cpu, mem)
+            if self.balanced:
+                total += self.balanced * balanced_allocation(cpu, mem)
         if self.node_affinity or self.taint:
             total += self._static_scores(task)[rows]
         if self.pod_affinity:
