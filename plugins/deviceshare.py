@@ -453,6 +453,20 @@ def is_vgpu_pod(pod: Pod) -> bool:
     )
 
 
+class _SignatureFits:
+    """For one request signature: per row, whether it could ever fit (devices only), and the current fit
+    (assignment, score) computed at usage version ``seen``."""
+
+    __slots__ = ("could", "ok", "result", "score", "seen")
+
+    def __init__(self, rows: int, could: np.ndarray) -> None:
+        self.could = could
+        self.ok = np.zeros(rows, dtype=bool)
+        self.score = np.zeros(rows)
+        self.seen = np.full(rows, -1, dtype=np.int64)
+        self.result: dict[int, tuple[Assignment, float] | None] = {}
+
+
 # --- the plugin ----------------------------------------------------------------------------------------
 class DeviceSharePlugin(Plugin):
     name: ClassVar[str] = "deviceshare"
@@ -487,7 +501,10 @@ class DeviceSharePlugin(Plugin):
         rows = ssn.table.rows
         self.vgpu_rows = np.zeros(rows, dtype=bool)
         self.row_state: list[NodeDevices | None] = [None] * rows
-        self._fits: dict[tuple[str, int], tuple[int, tuple[Assignment, float] | None]] = {}
+        #: per node row, bumped whenever its device usage changes in the session
+        self.row_version = np.zeros(rows, dtype=np.int64)
+        self._rows: dict[str, int] = {}
+        self._by_signature: dict[tuple[tuple[ContainerRequest, ...], Filters], _SignatureFits] = {}
         self._requests: dict[str, tuple[tuple[ContainerRequest, ...], Filters]] = {}
         #: task uid → (node, grants) of a holder removed by an eviction, to put back if it is undone
         self._released: dict[str, tuple[str, Assignment]] = {}
@@ -507,6 +524,7 @@ class DeviceSharePlugin(Plugin):
             self.states[node.name] = state
             self.vgpu_rows[node.row] = True
             self.row_state[node.row] = state
+            self._rows[node.name] = node.row
         DeviceSharePlugin._committed = used
         ssn.add_bulk_predicate_fn(self.name, self._nodes_pred, self._nodes_explain, part="nodes")
         ssn.add_bulk_predicate_fn(self.name, self._fit_pred, self._fit_explain, resource=True, part="fit")
@@ -545,50 +563,62 @@ class DeviceSharePlugin(Plugin):
             entry = self._requests[task.uid] = (requests, filters)
         return entry
 
-    def _fit(self, task: TaskInfo, row: int) -> tuple[Assignment, float] | None:
-        key = (task.uid, row)
-        state = self.row_state[row]
-        if state is None:
-            return None
-        cached = self._fits.get(key)
-        if cached is not None and cached[0] == state.version:
-            return cached[1]
+    def _table(self, task: TaskInfo) -> _SignatureFits:
+        """The fits of every pod asking exactly what ``task`` asks, over all rows, kept current lazily."""
+        signature = self._request(task)
+        table = self._by_signature.get(signature)
+        if table is None:
+            rows = len(self.row_state)
+            requests, filters = signature
+            could = np.zeros(rows, dtype=bool)
+            for row in np.flatnonzero(self.vgpu_rows):
+                state = self.row_state[int(row)]
+                could[row] = state is not None and could_fit(state.devices, requests, filters)
+            table = self._by_signature[signature] = _SignatureFits(rows, could)
+        return table
+
+    def _refresh(self, task: TaskInfo, table: _SignatureFits, rows: np.ndarray) -> None:
+        """Recompute the fits of ``rows`` whose device usage changed since they were computed."""
+        stale = rows[(table.seen[rows] != self.row_version[rows]) & table.could[rows]]
+        if not len(stale):
+            return
         requests, filters = self._request(task)
-        result = fit(state, requests, filters, self.policy)
-        self._fits[key] = (state.version, result)
-        return result
+        for row in stale.tolist():
+            state = self.row_state[row]
+            result = fit(state, requests, filters, self.policy) if state is not None else None
+            table.result[row] = result
+            table.ok[row] = result is not None
+            table.score[row] = result[1] if result is not None else 0.0
+            table.seen[row] = self.row_version[row]
+
+    def _fit(self, task: TaskInfo, row: int) -> tuple[Assignment, float] | None:
+        table = self._table(task)
+        self._refresh(task, table, np.asarray([row], dtype=np.intp))
+        return table.result.get(row)
+
+    def _touched(self, node_name: str) -> None:
+        row = self._rows.get(node_name)
+        if row is not None:
+            self.row_version[row] += 1
 
     # -- predicates and score --------------------------------------------------------------------------
-    def _nodes_fail(self, task: TaskInfo, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(rows without vGPU devices, rows whose devices can never match) for a vGPU task."""
-        no_devices = ~self.vgpu_rows[rows]
-        no_match = np.zeros(len(rows), dtype=bool)
-        requests, filters = self._request(task)
-        for i in np.flatnonzero(~no_devices):
-            state = self.row_state[int(rows[i])]
-            if state is None or not could_fit(state.devices, requests, filters):
-                no_match[i] = True
-        return no_devices, no_match
-
     def _nodes_pred(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         if not self._request(task)[0]:
             return np.ones(len(rows), dtype=bool)
-        no_devices, no_match = self._nodes_fail(task, rows)
-        return ~(no_devices | no_match)
+        return self._table(task).could[rows]
 
     def _nodes_explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
         if not self._request(task)[0]:
             return {}
-        no_devices, no_match = self._nodes_fail(task, rows)
-        return {R_NO_DEVICES: no_devices, R_NO_MATCH: no_match & ~no_devices}
+        no_devices = ~self.vgpu_rows[rows]
+        return {R_NO_DEVICES: no_devices, R_NO_MATCH: ~self._table(task).could[rows] & ~no_devices}
 
     def _fit_pred(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         if not self._request(task)[0]:
             return np.ones(len(rows), dtype=bool)
-        out = np.zeros(len(rows), dtype=bool)
-        for i in np.flatnonzero(self.vgpu_rows[rows]):
-            out[i] = self._fit(task, int(rows[i])) is not None
-        return out
+        table = self._table(task)
+        self._refresh(task, table, rows)
+        return table.ok[rows] & table.could[rows]
 
     def _fit_explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
         if not self._request(task)[0]:
@@ -596,14 +626,11 @@ class DeviceSharePlugin(Plugin):
         return {R_INSUFFICIENT: ~self._fit_pred(task, rows)}
 
     def _score(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
-        scores = np.zeros(len(rows))
         if not self._request(task)[0]:
-            return scores
-        for i in np.flatnonzero(self.vgpu_rows[rows]):
-            result = self._fit(task, int(rows[i]))
-            if result is not None:
-                scores[i] = result[1] * self.weight / 10.0
-        return scores
+            return np.zeros(len(rows))
+        table = self._table(task)
+        self._refresh(task, table, rows)
+        return np.where(table.ok[rows] & table.could[rows], table.score[rows] * (self.weight / 10.0), 0.0)
 
     # -- events ---------------------------------------------------------------------------------------
     def _on_allocate(self, event: Event) -> None:
@@ -627,6 +654,7 @@ class DeviceSharePlugin(Plugin):
             assignment = result[0]
             state.add_pod(task.uid, assignment)
             self._where[task.uid] = node.name
+            self._touched(node.name)
             text = format_assignment(assignment)
             now = str(int(time.time()))
             self.ssn.task_annotations[task.uid] = {
@@ -643,6 +671,7 @@ class DeviceSharePlugin(Plugin):
             if released is not None and released[0] == task.node_name:
                 state.add_pod(task.uid, released[1])
                 self._where[task.uid] = task.node_name
+                self._touched(task.node_name)
 
     def _on_deallocate(self, event: Event) -> None:
         task = event.task
@@ -657,3 +686,4 @@ class DeviceSharePlugin(Plugin):
         if task.status == TaskStatus.RELEASING:
             self._released[task.uid] = (name, (tuple(held),))
         state.remove_pod(task.uid)
+        self._touched(name)
