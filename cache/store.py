@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from framework.model import (
@@ -157,6 +158,7 @@ class ClusterCache:
                 # so the pod is never placed (and bound) a second time.
                 task.status = old.status
                 task.node_name = old.node_name
+                task.pod = _with_annotations(task.pod, old.pod.metadata.annotations)
             self.tasks[uid] = task
             if ours:
                 if job_key is None:
@@ -417,6 +419,10 @@ class ClusterCache:
                 task = self.tasks.get(placement.task.uid)
                 if task is None or task.status != TaskStatus.PENDING or placement.node not in self.nodes:
                     continue
+                if placement.annotations:
+                    # What the binder will write on the pod (device assignments) is part of the
+                    # assumption: the next snapshot must see it before the watch brings it back.
+                    task.pod = _with_annotations(task.pod, placement.annotations)
                 self._set_status(task, TaskStatus.BINDING, placement.node)
                 assumed.append(task)
             for eviction in result.evictions:
@@ -458,6 +464,15 @@ class ClusterCache:
                 job.update_task_status(task, TaskStatus.BOUND)
             else:
                 task.status = TaskStatus.BOUND
+
+
+def _with_annotations(pod: Pod, annotations: dict[str, str]) -> Pod:
+    """The pod with ``annotations`` added where it lacks them (pods are immutable structs)."""
+    missing = {k: v for k, v in annotations.items() if pod.metadata.annotations.get(k) != v}
+    if not missing:
+        return pod
+    merged = {**pod.metadata.annotations, **missing}
+    return msgspec.structs.replace(pod, metadata=msgspec.structs.replace(pod.metadata, annotations=merged))
 
 
 class _TaskLoader:

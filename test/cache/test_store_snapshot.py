@@ -164,3 +164,15 @@ def test_queue_without_state_is_open_and_default_queue_is_implicit():
     snap = cache.snapshot()
     assert snap.queues["q1"].is_open
     assert "default" in snap.queues
+
+
+def test_assumed_placement_carries_its_annotations_until_the_watch_catches_up():
+    pg, pods = gang("gpu", 1, cpu="1")
+    cache = load(ClusterCache(), nodes=[node("n1", cpu="4")], pods=pods, podgroups=[pg])
+    task = next(iter(cache.snapshot().jobs["default/gpu"].tasks.values()))
+    cache.apply(SessionResult(placements=[Placement(task, "n1", {"volcano.sh/vgpu-node": "n1"})]))
+    snap = cache.snapshot()
+    on_node = snap.nodes["n1"].tasks[task.uid]
+    assert on_node.pod.metadata.annotations["volcano.sh/vgpu-node"] == "n1"
+    cache.upsert_pod(pods[0])  # the watch's lagging view lacks the annotation
+    assert cache.tasks[task.uid].pod.metadata.annotations["volcano.sh/vgpu-node"] == "n1"
