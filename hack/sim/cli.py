@@ -69,6 +69,9 @@ def register(subparsers: Any) -> None:
         "--fault-drop-watches", type=float, default=0.0, metavar="SECONDS", help="close all watches every N s"
     )
     faults.add_argument(
+        "--fault-drop-abort", action="store_true", help="reset watch connections instead of ending them"
+    )
+    faults.add_argument(
         "--fault-compact", type=float, default=0.0, metavar="SECONDS", help="forget watch history every N s"
     )
     behaviour.add_argument(
@@ -103,6 +106,7 @@ def cluster_from_args(args: argparse.Namespace) -> SimCluster:
             latency=args.fault_latency,
             latency_jitter=args.fault_latency_jitter,
             drop_watches_every=args.fault_drop_watches,
+            drop_watches_abort=args.fault_drop_abort,
             compact_every=args.fault_compact,
             seed=args.seed,
         ),

@@ -186,6 +186,21 @@ class SimCluster:
             self._node_index += 1
         return names
 
+    def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Create an object from a manifest (apiVersion/kind pick the resource), without going through HTTP."""
+        res = resource_for(manifest)
+        namespace = (manifest.get("metadata") or {}).get("namespace", "default") if res.namespaced else ""
+        return self.store.create(res, namespace, manifest).obj
+
+    def get(
+        self, plural: str, name: str, namespace: str = "default", group: str = ""
+    ) -> dict[str, Any] | None:
+        """The stored object (a dict; do not mutate it), or None."""
+        return self.store.get_obj(resource(plural, group), namespace, name)
+
+    def objects(self, plural: str, namespace: str | None = None, group: str = "") -> list[dict[str, Any]]:
+        return self.store.objects(resource(plural, group), namespace)
+
     def compact(self) -> None:
         """Forget the watch history: clients resuming from an older resourceVersion get 410 and must re-list."""
         self.store.compact()

@@ -31,6 +31,47 @@ def test_subcommands_are_registered() -> None:
     assert parser.parse_args(["bench-sim", "--pods", "10"]).pods == 10
 
 
+def test_serve_flags_build_the_cluster() -> None:
+    from hack.sim.cli import cluster_from_args
+
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--kubeconfig-out",
+            "/tmp/x",
+            "--nodes",
+            "2",
+            "--node-label",
+            "a=1,b=2",
+            "--node-label",
+            "c=3",
+            "--fault-429",
+            "0.1",
+            "--fault-500",
+            "0.2",
+            "--fault-latency",
+            "0.01",
+            "--fault-drop-watches",
+            "5",
+            "--fault-drop-abort",
+            "--fault-compact",
+            "7",
+            "--kubelet-delay",
+            "0.3",
+        ]
+    )
+    sim = cluster_from_args(args)
+    assert (sim.faults.error_429_rate, sim.faults.error_500_rate, sim.faults.latency) == (0.1, 0.2, 0.01)
+    assert (sim.faults.drop_watches_every, sim.faults.drop_watches_abort, sim.faults.compact_every) == (
+        5,
+        True,
+        7,
+    )
+    assert sim.kubelet is not None and sim.kubelet.start_delay == 0.3
+    (template,) = sim.spec.nodes
+    assert template.count == 2 and template.labels == {"a": "1", "b": "2", "c": "3"}
+
+
 async def test_serve_subprocess_writes_kubeconfig_once_serving(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "sub" / "kubeconfig"
     proc = await asyncio.create_subprocess_exec(
@@ -65,7 +106,8 @@ async def test_serve_subprocess_writes_kubeconfig_once_serving(tmp_path: Path) -
         assert [n.metadata.name for n in nodes.items] == ["node-0", "node-1"]
         assert nodes.items[0].status.allocatable["cpu"] == "8"
     finally:
-        proc.send_signal(signal.SIGTERM)
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
         out, _ = await asyncio.wait_for(proc.communicate(), 10)
     assert proc.returncode == 0
     assert b"serving http://127.0.0.1:" in out
@@ -190,3 +232,21 @@ def test_bench_sim_runs_and_reports(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "bindings/s (0 errors)" in result.stdout
     assert "watch event latency" in result.stdout and "600 deliveries" in result.stdout
+
+
+async def test_example_cluster_file_loads() -> None:
+    async with SimCluster(
+        cluster_file=ROOT / "hack" / "sim" / "clusters" / "mixed.yaml", kubelet=False
+    ) as sim:
+        assert len(sim.objects("nodes")) == 22
+        assert sim.get("queues", "default", "", "scheduling.volcano.sh") is not None
+        created = sim.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "x"}], "priorityClassName": "high"},
+            }
+        )
+        assert created["spec"]["priority"] == 1000
+        assert sim.get("pods", "p")["metadata"]["uid"] == created["metadata"]["uid"]
