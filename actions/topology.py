@@ -7,9 +7,11 @@ allowed tier:
 
 1. candidate groups: every group of the tier, or, for a job that already runs somewhere, only the
    groups holding all of its placed pods (restarted and added pods go back to where the job runs);
-2. pruning without per-node work: a group whose aggregate idle resources, over the nodes that pass
-   the static predicates of the job's pod templates (cached per template for the session), cannot
-   hold the gang's minimum is dropped;
+2. pruning without per-node dry runs: the predicates of every enabled plugin are evaluated once
+   over all nodes for the first pod of each of the job's templates (static parts come from the
+   session's per-template cache); from that mask and the nodes' idle resources, numpy gives each
+   group its aggregate usable room and an upper bound of how many of the gang's pods its nodes can
+   take one by one. A group short of either is dropped;
 3. the rest are ranked by an upper bound of their score, and dry-run in that order: the job's pods
    are placed inside the group through a statement with every enabled predicate and node order
    score (the allocate action's own per-job placement). The score of a feasible group is exact
@@ -188,6 +190,8 @@ class _Gang:
         self.need = max(0, job.min_available - job.ready_task_num() - job.waiting_task_num())
         # a lower bound of what any satisfying placement takes: the `need` smallest, per dimension
         self.minimum = np.sort(req, axis=0)[: self.need].sum(axis=0) if self.need else np.zeros(width)
+        # no pod of the gang takes less than this, per dimension: bounds how many fit on a node
+        self.smallest = req.min(axis=0) if len(self.tasks) else np.zeros(width)
         # dimensions that count for fit scores: what the gang asks for, except the pod count
         dims = req.any(axis=0)
         pods_col = table.dims.get("pods")
@@ -203,16 +207,70 @@ class _Gang:
         for t in self.tasks:
             reps.setdefault(t.template or t.uid.encode(), t)
         self.templates = list(reps.values())
+        self.one_per_node = bool(self.templates) and all(_one_per_node(t) for t in self.templates)
 
 
-def _static_usable(ssn: Session, gang: _Gang) -> np.ndarray:
-    """Rows that pass the static (per-template, cached) predicates for at least one of the job's
-    templates. Static predicates only look at node specs, so a row failing them stays failed."""
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _selects_itself(term_selector: object, labels: dict[str, str]) -> bool:
+    match_labels = getattr(term_selector, "match_labels", None) or {}
+    expressions = getattr(term_selector, "match_expressions", None) or []
+    if not match_labels and not expressions:
+        return term_selector is not None
+    if any(labels.get(k) != v for k, v in match_labels.items()):
+        return False
+    for req in expressions:
+        have = labels.get(req.key)
+        if req.operator == "In" and have not in req.values:
+            return False
+        if req.operator == "NotIn" and have in req.values:
+            return False
+        if req.operator == "Exists" and have is None:
+            return False
+        if req.operator == "DoesNotExist" and have is not None:
+            return False
+    return True
+
+
+def _one_per_node(task: TaskInfo) -> bool:
+    """Two such pods never share a node: a host port, or required anti-affinity to pods like
+    itself per hostname (the usual MPI and training worker spec)."""
+    spec = task.pod.spec
+    if any(p.host_port for c in spec.containers for p in c.ports):
+        return True
+    anti = spec.affinity.pod_anti_affinity if spec.affinity else None
+    if anti is None:
+        return False
+    labels = task.pod.metadata.labels
+    return any(
+        term.topology_key == HOSTNAME
+        and (not term.namespaces or task.namespace in term.namespaces)
+        and _selects_itself(term.label_selector, labels)
+        for term in anti.required_during_scheduling_ignored_during_execution
+    )
+
+
+def _usable_rows_mask(ssn: Session, gang: _Gang) -> np.ndarray:
+    """Rows where at least one of the job's pod templates can go now, by every predicate, computed
+    once over all nodes (static parts come from the session's per-template cache). Placing more of
+    the gang only takes room, ports and anti-affinity away, so a row that fails now stays failed;
+    required pod affinity is the exception (the gang's own pods may satisfy it), so for such
+    templates only the static predicates count."""
     static = getattr(ssn, "static_mask", None) or ssn._static_mask
     mask = np.zeros(ssn.table.rows, dtype=bool)
     for t in gang.templates:
-        mask |= static(t)
+        if _needs_pod_affinity(t):
+            mask |= static(t)
+        else:
+            mask |= ssn.feasible_mask(t)
     return mask
+
+
+def _needs_pod_affinity(task: TaskInfo) -> bool:
+    affinity = task.pod.spec.affinity
+    pa = affinity.pod_affinity if affinity else None
+    return bool(pa and pa.required_during_scheduling_ignored_during_execution)
 
 
 class _Selector:
@@ -236,8 +294,18 @@ class _Selector:
         np.maximum(idle, 0.0, out=idle)
         schedulable = table.ready[:n] & ~table.unschedulable[:n]
         self.idle_all = idle * schedulable[:, None]
-        self.usable = _static_usable(ssn, self.gang)
+        self.usable = _usable_rows_mask(ssn, self.gang)
         self.idle_usable = idle * self.usable[:, None]
+        # per node, an upper bound of how many of the gang's pods fit there (node-by-node fit, which
+        # aggregate room alone does not see: 8 nodes with 3 cpu free hold no 4-cpu pod)
+        dims = np.flatnonzero(self.gang.smallest > 0)
+        if len(dims):
+            per_dim = np.floor((idle[:, dims] + MIN_RESOURCE) / self.gang.smallest[dims])
+            self.slots = per_dim.min(axis=1) * self.usable
+        else:
+            self.slots = np.where(self.usable, float(len(self.gang.tasks)), 0.0)
+        if self.gang.one_per_node:
+            np.minimum(self.slots, 1.0, out=self.slots)
         self.trials: list[GroupTrial] = []
 
     # -- scores ----------------------------------------------------------------------------------
@@ -302,11 +370,18 @@ class _Selector:
                 continue
             agg_usable = self.idle_usable[g.rows].sum(axis=0)
             short = gang.minimum - agg_usable
+            slots = int(self.slots[g.rows].sum())
             usable_rows = g.rows[self.usable[g.rows]]
-            if (short > MIN_RESOURCE).any() or (gang.need and len(usable_rows) == 0):
+            if (short > MIN_RESOURCE).any() or slots < gang.need:
                 deficit = float((np.maximum(short, 0.0) * gang.weight).sum())
                 self.trials.append(
-                    GroupTrial(g, "pruned", detail=self._short_text(short, len(usable_rows)), deficit=deficit)
+                    GroupTrial(
+                        g,
+                        "pruned",
+                        placed=min(slots, gang.need),
+                        detail=self._short_text(short, len(usable_rows), slots),
+                        deficit=deficit,
+                    )
                 )
                 continue
             agg_all = self.idle_all[g.rows].sum(axis=0)
@@ -341,9 +416,11 @@ class _Selector:
                 return None
         return best[1], stmt
 
-    def _short_text(self, short: np.ndarray, usable_nodes: int) -> str:
-        if self.gang.need and usable_nodes == 0:
+    def _short_text(self, short: np.ndarray, usable_nodes: int, slots: int) -> str:
+        need = self.gang.need
+        if need and usable_nodes == 0:
             return "no node passes the pods' node predicates (selector, affinity, taints, readiness)"
+        text = f"room for {slots} of {need} pods" if slots < need else ""
         names = {v: k for k, v in self.ssn.table.dims.items()}
         parts = []
         for col in np.flatnonzero(short > MIN_RESOURCE).tolist():
@@ -357,7 +434,9 @@ class _Selector:
                 parts.append(f"{value:g} pod slots")
             else:
                 parts.append(f"{value:g} {name}")
-        return "short of " + ", ".join(parts) + " on its usable nodes"
+        if parts:
+            text += (", " if text else "") + "short of " + ", ".join(parts)
+        return text + " on its usable nodes"
 
 
 def _candidates(topo: Topology, tier: int, job_rows: np.ndarray) -> list[NodeGroup]:
@@ -428,14 +507,14 @@ def _reason(
 
 
 def _closest(trials: list[GroupTrial], need: int) -> GroupTrial | None:
-    """The group that came nearest: most pods placed in a dry run, else the smallest resource
-    deficit; ties by the narrower tier, then the name."""
+    """The group that came nearest: most pods placed in a dry run, else room for the most pods and
+    the smallest resource deficit; ties by the narrower tier, then the name."""
     tried = [t for t in trials if t.outcome == "infeasible"]
     if tried:
         return min(tried, key=lambda t: (-t.placed, t.group.tier, t.group.name))
     pruned = [t for t in trials if t.outcome == "pruned"]
     if pruned:
-        return min(pruned, key=lambda t: (t.deficit, t.group.tier, t.group.name))
+        return min(pruned, key=lambda t: (-t.placed, t.deficit, t.group.tier, t.group.name))
     return None
 
 

@@ -140,22 +140,56 @@ def test_hard_gang_that_fits_no_group_stays_wholly_unplaced_with_a_reason():
     reason = ssn.jobs["default/big"].job_fit_error
     assert reason.startswith("hard network topology: no node group up to tier 1 can hold the gang")
     assert f"tier 1 ({LEAF}, 2 groups)" in reason
-    # the closest group is the one short of the least: leaf-a lacks 8 cpu, leaf-b 10
-    assert "closest: tier 1 group leaf-a: short of 8 cpu" in reason
+    # the closest group is the one with room for most pods: leaf-a has two of three, leaf-b one
+    assert "closest: tier 1 group leaf-a: room for 2 of 3 pods, short of 8 cpu on its usable nodes" in reason
 
 
 def test_hard_reason_for_a_dry_run_failure_names_the_predicates():
-    # leaf-a: one tainted node, one half full, two free: 20 usable cpu for 15 asked, yet only two
-    # 5-cpu pods fit. leaf-b is too small to try.
-    nodes = leaf_nodes("leaf-a", "s1", 4) + leaf_nodes("leaf-b", "s1", 1)
-    nodes[0] = node("leaf-a-n0", labels={LEAF: "leaf-a", SPINE: "s1"}, taints=NO_SCHEDULE)
-    pg, pods = gang_pods("job", 3, "5", HARD1)
-    snap = cluster(nodes=nodes, pods=[filler("leaf-a-n1", "4"), *pods], podgroups=[pg])
+    # leaf-a: one tainted node and three free ones in one rack: room for three pods by resources,
+    # but the pods repel each other per rack: only a dry run with every predicate sees that one fits.
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "job"}}, "topologyKey": "rack"}
+            ]
+        }
+    }
+    nodes = [node(f"leaf-a-n{i}", labels={LEAF: "leaf-a", SPINE: "s1", "rack": "r1"}) for i in range(4)]
+    nodes[0] = node("leaf-a-n0", labels={LEAF: "leaf-a", SPINE: "s1", "rack": "r1"}, taints=NO_SCHEDULE)
+    nodes += leaf_nodes("leaf-b", "s1", 1)
+    pg = podgroup("job", min_member=3, network_topology=HARD1)
+    pods = [pod(f"job-{i}", cpu="4", group="job", labels={"app": "job"}, affinity=anti) for i in range(3)]
+    snap = cluster(nodes=nodes, pods=pods, podgroups=[pg])
     ssn, result = run_session(snap, conf())
     assert result.placements == []
     reason = ssn.jobs["default/job"].job_fit_error
-    assert "closest: tier 1 group leaf-a: 2/3 pods placed, 0/4 nodes are available" in reason
-    assert "1 node(s) had untolerated taint" in reason and "3 Insufficient cpu" in reason
+    assert "closest: tier 1 group leaf-a: 1/3 pods placed, 0/4 nodes are available" in reason
+    assert (
+        "1 node(s) had untolerated taint" in reason
+        and "3 node(s) didn't match pod anti-affinity rules" in reason
+    )
+
+
+def test_one_pod_per_node_gangs_are_pruned_by_node_count():
+    # workers that repel each other per hostname: a leaf of 3 roomy nodes cannot hold 4 of them
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"role": "worker"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    nodes = leaf_nodes("three", "s1", 3, cpu="64") + leaf_nodes("four", "s1", 4)
+    pg = podgroup("mpi", min_member=4, network_topology=HARD1)
+    pods = [pod(f"mpi-{i}", cpu="1", group="mpi", labels={"role": "worker"}, affinity=anti) for i in range(4)]
+    snap = cluster(nodes=nodes, pods=pods, podgroups=[pg])
+    ssn = _session(snap, conf())
+    decision = allocate_in_topology(ssn, ssn.jobs["default/mpi"], allocate_job)
+    assert {t.group.name: t.outcome for t in decision.trials} == {"three": "pruned", "four": "feasible"}
+    assert len({op.node for op in decision.statement.operations}) == 4
 
 
 def test_soft_gang_that_fits_no_group_is_placed_cluster_wide():
