@@ -26,6 +26,7 @@ from framework.session import SessionResult
 from metrics import scheduler as m
 from scheduler.binder import Binder
 from scheduler.confsource import ConfSource
+from scheduler.controllers import Controllers
 from scheduler.evictor import Evictor
 from scheduler.http import HttpServer
 from scheduler.leader import ElectionConfig, LeaderElector
@@ -59,6 +60,8 @@ class Options:
     watch_timeout: int = 300
     conf_poll_interval: float = 1.0
     identity: str = ""
+    #: PodGroup and Queue controllers for plain workloads (``--enable-controllers``, on by default)
+    enable_controllers: bool = True
 
 
 class SchedulerApp:
@@ -84,6 +87,7 @@ class SchedulerApp:
         self.loop: SchedulerLoop | None = None
         self.elector: LeaderElector | None = None
         self.http: HttpServer | None = None
+        self.controllers: Controllers | None = None
         self._leading = not options.leader_elect
 
     # -- readiness ---------------------------------------------------------------------------------
@@ -220,6 +224,15 @@ class SchedulerApp:
             self.binder.start()
             self.evictor.start()
             self.status.start()
+            if opts.enable_controllers:
+                # Only the leader runs them, like the cycles: two replicas must not both manage PodGroups.
+                self.controllers = Controllers(
+                    client,
+                    scheduler_names=opts.scheduler_names,
+                    default_queue=opts.default_queue,
+                    watch_timeout=opts.watch_timeout,
+                )
+                background.append(asyncio.create_task(self.controllers.run(loop_stop), name="controllers"))
             loop_task = asyncio.create_task(self.loop.run(loop_stop), name="cycles")
             log.info(
                 "scheduling pods of %s every %.3gs", ", ".join(opts.scheduler_names), opts.schedule_period

@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--leader-elect-resource-name", default="caldera", help="name of the Lease")
     p.add_argument("--default-queue", default="default", help="queue of PodGroups that name none")
+    p.add_argument(
+        "--enable-controllers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the PodGroup and Queue controllers for plain workloads (default on)",
+    )
     p.add_argument("--bind-workers", type=int, default=16, help="concurrent bind requests (16)")
     p.add_argument(
         "--per-pod-events", action="store_true", help="also record Scheduled/FailedScheduling per pod"
@@ -121,6 +127,7 @@ def options_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         bind_workers=args.bind_workers,
         per_pod_events=args.per_pod_events,
         shutdown_timeout=args.shutdown_timeout,
+        enable_controllers=args.enable_controllers,
     )
 
 
