@@ -175,7 +175,6 @@ class _Gang:
     def __init__(self, ssn: Session, job: JobInfo) -> None:
         table = ssn.table
         self.tasks = _pending(ssn, job)
-        width = len(table.dims)
         # request_vector may add a column for a scalar no node has: size after asking.
         vectors = []
         for t in self.tasks:
@@ -193,7 +192,7 @@ class _Gang:
         # no pod of the gang takes less than this, per dimension: bounds how many fit on a node
         self.smallest = req.min(axis=0) if len(self.tasks) else np.zeros(width)
         # dimensions that count for fit scores: what the gang asks for, except the pod count
-        dims = req.any(axis=0)
+        dims: np.ndarray = np.asarray(req.any(axis=0), dtype=bool)
         pods_col = table.dims.get("pods")
         if pods_col is not None and pods_col < width:
             dims[pods_col] = False

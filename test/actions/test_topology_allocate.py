@@ -476,3 +476,23 @@ def test_requirement_from_the_job_or_the_conf_default():
 def test_bad_plugin_argument_values_are_errors_that_name_them(args):
     with pytest.raises(ArgumentError, match=next(iter(args))):
         NetworkTopologyAwarePlugin(Arguments("p", args))
+
+
+def test_across_cycles_a_pod_recreated_after_a_failure_rejoins_its_job_in_its_leaf():
+    from hack.scenario import SimCluster
+
+    # cycle 1: the gang takes the tightest leaf, "small" (4 nodes); "large" has 6.
+    nodes = leaf_nodes("large", "s1", 6) + leaf_nodes("small", "s1", 4)
+    pg, pods = gang_pods("train", 4, "8", HARD1)
+    sim = SimCluster(conf(), nodes=nodes, podgroups=[pg], pods=pods)
+    sim.cycle()
+    first = sim.running_on()
+    assert {n.split("-")[0] for n in first.values()} == {"small"}
+    # a worker dies and its controller recreates it: the leaf still has its node free, and the
+    # replacement must land there, not in the roomier leaf
+    dead = next(p for p in sim.pods.values() if p.metadata.name == "train-3")
+    sim.cache.delete_pod(dead)
+    del sim.pods[dead.metadata.uid]
+    sim.add(pods=[pod("train-3b", cpu="8", group="train")])
+    sim.cycle()
+    assert sim.running_on()["train-3b"] == first["train-3"]
