@@ -119,7 +119,9 @@ class SimCluster:
         loop = asyncio.get_running_loop()
         self.store.defer = loop.call_soon
         self._seed()
-        self._runner = web.AppRunner(self.server.make_app(), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            self.server.make_app(), access_log=None, handle_signals=False, handler_cancellation=True
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=2048, reuse_address=True)
         await site.start()

@@ -320,8 +320,8 @@ class ApiServer:
                 w.wake.clear()
                 await w.wake.wait()
             await resp.write_eof()
-        except (ConnectionError, asyncio.CancelledError, RuntimeError):
-            pass
+        except (ConnectionError, RuntimeError):
+            pass  # the client went away
         finally:
             timer.cancel()
             w.close()

@@ -182,7 +182,7 @@ def qos_class(spec: dict[str, Any]) -> str:
 
 class Store:
     def __init__(
-        self, history_size: int = 10_000, seed: int | None = None, watch_buffer_lines: int = 1_000_000
+        self, history_size: int = 10_000, seed: int | None = None, watch_buffer_lines: int = 200_000
     ):
         self.rv = 0
         self.kinds: dict[str, KindStore] = {r.id: KindStore(r, history_size) for r in RESOURCES}

@@ -157,3 +157,29 @@ async def test_watch_timeout_seconds_ends_the_stream(sim: SimCluster, core: clie
     events = await raw_watch(sim, "/api/v1/namespaces/default/pods?watch=1&timeoutSeconds=1", 10)
     assert events == []
     assert 0.9 <= loop.time() - start < 3
+
+
+async def test_a_client_that_goes_away_releases_its_watch(sim: SimCluster) -> None:
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {sim.token}"}) as http:
+        async with http.get(f"{sim.url}/api/v1/pods?watch=1") as resp:
+            assert resp.status == 200
+            await asyncio.sleep(0.05)
+            assert len(sim.server.watches) == 1
+    for _ in range(100):
+        if not sim.server.watches:
+            break
+        await asyncio.sleep(0.01)
+    assert not sim.server.watches
+    assert not any(ks.watchers for ks in sim.store.kinds.values())
+
+
+async def test_a_consumer_too_far_behind_is_cut_off(sim: SimCluster) -> None:
+    from hack.sim.resources import resource
+
+    watcher = sim.store.watch(resource("configmaps"), "default")
+    watcher.max_lines = 5
+    for i in range(10):
+        sim.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "default"}}
+        )
+    assert watcher.closed
