@@ -238,8 +238,8 @@ class ControllerState:
             if uid not in seen:
                 self._delete_pod(old)
         for pod in pods:
-            old = self.pods.get(pod.metadata.uid)
-            if old is None or old.metadata.resource_version != pod.metadata.resource_version:
+            known = self.pods.get(pod.metadata.uid)
+            if known is None or known.metadata.resource_version != pod.metadata.resource_version:
                 self._upsert_pod(pod)
 
     # -- PodGroups -----------------------------------------------------------------------------------
@@ -283,8 +283,8 @@ class ControllerState:
             if fresh is None or fresh.metadata.uid != old.metadata.uid:
                 self._delete_podgroup(old)
         for key, pg in seen.items():
-            old = self.podgroups.get(key)
-            if old is None or old.metadata.resource_version != pg.metadata.resource_version:
+            known = self.podgroups.get(key)
+            if known is None or known.metadata.resource_version != pg.metadata.resource_version:
                 self._upsert_podgroup(pg)
 
     # -- queues --------------------------------------------------------------------------------------
@@ -315,8 +315,8 @@ class ControllerState:
             if fresh is None or fresh.metadata.uid != old.metadata.uid:
                 self._delete_queue(old)
         for name, q in seen.items():
-            old = self.queues.get(name)
-            if old is None or old.metadata.resource_version != q.metadata.resource_version:
+            known = self.queues.get(name)
+            if known is None or known.metadata.resource_version != q.metadata.resource_version:
                 self._upsert_queue(q)
 
     def _ungrouped_keys_in(self, queue: str) -> set[PgKey]:
@@ -335,6 +335,7 @@ def _admits(queue: Queue) -> bool:
 
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 class _Handler(Generic[T]):
@@ -357,7 +358,7 @@ class _Handler(Generic[T]):
         self._guard(self._delete, obj)
 
     @staticmethod
-    def _guard(fn: Callable[[T], None], arg: T) -> None:
+    def _guard(fn: Callable[[A], None], arg: A) -> None:
         try:
             fn(arg)
         except Exception:
