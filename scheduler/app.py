@@ -231,6 +231,8 @@ class SchedulerApp:
                     scheduler_names=opts.scheduler_names,
                     default_queue=opts.default_queue,
                     watch_timeout=opts.watch_timeout,
+                    # The status updater already writes PodGroup phase and counts: one writer per field.
+                    update_podgroup_status=False,
                 )
                 background.append(asyncio.create_task(self.controllers.run(loop_stop), name="controllers"))
             loop_task = asyncio.create_task(self.loop.run(loop_stop), name="cycles")

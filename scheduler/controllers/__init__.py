@@ -40,6 +40,7 @@ class Controllers:
         resync_period: float = 60.0,
         watch_timeout: int = 300,
         queue_drain_finalizer: bool = True,
+        update_podgroup_status: bool = True,
     ) -> None:
         self.client = client
         self.scheduler_names = tuple(scheduler_names) or ("caldera",)
@@ -50,7 +51,7 @@ class Controllers:
         self.state = ControllerState(
             self.scheduler_names, default_queue, self.podgroup_queue.add, self.queue_queue.add
         )
-        self.podgroups = PodGroupController(client, self.state)
+        self.podgroups = PodGroupController(client, self.state, update_status=update_podgroup_status)
         self.queues = QueueController(client, self.state, drain_finalizer=queue_drain_finalizer)
         params: dict[str, str] = {}
         if len(self.scheduler_names) == 1:

@@ -173,7 +173,7 @@ class PodGroupController:
             if pg is None:
                 return 0.5
         await self._annotate([p for p in pods if GROUP_NAME_ANNOTATION not in p.metadata.annotations], name)
-        if is_managed(pg):
+        if self.update_status and is_managed(pg):
             await self._update_status(pg, pods)
         return None
 
