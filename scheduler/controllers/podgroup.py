@@ -126,8 +126,11 @@ class PodGroupController:
         *,
         request_concurrency: int = 8,
         timeout: float = 10.0,
+        update_status: bool = True,
     ) -> None:
         self.client = client
+        #: Off when the scheduler's own status updater writes the same fields (the binary): one writer.
+        self.update_status = update_status
         self.state = state
         self.timeout = timeout
         self._requests = asyncio.Semaphore(request_concurrency)
