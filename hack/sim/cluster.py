@@ -9,7 +9,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +202,10 @@ class SimCluster:
 
     def objects(self, plural: str, namespace: str | None = None, group: str = "") -> list[dict[str, Any]]:
         return self.store.objects(resource(plural, group), namespace)
+
+    def add_request_hook(self, hook: Callable[[web.Request], Awaitable[None]]) -> None:
+        """Await `hook(request)` before every resource request (e.g. to fail chosen calls: raise ApiError)."""
+        self.server.request_hooks.append(hook)
 
     def compact(self) -> None:
         """Forget the watch history: clients resuming from an older resourceVersion get 410 and must re-list."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -21,6 +22,8 @@ class Faults:
     compact_every: float = 0.0
     # Seconds of Retry-After sent with 429.
     retry_after: int = 1
+    # Restrict errors and latency to requests for which this answers True: target(method, path).
+    target: Callable[[str, str], bool] | None = None
     seed: int | None = None
     _rng: random.Random = field(default_factory=random.Random, repr=False, compare=False)
 
@@ -51,3 +54,4 @@ class Faults:
         self.error_429_rate = self.error_500_rate = 0.0
         self.latency = self.latency_jitter = 0.0
         self.drop_watches_every = self.compact_every = 0.0
+        self.target = None

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import random
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -75,6 +76,8 @@ class ApiServer:
         self.watch_timeout = watch_timeout
         self.requests: Counter[str] = Counter()
         self.watches: dict[Watcher, web.Request] = {}
+        # Awaited before every resource request; raising ApiError answers the request with that error.
+        self.request_hooks: list[Callable[[web.Request], Awaitable[None]]] = []
         self._discovery: dict[str, bytes] = {
             "/api": orjson.dumps(R.api_versions()),
             "/apis": orjson.dumps(R.api_group_list()),
@@ -240,8 +243,13 @@ class ApiServer:
         )
 
     async def _fault(self, request: web.Request) -> None:
+        """Run before every resource request: request hooks, then the configured faults."""
+        for hook in self.request_hooks:
+            await hook(request)
         faults = self.faults
         if not faults.active:
+            return
+        if faults.target is not None and not faults.target(request.method, request.path):
             return
         delay = faults.pick_latency()
         if delay > 0:

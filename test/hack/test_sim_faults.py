@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
+import aiohttp.web
 import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -124,3 +125,33 @@ async def test_periodic_compaction_forces_a_relist(sim: SimCluster) -> None:
         assert err.value.status == 410
         relisted = await core.list_namespaced_pod("default")
         assert [p.metadata.name for p in relisted.items] == ["a"]
+
+
+async def test_faults_can_target_chosen_requests(sim: SimCluster, core: client.CoreV1Api) -> None:
+    sim.set_faults(error_500_rate=1.0, target=lambda method, path: method == "DELETE")
+    await core.create_namespaced_config_map("default", {"metadata": {"name": "c"}})
+    with pytest.raises(ApiException) as err:
+        await core.delete_namespaced_config_map("c", "default")
+    assert err.value.status == 500
+    assert (await core.read_namespaced_config_map("c", "default")).metadata.name == "c"
+
+
+async def test_request_hooks_see_every_resource_request(sim: SimCluster, core: client.CoreV1Api) -> None:
+    from hack.sim import ApiError
+
+    seen: list[str] = []
+
+    async def hook(request: aiohttp.web.Request) -> None:
+        seen.append(f"{request.method} {request.path}")
+        if request.method == "POST" and request.path.endswith("/binding"):
+            raise ApiError(503, "ServiceUnavailable", "injected")
+
+    sim.add_request_hook(hook)
+    await core.create_namespaced_pod("default", pod_manifest("p"))
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod_binding(
+            "p", "default", {"metadata": {"name": "p"}, "target": {"name": "node-0"}}
+        )
+    assert err.value.status == 503
+    assert seen == ["POST /api/v1/namespaces/default/pods", "POST /api/v1/namespaces/default/pods/p/binding"]
+    assert sim.get("pods", "p")["spec"].get("nodeName") is None
