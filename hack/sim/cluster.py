@@ -69,6 +69,7 @@ class SimCluster:
         kubelet: bool = True,
         kubelet_delay: float = 1.0,
         kubelet_stop_delay: float | None = None,
+        kubelet_admission: bool = True,
         controllers: bool = True,
         history_size: int = 10_000,
         bookmark_interval: float = 60.0,
@@ -93,7 +94,9 @@ class SimCluster:
         self.faults = faults or Faults()
         self.store = Store(history_size=history_size, seed=seed)
         self.server = ApiServer(self.store, self.token, self.faults, bookmark_interval, watch_timeout)
-        self.kubelet = Kubelet(self.store, kubelet_delay, kubelet_stop_delay) if kubelet else None
+        self.kubelet = (
+            Kubelet(self.store, kubelet_delay, kubelet_stop_delay, kubelet_admission) if kubelet else None
+        )
         self.controllers = WorkloadControllers(self.store) if controllers else None
         self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path else None
         self._tmpdir: str | None = None

@@ -11,11 +11,13 @@ import hashlib
 import heapq
 import logging
 import time
+from fractions import Fraction
 from typing import Any
 
 import orjson
 
 from .errors import ApiError
+from .quantity import parse_quantity, pod_requests
 from .resources import DEPLOYMENTS, NODES, PODS, REPLICASETS
 from .selectors import match_labels_selector
 from .store import DELETED, Store, WatchEvent, rfc3339
@@ -30,8 +32,14 @@ _HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 class Kubelet:
     """Every node's kubelet at once: starts bound pods, finishes timed ones, confirms graceful deletions."""
 
-    def __init__(self, store: Store, start_delay: float = 1.0, stop_delay: float | None = None):
+    def __init__(
+        self, store: Store, start_delay: float = 1.0, stop_delay: float | None = None, admission: bool = True
+    ):
         self.store = store
+        # Like a real kubelet, refuse a pod that does not fit what the node has left (phase Failed, OutOf<resource>).
+        self.admission = admission
+        self._used: dict[str, dict[str, Fraction]] = {}
+        self._admitted: dict[str, tuple[str, dict[str, Fraction]]] = {}
         self.start_delay = start_delay
         # How long a pod takes to terminate after a graceful delete, capped by its grace period.
         self.stop_delay = start_delay if stop_delay is None else stop_delay
@@ -63,9 +71,12 @@ class Kubelet:
             self._wake.set()
 
     def _on_pod(self, ev: WatchEvent) -> None:
+        pod = ev.obj
+        if self._admitted and pod["metadata"]["uid"] in self._admitted:
+            if ev.type == DELETED or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                self._release(pod["metadata"]["uid"])
         if ev.type == DELETED:
             return
-        pod = ev.obj
         node = pod["spec"].get("nodeName")
         if not node:
             return
@@ -112,8 +123,13 @@ class Kubelet:
         status = pod.get("status") or {}
         if action == "start":
             node = self.store.get_obj(NODES, "", pod["spec"]["nodeName"])
-            if node is None or status.get("phase") != "Pending":
-                return  # no kubelet runs on a node that does not exist
+            if node is None or status.get("phase") != "Pending" or not _node_ready(node):
+                return  # no kubelet runs on a node that does not exist or is not Ready
+            if self.admission:
+                refusal = self._admit(pod, node)
+                if refusal is not None:
+                    self.store.put_status(PODS, ns, name, {**status, "phase": "Failed", **refusal})
+                    return
             self.store.put_status(PODS, ns, name, self._running_status(pod, node))
             seconds = (pod["metadata"].get("annotations") or {}).get(RUN_SECONDS_ANNOTATION)
             if seconds is not None:
@@ -125,6 +141,44 @@ class Kubelet:
                 self._schedule(delay, "finish", pod)
         elif action == "finish" and status.get("phase") == "Running":
             self.store.put_status(PODS, ns, name, self._finished_status(pod))
+
+    def _admit(self, pod: dict[str, Any], node: dict[str, Any]) -> dict[str, str] | None:
+        node_name = node["metadata"]["name"]
+        try:
+            wanted = pod_requests(pod["spec"])
+        except ValueError as exc:
+            return {"reason": "UnexpectedAdmissionError", "message": f"Pod was rejected: {exc}"}
+        wanted["pods"] = Fraction(1)
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        used = self._used.setdefault(node_name, {})
+        for resource, amount in wanted.items():
+            if amount <= 0:
+                continue
+            try:
+                capacity = parse_quantity(allocatable.get(resource, 0))
+            except ValueError:
+                capacity = Fraction(0)
+            in_use = used.get(resource, Fraction(0))
+            if in_use + amount > capacity:
+                return {
+                    "reason": f"OutOf{resource}",
+                    "message": f"Pod was rejected: Node didn't have enough resource: {resource}, "
+                    f"requested: {_show(amount)}, used: {_show(in_use)}, capacity: {_show(capacity)}",
+                }
+        for resource, amount in wanted.items():
+            used[resource] = used.get(resource, Fraction(0)) + amount
+        self._admitted[pod["metadata"]["uid"]] = (node_name, wanted)
+        return None
+
+    def _release(self, uid: str) -> None:
+        node_name, wanted = self._admitted.pop(uid)
+        used = self._used.get(node_name, {})
+        for resource, amount in wanted.items():
+            used[resource] = used.get(resource, Fraction(0)) - amount
+
+    def used(self, node_name: str) -> dict[str, Fraction]:
+        """What the kubelet of a node has admitted and not yet released."""
+        return {k: v for k, v in self._used.get(node_name, {}).items() if v}
 
     def _running_status(self, pod: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
         now = rfc3339()
@@ -201,6 +255,17 @@ class Kubelet:
             for cs in status.get("containerStatuses") or ()
         ]
         return status
+
+
+def _node_ready(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions")
+    if not conditions:
+        return True  # a bare Node object without reported conditions: treat its kubelet as up
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _show(q: Fraction) -> str:
+    return str(q.numerator) if q.denominator == 1 else f"{float(q):g}"
 
 
 def _pod_is_active(pod: dict[str, Any]) -> bool:

@@ -180,6 +180,20 @@ def qos_class(spec: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+def _default_requests(container: dict[str, Any]) -> dict[str, Any]:
+    """API server defaulting: a resource with a limit and no request is requested at its limit."""
+    resources = container.get("resources") or {}
+    limits = resources.get("limits")
+    if not limits:
+        return container
+    requests = dict(resources.get("requests") or {})
+    missing = {k: v for k, v in limits.items() if k not in requests}
+    if not missing:
+        return container
+    requests.update(missing)
+    return {**container, "resources": {**resources, "requests": requests}}
+
+
 class Store:
     def __init__(
         self, history_size: int = 10_000, seed: int | None = None, watch_buffer_lines: int = 200_000
@@ -508,6 +522,9 @@ class Store:
                     raise invalid(
                         "Pod", name, [(f"spec.containers[{i}].image", "FieldValueRequired", "Required value")]
                     )
+            for group in ("containers", "initContainers"):
+                if spec.get(group):
+                    spec[group] = [_default_requests(c) for c in spec[group]]
             spec.setdefault("schedulerName", "default-scheduler")
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("terminationGracePeriodSeconds", 30)

@@ -217,3 +217,94 @@ async def test_replicaset_replaces_a_deleted_pod(
     await core.delete_namespaced_pod(victim, "default")
     await eventually(two)
     assert victim not in {p.metadata.name for p in await deployment_pods(core)}
+
+
+async def test_kubelet_refuses_pods_that_do_not_fit_the_node() -> None:
+    from hack.sim.testing import kube_client
+
+    async with SimCluster(nodes=1, node_cpu="2", node_memory="4Gi", node_pods=3, kubelet_delay=0.01) as sim:
+        async with await kube_client(sim) as api:
+            core = client.CoreV1Api(api)
+            await core.create_namespaced_pod(
+                "default", pod_manifest("a", node_name="node-0", requests={"cpu": "1500m"})
+            )
+
+            async def a_running() -> bool:
+                return await phase(core, "a") == "Running"
+
+            await eventually(a_running)
+            await core.create_namespaced_pod(
+                "default", pod_manifest("b", node_name="node-0", requests={"cpu": "1"})
+            )
+
+            async def b_failed() -> bool:
+                return await phase(core, "b") == "Failed"
+
+            await eventually(b_failed)
+            refused = await core.read_namespaced_pod("b", "default")
+            assert refused.status.reason == "OutOfcpu"
+            assert "requested: 1, used: 1.5, capacity: 2" in refused.status.message
+            assert sim.kubelet is not None and sim.kubelet.used("node-0")["cpu"] == 1.5
+            # Once a is gone, its share is free again.
+            await core.delete_namespaced_pod("a", "default", grace_period_seconds=0)
+            await core.create_namespaced_pod(
+                "default", pod_manifest("c", node_name="node-0", requests={"cpu": "2"})
+            )
+
+            async def c_running() -> bool:
+                return await phase(core, "c") == "Running"
+
+            await eventually(c_running)
+            # The pod count is a resource too: c plus the failed b do not count against it; d and e fit, f does not.
+            for name in ("d", "e", "f"):
+                await core.create_namespaced_pod("default", pod_manifest(name, node_name="node-0"))
+
+            async def f_refused() -> bool:
+                return await phase(core, "f") == "Failed"
+
+            await eventually(f_refused)
+            assert (await core.read_namespaced_pod("f", "default")).status.reason == "OutOfpods"
+
+
+async def test_limits_default_requests_and_extended_resources_are_admitted(
+    core: client.CoreV1Api, sim: SimCluster
+) -> None:
+    from hack.sim import NodeTemplate
+
+    sim.add_nodes(
+        [
+            NodeTemplate(
+                name="gpu",
+                count=1,
+                capacity={"cpu": "8", "memory": "16Gi", "pods": "10", "nvidia.com/gpu": "2"},
+            )
+        ]
+    )
+    body = pod_manifest("g", node_name="gpu-0")
+    body["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "2", "cpu": "1"}}
+    created = await core.create_namespaced_pod("default", body)
+    assert created.spec.containers[0].resources.requests == {"nvidia.com/gpu": "2", "cpu": "1"}
+    assert created.status.qos_class == "Burstable"
+
+    async def running() -> bool:
+        return await phase(core, "g") == "Running"
+
+    await eventually(running)
+    other = pod_manifest("h", node_name="gpu-0")
+    other["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    await core.create_namespaced_pod("default", other)
+
+    async def refused() -> bool:
+        return await phase(core, "h") == "Failed"
+
+    await eventually(refused)
+    assert (await core.read_namespaced_pod("h", "default")).status.reason == "OutOfnvidia.com/gpu"
+
+
+async def test_pods_on_a_not_ready_node_stay_pending(core: client.CoreV1Api, sim: SimCluster) -> None:
+    from hack.sim import NodeTemplate
+
+    sim.add_nodes([NodeTemplate(name="down", count=1, ready=False)])
+    await core.create_namespaced_pod("default", pod_manifest("p", node_name="down-0"))
+    await asyncio.sleep(0.2)
+    assert await phase(core, "p") == "Pending"
