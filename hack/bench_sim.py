@@ -34,6 +34,7 @@ class BenchResult:
     latencies: list[float] = field(default_factory=list)  # seconds, one per (pod, watcher)
     request_latencies: list[float] = field(default_factory=list)
     events_seen: int = 0
+    running: int = 0
     server_cpu_seconds: float | None = None
 
     @property
@@ -57,7 +58,7 @@ class BenchResult:
             f"watch event latency (binding sent -> event at watcher, {self.watchers} watchers,"
             f" {len(self.latencies)} deliveries): p50={self.percentile(self.latencies, 50) * ms:.1f}ms"
             f" p99={self.percentile(self.latencies, 99) * ms:.1f}ms max={max(self.latencies or [0]) * ms:.1f}ms",
-            f"watch events received in total: {self.events_seen}",
+            f"watch events received in total: {self.events_seen}; pods Running afterwards: {self.running}",
         ]
         if self.server_cpu_seconds is not None:
             lines.append(
@@ -88,6 +89,9 @@ def start_server(args: argparse.Namespace, workdir: str) -> tuple[subprocess.Pop
         str(kubeconfig),
         "--nodes",
         str(args.nodes),
+        # Room for every benchmark pod, so the kubelet admits them all rather than refusing the surplus.
+        "--node-pods",
+        str(max(110, -(-args.pods // args.nodes) + 10)),
         "--history-size",
         str(max(10_000, args.pods * 4)),
         "--log-level",
@@ -235,6 +239,10 @@ async def run_bench(
                 args.kubelet_delay + 0.2
             )  # let the kubelet's Running updates land in the CPU figure
         cpu_after = _cpu_seconds(server_pid) if server_pid else None
+        async with http.get(
+            f"{url}/api/v1/namespaces/bench/pods?fieldSelector=status.phase%3DRunning"
+        ) as resp:
+            running = len((await resp.json())["items"])
     return BenchResult(
         pods=args.pods,
         watchers=args.watchers,
@@ -244,6 +252,7 @@ async def run_bench(
         latencies=latencies,
         request_latencies=request_latencies,
         events_seen=counts[0],
+        running=running,
         server_cpu_seconds=(cpu_after - cpu_before)
         if cpu_before is not None and cpu_after is not None
         else None,

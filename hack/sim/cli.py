@@ -52,6 +52,9 @@ def register(subparsers: Any) -> None:
     behaviour.add_argument("--kubelet-delay", type=float, default=1.0, help="seconds from binding to Running")
     behaviour.add_argument("--no-kubelet", action="store_true")
     behaviour.add_argument(
+        "--no-kubelet-admission", action="store_true", help="let pods run even on nodes they do not fit"
+    )
+    behaviour.add_argument(
         "--no-controllers", action="store_true", help="no Deployment/ReplicaSet controllers"
     )
     behaviour.add_argument("--history-size", type=int, default=10_000, help="watch events kept per kind")
@@ -112,6 +115,7 @@ def cluster_from_args(args: argparse.Namespace) -> SimCluster:
         ),
         kubelet=not args.no_kubelet,
         kubelet_delay=args.kubelet_delay,
+        kubelet_admission=not args.no_kubelet_admission,
         controllers=not args.no_controllers,
         history_size=args.history_size,
         bookmark_interval=args.bookmark_interval,

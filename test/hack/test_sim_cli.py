@@ -232,6 +232,7 @@ def test_bench_sim_runs_and_reports(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "bindings/s (0 errors)" in result.stdout
     assert "watch event latency" in result.stdout and "600 deliveries" in result.stdout
+    assert "pods Running afterwards: 300" in result.stdout
 
 
 async def test_example_cluster_file_loads() -> None:
