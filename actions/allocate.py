@@ -23,7 +23,6 @@ from actions.helpers import (
     OrderedHeap,
     explain,
     fit_mask,
-    future_idle,
     job_considered,
     job_valid,
     pending_tasks,
@@ -57,7 +56,6 @@ def place_tasks(
     """Place ``tasks`` (consumed from the front) through ``stmt``. Returns False when a task could
     not be placed (its reason is recorded on the job); True when all were placed or the job became
     ready with tasks left (``stop_when_ready``)."""
-    table = ssn.table
     node_list = ssn.node_list
     while tasks:
         task = tasks[0]
@@ -66,7 +64,7 @@ def place_tasks(
         if not ssn.allocatable(queue, task):
             message = f"queue {queue.name} is at its share for task {task.name}"
             cand = ssn.feasible_rows(task, rows)
-            if not len(cand) or not fit_mask(ssn, task, cand, future_idle(ssn, cand)).any():
+            if not len(cand) or not fit_mask(ssn, task, cand).any():
                 message = f"{explain(ssn, task, rows)} ({message})"
             job.fit_errors[task.uid] = message
             job.job_fit_error = message
@@ -77,14 +75,14 @@ def place_tasks(
             job.job_fit_error = reason
             return False
         cand = ssn.feasible_rows(task, rows)
-        if len(cand):
-            cand = cand[fit_mask(ssn, task, cand, future_idle(ssn, cand))]
+        if len(cand) and not ssn.checks_resources:
+            cand = cand[fit_mask(ssn, task, cand)]
         if not len(cand):
             message = explain(ssn, task, rows)
             job.fit_errors[task.uid] = message
             job.job_fit_error = message
             return False
-        now = fit_mask(ssn, task, cand, table.idle[cand])
+        now = fit_mask(ssn, task, cand, future=False)
         pick = cand[now] if now.any() else cand
         best = ssn.best_row(task, pick, ssn.node_scores(task, pick))
         if now.any():

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from framework.resource import MIN_RESOURCE, Resource
+from framework.resource import Resource
 from framework.session import Session
 from framework.statement import Statement
 
@@ -72,31 +72,20 @@ def pending_tasks(ssn: Session, job: JobInfo, best_effort: bool = False) -> list
     return tasks
 
 
-def future_idle(ssn: Session, rows: np.ndarray) -> np.ndarray:
-    t = ssn.table
-    return t.idle[rows] + t.releasing[rows] - t.pipelined[rows]
-
-
-def fit_mask(ssn: Session, task: TaskInfo, rows: np.ndarray, idle: np.ndarray) -> np.ndarray:
-    cols, vals = ssn.table.request_vector(task.init_resreq)
-    if len(cols) == 0:
-        return np.ones(len(rows), dtype=bool)
-    return (idle[:, cols] >= vals - MIN_RESOURCE).all(axis=1)
+def fit_mask(ssn: Session, task: TaskInfo, rows: np.ndarray | None, future: bool = True) -> np.ndarray:
+    """Which of ``rows`` have room for the task now (``future=False``) or once releasing pods
+    are gone and pipelined ones placed (``future=True``)."""
+    return ssn.table.fits(task.init_resreq, rows, future)
 
 
 def resource_reasons(ssn: Session, task: TaskInfo, rows: np.ndarray) -> dict[str, int]:
     """For rows that lack room, the first missing resource, in kube-scheduler's words."""
-    cols, vals = ssn.table.request_vector(task.init_resreq)
-    idle = future_idle(ssn, rows)
-    names = {v: k for k, v in ssn.table.dims.items()}
     counts: dict[str, int] = {}
     left = np.ones(len(rows), dtype=bool)
-    for c, v in zip(cols.tolist(), vals.tolist(), strict=True):
-        fails = (idle[:, c] < v - MIN_RESOURCE) & left
+    for reason, fails in ssn.table.shortfalls(task.init_resreq, rows).items():
+        fails = fails & left
         n = int(fails.sum())
         if n:
-            name = names[c]
-            reason = "Too many pods" if name == "pods" else f"Insufficient {name}"
             counts[reason] = counts.get(reason, 0) + n
         left &= ~fails
     return counts

@@ -357,6 +357,8 @@ class ClusterCache:
             table.used = self.table.used[rows]
             table.releasing = self.table.releasing[rows]
             table.pipelined = self.table.pipelined[rows]
+            table.future = self.table.future[rows]
+            table._all_rows = None
             table.ready = self.table.ready[rows]
             table.unschedulable = self.table.unschedulable[rows]
 

@@ -35,6 +35,8 @@ class TaskStatus(enum.IntEnum):
 ALLOCATED_STATUSES = frozenset(
     {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING}
 )
+#: Statuses that count toward a gang's minimum (Volcano's ReadyTaskNum).
+READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}
 #: Statuses that occupy a node's resources at all (allocated or on their way out).
 OCCUPYING_STATUSES = ALLOCATED_STATUSES | {TaskStatus.RELEASING}
 
@@ -229,6 +231,7 @@ class JobInfo:
         "priority",
         "priority_class",
         "queue",
+        "ready_count",
         "task_min_available",
         "tasks",
         "total_request",
@@ -270,6 +273,7 @@ class JobInfo:
         self.by_status: dict[TaskStatus, dict[str, TaskInfo]] = {}
         self.allocated = Resource()
         self.total_request = Resource()
+        self.ready_count = 0
         self.fit_errors: dict[str, str] = {}
         self.job_fit_error = ""
         self.version = 0
@@ -310,6 +314,8 @@ class JobInfo:
         self.total_request.add(task.resreq)
         if task.status in ALLOCATED_STATUSES:
             self.allocated.add(task.resreq)
+        if task.status in READY_STATUSES:
+            self.ready_count += 1
         self.version += 1
 
     def remove_task(self, task: TaskInfo) -> None:
@@ -320,6 +326,8 @@ class JobInfo:
         self.total_request.sub(existing.resreq)
         if existing.status in ALLOCATED_STATUSES:
             self.allocated.sub(existing.resreq)
+        if existing.status in READY_STATUSES:
+            self.ready_count -= 1
         self.version += 1
 
     def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
@@ -335,6 +343,7 @@ class JobInfo:
             self.allocated.sub(task.resreq)
         elif now_alloc and not was_alloc:
             self.allocated.add(task.resreq)
+        self.ready_count += (status in READY_STATUSES) - (old in READY_STATUSES)
         task.status = status
         bucket = self.by_status.get(status)
         if bucket is None:
@@ -353,13 +362,15 @@ class JobInfo:
 
     # -- gang arithmetic (Volcano's) ---------------------------------------------------------------
     def ready_task_num(self) -> int:
-        return self.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED)
+        return self.ready_count
 
     def waiting_task_num(self) -> int:
-        return self.count(TaskStatus.PIPELINED)
+        bucket = self.by_status.get(TaskStatus.PIPELINED)
+        return len(bucket) if bucket else 0
 
     def pending_task_num(self) -> int:
-        return self.count(TaskStatus.PENDING)
+        bucket = self.by_status.get(TaskStatus.PENDING)
+        return len(bucket) if bucket else 0
 
     def valid_task_num(self) -> int:
         return self.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED, TaskStatus.PENDING)
@@ -426,6 +437,7 @@ class JobInfo:
             bucket[uid] = t
         j.allocated = self.allocated.clone()
         j.total_request = self.total_request.clone()
+        j.ready_count = self.ready_count
         j.fit_errors = {}
         j.job_fit_error = ""
         j.version = 0

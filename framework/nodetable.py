@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.resource import CPU, MEMORY, PODS, Resource
+from framework.resource import CPU, MEMORY, MIN_RESOURCE, PODS, Resource
 
 BASE_DIMS = (CPU, MEMORY, PODS)
 
@@ -18,8 +18,10 @@ class NodeTable:
     """Rows are nodes, columns are resource dimensions (cpu, memory, pods, then scalars as met)."""
 
     __slots__ = (
+        "_all_rows",
         "allocatable",
         "dims",
+        "future",
         "idle",
         "names",
         "pipelined",
@@ -40,8 +42,11 @@ class NodeTable:
         self.used = np.zeros((capacity, width))
         self.releasing = np.zeros((capacity, width))
         self.pipelined = np.zeros((capacity, width))
+        #: idle + releasing - pipelined, kept in step on every write (Volcano's FutureIdle)
+        self.future = np.zeros((capacity, width))
         self.ready = np.zeros(capacity, dtype=bool)
         self.unschedulable = np.zeros(capacity, dtype=bool)
+        self._all_rows: np.ndarray | None = None
 
     # -- shape -------------------------------------------------------------------------------------
     def _grow_rows(self, needed: int) -> None:
@@ -49,7 +54,7 @@ class NodeTable:
         if needed <= cap:
             return
         new_cap = max(needed, cap * 2)
-        for attr in ("allocatable", "idle", "used", "releasing", "pipelined"):
+        for attr in ("allocatable", "idle", "used", "releasing", "pipelined", "future"):
             old = getattr(self, attr)
             new = np.zeros((new_cap, old.shape[1]))
             new[: self.rows] = old[: self.rows]
@@ -65,7 +70,7 @@ class NodeTable:
         col = self.dims.get(name)
         if col is None:
             col = self.dims[name] = len(self.dims)
-            for attr in ("allocatable", "idle", "used", "releasing", "pipelined"):
+            for attr in ("allocatable", "idle", "used", "releasing", "pipelined", "future"):
                 old = getattr(self, attr)
                 setattr(self, attr, np.concatenate([old, np.zeros((old.shape[0], 1))], axis=1))
         return col
@@ -98,6 +103,7 @@ class NodeTable:
         self._set(self.used, row, used)
         self._set(self.releasing, row, releasing)
         self._set(self.pipelined, row, pipelined)
+        self.future[row] = self.idle[row] + self.releasing[row] - self.pipelined[row]
         self.ready[row] = ready
         self.unschedulable[row] = unschedulable
 
@@ -112,6 +118,7 @@ class NodeTable:
         self._set(self.used, row, used)
         self._set(self.releasing, row, releasing)
         self._set(self.pipelined, row, pipelined)
+        self.future[row] = self.idle[row] + self.releasing[row] - self.pipelined[row]
 
     def _set(self, array: np.ndarray, row: int, res: Resource) -> None:
         r = array[row]
@@ -124,6 +131,63 @@ class NodeTable:
                 r[dims[name]] = value
 
     # -- reads -------------------------------------------------------------------------------------
+    @property
+    def all_rows(self) -> np.ndarray:
+        """Every row, as one shared array: callers pass it back to mean "all nodes", which lets bulk
+        code use column views instead of fancy-indexed copies (``rows is table.all_rows``)."""
+        rows = self._all_rows
+        if rows is None or len(rows) != self.rows:
+            rows = self._all_rows = np.arange(self.rows, dtype=np.intp)
+        return rows
+
+    def request_items(self, res: Resource) -> list[tuple[int, float]]:
+        """(column, value) of every dimension this request asks for (value above zero)."""
+        items = []
+        if res.cpu > 0:
+            items.append((0, res.cpu))
+        if res.memory > 0:
+            items.append((1, res.memory))
+        if res.pods > 0:
+            items.append((2, res.pods))
+        for name, value in res.scalars.items():
+            if value > 0:
+                items.append((self.dim(name), value))
+        return items
+
+    def column(self, array: np.ndarray, col: int, rows: np.ndarray | None) -> np.ndarray:
+        """One column of ``array`` for ``rows``: a view when rows is None or every row."""
+        if rows is None or rows is self._all_rows:
+            return array[: self.rows, col]
+        return array[rows, col]
+
+    def fits(self, res: Resource, rows: np.ndarray | None = None, future: bool = True) -> np.ndarray:
+        """Mask over ``rows`` (default all) of the nodes whose idle (or future idle) holds ``res``."""
+        array = self.future if future else self.idle
+        mask: np.ndarray | None = None
+        for col, value in self.request_items(res):
+            ok = self.column(array, col, rows) >= value - MIN_RESOURCE
+            if mask is None:
+                mask = ok
+            else:
+                mask &= ok
+        if mask is None:
+            return np.ones(self.rows if rows is None else len(rows), dtype=bool)
+        return mask
+
+    def shortfalls(
+        self, res: Resource, rows: np.ndarray | None = None, future: bool = True
+    ) -> dict[str, np.ndarray]:
+        """Per dimension the request lacks on some rows: the mask of those rows, keyed by
+        kube-scheduler's reason ("Insufficient cpu", "Too many pods")."""
+        array = self.future if future else self.idle
+        names = {col: name for name, col in self.dims.items()}
+        out: dict[str, np.ndarray] = {}
+        for col, value in self.request_items(res):
+            fails = self.column(array, col, rows) < value - MIN_RESOURCE
+            name = names[col]
+            out["Too many pods" if name == PODS else f"Insufficient {name}"] = fails
+        return out
+
     def request_vector(self, res: Resource) -> tuple[np.ndarray, np.ndarray]:
         """(columns, values) of the dimensions this request asks for (value above zero)."""
         cols = []
@@ -154,6 +218,8 @@ class NodeTable:
         out.used = self.used[:n].copy()
         out.releasing = self.releasing[:n].copy()
         out.pipelined = self.pipelined[:n].copy()
+        out.future = self.future[:n].copy()
+        out._all_rows = None
         out.ready = self.ready[:n].copy()
         out.unschedulable = self.unschedulable[:n].copy()
         return out

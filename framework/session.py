@@ -114,7 +114,7 @@ class Session:
         self.tiers = tiers
         self.plugins: dict[str, Plugin] = plugins or {}
         self.configurations = configurations or {}
-        self.all_rows = np.arange(self.table.rows, dtype=np.intp)
+        self.all_rows = self.table.all_rows
         self._fns: dict[str, dict[str, Any]] = {}
         self._chains: dict[str, list[list[Any]]] = {}
         self._bulk_chains: list[list[_BulkPred]] | None = None
@@ -277,7 +277,10 @@ class Session:
         return [fn for level in self._chain(kind) for fn in level]
 
     def _order(self, kind: str, left: Any, right: Any) -> int:
-        for level in self._chain(kind):
+        chain = self._chains.get(kind)
+        if chain is None:
+            chain = self._chain(kind)
+        for level in chain:
             for fn in level:
                 result = fn(left, right)
                 if result != 0:
@@ -401,12 +404,26 @@ class Session:
             mask = self._static_mask(task).copy()
         else:
             mask = self._static_mask(task)[rows]
-        for bp in self._bulk_predicates():
-            if bp.static or (bp.resource and not resources):
-                continue
-            if not mask.any():
+        dynamic = [bp for bp in self._bulk_predicates() if not bp.static and (resources or not bp.resource)]
+        if dynamic:
+            passing = int(np.count_nonzero(mask))
+            if passing == 0:
                 return mask
-            mask &= bp.fn(task, rows)
+            if passing * 2 < len(rows):
+                # Few nodes left after the template-level predicates: evaluate the rest on those only.
+                index = np.flatnonzero(mask)
+                sub_rows = rows[index]
+                sub = np.ones(len(sub_rows), dtype=bool)
+                for bp in dynamic:
+                    sub &= bp.fn(task, sub_rows)
+                    if not sub.any():
+                        break
+                mask[index] = sub
+            else:
+                for bp in dynamic:
+                    mask &= bp.fn(task, rows)
+                    if not mask.any():
+                        return mask
         scalar = self._flat("predicate")
         if scalar and mask.any():
             node_list = self.node_list
@@ -417,6 +434,11 @@ class Session:
                         mask[i] = False
                         break
         return mask
+
+    @property
+    def checks_resources(self) -> bool:
+        """Whether an enabled predicate already checks free resources (so actions need not)."""
+        return any(bp.resource for bp in self._bulk_predicates())
 
     def _static_mask(self, task: TaskInfo) -> np.ndarray:
         """Template-level predicates over all nodes, cached per pod template for the session."""

@@ -25,23 +25,27 @@ def requested_fractions(ssn: Session, task: TaskInfo, rows: np.ndarray) -> tuple
     """(cpu, memory) fraction of allocatable each row would have requested with this pod on it;
     above 1 where it would not fit, NaN-free (0 where the node has none of the resource)."""
     t = ssn.table
-    alloc = t.allocatable[rows, :2]
-    used = t.used[rows, :2] + np.asarray([task.resreq.cpu, task.resreq.memory])
-    safe = np.where(alloc > 0, alloc, np.inf)
-    frac = used / safe
-    return frac[:, 0], frac[:, 1]
+    inverse = ssn.data.get("_inverse_allocatable")
+    if inverse is None:
+        alloc = t.allocatable[: t.rows, :2]
+        inverse = ssn.data["_inverse_allocatable"] = np.divide(
+            1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0
+        )
+    if rows is t.all_rows:
+        cpu = (t.used[: t.rows, 0] + task.resreq.cpu) * inverse[:, 0]
+        mem = (t.used[: t.rows, 1] + task.resreq.memory) * inverse[:, 1]
+    else:
+        cpu = (t.used[rows, 0] + task.resreq.cpu) * inverse[rows, 0]
+        mem = (t.used[rows, 1] + task.resreq.memory) * inverse[rows, 1]
+    return cpu, mem
 
 
 def least_requested(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
-    per = np.stack([cpu, mem], axis=1)
-    per = np.where(per > 1.0, 1.0, per)
-    return ((1.0 - per) * MAX_SCORE).mean(axis=1)
+    return (2.0 - np.minimum(cpu, 1.0) - np.minimum(mem, 1.0)) * (MAX_SCORE / 2.0)
 
 
 def most_requested(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
-    per = np.stack([cpu, mem], axis=1)
-    per = np.where(per > 1.0, 0.0, per)
-    return (per * MAX_SCORE).mean(axis=1)
+    return (np.where(cpu > 1.0, 0.0, cpu) + np.where(mem > 1.0, 0.0, mem)) * (MAX_SCORE / 2.0)
 
 
 def balanced_allocation(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:

@@ -17,7 +17,6 @@ import numpy as np
 
 from framework.model import OCCUPYING_STATUSES, TaskInfo
 from framework.plugin import Plugin
-from framework.resource import MIN_RESOURCE
 from plugins.helpers import NodeIndex, node_index, pod_matches_term, term_mask, tolerates
 
 if TYPE_CHECKING:
@@ -36,36 +35,14 @@ R_POD_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 R_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 
-def future_idle(ssn: Session, rows: np.ndarray) -> np.ndarray:
-    t = ssn.table
-    return t.idle[rows] + t.releasing[rows] - t.pipelined[rows]
+def resource_fail_masks(ssn: Session, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Per kube-scheduler reason ("Insufficient cpu", "Too many pods"), the rows that lack it
+    (against future idle: idle + releasing - pipelined)."""
+    return ssn.table.shortfalls(task.init_resreq, rows)
 
 
-def resource_fail_masks(
-    ssn: Session, task: TaskInfo, rows: np.ndarray, idle: np.ndarray | None = None
-) -> dict[str, np.ndarray]:
-    """Per kube-scheduler reason ("Insufficient cpu", "Too many pods"), the rows that lack it."""
-    cols, vals = ssn.table.request_vector(task.init_resreq)
-    if idle is None:
-        idle = future_idle(ssn, rows)
-    out: dict[str, np.ndarray] = {}
-    names = {v: k for k, v in ssn.table.dims.items()}
-    for c, v in zip(cols.tolist(), vals.tolist(), strict=True):
-        fails = idle[:, c] < v - MIN_RESOURCE
-        name = names[c]
-        out[R_PODS if name == "pods" else f"Insufficient {name}"] = fails
-    return out
-
-
-def resource_fit(
-    ssn: Session, task: TaskInfo, rows: np.ndarray, idle: np.ndarray | None = None
-) -> np.ndarray:
-    cols, vals = ssn.table.request_vector(task.init_resreq)
-    if idle is None:
-        idle = future_idle(ssn, rows)
-    if len(cols) == 0:
-        return np.ones(len(rows), dtype=bool)
-    return (idle[:, cols] >= vals - MIN_RESOURCE).all(axis=1)
+def resource_fit(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+    return ssn.table.fits(task.init_resreq, rows)
 
 
 class PredicatesPlugin(Plugin):
