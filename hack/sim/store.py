@@ -180,6 +180,57 @@ def qos_class(spec: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+_PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _label_key_problem(key: str) -> str | None:
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
+        return "prefix part must be a lowercase RFC 1123 subdomain"
+    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+        return (
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+            "with an alphanumeric character (at most 63 characters)"
+        )
+    return None
+
+
+def _validate_metadata(res: Resource, name: str, meta: dict[str, Any]) -> None:
+    """The checks on labels and annotations a real server makes, with its 400 and 422 answers."""
+    for field in ("labels", "annotations"):
+        values = meta.get(field)
+        if values is None:
+            continue
+        if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+            raise bad_request(
+                f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{field} of type string"
+            )
+        for key, value in values.items():
+            problem = _label_key_problem(key)
+            if problem is not None:
+                raise invalid(
+                    res.kind,
+                    name,
+                    [(f"metadata.{field}", "FieldValueInvalid", f'Invalid value: "{key}": {problem}')],
+                    res.group,
+                )
+            if field == "labels" and value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+                raise invalid(
+                    res.kind,
+                    name,
+                    [
+                        (
+                            "metadata.labels",
+                            "FieldValueInvalid",
+                            f'Invalid value: "{value}": a valid label must be an empty string or consist of '
+                            "alphanumeric characters, '-', '_' or '.' (at most 63 characters)",
+                        )
+                    ],
+                    res.group,
+                )
+
+
 def _default_requests(container: dict[str, Any]) -> dict[str, Any]:
     """API server defaulting: a resource with a limit and no request is requested at its limit."""
     resources = container.get("resources") or {}
@@ -445,6 +496,7 @@ class Store:
                     break
             meta["name"] = name
         self._validate_name(res, name)
+        _validate_metadata(res, name, meta)
         key = (namespace if res.namespaced else "", name)
         if key in ks.objects:
             raise already_exists(res.plural, name, res.group)
@@ -729,6 +781,8 @@ class Store:
             if res is PODS:
                 self._check_pod_update(name, old.get("spec") or {}, result.get("spec") or {})
         result["metadata"] = meta
+        if subresource != "status":
+            _validate_metadata(res, name, meta)
         if "generation" in meta:
             if res.custom and not res.has_status:
                 changed = any(result.get(k) != old.get(k) for k in set(result) | set(old) if k != "metadata")
@@ -818,6 +872,13 @@ class Store:
             graceful = bool(grace and grace > 0)
         finalizers = meta.get("finalizers")
         if res is NAMESPACES:
+            if name in _PROTECTED_NAMESPACES:
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                    {"name": name, "kind": "namespaces"},
+                )
             if not meta.get("deletionTimestamp"):
                 new = dict(obj)
                 new["metadata"] = {**meta, "deletionTimestamp": rfc3339(), "deletionGracePeriodSeconds": 0}

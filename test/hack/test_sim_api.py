@@ -594,3 +594,24 @@ async def test_legacy_watch_path_and_single_object_watch(sim: SimCluster, core: 
         async with http.get(f"{sim.url}/api/v1/watch/namespaces/default/pods/b?timeoutSeconds=1") as resp:
             lines = [orjson.loads(line) for line in (await resp.read()).splitlines()]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "b")]
+
+
+async def test_labels_are_validated_and_system_namespaces_protected(core: client.CoreV1Api) -> None:
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod("default", pod_manifest("p", labels={"app": "not valid!"}))
+    assert err.value.status == 422
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_config_map(
+            "default", {"metadata": {"name": "c", "labels": {"-bad": "x"}}}
+        )
+    assert err.value.status == 422
+    ok = await core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "c", "labels": {"example.com/role": "a.b_c-1", "empty": ""}}}
+    )
+    assert ok.metadata.labels["empty"] == ""
+    with pytest.raises(ApiException) as err:
+        await core.patch_namespaced_config_map("c", "default", {"metadata": {"labels": {"x": "y" * 64}}})
+    assert err.value.status == 422
+    with pytest.raises(ApiException) as err:
+        await core.delete_namespace("kube-system")
+    assert err.value.status == 403
