@@ -57,6 +57,8 @@ def place_tasks(
     not be placed (its reason is recorded on the job); True when all were placed or the job became
     ready with tasks left (``stop_when_ready``)."""
     node_list = ssn.node_list
+    table = ssn.table
+    unfit: dict[bytes, tuple[int, str]] = ssn.data.setdefault("_unfit", {})
     while tasks:
         task = tasks[0]
         if stats is not None:
@@ -74,11 +76,20 @@ def place_tasks(
             job.fit_errors[task.uid] = reason
             job.job_fit_error = reason
             return False
+        # A pod template that fitted nowhere fits nowhere until some node changes: an unschedulable
+        # backlog of identical pods costs one evaluation per cycle, not one per pod.
+        cached = unfit.get(task.template) if rows is None and task.template else None
+        if cached is not None and cached[0] == table.version:
+            job.fit_errors[task.uid] = cached[1]
+            job.job_fit_error = cached[1]
+            return False
         cand = ssn.feasible_rows(task, rows)
         if len(cand) and not ssn.checks_resources:
             cand = cand[fit_mask(ssn, task, cand)]
         if not len(cand):
             message = explain(ssn, task, rows)
+            if rows is None and task.template:
+                unfit[task.template] = (table.version, message)
             job.fit_errors[task.uid] = message
             job.job_fit_error = message
             return False

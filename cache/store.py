@@ -359,6 +359,7 @@ class ClusterCache:
             table.pipelined = self.table.pipelined[rows]
             table.future = self.table.future[rows]
             table._all_rows = None
+            table.version = 0
             table.ready = self.table.ready[rows]
             table.unschedulable = self.table.unschedulable[rows]
 

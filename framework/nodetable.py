@@ -30,6 +30,7 @@ class NodeTable:
         "rows",
         "unschedulable",
         "used",
+        "version",
     )
 
     def __init__(self, capacity: int = 64) -> None:
@@ -47,6 +48,8 @@ class NodeTable:
         self.ready = np.zeros(capacity, dtype=bool)
         self.unschedulable = np.zeros(capacity, dtype=bool)
         self._all_rows: np.ndarray | None = None
+        #: bumped by every write: equal versions mean equal contents (for per-cycle result caches)
+        self.version = 0
 
     # -- shape -------------------------------------------------------------------------------------
     def _grow_rows(self, needed: int) -> None:
@@ -104,6 +107,7 @@ class NodeTable:
         self._set(self.releasing, row, releasing)
         self._set(self.pipelined, row, pipelined)
         self.future[row] = self.idle[row] + self.releasing[row] - self.pipelined[row]
+        self.version += 1
         self.ready[row] = ready
         self.unschedulable[row] = unschedulable
 
@@ -119,6 +123,7 @@ class NodeTable:
         self._set(self.releasing, row, releasing)
         self._set(self.pipelined, row, pipelined)
         self.future[row] = self.idle[row] + self.releasing[row] - self.pipelined[row]
+        self.version += 1
 
     def _set(self, array: np.ndarray, row: int, res: Resource) -> None:
         r = array[row]
@@ -220,6 +225,7 @@ class NodeTable:
         out.pipelined = self.pipelined[:n].copy()
         out.future = self.future[:n].copy()
         out._all_rows = None
+        out.version = 0
         out.ready = self.ready[:n].copy()
         out.unschedulable = self.unschedulable[:n].copy()
         return out
