@@ -14,7 +14,7 @@ import random
 import re
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -259,6 +259,7 @@ class Store:
         # How deferred work (garbage collection, namespace finalisation) is run; the cluster sets loop.call_soon.
         self.defer: Callable[[Callable[[], None]], Any] = lambda fn: fn()
         self.bindings = 0
+        self._snapshots: OrderedDict[tuple[Any, ...], tuple[list[Key], list[bytes]]] = OrderedDict()
 
     # ---- plumbing -------------------------------------------------------------------------------------
 
@@ -367,39 +368,56 @@ class Store:
         limit: int = 0,
         continue_token: str | None = None,
     ) -> tuple[list[bytes], int, str | None, int | None]:
-        """Items (serialised), the list's resourceVersion, the continue token, remainingItemCount."""
+        """Items (serialised), the list's resourceVersion, the continue token, remainingItemCount.
+
+        Pages after the first come from a snapshot taken by the first, so a paginated list is consistent
+        at its resourceVersion, as etcd makes it; a token older than the kept history answers 410.
+        """
         ks = self.kinds[res.id]
-        predicate = make_filter(res, namespace if res.namespaced else None, label_selector, field_selector)
-        list_rv = self.rv
-        keys = sorted(ks.objects)
+        scope = namespace if res.namespaced else None
+        predicate = make_filter(res, scope, label_selector, field_selector)
+        snapshot_id = (res.id, scope, label_selector, field_selector)
+        start_index = 0
+        snapshot: tuple[list[Key], list[bytes]] | None = None
         if continue_token:
-            token_rv, start = _decode_continue(continue_token)
-            if token_rv < ks.horizon:
+            list_rv, start = _decode_continue(continue_token)
+            if list_rv < ks.horizon:
                 raise ApiError(
                     410,
                     "Expired",
                     "The provided continue parameter is too old to display a consistent list result. "
                     "You can start a new list without the continue parameter.",
                 )
-            list_rv = token_rv
-            keys = keys[bisect.bisect_right(keys, start) :]
-        objects = ks.objects
-        items: list[bytes] = []
-        last: Key | None = None
-        more = False
-        for k in keys:
-            entry = objects[k]
-            if predicate is None or predicate(entry.obj):
-                if limit and len(items) >= limit:
-                    more = True
-                    break
-                items.append(entry.raw)
-                last = k
-        token = _encode_continue(list_rv, last) if more and last is not None else None
-        remaining = None
-        if more and predicate is None and last is not None:
-            remaining = len(keys) - bisect.bisect_right(keys, last)
+            snapshot = self._snapshots.get((*snapshot_id, list_rv))
+            if snapshot is None:  # forgotten: continue from the current state
+                snapshot = self._matching(ks, predicate)
+            start_index = bisect.bisect_right(snapshot[0], start)
+        else:
+            list_rv = self.rv
+            snapshot = self._matching(ks, predicate)
+        keys, raws = snapshot
+        end = min(len(raws), start_index + limit) if limit else len(raws)
+        items = raws[start_index:end]
+        more = end < len(raws)
+        token = _encode_continue(list_rv, keys[end - 1]) if more and end > start_index else None
+        snapshots = self._snapshots
+        if more:
+            snapshots[(*snapshot_id, list_rv)] = snapshot
+            snapshots.move_to_end((*snapshot_id, list_rv))
+            while len(snapshots) > 128:
+                snapshots.popitem(last=False)
+        else:
+            snapshots.pop((*snapshot_id, list_rv), None)
+        remaining = len(raws) - end if more and not label_selector and not field_selector else None
         return items, list_rv, token, remaining
+
+    @staticmethod
+    def _matching(ks: KindStore, predicate: Predicate | None) -> tuple[list[Key], list[bytes]]:
+        objects = ks.objects
+        keys = sorted(objects)
+        if predicate is not None:
+            keys = [k for k in keys if predicate(objects[k].obj)]
+        return keys, [objects[k].raw for k in keys]
 
     def watch(
         self,

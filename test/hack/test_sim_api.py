@@ -615,3 +615,21 @@ async def test_labels_are_validated_and_system_namespaces_protected(core: client
     with pytest.raises(ApiException) as err:
         await core.delete_namespace("kube-system")
     assert err.value.status == 403
+
+
+async def test_paginated_list_is_a_consistent_snapshot(core: client.CoreV1Api) -> None:
+    for i in range(6):
+        await core.create_namespaced_config_map(
+            "default", {"metadata": {"name": f"cm-{i}"}, "data": {"v": "old"}}
+        )
+    first = await core.list_namespaced_config_map("default", limit=3)
+    assert first.metadata.remaining_item_count == 3
+    # Changes after the first page do not leak into the next ones.
+    await core.delete_namespaced_config_map("cm-4", "default")
+    await core.create_namespaced_config_map("default", {"metadata": {"name": "cm-9"}})
+    await core.patch_namespaced_config_map("cm-5", "default", {"data": {"v": "new"}})
+    second = await core.list_namespaced_config_map("default", limit=3, _continue=first.metadata._continue)
+    assert [c.metadata.name for c in second.items] == ["cm-3", "cm-4", "cm-5"]
+    assert second.items[2].data == {"v": "old"}
+    assert second.metadata.resource_version == first.metadata.resource_version
+    assert not second.metadata._continue
