@@ -633,3 +633,22 @@ async def test_paginated_list_is_a_consistent_snapshot(core: client.CoreV1Api) -
     assert second.items[2].data == {"v": "old"}
     assert second.metadata.resource_version == first.metadata.resource_version
     assert not second.metadata._continue
+
+
+async def test_dynamic_client_discovers_and_uses_resources(api: client.ApiClient) -> None:
+    from kubernetes_asyncio.dynamic import DynamicClient
+
+    dynamic = await DynamicClient(api)
+    queues = await dynamic.resources.get(api_version="scheduling.volcano.sh/v1beta1", kind="Queue")
+    await dynamic.create(
+        queues,
+        body={
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "q"},
+            "spec": {"weight": 1},
+        },
+    )
+    assert [q.metadata.name for q in (await dynamic.get(queues)).items] == ["q"]
+    nodes = await dynamic.resources.get(api_version="v1", kind="Node")
+    assert len((await dynamic.get(nodes)).items) == 3
