@@ -83,20 +83,16 @@ def place_tasks(
             job.fit_errors[task.uid] = cached[1]
             job.job_fit_error = cached[1]
             return False
-        cand = ssn.feasible_rows(task, rows)
-        if len(cand) and not ssn.checks_resources:
-            cand = cand[fit_mask(ssn, task, cand)]
-        if not len(cand):
+        choice = ssn.best_placement(task, rows)
+        if choice is None:
             message = explain(ssn, task, rows)
             if rows is None and task.template:
                 unfit[task.template] = (table.version, message)
             job.fit_errors[task.uid] = message
             job.job_fit_error = message
             return False
-        now = fit_mask(ssn, task, cand, future=False)
-        pick = cand[now] if now.any() else cand
-        best = ssn.best_row(task, pick, ssn.node_scores(task, pick))
-        if now.any():
+        best, now = choice
+        if now:
             stmt.allocate(task, node_list[best].name)
             if stats is not None:
                 stats.placed += 1

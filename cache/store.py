@@ -360,6 +360,7 @@ class ClusterCache:
             table.future = self.table.future[rows]
             table._all_rows = None
             table.version = 0
+            table.log = None
             table.ready = self.table.ready[rows]
             table.unschedulable = self.table.unschedulable[rows]
 

@@ -23,6 +23,7 @@ class NodeTable:
         "dims",
         "future",
         "idle",
+        "log",
         "names",
         "pipelined",
         "ready",
@@ -50,6 +51,8 @@ class NodeTable:
         self._all_rows: np.ndarray | None = None
         #: bumped by every write: equal versions mean equal contents (for per-cycle result caches)
         self.version = 0
+        #: when a list: the row of every write, in order (sessions patch per-template caches from it)
+        self.log: list[int] | None = None
 
     # -- shape -------------------------------------------------------------------------------------
     def _grow_rows(self, needed: int) -> None:
@@ -108,6 +111,8 @@ class NodeTable:
         self._set(self.pipelined, row, pipelined)
         self.future[row] = self.idle[row] + self.releasing[row] - self.pipelined[row]
         self.version += 1
+        if self.log is not None:
+            self.log.append(row)
         self.ready[row] = ready
         self.unschedulable[row] = unschedulable
 
@@ -124,6 +129,8 @@ class NodeTable:
         self._set(self.pipelined, row, pipelined)
         self.future[row] = self.idle[row] + self.releasing[row] - self.pipelined[row]
         self.version += 1
+        if self.log is not None:
+            self.log.append(row)
 
     def _set(self, array: np.ndarray, row: int, res: Resource) -> None:
         r = array[row]
@@ -226,6 +233,7 @@ class NodeTable:
         out.future = self.future[:n].copy()
         out._all_rows = None
         out.version = 0
+        out.log = None
         out.ready = self.ready[:n].copy()
         out.unschedulable = self.unschedulable[:n].copy()
         return out

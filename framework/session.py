@@ -65,6 +65,25 @@ class _BulkPred:
     explain: BulkExplain | None
     static: bool
     resource: bool = False
+    #: the result for a node depends on that node alone (for this task): results can be patched
+    #: row by row as nodes change, instead of recomputed over every node
+    local: bool | Callable[[TaskInfo], bool] = False
+
+
+def _is_local(local: bool | Callable[[TaskInfo], bool], task: TaskInfo) -> bool:
+    return local(task) if callable(local) else local
+
+
+class _Placement:
+    """Per pod template: feasibility (future and now) and scores over every row, at a table version."""
+
+    __slots__ = ("feasible", "now", "scores", "version")
+
+    def __init__(self, feasible: np.ndarray, now: np.ndarray, scores: np.ndarray, version: int) -> None:
+        self.feasible = feasible
+        self.now = now
+        self.scores = scores
+        self.version = version
 
 
 @dataclass
@@ -119,6 +138,10 @@ class Session:
         self._chains: dict[str, list[list[Any]]] = {}
         self._bulk_chains: list[list[_BulkPred]] | None = None
         self._static_masks: dict[bytes, np.ndarray] = {}
+        self._score_local: dict[str, bool | Callable[[TaskInfo], bool]] = {}
+        self._placements: dict[bytes, _Placement] = {}
+        self._incremental: dict[bytes, bool] = {}
+        self.table.log = []
         self.event_handlers: list[EventHandler] = []
         self.placements: list[Placement] = []
         #: pod annotations plugins decide with a placement (set in allocate handlers, dropped in
@@ -178,13 +201,16 @@ class Session:
         static: bool = False,
         resource: bool = False,
         part: str = "",
+        local: bool | Callable[[TaskInfo], bool] = False,
     ) -> None:
         """A vectorised predicate over table rows. ``static`` ones depend only on the pod's template and
         the nodes' specs (labels, taints, affinity) and are cached per template for the session.
         ``resource`` ones fail only for lack of free resources, which evicting pods can resolve
-        (preempt and reclaim skip them). One plugin may register several, each under its own ``part``."""
+        (preempt and reclaim skip them). One plugin may register several, each under its own ``part``.
+        ``local`` (or a per-task test) says a node's result depends on that node alone, which lets the
+        session patch cached results row by row (:meth:`best_placement`)."""
         self._fns.setdefault("bulk_predicate", {}).setdefault(name, {})[part] = _BulkPred(
-            fn, explain, static, resource
+            fn, explain, static, resource, local
         )
         self._bulk_chains = None
 
@@ -196,8 +222,13 @@ class Session:
     ) -> None:
         self._add("batch_node_order", name, fn)
 
-    def add_bulk_node_order_fn(self, name: str, fn: BulkScore) -> None:
+    def add_bulk_node_order_fn(
+        self, name: str, fn: BulkScore, local: bool | Callable[[TaskInfo], bool] = False
+    ) -> None:
+        """A vectorised score over rows. ``local`` as for predicates: a row's score depends on that
+        node alone (no normalisation across the rows given)."""
         self._add("bulk_node_order", name, fn)
+        self._score_local[name] = local
 
     def add_best_node_fn(
         self, name: str, fn: Callable[[TaskInfo, dict[float, list[NodeInfo]]], NodeInfo | None]
@@ -533,6 +564,90 @@ class Session:
         if len(ties) == 1:
             return int(ties[0])
         return int(ties[np.argmin(self._name_rank[ties])])
+
+    # -- choosing a node ----------------------------------------------------------------------------
+    def _incremental_ok(self, task: TaskInfo) -> bool:
+        """Whether every predicate and score for this task is node-local and vectorised."""
+        key = task.template
+        ok = self._incremental.get(key)
+        if ok is None:
+            ok = bool(key) and not (
+                self._flat("predicate")
+                or self._flat("node_order")
+                or self._flat("batch_node_order")
+                or self._flat("best_node")
+            )
+            if ok:
+                ok = all(bp.static or _is_local(bp.local, task) for bp in self._bulk_predicates())
+            if ok:
+                fns = self._fns.get("bulk_node_order", {})
+                enabled = set(map(id, self._flat("bulk_node_order")))
+                ok = all(
+                    _is_local(self._score_local.get(name, False), task)
+                    for name, fn in fns.items()
+                    if id(fn) in enabled
+                )
+            self._incremental[key] = ok
+        return ok
+
+    def _placement_entry(self, task: TaskInfo) -> _Placement:
+        table = self.table
+        entry = self._placements.get(task.template)
+        log = table.log
+        if entry is not None and entry.version == table.version:
+            return entry
+        if (
+            entry is not None
+            and log is not None
+            and table.version - entry.version <= max(8, table.rows // 16)
+        ):
+            changed = np.unique(np.asarray(log[len(log) - (table.version - entry.version) :], dtype=np.intp))
+            entry.feasible[changed] = self.feasible_mask(task, changed)
+            entry.now[changed] = table.fits(task.init_resreq, changed, future=False)
+            entry.scores[changed] = self.node_scores(task, changed)
+            entry.version = table.version
+            return entry
+        rows = self.all_rows
+        feasible = self.feasible_mask(task)
+        if not self.checks_resources:
+            feasible &= table.fits(task.init_resreq, rows)
+        entry = _Placement(
+            feasible,
+            table.fits(task.init_resreq, rows, future=False),
+            self.node_scores(task, rows),
+            table.version,
+        )
+        self._placements[task.template] = entry
+        return entry
+
+    def best_placement(self, task: TaskInfo, rows: np.ndarray | None = None) -> tuple[int, bool] | None:
+        """The best node for a task: (row, True) when it fits the node's idle resources now, (row,
+        False) when only once releasing pods are gone (pipeline), None when no node passes.
+
+        For a pod template whose predicates and scores are all node-local, results are cached for
+        the session and patched only on the rows that changed since: per-pod work independent of
+        the node count."""
+        if rows is None and self._incremental_ok(task):
+            entry = self._placement_entry(task)
+            now = entry.feasible & entry.now
+            allocate = bool(now.any())
+            pick = now if allocate else entry.feasible
+            if not allocate and not pick.any():
+                return None
+            scores = np.where(pick, entry.scores, -np.inf)
+            top = scores.max()
+            ties = np.flatnonzero(scores >= top)
+            best = int(ties[0]) if len(ties) == 1 else int(ties[np.argmin(self._name_rank[ties])])
+            return best, allocate
+        cand = self.feasible_rows(task, rows)
+        if len(cand) and not self.checks_resources:
+            cand = cand[self.table.fits(task.init_resreq, cand)]
+        if not len(cand):
+            return None
+        fits_now = self.table.fits(task.init_resreq, cand, future=False)
+        allocate = bool(fits_now.any())
+        pick = cand[fits_now] if allocate else cand
+        return self.best_row(task, pick, self.node_scores(task, pick)), allocate
 
     # -- job-level votes ---------------------------------------------------------------------------
     def job_ready(self, job: JobInfo) -> bool:

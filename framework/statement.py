@@ -121,7 +121,9 @@ class Statement:
         for record in self.operations:
             if record.op is Op.ALLOCATE:
                 annotations = self.ssn.task_annotations.get(record.task.uid)
-                self.ssn.placements.append(Placement(record.task, record.node, dict(annotations) if annotations else {}))
+                self.ssn.placements.append(
+                    Placement(record.task, record.node, dict(annotations) if annotations else {})
+                )
             elif record.op is Op.EVICT:
                 self.ssn.evictions.append(Eviction(record.task, record.reason))
         self.operations.clear()

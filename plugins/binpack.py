@@ -40,7 +40,7 @@ class BinpackPlugin(Plugin):
             self.res_weights[str(name)] = a.int(f"binpack.resources.{name}", 1)
         self.ssn = ssn
         if self.weight:
-            ssn.add_bulk_node_order_fn(self.name, self.score)
+            ssn.add_bulk_node_order_fn(self.name, self.score, local=True)
 
     def score(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         t = self.ssn.table

@@ -526,10 +526,12 @@ class DeviceSharePlugin(Plugin):
             self.row_state[node.row] = state
             self._rows[node.name] = node.row
         DeviceSharePlugin._committed = used
-        ssn.add_bulk_predicate_fn(self.name, self._nodes_pred, self._nodes_explain, part="nodes")
-        ssn.add_bulk_predicate_fn(self.name, self._fit_pred, self._fit_explain, resource=True, part="fit")
+        ssn.add_bulk_predicate_fn(self.name, self._nodes_pred, self._nodes_explain, part="nodes", local=True)
+        ssn.add_bulk_predicate_fn(
+            self.name, self._fit_pred, self._fit_explain, resource=True, part="fit", local=True
+        )
         if self.weight:
-            ssn.add_bulk_node_order_fn(self.name, self._score)
+            ssn.add_bulk_node_order_fn(self.name, self._score, local=True)
         from framework.session import EventHandler
 
         ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))

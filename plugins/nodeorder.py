@@ -79,7 +79,16 @@ class NodeOrderPlugin(Plugin):
         self.ssn = ssn
         self.idx: NodeIndex = node_index(ssn)
         self._static_cache: dict[bytes, np.ndarray] = {}
-        ssn.add_bulk_node_order_fn(self.name, self.score)
+        ssn.add_bulk_node_order_fn(self.name, self.score, local=self._node_local)
+
+    def _node_local(self, task: TaskInfo) -> bool:
+        """Scores depend on each node alone unless preferred pod affinity (normalised across nodes) applies."""
+        aff = task.pod.spec.affinity
+        return (
+            not self.pod_affinity
+            or aff is None
+            or (aff.pod_affinity is None and aff.pod_anti_affinity is None)
+        )
 
     def score(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         ssn = self.ssn

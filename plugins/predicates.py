@@ -60,13 +60,19 @@ class PredicatesPlugin(Plugin):
         self._ports: dict[int, set[tuple[int, str]]] | None = None
         ssn.add_bulk_predicate_fn(self.name, self._static, self._static_explain, static=True, part="static")
         ssn.add_bulk_predicate_fn(
-            self.name, self._resources, self._resources_explain, resource=True, part="fit"
+            self.name, self._resources, self._resources_explain, resource=True, part="fit", local=True
         )
         if self.ports_on:
-            ssn.add_bulk_predicate_fn(self.name, self._ports_fn, self._ports_explain, part="ports")
+            ssn.add_bulk_predicate_fn(
+                self.name, self._ports_fn, self._ports_explain, part="ports", local=True
+            )
         if self.pod_affinity_on:
             ssn.add_bulk_predicate_fn(
-                self.name, self._pod_affinity, self._pod_affinity_explain, part="podaffinity"
+                self.name,
+                self._pod_affinity,
+                self._pod_affinity_explain,
+                part="podaffinity",
+                local=self._affinity_free,
             )
 
     # -- static ------------------------------------------------------------------------------------
@@ -229,6 +235,13 @@ class PredicatesPlugin(Plugin):
             if bad.any():
                 out[R_EXISTING_ANTI] = bad[rows]
         return out
+
+    def _affinity_free(self, task: TaskInfo) -> bool:
+        """No pod (anti-)affinity is involved for this task: the rule passes every node, node by node."""
+        aff = task.pod.spec.affinity
+        return (aff is None or (aff.pod_affinity is None and aff.pod_anti_affinity is None)) and not (
+            self._existing_anti_terms()
+        )
 
     def _pod_affinity(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         aff = task.pod.spec.affinity
