@@ -11,7 +11,7 @@ import logging
 import os
 import random
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,7 +191,11 @@ class ApiClient:
             raise ApiError(0, type(exc).__name__, str(exc)) from None
 
     async def stream_lines(
-        self, path: str, params: Mapping[str, str], timeout: float | None = None
+        self,
+        path: str,
+        params: Mapping[str, str],
+        timeout: float | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[bytes]:
         """A watch: yields one raw JSON line per event. Lines may be any length (no readline limit)."""
         self.requests += 1
@@ -203,6 +207,8 @@ class ApiClient:
             ) as resp:
                 if resp.status >= 300:
                     raise error_from(resp.status, await resp.read(), resp.headers)
+                if on_open is not None:
+                    on_open()
                 buffer = b""
                 async for chunk in resp.content.iter_any():
                     buffer += chunk

@@ -182,6 +182,10 @@ class Informers:
     def synced(self) -> bool:
         return all(r.synced.is_set() for r in self.reflectors.values())
 
+    def fresh(self) -> bool:
+        """Every kind listed and currently connected (or only briefly cut off)."""
+        return all(r.fresh() for r in self.reflectors.values())
+
     def unsynced(self) -> list[str]:
         return [name for name, r in self.reflectors.items() if not r.synced.is_set()]
 

@@ -114,7 +114,22 @@ class Reflector(Generic[T]):
         self.on_event = on_event
         self.resource_version = ""
         self.synced = asyncio.Event()
+        self.failing_since: float | None = None
         self.stats = ReflectorStats()
+
+    def _connected(self) -> None:
+        self.failing_since = None
+
+    def _failing(self) -> None:
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+
+    def fresh(self, grace: float = 1.0) -> bool:
+        """Listed, and not cut off from the server for longer than ``grace`` seconds: what a cycle
+        needs so it does not place pods by a picture the cluster has moved away from."""
+        if not self.synced.is_set():
+            return False
+        return self.failing_since is None or time.monotonic() - self.failing_since < grace
 
     def _decode_obj(self, raw: bytes) -> T | None:
         try:
@@ -155,6 +170,7 @@ class Reflector(Generic[T]):
         self.handler.replace(objects)
         self.resource_version = version
         self.synced.set()
+        self._connected()
         log.debug("%s: listed %d objects at resourceVersion %s", self.name, len(objects), version)
 
     async def watch(self) -> None:
@@ -167,7 +183,9 @@ class Reflector(Generic[T]):
             timeoutSeconds=str(self.watch_timeout),
         )
         self.stats.watches += 1
-        async for line in self.client.stream_lines(self.path, params, timeout=self.watch_timeout + 30):
+        async for line in self.client.stream_lines(
+            self.path, params, timeout=self.watch_timeout + 30, on_open=self._connected
+        ):
             try:
                 event = _event_decoder.decode(line)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -233,6 +251,8 @@ class Reflector(Generic[T]):
                     await asyncio.sleep(backoff_delay(0, base=0.2))
                 continue
             except Expired as exc:
+                # Until the re-list, this kind may have missed anything: no cycle should trust it.
+                self.synced.clear()
                 self.stats.expired += 1
                 log.info("%s: watch expired (%s); re-listing", self.name, exc)
                 need_list = True
@@ -244,16 +264,20 @@ class Reflector(Generic[T]):
                 self.stats.errors += 1
                 self.stats.last_error = str(exc)
                 if exc.code == 410:
+                    self.synced.clear()
                     need_list = True
                     continue
+                self._failing()
                 if need_list and exc.code == 404 and self.optional:
                     # The kind is not served here (a CRD not installed): treat it as empty for now.
                     self.handler.replace([])
                     self.synced.set()
+                    self._connected()
                     await asyncio.sleep(30)
                     continue
                 log.warning("%s: %s failed: %s", self.name, "list" if need_list else "watch", exc)
             except Exception as exc:
+                self._failing()
                 self.stats.errors += 1
                 self.stats.last_error = repr(exc)
                 log.exception("%s: unexpected error", self.name)

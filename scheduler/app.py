@@ -95,7 +95,7 @@ class SchedulerApp:
         return self.informers is not None and self.informers.synced()
 
     def can_schedule(self) -> bool:
-        return self._leading and self.conf.loaded and self.synced()
+        return self._leading and self.conf.loaded and self.informers is not None and self.informers.fresh()
 
     def readiness(self) -> tuple[bool, str]:
         if self.informers is None:
@@ -117,6 +117,8 @@ class SchedulerApp:
             "waiting_for_podgroup": sum(len(v) for v in c.waiting.values()),
             "cycles": self.loop.stats.cycles if self.loop else 0,
             "bound": self.binder.bound_count if self.binder else 0,
+            "binds_issued": self.binder.issued_count if self.binder else 0,
+            "binds_failed": self.binder.failed_count if self.binder else 0,
             "bind_failures": {k: v.reason for k, v in list(self.binder.failures.items())[-20:]}
             if self.binder
             else {},
@@ -211,7 +213,7 @@ class SchedulerApp:
                     ElectionConfig(
                         namespace=namespace,
                         name=opts.lease_name,
-                        identity=opts.identity,
+                        identity=identity,
                         lease_duration=opts.lease_duration,
                         renew_deadline=opts.renew_deadline,
                         retry_period=opts.retry_period,

@@ -94,6 +94,7 @@ class Binder:
         self.failures: dict[str, BindFailure] = {}
         self.bound_count = 0
         self.failed_count = 0
+        self.issued_count = 0
         self.requests = 0
 
     # -- the Binder protocol (called on the loop, never blocks) ------------------------------------
@@ -110,6 +111,7 @@ class Binder:
                 self.cache.forget_assumption(uid)
                 continue
             self._issued[uid] = now
+            self.issued_count += 1
             gang = self._gangs.setdefault(placement.task.job or placement.task.uid, _Gang())
             gang.outstanding += 1
             self._queue.put_nowait(placement)

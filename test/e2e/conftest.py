@@ -67,7 +67,7 @@ class GangAllocate(Action):
                     job.fit_errors[task.uid] = f"0/{n} nodes are available: {n} Insufficient cpu."
 
 
-def test_registry() -> tuple[Registry, str]:
+def e2e_registry() -> tuple[Registry, str]:
     """The real actions and plugins when they are there, else the minimal gang allocate."""
     real = builtin_registry()
     if "allocate" in real.actions and "gang" in real.plugins:
@@ -250,7 +250,7 @@ async def api(kubeconfig: str) -> AsyncIterator[Api]:
 
 @pytest.fixture
 def conf_file(tmp_path: Path) -> tuple[Registry, Path]:
-    registry, text = test_registry()
+    registry, text = e2e_registry()
     path = tmp_path / "scheduler.conf"
     path.write_text(text)
     return registry, path
