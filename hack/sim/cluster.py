@@ -237,7 +237,7 @@ class SimCluster:
         """Delete events older than the TTL, as a real API server's storage does; returns how many."""
         cutoff = rfc3339((time.time() if now is None else now) - self.event_ttl)
         expired = 0
-        for res in (resource("events"), resource("events", "events.k8s.io")):
+        for res in (resource("events"),):  # events.k8s.io/v1 Events are the same objects
             for obj in self.store.objects(res):
                 meta = obj["metadata"]
                 if meta.get("creationTimestamp", "") < cutoff:

@@ -203,6 +203,8 @@ NAMESPACES = resource("namespaces")
 DEPLOYMENTS = resource("deployments", "apps")
 REPLICASETS = resource("replicasets", "apps")
 PRIORITY_CLASSES = resource("priorityclasses", "scheduling.k8s.io")
+CORE_EVENTS = resource("events")
+EVENTS_V1 = resource("events", "events.k8s.io")
 
 SERVER_VERSION = {
     "major": "1",

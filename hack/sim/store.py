@@ -30,8 +30,9 @@ from .patch import (
     merge_patch,
     strategic_merge_patch,
 )
-from .resources import NAMESPACES, PODS, PRIORITY_CLASSES, RESOURCES, Resource
+from .resources import CORE_EVENTS, EVENTS_V1, NAMESPACES, PODS, PRIORITY_CLASSES, RESOURCES, Resource
 from .selectors import Predicate, make_filter
+from .views import event_to_core, event_to_view
 
 Key = tuple[str, str]  # (namespace or "", name)
 Listener = Callable[["WatchEvent"], None]
@@ -96,10 +97,19 @@ def event_line(type_: str, raw: bytes) -> bytes:
 class Watcher:
     """One watch stream's buffer: the store pushes ready-made JSON lines, the server drains them."""
 
-    __slots__ = ("bookmarks", "closed", "lines", "max_lines", "predicate", "resource", "wake")
+    __slots__ = ("bookmarks", "closed", "lines", "max_lines", "predicate", "render", "resource", "wake")
 
-    def __init__(self, resource: Resource, predicate: Predicate | None, bookmarks: bool, max_lines: int):
+    def __init__(
+        self,
+        resource: Resource,
+        predicate: Predicate | None,
+        bookmarks: bool,
+        max_lines: int,
+        render: Callable[[dict[str, Any]], bytes] | None = None,
+    ):
         self.resource = resource
+        # For a view of another kind's storage: how to serialise a stored object as this kind.
+        self.render = render
         self.predicate = predicate
         self.bookmarks = bookmarks
         self.lines: list[bytes] = []
@@ -119,6 +129,9 @@ class Watcher:
             self.wake.set()
 
     def offer(self, ev: WatchEvent) -> None:
+        if self.render is not None:
+            self._offer_rendered(ev)
+            return
         p = self.predicate
         if p is None:
             self.push(ev.line)
@@ -133,6 +146,20 @@ class Watcher:
             self.push(ev.line if matched_before or ev.type == ADDED else event_line(ADDED, ev.raw))
         elif matched_before:
             self.push(event_line(DELETED, ev.raw))
+
+    def _offer_rendered(self, ev: WatchEvent) -> None:
+        assert self.render is not None
+        p = self.predicate
+        now_matches = p is None or p(ev.obj)
+        matched_before = ev.prev is not None and (p is None or p(ev.prev))
+        if ev.type == DELETED:
+            type_ = DELETED if now_matches else None
+        elif now_matches:
+            type_ = ev.type if matched_before or ev.type == ADDED else ADDED
+        else:
+            type_ = DELETED if matched_before else None
+        if type_ is not None:
+            self.push(event_line(type_, self.render(ev.obj)))
 
     def close(self) -> None:
         self.closed = True
@@ -251,6 +278,12 @@ class Store:
     ):
         self.rv = 0
         self.kinds: dict[str, KindStore] = {r.id: KindStore(r, history_size) for r in RESOURCES}
+        # view id -> (stored resource, to storage form, to view form)
+        self.views: dict[
+            str, tuple[Resource, Callable[[Any], Any], Callable[[dict[str, Any]], dict[str, Any]]]
+        ] = {EVENTS_V1.id: (CORE_EVENTS, event_to_core, event_to_view)}
+        for view_id, (stored, _to, _from) in self.views.items():
+            self.kinds[view_id] = self.kinds[stored.id]
         self.listeners: dict[str, list[Listener]] = {}
         self.owners: dict[str, set[tuple[str, Key]]] = {}
         self.uids: dict[str, tuple[str, Key]] = {}
@@ -265,6 +298,31 @@ class Store:
 
     def kind(self, res: Resource) -> KindStore:
         return self.kinds[res.id]
+
+    def _filter(
+        self, res: Resource, namespace: str | None, label_selector: str | None, field_selector: str | None
+    ) -> Predicate | None:
+        predicate = make_filter(res, namespace if res.namespaced else None, label_selector, field_selector)
+        view = self.views.get(res.id)
+        if view is None or predicate is None:
+            return predicate
+        to_view = view[2]
+        inner = predicate
+        return lambda obj: inner(to_view(obj))
+
+    def _render(self, res: Resource) -> Callable[[dict[str, Any]], bytes] | None:
+        view = self.views.get(res.id)
+        if view is None:
+            return None
+        to_view = view[2]
+        return lambda obj: orjson.dumps(to_view(obj))
+
+    def _as_view(self, res: Resource, entry: Entry) -> Entry:
+        view = self.views.get(res.id)
+        if view is None:
+            return entry
+        obj = view[2](entry.obj)
+        return Entry(obj, orjson.dumps(obj))
 
     def subscribe(self, res: Resource, listener: Listener) -> None:
         self.listeners.setdefault(res.id, []).append(listener)
@@ -349,15 +407,19 @@ class Store:
     # ---- reads ----------------------------------------------------------------------------------------
 
     def get(self, res: Resource, namespace: str, name: str) -> Entry:
-        return self._entry(res, namespace, name)[2]
+        return self._as_view(res, self._entry(res, namespace, name)[2])
 
     def get_obj(self, res: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         entry = self.kinds[res.id].objects.get((namespace if res.namespaced else "", name))
-        return entry.obj if entry is not None else None
+        if entry is None:
+            return None
+        return self._as_view(res, entry).obj if res.id in self.views else entry.obj
 
     def objects(self, res: Resource, namespace: str | None = None) -> list[dict[str, Any]]:
         items = self.kinds[res.id].objects.items()
-        return [e.obj for (ns, _n), e in items if namespace is None or ns == namespace]
+        found = [e.obj for (ns, _n), e in items if namespace is None or ns == namespace]
+        view = self.views.get(res.id)
+        return [view[2](o) for o in found] if view is not None else found
 
     def list(
         self,
@@ -375,7 +437,8 @@ class Store:
         """
         ks = self.kinds[res.id]
         scope = namespace if res.namespaced else None
-        predicate = make_filter(res, scope, label_selector, field_selector)
+        predicate = self._filter(res, scope, label_selector, field_selector)
+        render = self._render(res)
         snapshot_id = (res.id, scope, label_selector, field_selector)
         start_index = 0
         snapshot: tuple[list[Key], list[bytes]] | None = None
@@ -390,11 +453,11 @@ class Store:
                 )
             snapshot = self._snapshots.get((*snapshot_id, list_rv))
             if snapshot is None:  # forgotten: continue from the current state
-                snapshot = self._matching(ks, predicate)
+                snapshot = self._matching(ks, predicate, render)
             start_index = bisect.bisect_right(snapshot[0], start)
         else:
             list_rv = self.rv
-            snapshot = self._matching(ks, predicate)
+            snapshot = self._matching(ks, predicate, render)
         keys, raws = snapshot
         end = min(len(raws), start_index + limit) if limit else len(raws)
         items = raws[start_index:end]
@@ -412,11 +475,15 @@ class Store:
         return items, list_rv, token, remaining
 
     @staticmethod
-    def _matching(ks: KindStore, predicate: Predicate | None) -> tuple[list[Key], list[bytes]]:
+    def _matching(
+        ks: KindStore, predicate: Predicate | None, render: Callable[[dict[str, Any]], bytes] | None = None
+    ) -> tuple[list[Key], list[bytes]]:
         objects = ks.objects
         keys = sorted(objects)
         if predicate is not None:
             keys = [k for k in keys if predicate(objects[k].obj)]
+        if render is not None:
+            return keys, [render(objects[k].obj) for k in keys]
         return keys, [objects[k].raw for k in keys]
 
     def watch(
@@ -431,8 +498,9 @@ class Store:
     ) -> Watcher:
         """Register a watcher with its replay already buffered; no await happens between the two."""
         ks = self.kinds[res.id]
-        predicate = make_filter(res, namespace if res.namespaced else None, label_selector, field_selector)
-        w = Watcher(res, predicate, allow_bookmarks, self.watch_buffer_lines)
+        predicate = self._filter(res, namespace, label_selector, field_selector)
+        render = self._render(res)
+        w = Watcher(res, predicate, allow_bookmarks, self.watch_buffer_lines, render)
         if resource_version not in (None, "", "0") and not send_initial_events:
             try:
                 since = int(resource_version)  # type: ignore[arg-type]
@@ -459,7 +527,7 @@ class Store:
             for k in sorted(objects):
                 entry = objects[k]
                 if predicate is None or predicate(entry.obj):
-                    w.push(event_line(ADDED, entry.raw))
+                    w.push(event_line(ADDED, entry.raw if render is None else render(entry.obj)))
             if send_initial_events and allow_bookmarks:
                 w.push(self.bookmark_line(res, initial_events_end=True))
         ks.watchers.add(w)
@@ -479,6 +547,9 @@ class Store:
     # ---- writes ---------------------------------------------------------------------------------------
 
     def create(self, res: Resource, namespace: str, body: Any) -> Entry:
+        view = self.views.get(res.id)
+        if view is not None:
+            return self._as_view(res, self.create(view[0], namespace, view[1](body)))
         if not isinstance(body, dict):
             raise bad_request("the body of the request is not a JSON object")
         ks = self.kinds[res.id]
@@ -680,6 +751,9 @@ class Store:
     def replace(
         self, res: Resource, namespace: str, name: str, body: Any, subresource: str | None = None
     ) -> Entry:
+        view = self.views.get(res.id)
+        if view is not None:
+            return self._as_view(res, self.replace(view[0], namespace, name, view[1](body), subresource))
         ks, key, entry = self._entry(res, namespace, name)
         return self._update(ks, key, entry, body, subresource)
 
@@ -714,7 +788,8 @@ class Store:
                 raise bad_request(f"error decoding patch: {exc}") from exc
         else:
             patch = body
-        doc = orjson.loads(entry.raw)
+        view = self.views.get(res.id)
+        doc = orjson.loads(entry.raw) if view is None else view[2](orjson.loads(entry.raw))
         if ct == MERGE_PATCH:
             if not isinstance(patch, dict):
                 raise bad_request(
@@ -729,6 +804,8 @@ class Store:
                     "json: cannot unmarshal array into Go value of type map[string]interface {}"
                 )
             new = strategic_merge_patch(doc, patch)
+        if view is not None:
+            return self._as_view(res, self._update(ks, key, entry, view[1](new), subresource))
         return self._update(ks, key, entry, new, subresource)
 
     def _update(self, ks: KindStore, key: Key, entry: Entry, body: Any, subresource: str | None) -> Entry:
@@ -856,6 +933,9 @@ class Store:
     def delete(
         self, res: Resource, namespace: str, name: str, options: dict[str, Any] | None = None
     ) -> Entry:
+        view = self.views.get(res.id)
+        if view is not None:
+            return self._as_view(res, self.delete(view[0], namespace, name, options))
         options = options or {}
         ks, key, entry = self._entry(res, namespace, name)
         obj = entry.obj

@@ -652,3 +652,53 @@ async def test_dynamic_client_discovers_and_uses_resources(api: client.ApiClient
     assert [q.metadata.name for q in (await dynamic.get(queues)).items] == ["q"]
     nodes = await dynamic.resources.get(api_version="v1", kind="Node")
     assert len((await dynamic.get(nodes)).items) == 3
+
+
+async def test_events_are_one_store_seen_through_both_apis(sim: SimCluster, api: client.ApiClient) -> None:
+    import aiohttp
+    import orjson
+
+    events_v1 = client.EventsV1Api(api)
+    core = client.CoreV1Api(api)
+    rv = (await events_v1.list_namespaced_event("default")).metadata.resource_version
+    await events_v1.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "scheduled"},
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reason": "Scheduled",
+            "note": "placed 4 pods",
+            "action": "Binding",
+            "reportingController": "caldera",
+            "reportingInstance": "caldera-0",
+            "type": "Normal",
+            "regarding": {"kind": "PodGroup", "name": "job", "namespace": "default"},
+        },
+    )
+    as_core = await core.read_namespaced_event("scheduled", "default")
+    assert as_core.message == "placed 4 pods" and as_core.involved_object.name == "job"
+    assert as_core.reporting_component == "caldera"
+    await core.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "started"},
+            "involvedObject": {"kind": "Pod", "name": "p"},
+            "reason": "Started",
+            "message": "hi",
+            "eventTime": "2026-01-01T00:00:01.000000Z",
+        },
+    )
+    as_v1 = await events_v1.read_namespaced_event("started", "default")
+    assert as_v1.note == "hi" and as_v1.regarding.name == "p"
+    listed = await events_v1.list_namespaced_event("default", field_selector="regarding.kind=Pod")
+    assert [e.metadata.name for e in listed.items] == ["started"]
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {sim.token}"}) as http:
+        path = (
+            f"/apis/events.k8s.io/v1/namespaces/default/events?watch=1&timeoutSeconds=1&resourceVersion={rv}"
+        )
+        async with http.get(f"{sim.url}{path}") as resp:
+            lines = [orjson.loads(line) for line in (await resp.read()).splitlines()]
+    assert [e["object"]["metadata"]["name"] for e in lines] == ["scheduled", "started"]
+    assert lines[1]["object"]["apiVersion"] == "events.k8s.io/v1" and lines[1]["object"]["note"] == "hi"
+    await events_v1.delete_namespaced_event("started", "default")
+    assert [e.metadata.name for e in (await core.list_namespaced_event("default")).items] == ["scheduled"]
