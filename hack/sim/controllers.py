@@ -49,9 +49,27 @@ class Kubelet:
         self._task: asyncio.Task[None] | None = None
         self._ip_counter = 0
         store.subscribe(PODS, self._on_pod)
+        store.subscribe(NODES, self._on_node)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-kubelet")
+
+    def _on_node(self, ev: WatchEvent) -> None:
+        if ev.type == DELETED:
+            # The pod garbage collector's job: pods bound to a node that no longer exists are deleted.
+            name = ev.obj["metadata"]["name"]
+            self.store.defer(lambda: self._collect_orphans(name))
+
+    def _collect_orphans(self, node_name: str) -> None:
+        if self.store.get_obj(NODES, "", node_name) is not None:
+            return  # re-created meanwhile
+        for pod in self.store.objects(PODS):
+            if pod["spec"].get("nodeName") == node_name:
+                meta = pod["metadata"]
+                try:
+                    self.store.delete(PODS, meta["namespace"], meta["name"], {"gracePeriodSeconds": 0})
+                except ApiError:
+                    pass
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -308,3 +308,15 @@ async def test_pods_on_a_not_ready_node_stay_pending(core: client.CoreV1Api, sim
     await core.create_namespaced_pod("default", pod_manifest("p", node_name="down-0"))
     await asyncio.sleep(0.2)
     assert await phase(core, "p") == "Pending"
+
+
+async def test_pods_of_a_deleted_node_are_collected(core: client.CoreV1Api) -> None:
+    await core.create_namespaced_pod("default", pod_manifest("p", node_name="node-2"))
+    await core.create_namespaced_pod("default", pod_manifest("q", node_name="node-1"))
+    await core.delete_node("node-2")
+
+    async def collected() -> bool:
+        names = {p.metadata.name for p in (await core.list_namespaced_pod("default")).items}
+        return names == {"q"}
+
+    await eventually(collected)
