@@ -125,6 +125,8 @@ class ApiServer:
             if request.method != "GET":
                 return _error(ApiError(405, "MethodNotAllowed", "the server does not allow this method"))
             return _json(doc)
+        if path.startswith("/sim/"):
+            return await self._control(request, path)
         try:
             return await self._resource_request(request, path)
         except _Throttled as err:
@@ -241,6 +243,57 @@ class ApiServer:
         raise ApiError(
             405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
         )
+
+    async def _control(self, request: web.Request, path: str) -> web.Response:
+        """Run-time control of a `serve` process: GET /sim/stats, POST /sim/faults, /sim/compact, /sim/drop-watches."""
+        try:
+            if path == "/sim/stats" and request.method == "GET":
+                return _json(orjson.dumps(self.stats()))
+            if request.method != "POST":
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method")
+            if path == "/sim/faults":
+                changes = await _body(request) or {}
+                if not isinstance(changes, dict):
+                    raise bad_request("a JSON object of fault fields is expected")
+                for key, value in changes.items():
+                    if key.startswith("_") or key in ("target", "seed") or not hasattr(self.faults, key):
+                        raise bad_request(f"unknown fault {key!r}")
+                    setattr(self.faults, key, value)
+                return _json(
+                    orjson.dumps(
+                        {
+                            k: v
+                            for k, v in vars(self.faults).items()
+                            if not k.startswith("_") and k != "target"
+                        }
+                    )
+                )
+            if path == "/sim/compact":
+                self.store.compact()
+                return _json(orjson.dumps({"compactedAt": self.store.rv}))
+            if path == "/sim/drop-watches":
+                dropped = self.drop_watches(abort=request.query.get("abort") in _TRUE)
+                return _json(orjson.dumps({"dropped": dropped}))
+            raise _NOT_FOUND_PATH
+        except ApiError as err:
+            return _error(err)
+
+    def stats(self) -> dict[str, Any]:
+        kinds = {}
+        for res_id, ks in self.store.kinds.items():
+            if ks.res.id == res_id:  # views share their storage: count it once
+                kinds[res_id] = {
+                    "objects": len(ks.objects),
+                    "history": len(ks.history),
+                    "watchers": len(ks.watchers),
+                }
+        return {
+            "resourceVersion": self.store.rv,
+            "bindings": self.store.bindings,
+            "requests": dict(self.requests),
+            "watches": len(self.watches),
+            "kinds": kinds,
+        }
 
     async def _fault(self, request: web.Request) -> None:
         """Run before every resource request: request hooks, then the configured faults."""

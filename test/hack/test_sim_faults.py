@@ -155,3 +155,33 @@ async def test_request_hooks_see_every_resource_request(sim: SimCluster, core: c
     assert err.value.status == 503
     assert seen == ["POST /api/v1/namespaces/default/pods", "POST /api/v1/namespaces/default/pods/p/binding"]
     assert sim.get("pods", "p")["spec"].get("nodeName") is None
+
+
+async def test_a_running_server_is_controlled_over_http(sim: SimCluster, core: client.CoreV1Api) -> None:
+    async with aiohttp.ClientSession(headers=auth(sim)) as http:
+        async with http.post(f"{sim.url}/sim/faults", json={"error_429_rate": 1.0}) as resp:
+            assert resp.status == 200 and (await resp.json())["error_429_rate"] == 1.0
+        with pytest.raises(ApiException) as err:
+            await core.list_namespaced_pod("default")
+        assert err.value.status == 429
+        async with http.post(f"{sim.url}/sim/faults", json={"error_429_rate": 0.0, "latency": 0.0}) as resp:
+            assert resp.status == 200
+        async with http.post(f"{sim.url}/sim/faults", json={"nonsense": 1}) as resp:
+            assert resp.status == 400
+        rv = (await core.list_namespaced_pod("default")).metadata.resource_version
+        await core.create_namespaced_pod("default", pod_manifest("a"))
+        async with http.post(f"{sim.url}/sim/compact") as resp:
+            assert resp.status == 200
+        async with http.get(f"{sim.url}/api/v1/namespaces/default/pods?watch=1&resourceVersion={rv}") as resp:
+            assert b'"code":410' in await resp.content.readline()
+        async with http.get(f"{sim.url}/api/v1/pods?watch=1") as watch_resp:
+            await asyncio.sleep(0.05)
+            async with http.post(f"{sim.url}/sim/drop-watches") as resp:
+                assert (await resp.json())["dropped"] == 1
+            await asyncio.wait_for(watch_resp.read(), 2)
+        async with http.get(f"{sim.url}/sim/stats") as resp:
+            stats = await resp.json()
+        assert stats["kinds"]["pods"]["objects"] == 1 and stats["requests"]["POST"] >= 1
+    async with aiohttp.ClientSession() as anonymous:
+        async with anonymous.post(f"{sim.url}/sim/compact") as resp:
+            assert resp.status == 401
