@@ -160,6 +160,7 @@ class ApiServer:
             rest = rest[2:]
         if not group and namespace is not None and rest[0] == "bindings" and len(rest) == 1:
             await self._fault(request)
+            self.requests[request.method] += 1
             body = await _body(request)
             name = ((body or {}).get("metadata") or {}).get("name", "")
             self.store.bind(namespace, name, body)

@@ -35,6 +35,7 @@ from .selectors import Predicate, make_filter
 from .views import event_to_core, event_to_view
 
 Key = tuple[str, str]  # (namespace or "", name)
+Snapshot = tuple[list[Key], list[bytes]]  # matching keys in order, and their serialised objects
 Listener = Callable[["WatchEvent"], None]
 
 ADDED = "ADDED"
@@ -477,7 +478,7 @@ class Store:
     @staticmethod
     def _matching(
         ks: KindStore, predicate: Predicate | None, render: Callable[[dict[str, Any]], bytes] | None = None
-    ) -> tuple[list[Key], list[bytes]]:
+    ) -> Snapshot:
         objects = ks.objects
         keys = sorted(objects)
         if predicate is not None:

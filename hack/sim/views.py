@@ -22,7 +22,7 @@ def event_to_core(obj: Any) -> Any:
     out: dict[str, Any] = {"apiVersion": "v1", "kind": "Event"}
     for key, value in obj.items():
         if key not in ("apiVersion", "kind"):
-            out[_TO_CORE.get(key, key)] = value
+            out[_TO_CORE.get(str(key), str(key))] = value
     return out
 
 
