@@ -507,6 +507,29 @@ class Store:
                 since = int(resource_version)  # type: ignore[arg-type]
             except ValueError as exc:
                 raise bad_request(f"invalid resource version: {resource_version}") from exc
+            if since > self.rv:
+                # A version this server never issued (e.g. from before a restart): the client must re-list.
+                w.push(
+                    event_line(
+                        "ERROR",
+                        ApiError(
+                            504,
+                            "Timeout",
+                            f"Too large resource version: {since}, current: {self.rv}",
+                            {
+                                "causes": [
+                                    {
+                                        "reason": "ResourceVersionTooLarge",
+                                        "message": "Too large resource version",
+                                    }
+                                ],
+                                "retryAfterSeconds": 1,
+                            },
+                        ).body(),
+                    )
+                )
+                w.close()
+                return w
             if since < ks.horizon:
                 w.push(
                     event_line(

@@ -183,3 +183,12 @@ async def test_a_consumer_too_far_behind_is_cut_off(sim: SimCluster) -> None:
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "default"}}
         )
     assert watcher.closed
+
+
+async def test_watch_from_a_version_never_issued_asks_for_a_relist(
+    sim: SimCluster, core: client.CoreV1Api
+) -> None:
+    future = sim.store.rv + 1000
+    events = await raw_watch(sim, f"/api/v1/namespaces/default/pods?watch=1&resourceVersion={future}", 1)
+    assert events[0]["type"] == "ERROR" and events[0]["object"]["code"] == 504
+    assert events[0]["object"]["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
