@@ -93,3 +93,22 @@ async def test_a_pod_waits_for_its_podgroup(api: Api, start_scheduler) -> None:
 
 async def _bound(api: Api, name: str) -> str:
     return (await api.node_of()).get(name, "")
+
+
+async def test_http_endpoints(api: Api, start_scheduler) -> None:
+    import aiohttp
+
+    await api.node("n1")
+    await api.gang("m", 1)
+    running = await start_scheduler()
+    await eventually(lambda: _bound(api, "m-0"))
+    port = running.app.http.port  # type: ignore[union-attr]
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{port}/readyz") as resp:
+            assert resp.status == 200 and "synced" in await resp.text()
+        async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+            assert resp.status == 200
+        async with http.get(f"http://127.0.0.1:{port}/metrics") as resp:
+            text = await resp.text()
+    assert 'volcano_schedule_attempts_total{result="scheduled"}' in text
+    assert 'caldera_binds_total{result="bound"}' in text

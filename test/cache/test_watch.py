@@ -1,0 +1,172 @@
+"""List-then-watch against a scripted API server: paging, events, bookmarks, malformed objects,
+410 and the re-list that notices deletes, and lines longer than any read buffer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import msgspec
+import pytest
+from aiohttp import web
+
+from cache.client import ApiClient, ClusterConfig
+from cache.informer import KindHandler
+from cache.store import ClusterCache
+from cache.watch import Reflector
+from framework.objects import Node
+from hack.scenario import node_dict
+
+enc = msgspec.json.encode
+
+
+class FakeApi:
+    """Serves /api/v1/nodes: lists from ``self.nodes`` (two per page), watches from scripted lines."""
+
+    def __init__(self) -> None:
+        self.nodes: list[dict[str, Any]] = []
+        self.rv = "10"
+        self.watches: list[list[bytes]] = []  # one script per watch request
+        self.watch_params: list[dict[str, str]] = []
+        self.lists = 0
+        self.closing = asyncio.Event()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch"):
+            self.watch_params.append(dict(request.query))
+            resp = web.StreamResponse()
+            await resp.prepare(request)
+            # Each watch plays the next script; with none queued it idles until one is (or the test ends).
+            while not self.watches and not self.closing.is_set():
+                await asyncio.sleep(0.01)
+            for line in self.watches.pop(0) if self.watches else []:
+                await resp.write(line)
+            return resp
+        if not request.query.get("continue"):
+            self.lists += 1
+        start = int(request.query.get("continue") or 0)
+        page = self.nodes[start : start + 2]
+        more = start + 2 < len(self.nodes)
+        meta = {"resourceVersion": self.rv, **({"continue": str(start + 2)} if more else {})}
+        return web.Response(body=enc({"kind": "NodeList", "metadata": meta, "items": page}))
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[tuple[FakeApi, ApiClient]]:
+    api = FakeApi()
+    app = web.Application()
+    app.router.add_get("/api/v1/nodes", api.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}", token="t"))
+    yield api, client
+    api.closing.set()
+    await client.close()
+    await runner.cleanup()
+
+
+def event(kind: str, obj: Any) -> bytes:
+    return enc({"type": kind, "object": obj}) + b"\n"
+
+
+def node_obj(name: str, rv: str, cpu: str = "8") -> dict[str, Any]:
+    d = node_dict(name, cpu=cpu)
+    d["metadata"]["resourceVersion"] = rv
+    return d
+
+
+async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    for _ in range(int(timeout / 0.01)):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met")
+
+
+async def test_list_pages_then_watch_events_bookmarks_and_malformed_objects(fake) -> None:
+    api, client = fake
+    api.nodes = [node_obj(f"n{i}", "5") for i in range(5)]
+    malformed = {"metadata": {"name": "bad", "resourceVersion": "12"}, "status": {"allocatable": "not-a-map"}}
+    api.watches = [
+        [
+            event("ADDED", node_obj("n5", "11")),
+            event("ADDED", malformed),
+            event("MODIFIED", node_obj("n0", "13", cpu="4")),
+            event("DELETED", node_obj("n1", "14")),
+            event("BOOKMARK", {"kind": "Node", "metadata": {"resourceVersion": "20"}}),
+        ]
+    ]
+    cache = ClusterCache()
+    reflector = Reflector(
+        client, "/api/v1/nodes", Node, KindHandler(cache.upsert_node, cache.delete_node), page_size=2
+    )
+    task = asyncio.create_task(reflector.run())
+    try:
+        await until(lambda: reflector.resource_version == "20")
+        assert api.lists == 1 and reflector.synced.is_set()
+        assert sorted(cache.nodes) == ["n0", "n2", "n3", "n4", "n5"]
+        assert cache.nodes["n0"].allocatable.get("cpu") == 4000
+        assert reflector.stats.skipped == 1 and reflector.stats.bookmarks == 1
+        # The stream ended: the next watch resumes from the bookmark, without a re-list.
+        await until(lambda: len(api.watch_params) == 2)
+        assert api.watch_params[1]["resourceVersion"] == "20" and api.lists == 1
+        assert api.watch_params[0]["allowWatchBookmarks"] == "true"
+    finally:
+        task.cancel()
+
+
+async def test_410_relists_and_notices_deletes_made_meanwhile(fake) -> None:
+    api, client = fake
+    api.nodes = [node_obj("keep", "5"), node_obj("gone", "5")]
+    cache = ClusterCache()
+    reflector = Reflector(client, "/api/v1/nodes", Node, KindHandler(cache.upsert_node, cache.delete_node))
+    task = asyncio.create_task(reflector.run())
+    try:
+        await until(lambda: "gone" in cache.nodes)
+        api.nodes = [node_obj("keep", "5"), node_obj("new", "30")]  # "gone" was deleted while we were away
+        api.rv = "30"
+        api.watches.append(
+            [event("ERROR", {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"})]
+        )
+        await until(lambda: api.lists == 2)
+        await until(lambda: "new" in cache.nodes)
+        assert sorted(cache.nodes) == ["keep", "new"]
+        assert reflector.stats.expired == 1 and reflector.resource_version == "30"
+    finally:
+        task.cancel()
+
+
+async def test_lines_longer_than_any_buffer_arrive_whole(fake) -> None:
+    api, client = fake
+    big = node_obj("big", "11")
+    big["metadata"]["annotations"] = {"blob": "x" * 300_000}
+    line = event("ADDED", big)
+    api.watches = [[line[:1000], line[1000:200_000], line[200_000:]]]
+    cache = ClusterCache()
+    reflector = Reflector(client, "/api/v1/nodes", Node, KindHandler(cache.upsert_node, cache.delete_node))
+    task = asyncio.create_task(reflector.run())
+    try:
+        await until(lambda: "big" in cache.nodes)
+        assert reflector.stats.skipped == 0
+    finally:
+        task.cancel()
+
+
+def test_relist_of_unchanged_objects_costs_nothing() -> None:
+    calls: list[str] = []
+    handler: KindHandler[Any] = KindHandler(
+        lambda o: calls.append(f"up {o.metadata.name}"), lambda o: calls.append(f"del {o.metadata.name}")
+    )
+    a = msgspec.convert(node_obj("a", "1"), Node)
+    b = msgspec.convert(node_obj("b", "1"), Node)
+    handler.replace([a, b])
+    calls.clear()
+    b2 = msgspec.convert(node_obj("b", "2"), Node)
+    handler.replace([a, b2])
+    assert calls == ["up b"]
+    handler.replace([a])
+    assert calls == ["up b", "del b"]

@@ -1,0 +1,180 @@
+"""The binder against a scripted API server: retries, permanent failures, no double binds, gangs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import pytest
+from aiohttp import web
+
+from cache.client import ApiClient, ClusterConfig
+from cache.store import ClusterCache
+from framework.model import TaskStatus
+from framework.session import Placement, SessionResult
+from hack.scenario import gang, load, node
+from scheduler.binder import Binder
+
+
+class BindServer:
+    """Answers each pod's binding with the next code from its script (then 201)."""
+
+    def __init__(self) -> None:
+        self.scripts: dict[str, list[int]] = {}
+        self.calls: dict[str, int] = {}
+        self.bodies: list[dict[str, Any]] = []
+        self.nodes: dict[str, str] = {}
+
+    async def bind(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.calls[name] = self.calls.get(name, 0) + 1
+        self.bodies.append(await request.json())
+        script = self.scripts.get(name) or []
+        code = script.pop(0) if script else 201
+        if code == 201:
+            if name in self.nodes:
+                code = 409
+            else:
+                self.nodes[name] = self.bodies[-1]["target"]["name"]
+                return web.Response(status=201, body=b"{}")
+        reasons = {409: "Conflict", 404: "NotFound", 429: "TooManyRequests", 500: "InternalError"}
+        headers = {"Retry-After": "0"} if code == 429 else {}
+        body = msgspec.json.encode(
+            {"kind": "Status", "code": code, "reason": reasons.get(code, ""), "message": f"scripted {code}"}
+        )
+        return web.Response(status=code, body=body, headers=headers)
+
+    async def get(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        return web.Response(body=msgspec.json.encode({"spec": {"nodeName": self.nodes.get(name, "")}}))
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[BindServer, ApiClient]]:
+    srv = BindServer()
+    app = web.Application()
+    app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", srv.bind)
+    app.router.add_get("/api/v1/namespaces/{ns}/pods/{name}", srv.get)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
+    yield srv, client
+    await client.close()
+    await runner.cleanup()
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.failed: list[tuple[str, str]] = []
+        self.gangs: list[str] = []
+        self.partial: list[tuple[str, int, dict[str, str]]] = []
+
+    def bind_failed(self, task, node, reason) -> None:  # type: ignore[no-untyped-def]
+        self.failed.append((task.name, reason))
+
+    def gang_bound(self, job, placements) -> None:  # type: ignore[no-untyped-def]
+        self.gangs.append(job)
+
+    def gang_partly_bound(self, job, bound, failed) -> None:  # type: ignore[no-untyped-def]
+        self.partial.append((job, len(bound), failed))
+
+    def pod_bound(self, task, node) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
+def assumed(cache: ClusterCache, size: int, name: str = "g") -> list[Placement]:
+    pg, pods = gang(name, size)
+    load(cache, nodes=[node("n1", cpu="64")], podgroups=[pg], pods=pods)
+    placements = [Placement(cache.tasks[p.metadata.uid], "n1") for p in pods]
+    cache.apply(SessionResult(placements=placements))
+    return placements
+
+
+async def settle(binder: Binder) -> None:
+    await asyncio.wait_for(binder._queue.join(), 10)
+
+
+async def test_transient_errors_are_retried_until_bound(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placements = assumed(cache, 2)
+    srv.scripts = {"g-0": [500, 429, 503], "g-1": [429]}
+    obs = Observer()
+    binder = Binder(client, cache, workers=2, observer=obs)
+    binder.start()
+    binder.bind(placements)
+    await settle(binder)
+    await binder.stop()
+    assert srv.calls == {"g-0": 4, "g-1": 2}
+    assert srv.nodes == {"g-0": "n1", "g-1": "n1"}
+    assert all(cache.tasks[p.task.uid].status == TaskStatus.BOUND for p in placements)
+    assert obs.gangs == ["default/g"] and not obs.failed
+    body = srv.bodies[0]
+    assert body["kind"] == "Binding" and body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+
+
+async def test_a_permanent_failure_returns_the_task_to_pending_and_says_why(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placements = assumed(cache, 2)
+    srv.scripts = {"g-1": [404]}
+    obs = Observer()
+    binder = Binder(client, cache, observer=obs)
+    binder.start()
+    binder.bind(placements)
+    await settle(binder)
+    await binder.stop()
+    failed_task = cache.tasks[placements[1].task.uid]
+    assert failed_task.status == TaskStatus.PENDING and failed_task.node_name == ""
+    assert cache.nodes["n1"].used.get("cpu") == 1000, "the failed member's resources are free again"
+    assert srv.calls["g-1"] == 1, "a 404 is not retried"
+    assert obs.failed and "404" in obs.failed[0][1]
+    assert binder.failures[placements[1].task.uid].reason.startswith("404")
+    (job, bound, failed) = obs.partial[0]
+    assert job == "default/g" and bound == 1 and list(failed) == ["default/g-1"]
+
+
+async def test_a_pod_is_never_bound_twice(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placements = assumed(cache, 1)
+    binder = Binder(client, cache)
+    binder.start()
+    binder.bind(placements)
+    binder.bind(placements)  # the same placement again, e.g. from a cycle that saw a stale pod
+    await settle(binder)
+    binder.bind(placements)
+    await settle(binder)
+    await binder.stop()
+    assert srv.calls == {"g-0": 1}
+
+
+async def test_a_retry_that_finds_its_earlier_attempt_landed_counts_as_bound(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placements = assumed(cache, 1)
+    srv.nodes["g-0"] = "n1"  # the first attempt bound it, but its answer was lost as a 500
+    srv.scripts = {"g-0": [500]}
+    binder = Binder(client, cache)
+    binder.start()
+    binder.bind(placements)
+    await settle(binder)
+    await binder.stop()
+    assert binder.bound_count == 1 and not binder.failures
+
+
+async def test_abort_issues_nothing_more_and_releases_the_assumptions(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placements = assumed(cache, 3)
+    binder = Binder(client, cache)  # not started: everything stays queued
+    binder.bind(placements)
+    await binder.abort()
+    binder.bind(placements)
+    assert srv.calls == {}
+    assert all(cache.tasks[p.task.uid].status == TaskStatus.PENDING for p in placements)
