@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import signal
 import sys
@@ -119,14 +118,9 @@ def cluster_from_args(args: argparse.Namespace) -> SimCluster:
         controllers=not args.no_controllers,
         history_size=args.history_size,
         bookmark_interval=args.bookmark_interval,
+        gc_full_interval=args.gc_full_interval or None,
         seed=args.seed,
     )
-
-
-async def _full_collections(interval: float) -> None:
-    while True:
-        await asyncio.sleep(interval)
-        gc.collect()
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -136,20 +130,12 @@ async def serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with sim:
-        if args.gc_full_interval > 0:
-            gc_task = loop.create_task(_full_collections(args.gc_full_interval))
         print(f"caldera-sim: serving {sim.url} kubeconfig={sim.kubeconfig_path}", flush=True)
         await stop.wait()
-        if args.gc_full_interval > 0:
-            gc_task.cancel()
     print("caldera-sim: stopped", flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.gc_full_interval > 0:
-        # Full collections walk every stored object: on a big cluster that is a pause of 100 ms or more
-        # every few seconds while objects pile up. Young generations stay automatic; full ones are timed.
-        gc.set_threshold(10_000, 10, 1_000_000_000)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

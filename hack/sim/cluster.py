@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import ipaddress
 import logging
 import secrets
@@ -75,6 +76,7 @@ class SimCluster:
         bookmark_interval: float = 60.0,
         watch_timeout: tuple[float, float] = (1800.0, 3600.0),
         event_ttl: float = 3600.0,
+        gc_full_interval: float | None = None,
         seed: int | None = None,
     ):
         check_loopback(host)
@@ -105,6 +107,8 @@ class SimCluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._node_index = 0
         self.event_ttl = event_ttl
+        self.gc_full_interval = gc_full_interval
+        self._gc_threshold: tuple[int, int, int] | None = None
 
     @property
     def url(self) -> str:
@@ -138,6 +142,13 @@ class SimCluster:
         self._tasks.append(loop.create_task(self._bookmarks(), name="sim-bookmarks"))
         self._tasks.append(loop.create_task(self._periodic_faults(), name="sim-faults"))
         self._tasks.append(loop.create_task(self._expire_events(), name="sim-event-ttl"))
+        if self.gc_full_interval:
+            # Python's full collections walk every stored object: with a big cluster, a pause of 100 ms or more
+            # every few seconds while objects pile up. Young generations stay automatic; full ones are timed.
+            # This changes the process's collector, so it is for processes that mostly serve the simulator.
+            self._gc_threshold = gc.get_threshold()
+            gc.set_threshold(10_000, 10, 1_000_000_000)
+            self._tasks.append(loop.create_task(self._full_collections(self.gc_full_interval), name="sim-gc"))
         if self._kubeconfig_arg is None:
             self._tmpdir = tempfile.mkdtemp(prefix="caldera-sim-")
             target = Path(self._tmpdir) / "kubeconfig"
@@ -157,6 +168,9 @@ class SimCluster:
             except asyncio.CancelledError:
                 pass
         self._tasks.clear()
+        if self._gc_threshold is not None:
+            gc.set_threshold(*self._gc_threshold)
+            self._gc_threshold = None
         if self.kubelet is not None:
             await self.kubelet.stop()
         if self.controllers is not None:
@@ -244,6 +258,12 @@ class SimCluster:
                     self.store.delete(res, meta["namespace"], meta["name"])
                     expired += 1
         return expired
+
+    @staticmethod
+    async def _full_collections(interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            gc.collect()
 
     async def _expire_events(self) -> None:
         while True:
