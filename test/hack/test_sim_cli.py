@@ -251,3 +251,13 @@ async def test_example_cluster_file_loads() -> None:
         )
         assert created["spec"]["priority"] == 1000
         assert sim.get("pods", "p")["metadata"]["uid"] == created["metadata"]["uid"]
+
+
+async def test_timed_full_collections_are_restored_on_stop() -> None:
+    import gc
+
+    before = gc.get_threshold()
+    async with SimCluster(kubelet=False, gc_full_interval=0.05):
+        assert gc.get_threshold()[2] > 1_000_000
+        await asyncio.sleep(0.1)
+    assert gc.get_threshold() == before
