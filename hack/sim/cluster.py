@@ -116,7 +116,11 @@ class SimCluster:
         return f"http://{host}:{self.port}"
 
     async def __aenter__(self) -> SimCluster:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

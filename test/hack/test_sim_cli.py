@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from kubernetes_asyncio import client, config
 
@@ -261,3 +262,10 @@ async def test_timed_full_collections_are_restored_on_stop() -> None:
         assert gc.get_threshold()[2] > 1_000_000
         await asyncio.sleep(0.1)
     assert gc.get_threshold() == before
+
+
+async def test_a_port_in_use_fails_cleanly() -> None:
+    async with SimCluster(kubelet=False) as first:
+        with pytest.raises(OSError):
+            async with SimCluster(kubelet=False, port=first.port):
+                pass
