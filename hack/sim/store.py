@@ -1211,13 +1211,13 @@ class Store:
         return self._update(ks, key, entry, {"metadata": {}, "status": status}, "status")
 
     def ensure(self, res: Resource, obj: dict[str, Any]) -> Entry:
+        """Create the object unless one of that name exists (namespaced objects default to `default`)."""
         meta = obj.get("metadata") or {}
-        existing = self.get_obj(res, meta.get("namespace", ""), meta.get("name", ""))
+        namespace = (meta.get("namespace") or "default") if res.namespaced else ""
+        existing = self.kinds[res.id].objects.get((namespace, meta.get("name", "")))
         if existing is not None:
-            return self.kinds[res.id].objects[
-                (meta.get("namespace", "") if res.namespaced else "", meta["name"])
-            ]
-        return self.create(res, meta.get("namespace", "") if res.namespaced else "", obj)
+            return self._as_view(res, existing)
+        return self.create(res, namespace, obj)
 
     def dependents(self, owner_uid: str, res: Resource | None = None) -> Iterable[tuple[str, Key]]:
         deps = self.owners.get(owner_uid, ())
