@@ -1,0 +1,82 @@
+"""The simulated cluster as a child process with a control channel: one JSON command per stdin line.
+
+    {"op": "faults", "error_429_rate": 0.3, ...}   set fault knobs (hack.sim.faults.Faults fields)
+    {"op": "clear"}                                 clear every fault
+    {"op": "compact"}                               forget the watch history (clients resuming get 410)
+    {"op": "drop_watches", "abort": false}          close every open watch
+
+`caldera-sim serve` only takes faults at start; the soak needs storms that begin and end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import logging
+import signal
+import sys
+from typing import Any
+
+from hack.sim import SimCluster
+
+log = logging.getLogger("caldera.soak.sim")
+
+
+def apply(sim: SimCluster, command: dict[str, Any]) -> None:
+    op = command.pop("op", "")
+    if op == "faults":
+        sim.set_faults(**command)
+    elif op == "clear":
+        sim.faults.clear()
+    elif op == "compact":
+        sim.compact()
+    elif op == "drop_watches":
+        sim.drop_watches(abort=bool(command.get("abort", False)))
+    else:
+        log.warning("unknown command %r", op)
+
+
+async def main(config: dict[str, Any]) -> None:
+    sim = SimCluster(**config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+
+    async def control() -> None:
+        while True:
+            line = await reader.readline()
+            if not line:  # the driver went away: do not outlive it
+                stop.set()
+                return
+            try:
+                apply(sim, json.loads(line))
+            except Exception:
+                log.exception("bad command %r", line)
+
+    async def collect() -> None:
+        while True:
+            await asyncio.sleep(60)
+            gc.collect()
+
+    async with sim:
+        print(f"caldera-sim: serving {sim.url}", flush=True)
+        tasks = [asyncio.create_task(control()), asyncio.create_task(collect())]
+        await stop.wait()
+        for t in tasks:
+            t.cancel()
+
+
+if __name__ == "__main__":
+    gc.set_threshold(10_000, 10, 1_000_000_000)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = json.loads(sys.argv[1])
+    try:
+        import uvloop
+
+        uvloop.run(main(cfg))
+    except ImportError:
+        asyncio.run(main(cfg))
