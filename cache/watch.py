@@ -114,22 +114,25 @@ class Reflector(Generic[T]):
         self.on_event = on_event
         self.resource_version = ""
         self.synced = asyncio.Event()
-        self.failing_since: float | None = None
+        self._error_at: float | None = None
+        self._open_at = 0.0
         self.stats = ReflectorStats()
 
     def _connected(self) -> None:
-        self.failing_since = None
+        self._open_at = time.monotonic()
 
     def _failing(self) -> None:
-        if self.failing_since is None:
-            self.failing_since = time.monotonic()
+        self._error_at = time.monotonic()
 
-    def fresh(self, grace: float = 1.0) -> bool:
-        """Listed, and not cut off from the server for longer than ``grace`` seconds: what a cycle
-        needs so it does not place pods by a picture the cluster has moved away from."""
+    def fresh(self, settle: float = 0.1) -> bool:
+        """Listed, and connected since the last error for a moment (a server that answers a resumed
+        watch with 410 does so at once): what a cycle needs so that it does not place pods by a
+        picture the cluster has moved away from, e.g. onto a node deleted during an outage."""
         if not self.synced.is_set():
             return False
-        return self.failing_since is None or time.monotonic() - self.failing_since < grace
+        if self._error_at is None:
+            return True
+        return self._open_at > self._error_at and time.monotonic() - self._open_at >= settle
 
     def _decode_obj(self, raw: bytes) -> T | None:
         try:
@@ -253,6 +256,7 @@ class Reflector(Generic[T]):
             except Expired as exc:
                 # Until the re-list, this kind may have missed anything: no cycle should trust it.
                 self.synced.clear()
+                self._failing()
                 self.stats.expired += 1
                 log.info("%s: watch expired (%s); re-listing", self.name, exc)
                 need_list = True
@@ -265,6 +269,7 @@ class Reflector(Generic[T]):
                 self.stats.last_error = str(exc)
                 if exc.code == 410:
                     self.synced.clear()
+                    self._failing()
                     need_list = True
                     continue
                 self._failing()
@@ -272,7 +277,7 @@ class Reflector(Generic[T]):
                     # The kind is not served here (a CRD not installed): treat it as empty for now.
                     self.handler.replace([])
                     self.synced.set()
-                    self._connected()
+                    self._error_at = None
                     await asyncio.sleep(30)
                     continue
                 log.warning("%s: %s failed: %s", self.name, "list" if need_list else "watch", exc)

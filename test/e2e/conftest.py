@@ -98,6 +98,7 @@ class Api:
     def __init__(self, client: ApiClient, namespace: str) -> None:
         self.client = client
         self.ns = namespace
+        self.created_nodes: list[str] = []
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return msgspec.json.decode(await self.client.request("POST", path, body=body))  # type: ignore[no-any-return]
@@ -121,6 +122,7 @@ class Api:
         self, name: str, cpu: str = "4", memory: str = "16Gi", pods: str = "110"
     ) -> dict[str, Any]:
         cap = {"cpu": cpu, "memory": memory, "pods": pods}
+        self.created_nodes.append(name)
         return await self.create(
             "/api/v1/nodes",
             {
@@ -241,8 +243,10 @@ async def api(kubeconfig: str) -> AsyncIterator[Api]:
         await client.request("POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
         created_ns = True
     helper = Api(client, namespace)
-    helper.created_nodes = []  # type: ignore[attr-defined]
     yield helper
+    if REAL_KUBECONFIG:
+        for name in helper.created_nodes:
+            await helper.delete(f"/api/v1/nodes/{name}")
     if created_ns:
         await helper.delete(f"/api/v1/namespaces/{namespace}")
     await client.close()
