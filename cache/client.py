@@ -33,6 +33,8 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        #: set by callers that retry: the error came after at least one earlier attempt
+        self.retried = False
 
     @property
     def transient(self) -> bool:

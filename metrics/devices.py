@@ -183,3 +183,15 @@ class DeviceMetrics:
                 log.exception("vGPU metrics refresh failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=max(0.01, min(refresh, period)))
+
+
+_shared: DeviceMetrics | None = None
+
+
+def shared() -> DeviceMetrics:
+    """The process's device metrics on the global registry (created once: one set of series per process,
+    however many scheduler instances a test runs in it)."""
+    global _shared
+    if _shared is None:
+        _shared = DeviceMetrics()
+    return _shared

@@ -23,6 +23,7 @@ from config.conf import ConfError
 from framework.model import TaskStatus
 from framework.plugin import Registry
 from framework.session import SessionResult
+from metrics import devices as device_metrics
 from metrics import scheduler as m
 from scheduler.binder import Binder
 from scheduler.confsource import ConfSource
@@ -205,6 +206,10 @@ class SchedulerApp:
             if self.conf.kind == "file":
                 background.append(asyncio.create_task(self.conf.watch_file(loop_stop), name="conf-file"))
             background.append(asyncio.create_task(self._watch_sync(loop_stop), name="sync-gauge"))
+            # vGPU device series are set from the cache's truth and reconciled periodically.
+            background.append(
+                asyncio.create_task(device_metrics.shared().run(self.cache, loop_stop), name="device-metrics")
+            )
             self.started.set()
             if opts.leader_elect:
                 namespace = opts.lease_namespace or os.environ.get("POD_NAMESPACE") or "kube-system"

@@ -188,21 +188,52 @@ class Binder:
 
     async def _bind_one(self, placement: Placement) -> None:
         task = placement.task
-        path = f"/api/v1/namespaces/{task.namespace}/pods/{task.name}/binding"
+        pod_path = f"/api/v1/namespaces/{task.namespace}/pods/{task.name}"
+        deadline = self.clock() + self.retry_deadline
+        if placement.annotations:
+            # The decision's annotations (device assignments) go on the pod before the bind, as
+            # device plugins read them when the pod starts. The uid makes the patch a precondition.
+            patch = {"metadata": {"uid": task.uid, "annotations": placement.annotations}}
+            failure = await self._with_retries(
+                task, "PATCH", pod_path, patch, deadline, "application/merge-patch+json"
+            )
+            if failure is not None:
+                self._settle(placement, f"could not annotate the pod before binding: {failure}")
+                return
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
             "metadata": {"name": task.name, "namespace": task.namespace, "uid": task.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
         }
-        deadline = self.clock() + self.retry_deadline
+        failure = await self._with_retries(task, "POST", pod_path + "/binding", body, deadline)
+        if failure is None:
+            self._settle(placement, None, ok=True)
+        elif failure.code == 409 and failure.retried and await self._landed(task, placement.node):
+            # An earlier attempt that seemed to fail did bind it.
+            self._settle(placement, None, ok=True)
+        else:
+            self._settle(placement, _reason(failure))
+
+    async def _with_retries(
+        self,
+        task: TaskInfo,
+        method: str,
+        path: str,
+        body: Any,
+        deadline: float,
+        content_type: str = "application/json",
+    ) -> ApiError | None:
+        """One write, retried on transient errors with backoff (Retry-After honoured). Returns None on
+        success, else the final error (``retried`` set when it was not the first attempt)."""
         attempt = 0
         while True:
             try:
                 self.requests += 1
-                await self.client.request("POST", path, body=body, timeout=self.request_timeout)
-                self._settle(placement, None, ok=True)
-                return
+                await self.client.request(
+                    method, path, body=body, content_type=content_type, timeout=self.request_timeout
+                )
+                return None
             except ApiError as exc:
                 if (
                     exc.transient
@@ -214,16 +245,12 @@ class Binder:
                     delay = (
                         exc.retry_after if exc.retry_after is not None else backoff_delay(attempt, 0.05, 5.0)
                     )
-                    log.debug("bind of %s: %s; retrying in %.2fs", task.key, exc, delay)
+                    log.debug("%s %s for %s: %s; retrying in %.2fs", method, path, task.key, exc, delay)
                     await asyncio.sleep(min(delay, max(0.0, deadline - self.clock())))
                     attempt += 1
                     continue
-                if exc.code == 409 and attempt > 0 and await self._landed(task, placement.node):
-                    # An earlier attempt that seemed to fail did bind it.
-                    self._settle(placement, None, ok=True)
-                    return
-                self._settle(placement, _reason(exc))
-                return
+                exc.retried = attempt > 0
+                return exc
 
     async def _landed(self, task: TaskInfo, node: str) -> bool:
         try:
