@@ -35,7 +35,6 @@ from framework.plugin import Plugin
 from framework.quantity import parse_quantity
 
 if TYPE_CHECKING:
-    from framework.model import NodeInfo
     from framework.session import Event, Session
 
 log = logging.getLogger("caldera.plugins.deviceshare")
@@ -480,11 +479,6 @@ class DeviceSharePlugin(Plugin):
         "deviceshare.*": str,
     }
 
-    #: Decisions committed by earlier sessions, by task uid: (node, assignment text). The cache assumes a
-    #: placement before the pod's annotations come back through the watch; until they do, the pod's
-    #: devices are taken from here so the next cycle does not give them away again.
-    _committed: ClassVar[dict[str, tuple[str, str]]] = {}
-
     def on_session_open(self, ssn: Session) -> None:
         args = self.arguments
         self.enabled = args.bool("deviceshare.VGPUEnable", False)
@@ -510,14 +504,13 @@ class DeviceSharePlugin(Plugin):
         self._released: dict[str, tuple[str, Assignment]] = {}
         #: task uid → the node whose devices it holds in this session
         self._where: dict[str, str] = {}
-        used: dict[str, tuple[str, str]] = {}
         for node in ssn.nodes.values():
             devices = node_devices(node.node)
             if not devices:
                 continue
             state = NodeDevices(devices)
             for task in node.tasks.values():
-                assignment = self._held(task, node, used)
+                assignment = self._held(task)
                 if assignment is not None:
                     state.add_pod(task.uid, assignment)
                     self._where[task.uid] = node.name
@@ -525,7 +518,6 @@ class DeviceSharePlugin(Plugin):
             self.vgpu_rows[node.row] = True
             self.row_state[node.row] = state
             self._rows[node.name] = node.row
-        DeviceSharePlugin._committed = used
         ssn.add_bulk_predicate_fn(self.name, self._nodes_pred, self._nodes_explain, part="nodes", local=True)
         ssn.add_bulk_predicate_fn(
             self.name, self._fit_pred, self._fit_explain, resource=True, part="fit", local=True
@@ -536,25 +528,12 @@ class DeviceSharePlugin(Plugin):
 
         ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
 
-    def on_session_close(self, ssn: Session) -> None:
-        if not self.enabled:
-            return
-        for placement in ssn.placements:
-            text = placement.annotations.get(ASSIGNED_IDS)
-            if text:
-                DeviceSharePlugin._committed[placement.task.uid] = (placement.node, text)
-
-    def _held(self, task: TaskInfo, node: NodeInfo, used: dict[str, tuple[str, str]]) -> Assignment | None:
+    def _held(self, task: TaskInfo) -> Assignment | None:
+        """The devices a placed pod holds, from its assignment annotation (which the cache keeps on an
+        assumed placement until the watch brings the annotated pod back)."""
         if not holds_devices(task):
             return None
-        assignment = pod_assignment(task.pod)
-        if assignment is not None:
-            return assignment
-        remembered = DeviceSharePlugin._committed.get(task.uid)
-        if remembered is not None and remembered[0] == node.name:
-            used[task.uid] = remembered
-            return parse_assignment(remembered[1])
-        return None
+        return pod_assignment(task.pod)
 
     # -- requests ------------------------------------------------------------------------------------
     def _request(self, task: TaskInfo) -> tuple[tuple[ContainerRequest, ...], Filters]:

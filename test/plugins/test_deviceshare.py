@@ -465,7 +465,6 @@ def test_a_restarted_scheduler_rebuilds_device_usage_from_the_pods_annotations()
 
     # a new process: a fresh cache listing the same objects
     fresh = load(ClusterCache(), nodes=nodes)
-    DeviceSharePlugin._committed.clear()  # nothing remembered across the restart
     for p in bound:
         submit(fresh, p)
     registry = make_registry()
