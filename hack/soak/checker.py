@@ -1,0 +1,471 @@
+"""Invariants checked continuously from the API's view (what a user of the cluster sees), never from the
+scheduler's own state.
+
+The checker keeps its own list+watch mirrors of pods, nodes and PodGroups (re-listing after a dropped watch
+or a 410, like any client must), and every `interval` evaluates:
+
+- capacity: no node's bound, unfinished pods request more than its allocatable, and the kubelet never
+  refuses a pod for lack of room (`OutOf<resource>`);
+- gang: no PodGroup with all its pods present and none finished stays bound below its min member for longer
+  than one scheduling period plus the bind allowance (extended by the fault windows it overlaps);
+- bind-once: no pod's `spec.nodeName` ever changes once set;
+- foreign: pods of other schedulers are never bound, annotated or deleted by us;
+- podgroup: every unfinished pod of ours names a PodGroup that exists (within a grace period);
+- fits-bound: a single pod that fits some node (resources, taints, cordons) is bound within a bound time;
+- metrics (with the scraper): leader gauge agrees with the Lease, vGPU gauges with the pods, bind counters
+  with the bindings seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import aiohttp
+import orjson
+
+from hack.sim.quantity import parse_quantity, pod_requests
+from hack.workload import GROUP_ANNOTATION, QUEUE_ANNOTATION, WORKLOAD_LABEL, Api
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+def key_of(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+class Mirror:
+    """A list+watch mirror of one collection, resilient to dropped watches, 410s, 429s and 500s."""
+
+    def __init__(
+        self,
+        api: Api,
+        path: str,
+        on_change: Callable[[str, dict[str, Any] | None, dict[str, Any] | None], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.path = path
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.on_change = on_change
+        self.synced = asyncio.Event()
+        self.relists = 0
+        self.events = 0
+        self.rv = ""
+
+    def _set(self, key: str, obj: dict[str, Any] | None) -> None:
+        old = self.objects.get(key)
+        if obj is None:
+            self.objects.pop(key, None)
+        else:
+            self.objects[key] = obj
+        if self.on_change is not None:
+            self.on_change(key, old, obj)
+
+    async def relist(self) -> None:
+        items, rv = await self.api.list(self.path)
+        fresh = {key_of(o): o for o in items}
+        for key in list(self.objects):
+            if key not in fresh:
+                self._set(key, None)
+        for key, obj in fresh.items():
+            old = self.objects.get(key)
+            if old is None or old["metadata"].get("resourceVersion") != obj["metadata"].get(
+                "resourceVersion"
+            ):
+                self._set(key, obj)
+        self.rv = rv
+        self.relists += 1
+        self.synced.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        need_list = True
+        while not stop.is_set():
+            try:
+                if need_list:
+                    await self.relist()
+                    need_list = False
+                url = f"{self.api.url}{self.path}"
+                params = {"watch": "1", "allowWatchBookmarks": "true", "resourceVersion": self.rv}
+                timeout = aiohttp.ClientTimeout(total=None, sock_read=30)
+                async with self.api.session.get(url, params=params, timeout=timeout) as resp:
+                    if resp.status != 200:
+                        await resp.read()
+                        need_list = resp.status == 410
+                        await asyncio.sleep(0.2)
+                        continue
+                    async for line in resp.content:
+                        if stop.is_set():
+                            return
+                        ev = orjson.loads(line)
+                        kind, obj = ev.get("type"), ev.get("object") or {}
+                        if kind == "ERROR":
+                            need_list = True
+                            break
+                        rv = (obj.get("metadata") or {}).get("resourceVersion")
+                        if rv:
+                            self.rv = rv
+                        if kind == "BOOKMARK":
+                            continue
+                        self.events += 1
+                        self._set(key_of(obj), None if kind == "DELETED" else obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                need_list = True
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.2)
+
+
+@dataclass
+class Violation:
+    at: float  # seconds since the soak started
+    invariant: str
+    detail: str
+
+
+@dataclass
+class FaultWindow:
+    kind: str
+    start: float
+    end: float
+
+
+@dataclass
+class CheckerConfig:
+    period: float = 0.5  # the scheduler's schedule period
+    bind_allowance: float = 2.0  # bind requests in flight after a cycle commits a gang
+    podgroup_grace: float = 5.0
+    fits_bound: float = 15.0  # seconds a fitting single pod may stay unbound
+    fault_recovery: float = 12.0  # extra seconds after a restart/failover window
+    schedulers: tuple[str, ...] = ("caldera",)
+    fits_workloads: tuple[str, ...] = ("besteffort", "deploy", "probe")
+
+
+@dataclass
+class Series:
+    t: list[float] = field(default_factory=list)
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, t: float, **values: float) -> None:
+        self.t.append(t)
+        for k, v in values.items():
+            self.values.setdefault(k, []).append(v)
+
+
+class Checker:
+    def __init__(self, api: Api, config: CheckerConfig, t0: float) -> None:
+        self.api = api
+        self.config = config
+        self.t0 = t0
+        self.pods = Mirror(api, "/api/v1/pods", self._on_pod)
+        self.nodes = Mirror(api, "/api/v1/nodes")
+        self.groups = Mirror(api, "/apis/scheduling.volcano.sh/v1beta1/podgroups")
+        self.queues = Mirror(api, "/apis/scheduling.volcano.sh/v1beta1/queues")
+        self.violations: list[Violation] = []
+        self._seen_violation: set[tuple[str, str]] = set()
+        self.faults: list[FaultWindow] = []
+        self.bound_node: dict[str, str] = {}  # pod uid -> node it was first seen bound to
+        self.created_seen: dict[str, float] = {}  # pod uid -> monotonic time first seen
+        self.bound_latency: list[tuple[float, float]] = []  # (t, first seen -> bound seen) per pod of ours
+        self.bound_total = 0
+        self.foreign: dict[str, dict[str, Any]] = {}  # key -> the foreign pod as created
+        self.partial_since: dict[str, float] = {}
+        self.missing_pg_since: dict[str, float] = {}
+        self.fits_since: dict[str, float] = {}
+        self.max_partial = 0.0
+        self.max_fit_wait = 0.0
+        self.checks = 0
+        self.series = Series()
+        self.bound_by_window = 0
+
+    # -- bookkeeping from the pod watch ----------------------------------------------------------------
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def violate(self, invariant: str, subject: str, detail: str) -> None:
+        if (invariant, subject) in self._seen_violation:
+            return
+        self._seen_violation.add((invariant, subject))
+        self.violations.append(Violation(round(self.now(), 2), invariant, f"{subject}: {detail}"))
+
+    def ours(self, pod: dict[str, Any]) -> bool:
+        return (pod.get("spec") or {}).get("schedulerName", "default-scheduler") in self.config.schedulers
+
+    def _on_pod(self, key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is None:
+            if old is not None and key in self.foreign:
+                self.violate("foreign", key, "a pod of another scheduler was deleted")
+            return
+        uid = new["metadata"].get("uid", key)
+        now = time.monotonic()
+        self.created_seen.setdefault(uid, now)
+        node = new["spec"].get("nodeName") or ""
+        if not node:
+            return
+        first = self.bound_node.get(uid)
+        if first is None:
+            self.bound_node[uid] = node
+            if self.ours(new) and key not in self.foreign:
+                self.bound_total += 1
+                self.bound_by_window += 1
+                self.bound_latency.append((now - self.t0, now - self.created_seen[uid]))
+        elif first != node:
+            self.violate("bind-once", key, f"bound to {first}, then to {node}")
+
+    def add_fault(self, kind: str, start: float, end: float) -> None:
+        self.faults.append(FaultWindow(kind, start, end))
+
+    def fault_extension(self, start: float, end: float) -> float:
+        """Seconds of fault overlapping [start, end]: time the scheduler could not be expected to act."""
+        extra = 0.0
+        for f in self.faults:
+            recovery = self.config.fault_recovery if f.kind in ("restart", "failover") else 2.0
+            lo, hi = max(start, f.start), min(end, f.end + recovery)
+            if hi > lo:
+                extra += hi - lo
+        return extra
+
+    # -- the invariants --------------------------------------------------------------------------------
+    def node_usage(self) -> dict[str, dict[str, Fraction]]:
+        usage: dict[str, dict[str, Fraction]] = {}
+        for pod in self.pods.objects.values():
+            node = pod["spec"].get("nodeName")
+            if not node or (pod.get("status") or {}).get("phase") in TERMINAL:
+                continue
+            u = usage.setdefault(node, {})
+            for r, q in pod_requests(pod["spec"]).items():
+                u[r] = u.get(r, Fraction(0)) + q
+            u["pods"] = u.get("pods", Fraction(0)) + 1
+        return usage
+
+    def check_capacity(self, usage: dict[str, dict[str, Fraction]]) -> None:
+        for name, used in usage.items():
+            node = self.nodes.objects.get(f"/{name}")
+            if node is None:
+                continue
+            alloc = (node.get("status") or {}).get("allocatable") or {}
+            for r, q in used.items():
+                if q <= 0:
+                    continue
+                have = parse_quantity(alloc[r]) if r in alloc else Fraction(0)
+                if q > have:
+                    self.violate(
+                        "capacity", f"{name}/{r}", f"requests {float(q):g} > allocatable {float(have):g}"
+                    )
+        for key, pod in self.pods.objects.items():
+            status = pod.get("status") or {}
+            if status.get("phase") == "Failed" and str(status.get("reason", "")).startswith("OutOf"):
+                self.violate(
+                    "capacity",
+                    key,
+                    f"kubelet refused it: {status.get('reason')} on {pod['spec'].get('nodeName')}",
+                )
+
+    def check_gangs(self, t: float) -> None:
+        by_group: dict[str, list[dict[str, Any]]] = {}
+        for pod in self.pods.objects.values():
+            group = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
+            if group and self.ours(pod):
+                by_group.setdefault(f"{pod['metadata'].get('namespace', '')}/{group}", []).append(pod)
+        limit = self.config.period + self.config.bind_allowance
+        partial_now: set[str] = set()
+        for key, pg in self.groups.objects.items():
+            m = int((pg.get("spec") or {}).get("minMember") or 1)
+            pods = by_group.get(key, [])
+            if m <= 1 or len(pods) < m:
+                continue
+            if any(
+                (p.get("status") or {}).get("phase") in TERMINAL or p["metadata"].get("deletionTimestamp")
+                for p in pods
+            ):
+                continue
+            bound = sum(1 for p in pods if p["spec"].get("nodeName"))
+            if 0 < bound < m:
+                partial_now.add(key)
+                since = self.partial_since.setdefault(key, t)
+                age = t - since
+                self.max_partial = max(self.max_partial, age)
+                if age > limit + self.fault_extension(since, t):
+                    self.violate(
+                        "gang", key, f"{bound}/{m} bound for {age:.1f}s (limit {limit:.1f}s + faults)"
+                    )
+        for key in list(self.partial_since):
+            if key not in partial_now:
+                del self.partial_since[key]
+
+    def check_foreign(self) -> None:
+        for key, created in self.foreign.items():
+            pod = self.pods.objects.get(key)
+            if pod is None:
+                continue  # deletion is reported by the watch handler
+            if pod["spec"].get("nodeName") != created["spec"].get("nodeName"):
+                self.violate("foreign", key, f"nodeName changed to {pod['spec'].get('nodeName')!r}")
+            if GROUP_ANNOTATION in (pod["metadata"].get("annotations") or {}):
+                self.violate("foreign", key, "annotated with a PodGroup")
+            conds = [c.get("type") for c in (pod.get("status") or {}).get("conditions") or []]
+            if not created["spec"].get("nodeName") and "PodScheduled" in conds:
+                self.violate("foreign", key, "got a PodScheduled condition")
+
+    def check_podgroups(self, t: float) -> None:
+        missing_now: set[str] = set()
+        for key, pod in self.pods.objects.items():
+            if not self.ours(pod) or (pod.get("status") or {}).get("phase") in TERMINAL:
+                continue
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            group = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
+            if group and f"{pod['metadata'].get('namespace', '')}/{group}" in self.groups.objects:
+                continue
+            missing_now.add(key)
+            since = self.missing_pg_since.setdefault(key, t)
+            if t - since > self.config.podgroup_grace + self.fault_extension(since, t):
+                self.violate(
+                    "podgroup", key, f"no PodGroup ({group or 'not annotated'}) for {t - since:.1f}s"
+                )
+        for key in list(self.missing_pg_since):
+            if key not in missing_now:
+                del self.missing_pg_since[key]
+
+    def queue_of(self, pod: dict[str, Any]) -> str:
+        meta = pod["metadata"]
+        group = (meta.get("annotations") or {}).get(GROUP_ANNOTATION)
+        pg = self.groups.objects.get(f"{meta.get('namespace', '')}/{group}") if group else None
+        if pg is not None:
+            return str((pg.get("spec") or {}).get("queue") or "default")
+        return str((meta.get("annotations") or {}).get(QUEUE_ANNOTATION) or "default")
+
+    def queue_room(self) -> dict[str, dict[str, Fraction]]:
+        """What each queue may still take, by Volcano's proportion semantics: its real capability is the
+        cluster minus every other queue's guarantee (guarantees scaled down to the cluster when they add up
+        to more), capped by its capability, less what its pods hold. A pod of a full queue does not "fit"."""
+        dims = ("cpu", "memory")
+        total = {d: Fraction(0) for d in dims}
+        for node in self.nodes.objects.values():
+            alloc = (node.get("status") or {}).get("allocatable") or {}
+            for d in dims:
+                if d in alloc:
+                    total[d] += parse_quantity(alloc[d])
+        guarantees: dict[str, dict[str, Fraction]] = {}
+        caps: dict[str, dict[str, Fraction]] = {}
+        for q in self.queues.objects.values():
+            spec = q.get("spec") or {}
+            name = q["metadata"]["name"]
+            g = ((spec.get("guarantee") or {}).get("resource")) or {}
+            guarantees[name] = {d: parse_quantity(g[d]) for d in dims if d in g}
+            cap = spec.get("capability") or {}
+            caps[name] = {d: parse_quantity(cap[d]) for d in dims if d in cap}
+        summed = {d: sum((g.get(d, Fraction(0)) for g in guarantees.values()), Fraction(0)) for d in dims}
+        scale = {d: min(Fraction(1), total[d] / summed[d]) if summed[d] else Fraction(1) for d in dims}
+        used: dict[str, dict[str, Fraction]] = {}
+        for pod in self.pods.objects.values():
+            if not self.ours(pod) or not pod["spec"].get("nodeName"):
+                continue
+            if (pod.get("status") or {}).get("phase") in TERMINAL:
+                continue
+            u = used.setdefault(self.queue_of(pod), {d: Fraction(0) for d in dims})
+            req = pod_requests(pod["spec"])
+            for d in dims:
+                u[d] += req.get(d, Fraction(0))
+        room: dict[str, dict[str, Fraction]] = {}
+        for name in set(guarantees) | set(used) | {"default"}:
+            g = guarantees.get(name, {})
+            real = {d: total[d] - summed[d] * scale[d] + g.get(d, Fraction(0)) * scale[d] for d in dims}
+            for d, c in caps.get(name, {}).items():
+                real[d] = min(real[d], c)
+            u = used.get(name, {})
+            room[name] = {d: real[d] - u.get(d, Fraction(0)) for d in dims}
+        return room
+
+    def check_fits_bound(self, t: float, usage: dict[str, dict[str, Fraction]]) -> None:
+        room = self.queue_room()
+        free: list[dict[str, Fraction]] = []
+        for name, node in self.nodes.objects.items():
+            spec, status = node.get("spec") or {}, node.get("status") or {}
+            if spec.get("unschedulable") or any(
+                tt.get("effect") in ("NoSchedule", "NoExecute") for tt in spec.get("taints") or []
+            ):
+                continue
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+            )
+            if not ready:
+                continue
+            alloc = {r: parse_quantity(q) for r, q in (status.get("allocatable") or {}).items()}
+            used = usage.get(name.lstrip("/"), {})
+            free.append(
+                {r: alloc[r] - used.get(r, Fraction(0)) for r in ("cpu", "memory", "pods") if r in alloc}
+            )
+        fitting_now: set[str] = set()
+        for key, pod in self.pods.objects.items():
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get(WORKLOAD_LABEL) not in self.config.fits_workloads and not (
+                labels.get("app", "").startswith("deploy-")
+            ):
+                continue
+            if not self.ours(pod) or pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+                continue
+            if (pod.get("status") or {}).get("phase") in TERMINAL:
+                continue
+            req = pod_requests(pod["spec"])
+            req["pods"] = Fraction(1)
+            # A margin of one more pod's worth: a node that fits exactly may be the one just taken.
+            if not any(all(f.get(r, Fraction(0)) >= 2 * q for r, q in req.items() if q > 0) for f in free):
+                continue
+            qroom = room.get(self.queue_of(pod), {})
+            if any(
+                qroom.get(d, Fraction(0)) < 2 * req.get(d, Fraction(0))
+                for d in ("cpu", "memory")
+                if req.get(d)
+            ):
+                continue
+            fitting_now.add(key)
+            since = self.fits_since.setdefault(key, t)
+            wait = t - since
+            self.max_fit_wait = max(self.max_fit_wait, wait)
+            if wait > self.config.fits_bound + self.fault_extension(since, t):
+                self.violate("fits-bound", key, f"fits a node but unbound for {wait:.1f}s")
+        for key in list(self.fits_since):
+            if key not in fitting_now:
+                del self.fits_since[key]
+
+    def check(self) -> None:
+        t = self.now()
+        usage = self.node_usage()
+        self.check_capacity(usage)
+        self.check_gangs(t)
+        self.check_foreign()
+        self.check_podgroups(t)
+        self.check_fits_bound(t, usage)
+        self.checks += 1
+
+    def pending_count(self) -> int:
+        return sum(
+            1
+            for p in self.pods.objects.values()
+            if self.ours(p)
+            and not p["spec"].get("nodeName")
+            and (p.get("status") or {}).get("phase") not in TERMINAL
+        )
+
+    async def run(self, stop: asyncio.Event, interval: float = 1.0) -> None:
+        mirrors = [
+            asyncio.create_task(m.run(stop)) for m in (self.pods, self.nodes, self.groups, self.queues)
+        ]
+        try:
+            await asyncio.gather(
+                *(m.synced.wait() for m in (self.pods, self.nodes, self.groups, self.queues))
+            )
+            while not stop.is_set():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), interval)
+                self.check()
+        finally:
+            for m in mirrors:
+                m.cancel()
+            await asyncio.gather(*mirrors, return_exceptions=True)
