@@ -90,6 +90,8 @@ class TopologyDecision:
     reason: str = ""
     trials: list[GroupTrial] = field(default_factory=list)
     tiers_tried: list[int] = field(default_factory=list)
+    #: how many more of the gang's pods had to be placed together
+    need: int = 0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -472,7 +474,10 @@ def allocate_in_topology(
             decision.trials = selector.trials
             return decision
     decision.trials = selector.trials
+    decision.need = selector.gang.need
     decision.reason = _reason(topo, req, decision.tiers_tried, selector, job_rows)
+    # kept for the job's explanation (actions/explain.py): failures only
+    ssn.data.setdefault("topology_failures", {})[job.uid] = decision
     if req.mode == SOFT:
         decision.fallback = True
     else:

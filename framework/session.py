@@ -110,6 +110,8 @@ class SessionResult:
     queues: dict[str, QueueInfo] = field(default_factory=dict)
     node_count: int = 0
     duration: float = 0.0
+    #: the session's ``data`` (explanations, queue shares, timings) for the binary to publish
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 class Session:
@@ -786,6 +788,7 @@ class Session:
             queues=self.queues,
             node_count=len(self.nodes),
             duration=time.monotonic() - self.started,
+            data=self.data,
         )
 
 
@@ -804,15 +807,21 @@ def open_session(
             raise KeyError(f"plugin {option.name!r} is not registered")
         plugins[option.name] = cls(option.arguments)
     ssn = Session(snapshot, tiers, plugins, configurations)
+    timings: list[tuple[str, str, float]] = ssn.data.setdefault("plugin_seconds", [])
     for option in options:
+        started = time.perf_counter()
         plugins[option.name].on_session_open(ssn)
+        timings.append((option.name, "OnSessionOpen", time.perf_counter() - started))
     return ssn
 
 
 def close_session(ssn: Session) -> SessionResult:
+    timings: list[tuple[str, str, float]] = ssn.data.setdefault("plugin_seconds", [])
     for plugin in ssn.plugins.values():
+        started = time.perf_counter()
         try:
             plugin.on_session_close(ssn)
         except Exception:  # a plugin's close must not lose the cycle's committed work
             log.exception("plugin %s failed on session close", plugin.name)
+        timings.append((plugin.name, "OnSessionClose", time.perf_counter() - started))
     return ssn.result()

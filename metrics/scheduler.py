@@ -39,3 +39,110 @@ CONF_RELOADS = Counter(
     "caldera_conf_reloads_total", "Scheduler conf reloads, by result (ok, rejected).", ["result"]
 )
 CACHE_SYNCED = Gauge("caldera_cache_synced", "1 once every watched kind has been listed.")
+
+# -- Volcano's scheduler metrics (same names and labels, so existing dashboards keep working) -----
+_MS_BUCKETS = tuple(5 * 2**i for i in range(15))  # Volcano's ExponentialBuckets(5, 2, 15)
+
+OPEN_SESSION_LATENCY = Histogram(
+    "volcano_open_session_duration_milliseconds",
+    "Duration of opening a scheduling session (snapshot and plugins' session open) in milliseconds.",
+    buckets=(0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000),
+)
+ACTION_LATENCY = Histogram(
+    "volcano_action_scheduling_latency_milliseconds",
+    "Action scheduling latency in milliseconds.",
+    ["action"],
+    buckets=(0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000),
+)
+PLUGIN_LATENCY = Histogram(
+    "volcano_plugin_scheduling_latency_milliseconds",
+    "Plugin scheduling latency in milliseconds, at session open and close.",
+    ["plugin", "OnSession"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+)
+TASK_LATENCY = Histogram(
+    "volcano_task_scheduling_latency_milliseconds",
+    "Task scheduling latency in milliseconds (task created to task bound to a node).",
+    buckets=_MS_BUCKETS,
+)
+PREEMPTION_VICTIMS = Gauge(
+    "volcano_pod_preemption_victims", "Number of preemption victims selected in the last cycle."
+)
+# A gauge, not a Counter: prometheus_client would add ``_total`` to the name Volcano exports.
+PREEMPTION_ATTEMPTS = Gauge(
+    "volcano_total_preemption_attempts", "Total preemption attempts in the cluster till now (only grows)."
+)
+UNSCHEDULE_TASK_COUNT = Gauge(
+    "volcano_unschedule_task_count", "Number of tasks of a job that could not be scheduled.", ["job_id"]
+)
+UNSCHEDULE_JOB_COUNT = Gauge("volcano_unschedule_job_count", "Number of jobs that could not be scheduled.")
+QUEUE_ALLOCATED_CPU = Gauge(
+    "volcano_queue_allocated_milli_cpu", "Allocated CPU for one queue.", ["queue_name"]
+)
+QUEUE_ALLOCATED_MEMORY = Gauge(
+    "volcano_queue_allocated_memory_bytes", "Allocated memory for one queue.", ["queue_name"]
+)
+QUEUE_ALLOCATED_SCALAR = Gauge(
+    "volcano_queue_allocated_scalar_resources",
+    "Allocated scalar resources for one queue.",
+    ["queue_name", "resource"],
+)
+QUEUE_REQUEST_CPU = Gauge("volcano_queue_request_milli_cpu", "Requested CPU for one queue.", ["queue_name"])
+QUEUE_REQUEST_MEMORY = Gauge(
+    "volcano_queue_request_memory_bytes", "Requested memory for one queue.", ["queue_name"]
+)
+QUEUE_REQUEST_SCALAR = Gauge(
+    "volcano_queue_request_scalar_resources",
+    "Requested scalar resources for one queue.",
+    ["queue_name", "resource"],
+)
+QUEUE_DESERVED_CPU = Gauge("volcano_queue_deserved_milli_cpu", "Deserved CPU for one queue.", ["queue_name"])
+QUEUE_DESERVED_MEMORY = Gauge(
+    "volcano_queue_deserved_memory_bytes", "Deserved memory for one queue.", ["queue_name"]
+)
+QUEUE_DESERVED_SCALAR = Gauge(
+    "volcano_queue_deserved_scalar_resources",
+    "Deserved scalar resources for one queue.",
+    ["queue_name", "resource"],
+)
+QUEUE_CAPACITY_CPU = Gauge("volcano_queue_capacity_milli_cpu", "Capability CPU of one queue.", ["queue_name"])
+QUEUE_CAPACITY_MEMORY = Gauge(
+    "volcano_queue_capacity_memory_bytes", "Capability memory of one queue.", ["queue_name"]
+)
+QUEUE_CAPACITY_SCALAR = Gauge(
+    "volcano_queue_capacity_scalar_resources",
+    "Capability scalar resources of one queue.",
+    ["queue_name", "resource"],
+)
+QUEUE_SHARE = Gauge("volcano_queue_share", "Share of one queue (allocated over deserved).", ["queue_name"])
+QUEUE_WEIGHT = Gauge("volcano_queue_weight", "Weight of one queue.", ["queue_name"])
+QUEUE_OVERUSED = Gauge("volcano_queue_overused", "1 if one queue is overused.", ["queue_name"])
+JOB_SHARE = Gauge("volcano_job_share", "Dominant resource share of one job.", ["job_ns", "job_id"])
+NAMESPACE_SHARE = Gauge(
+    "volcano_namespace_share", "Dominant resource share of one namespace.", ["namespace_name"]
+)
+
+# -- Caldera's own ---------------------------------------------------------------------------------
+QUEUE_INQUEUE_CPU = Gauge(
+    "caldera_queue_inqueue_milli_cpu", "Minimum CPU of the queue's Inqueue jobs.", ["queue_name"]
+)
+QUEUE_INQUEUE_MEMORY = Gauge(
+    "caldera_queue_inqueue_memory_bytes", "Minimum memory of the queue's Inqueue jobs.", ["queue_name"]
+)
+QUEUE_INQUEUE_SCALAR = Gauge(
+    "caldera_queue_inqueue_scalar_resources",
+    "Minimum scalar resources of the queue's Inqueue jobs.",
+    ["queue_name", "resource"],
+)
+CYCLES_FAILED = Counter("caldera_cycles_failed", "Scheduling cycles that failed (nothing of them was bound).")
+BIND_DURATION = Histogram(
+    "caldera_bind_duration_seconds",
+    "From a placement's hand-over to the binder to its pod being bound.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+BIND_FAILURES = Counter(
+    "caldera_bind_failures",
+    "Binds that failed for good, by reason (conflict, not_found, forbidden, rejected, "
+    "server_error, unreachable, annotate, other).",
+    ["reason"],
+)

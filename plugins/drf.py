@@ -69,3 +69,18 @@ class DrfPlugin(Plugin):
         else:
             self.allocated[task.job] = alloc = safe_sub(alloc, task.resreq)
         self.shares[task.job] = share(alloc, self.total)
+
+    def on_session_close(self, ssn: Session) -> None:
+        # For the binary's volcano_job_share and volcano_namespace_share gauges.
+        ssn.data["job_shares"] = self.shares
+        by_namespace: dict[str, Resource] = {}
+        for uid, alloc in self.allocated.items():
+            job = ssn.jobs.get(uid)
+            if job is None or alloc.is_empty():
+                continue
+            ns = by_namespace.get(job.namespace)
+            if ns is None:
+                by_namespace[job.namespace] = alloc.clone()
+            else:
+                ns.add(alloc)
+        ssn.data["namespace_shares"] = {ns: share(a, self.total) for ns, a in by_namespace.items()}

@@ -326,6 +326,11 @@ class ProportionPlugin(Plugin):
                 "deserved": a.deserved.to_dict(),
                 "allocated": a.allocated.to_dict(),
                 "share": a.share,
+                "request": a.request.to_dict(),
+                "inqueue": a.inqueue.to_dict(),
+                "weight": a.weight,
+                "real_capability": a.real_capability.to_dict(),
+                "overused": a.deserved.less_equal(a.allocated, "zero"),
             }
             for name, a in self.attrs.items()
         }

@@ -16,18 +16,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from cache.client import ApiClient, ClusterConfig
 from cache.informer import Informers
 from cache.store import ClusterCache
 from config.conf import ConfError
-from framework.model import TaskStatus
 from framework.plugin import Registry
 from framework.session import SessionResult
 from metrics import devices as device_metrics
 from metrics import scheduler as m
+from metrics.collectors import WatchCollector, WatchState
 from scheduler.binder import Binder
 from scheduler.confsource import ConfSource
 from scheduler.controllers import Controllers
+from scheduler.debug import DebugApi, Observatory
 from scheduler.evictor import Evictor
 from scheduler.http import HttpServer
 from scheduler.leader import ElectionConfig, LeaderElector
@@ -90,6 +93,10 @@ class SchedulerApp:
         self.http: HttpServer | None = None
         self.controllers: Controllers | None = None
         self._leading = not options.leader_elect
+        self.identity = ""
+        #: metrics and the debug API's memory of the last cycle (scheduler/debug.py)
+        self.observatory = Observatory()
+        self.watch_collector = WatchCollector(self._watch_states)
 
     # -- readiness ---------------------------------------------------------------------------------
     def synced(self) -> bool:
@@ -136,22 +143,41 @@ class SchedulerApp:
             },
         }
 
+    def scheduler_info(self) -> dict[str, Any]:
+        """For /debug/scheduler: who this replica is, whether it leads, and its conf."""
+        elector = self.elector
+        holder = ""
+        if elector is not None:
+            lease = getattr(elector, "_lease", None)
+            spec = getattr(lease, "spec", None)
+            holder = getattr(spec, "holder_identity", "") or ""
+        return {
+            "identity": self.identity,
+            "leader": self._leading,
+            "leader_identity": holder or (self.identity if self._leading else ""),
+            "conf": {
+                "text": self.conf.text,
+                "source": f"{self.conf.kind}:{self.conf.location}" if self.conf.location else self.conf.kind,
+                "loaded_at": self.conf.loaded_at,
+                "last_reload": self.conf.last_reload,
+            },
+        }
+
+    def _watch_states(self) -> list[WatchState]:
+        if self.informers is None:
+            return []
+        return [
+            WatchState(
+                name, r.synced.is_set(), r.stats.lists, r.stats.watches, r.stats.expired, r.stats.errors
+            )
+            for name, r in self.informers.reflectors.items()
+        ]
+
     # -- the cycle observer ------------------------------------------------------------------------
     def _on_cycle(self, result: SessionResult | None, duration: float, error: BaseException | None) -> None:
-        m.CYCLE_DURATION.observe(duration)
-        m.E2E_SCHEDULING_LATENCY.observe(duration * 1000)
+        self.observatory.on_cycle(result, duration, error)
         if error is not None or result is None:
-            m.SCHEDULE_ATTEMPTS.labels("error").inc()
             return
-        if result.placements:
-            m.SCHEDULE_ATTEMPTS.labels("scheduled").inc(len(result.placements))
-        unschedulable = sum(
-            job.count(TaskStatus.PENDING)
-            for job in result.jobs.values()
-            if job.fit_errors or job.job_fit_error
-        )
-        if unschedulable:
-            m.SCHEDULE_ATTEMPTS.labels("unschedulable").inc(unschedulable)
         if self.status is not None:
             self.status.observe(result)
 
@@ -177,7 +203,11 @@ class SchedulerApp:
         self.conf.event_sink = self.status.event
         self.evictor = Evictor(client)
         self.binder = Binder(
-            client, self.cache, workers=opts.bind_workers, observer=self.status, evictor=self.evictor
+            client,
+            self.cache,
+            workers=opts.bind_workers,
+            observer=self.observatory.bind_observer(self.status),
+            evictor=self.evictor,
         )
         self.informers = Informers(
             client,
@@ -196,7 +226,15 @@ class SchedulerApp:
             ready=self.can_schedule,
             on_cycle=self._on_cycle,
         )
-        self.http = HttpServer(opts.listen_address, self.readiness, self.debug_state)
+        self.identity = identity
+        self.http = HttpServer(
+            opts.listen_address,
+            self.readiness,
+            self.debug_state,
+            debug_api=DebugApi(self.observatory, self.scheduler_info),
+        )
+        with contextlib.suppress(ValueError):  # already registered (a second app in one process)
+            REGISTRY.register(self.watch_collector)
         background: list[asyncio.Task[Any]] = []
         loop_stop = asyncio.Event()
         code = EXIT_OK
@@ -287,6 +325,8 @@ class SchedulerApp:
             await self.evictor.stop()
             await self.informers.stop()
             await self.http.stop()
+            with contextlib.suppress(KeyError):
+                REGISTRY.unregister(self.watch_collector)
             await client.close()
             self.exit_code = code
             log.info("caldera-scheduler stopped (exit %d)", code)

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,10 @@ class ConfSource:
         self.reflector: Reflector[ConfigMap] | None = None
         self.last_error = ""
         self.reloads = 0
+        #: for /debug/scheduler: the running conf's text, when it was taken, the last reload's outcome
+        self.text = ""
+        self.loaded_at = 0.0
+        self.last_reload: dict[str, Any] | None = None
         self.rejected = 0
 
     @property
@@ -85,6 +90,7 @@ class ConfSource:
         A ConfigMap conf arrives with its watch (see :meth:`reflector_for`)."""
         if self.kind == "builtin":
             self._conf = parse_conf(DEFAULT_CONF, self.registry)
+            self.text, self.loaded_at = DEFAULT_CONF, time.time()
         elif self.kind == "file":
             try:
                 text = Path(self.location).read_text()
@@ -92,6 +98,7 @@ class ConfSource:
                 raise ConfError(f"cannot read the scheduler conf {self.location}: {exc}") from None
             self._conf = parse_conf(text, self.registry)
             self._digest = hashlib.sha256(text.encode()).hexdigest()
+            self.text, self.loaded_at = text, time.time()
         return self._conf  # type: ignore[return-value]
 
     def offer(self, text: str, origin: str) -> bool:
@@ -105,6 +112,7 @@ class ConfSource:
         except ConfError as exc:
             self.rejected += 1
             self.last_error = str(exc)
+            self.last_reload = {"result": "rejected", "message": str(exc), "at": time.time()}
             m.CONF_RELOADS.labels("rejected").inc()
             keeping = "the last good conf keeps running" if self._conf is not None else "no conf to run yet"
             log.error("rejected the new scheduler conf from %s: %s; %s", origin, exc, keeping)
@@ -115,7 +123,9 @@ class ConfSource:
         first = self._conf is None
         self._conf = conf
         self.last_error = ""
+        self.text, self.loaded_at = text, time.time()
         if not first:
+            self.last_reload = {"result": "ok", "message": "", "at": self.loaded_at}
             self.reloads += 1
             m.CONF_RELOADS.labels("ok").inc()
             log.info("reloaded the scheduler conf from %s: actions %s", origin, ", ".join(conf.actions))

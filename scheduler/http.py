@@ -10,6 +10,8 @@ import msgspec
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from scheduler.debug import DebugApi, NotFound
+
 log = logging.getLogger("caldera.http")
 
 
@@ -19,12 +21,14 @@ class HttpServer:
         address: str,
         ready: Callable[[], tuple[bool, str]],
         debug: Callable[[], dict[str, Any]] | None = None,
+        debug_api: DebugApi | None = None,
     ) -> None:
         host, _, port = address.rpartition(":")
         self.host = host.strip("[]") or "127.0.0.1"
         self.port = int(port or 8080)
         self.ready = ready
         self.debug = debug
+        self.debug_api = debug_api
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -34,6 +38,11 @@ class HttpServer:
         app.router.add_get("/livez", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/debug/state", self._debug)
+        app.router.add_get("/debug/queues", self._debug_queues)
+        app.router.add_get("/debug/jobs", self._debug_jobs)
+        app.router.add_get("/debug/jobs/{namespace}/{name}", self._debug_job)
+        app.router.add_get("/debug/nodes", self._debug_nodes)
+        app.router.add_get("/debug/scheduler", self._debug_scheduler)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -62,3 +71,48 @@ class HttpServer:
     async def _debug(self, request: web.Request) -> web.Response:
         state = self.debug() if self.debug is not None else {}
         return web.Response(body=msgspec.json.encode(state), content_type="application/json")
+
+    # -- the debug API (docs/debug-api.md) ---------------------------------------------------------
+    @staticmethod
+    def _json(doc: Any, status: int = 200) -> web.Response:
+        return web.Response(body=msgspec.json.encode(doc), status=status, content_type="application/json")
+
+    def _api(self) -> DebugApi:
+        if self.debug_api is None:
+            raise web.HTTPServiceUnavailable(
+                body=msgspec.json.encode({"error": "no debug API"}), content_type="application/json"
+            )
+        return self.debug_api
+
+    async def _debug_queues(self, request: web.Request) -> web.Response:
+        return self._json(self._api().queues())
+
+    async def _debug_jobs(self, request: web.Request) -> web.Response:
+        q = request.query
+        try:
+            doc = self._api().jobs(
+                state=q.get("state", "pending"),
+                queue=q.get("queue", ""),
+                offset=int(q.get("offset", "0")),
+                limit=int(q.get("limit", "100")),
+            )
+        except ValueError as exc:
+            return self._json({"error": str(exc)}, 400)
+        return self._json(doc)
+
+    async def _debug_job(self, request: web.Request) -> web.Response:
+        try:
+            doc = self._api().job(request.match_info["namespace"], request.match_info["name"])
+        except NotFound as exc:
+            return self._json({"error": str(exc)}, 404)
+        return self._json(doc)
+
+    async def _debug_nodes(self, request: web.Request) -> web.Response:
+        try:
+            doc = self._api().nodes(request.query.get("group_by", ""))
+        except ValueError as exc:
+            return self._json({"error": str(exc)}, 400)
+        return self._json(doc)
+
+    async def _debug_scheduler(self, request: web.Request) -> web.Response:
+        return self._json(self._api().scheduler())

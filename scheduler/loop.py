@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from actions.explain import explain_session
 from framework.plugin import Arguments, Registry
-from framework.session import Eviction, Placement, SessionResult, close_session, open_session
+from framework.session import Eviction, Placement, Session, SessionResult, close_session, open_session
 from framework.snapshot import Snapshot
 from framework.tiers import SchedulerConf
 
@@ -89,14 +90,21 @@ class SchedulerLoop:
         self.stats.cycles += 1
         conf = self.conf()
         try:
+            opened = time.perf_counter()
             snapshot = self.cache.snapshot()
             ssn = open_session(snapshot, conf.tiers, self.registry.plugins, conf.configurations)
+            ssn.data["open_session_seconds"] = time.perf_counter() - opened
+            ssn.data["node_list"] = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
             try:
+                timings: dict[str, float] = ssn.data.setdefault("action_seconds", {})
                 for name in conf.actions:
                     action = self.registry.actions[name](
                         conf.configurations.get(name) or Arguments(f"action {name!r}")
                     )
+                    t0 = time.perf_counter()
                     action.execute(ssn)
+                    timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+                self._explain(ssn)
             finally:
                 result = close_session(ssn)
             return result, None
@@ -106,6 +114,14 @@ class SchedulerLoop:
             self.stats.last_error = f"{type(exc).__name__}: {exc}"
             log.exception("scheduling cycle %d failed; the next cycle runs as usual", self.stats.cycles)
             return None, exc
+
+    def _explain(self, ssn: Session) -> None:
+        """Why each job left pending is pending (actions/explain.py); a failure here costs the
+        explanations, never the cycle's placements."""
+        try:
+            explain_session(ssn)
+        except Exception:
+            log.exception("explaining cycle %d's pending jobs failed", self.stats.cycles)
 
     def hand_over(self, result: SessionResult | None, error: BaseException | None, started: float) -> None:
         """Assume the placements in the cache and give them to the binder (on the event loop's thread)."""

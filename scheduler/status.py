@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from actions.explain import one_line
 from cache.client import ApiClient, ApiError, backoff_delay
 from cache.store import ClusterCache
 from framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
@@ -55,22 +56,9 @@ class _Write:
 
 
 def gang_message(job: JobInfo) -> str:
-    """Volcano's wording: ``3/4 tasks in gang unschedulable: pod group is not ready, ...``."""
-    pending = job.count(TaskStatus.PENDING)
-    total = len(job.tasks)
-    ready = job.ready_task_num()
-    detail = job.job_fit_error
-    if not detail:
-        reasons: dict[str, int] = {}
-        for msg in job.fit_errors.values():
-            reasons[msg] = reasons.get(msg, 0) + 1
-        detail = "; ".join(f"{msg}" for msg in list(reasons)[:3])
-    head = f"{pending}/{total} tasks in gang unschedulable: pod group is not ready, {ready} ready, {job.min_available} minAvailable"
-    return (
-        f"{head}; {detail}"
-        if detail and not detail.startswith(f"{pending}/{total} tasks")
-        else (detail or head)
-    )
+    """Volcano's wording: ``3/4 tasks in gang unschedulable: pod group is not ready, ...``; the same
+    line as the job's explanation (``/debug/jobs``, ``caldera-scheduler explain``)."""
+    return one_line(job)
 
 
 class StatusUpdater:

@@ -1,0 +1,392 @@
+"""Why a job is pending: one line for the PodGroup condition and the FailedScheduling event, and a
+document with the detail (per role predicate counts, the queue or gang condition that held it,
+the topology groups tried, and what would make it fit).
+
+Built once per cycle after the actions ran, for jobs that failed only (a job with a recorded
+reason, or one its queue held back), never for jobs that were placed. The result is left in
+``ssn.data["explanations"]`` as ``{job uid: document}``; the binary stores and serves it. Role
+detail is computed once per pod template per session, and for at most ``DETAILED_JOBS`` jobs per
+cycle, so an unschedulable backlog costs one evaluation per template, not per job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from actions.helpers import resource_reasons
+from actions.topology import TopologyDecision, session_topology
+from framework.model import JobInfo, TaskInfo, TaskStatus
+from framework.quantity import format_quantity
+from framework.resource import MIN_RESOURCE, Resource
+from framework.session import Session
+
+#: ``ssn.data`` keys: the documents, and the topology decisions that failed (set by actions/topology.py)
+EXPLANATIONS = "explanations"
+TOPOLOGY_FAILURES = "topology_failures"
+#: per cycle, at most this many jobs get per-role detail (the rest keep the one-line reason)
+DETAILED_JOBS = 1000
+#: at most this many topology groups are listed per job, closest first
+MAX_GROUPS = 20
+
+
+def one_line(job: JobInfo) -> str:
+    """The job's reason in one line, Volcano's wording: ``3/4 tasks in gang unschedulable: pod group
+    is not ready, 0 ready, 4 minAvailable; 0/5 nodes are available: 5 Insufficient cpu.``"""
+    pending = job.count(TaskStatus.PENDING)
+    total = len(job.tasks)
+    ready = job.ready_task_num()
+    detail = job.job_fit_error
+    if not detail:
+        reasons: dict[str, int] = {}
+        for msg in job.fit_errors.values():
+            reasons[msg] = reasons.get(msg, 0) + 1
+        detail = "; ".join(list(reasons)[:3])
+    head = (
+        f"{pending}/{total} tasks in gang unschedulable: pod group is not ready, "
+        f"{ready} ready, {job.min_available} minAvailable"
+    )
+    text = (
+        f"{head}; {detail}"
+        if detail and not detail.startswith(f"{pending}/{total} tasks")
+        else (detail or head)
+    )
+    return " ".join(text.split())
+
+
+# ------------------------------------------------------------------------------------------------
+# units
+# ------------------------------------------------------------------------------------------------
+def wire(res: Resource | None) -> dict[str, float]:
+    """A Resource in the units Kubernetes uses on the wire: cpu in cores, memory in bytes, pods as a
+    count, extended resources in their own units (internally they are kept in thousandths)."""
+    if res is None:
+        return {}
+    out: dict[str, float] = {}
+    for name, value in res.to_dict().items():
+        if value != value or value in (float("inf"), float("-inf")):  # NaN or unlimited
+            continue
+        if name == "cpu" or name not in ("memory", "pods"):
+            out[name] = round(value / 1000, 6)
+        else:
+            out[name] = value
+    return out
+
+
+def human(res: Resource) -> str:
+    """``8 cpu and 32Gi memory``: the dimensions a request asks for, in short human form."""
+    parts = []
+    if res.cpu >= MIN_RESOURCE:
+        parts.append(f"{format_quantity(res.cpu, 'cpu')} cpu")
+    if res.memory >= MIN_RESOURCE:
+        parts.append(f"{format_quantity(res.memory, 'memory')} memory")
+    for name, value in sorted(res.scalars.items()):
+        if value >= MIN_RESOURCE:
+            parts.append(f"{value / 1000:g} {name}")
+    if not parts:
+        return "no resources"
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# ------------------------------------------------------------------------------------------------
+# the pass over a session
+# ------------------------------------------------------------------------------------------------
+def explain_session(ssn: Session, limit: int = DETAILED_JOBS) -> dict[str, dict[str, Any]]:
+    """Explain every job this cycle left pending with a reason; jobs held by a missing, closed or
+    overused queue get that reason first (``job.job_fit_error``), so that the PodGroup condition
+    and the event say it too."""
+    out: dict[str, dict[str, Any]] = ssn.data.setdefault(EXPLANATIONS, {})
+    roles_cache: dict[bytes, dict[str, Any]] = {}
+    detailed = 0
+    for job in ssn.jobs.values():
+        pending = job.count(TaskStatus.PENDING)
+        if not pending and not job.job_fit_error:
+            continue
+        if not job.job_fit_error and not job.fit_errors:
+            held = _queue_hold(ssn, job)
+            if held is None:
+                continue  # pending without a failure this cycle (best effort, not reached, ...)
+            job.job_fit_error = held
+        if not pending and not job.tasks:
+            continue
+        with_roles = detailed < limit
+        detailed += with_roles
+        out[job.uid] = explain_job(ssn, job, roles_cache if with_roles else None)
+    return out
+
+
+def _queue_hold(ssn: Session, job: JobInfo) -> str | None:
+    queue = ssn.queues.get(job.queue)
+    if queue is None:
+        return f"queue {job.queue} not found"
+    if not queue.is_open:
+        return f"queue {job.queue} is not open"
+    if job.count(TaskStatus.PENDING) and any(not t.best_effort for t in job.tasks_in(TaskStatus.PENDING)):
+        if ssn.overused(queue):
+            return f"queue {queue.name} is overused: its allocated resources reach its deserved share"
+    return None
+
+
+def explain_job(
+    ssn: Session, job: JobInfo, roles_cache: dict[bytes, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The document of one pending job (see docs/debug-api.md)."""
+    reason = one_line(job)
+    queue_state = _queue_state(ssn, job)
+    roles = _roles(ssn, job, roles_cache) if roles_cache is not None else []
+    topology = _topology(ssn, job)
+    gang = {
+        "min_member": job.min_available,
+        "ready": job.ready_task_num(),
+        "pipelined": job.count(TaskStatus.PIPELINED),
+        "pending": job.count(TaskStatus.PENDING),
+        "valid": job.valid_task_num(),
+        "min_task_member": dict(job.task_min_available),
+    }
+    doc: dict[str, Any] = {
+        "namespace": job.namespace,
+        "name": job.name,
+        "queue": job.queue,
+        "phase": job.phase,
+        "reason": reason,
+        "gang": gang,
+        "queue_state": queue_state,
+        "roles": roles,
+        "topology": topology,
+    }
+    doc["suggestion"] = _suggestion(ssn, job, doc)
+    return doc
+
+
+# ------------------------------------------------------------------------------------------------
+# parts
+# ------------------------------------------------------------------------------------------------
+def _queue_state(ssn: Session, job: JobInfo) -> dict[str, Any]:
+    queue = ssn.queues.get(job.queue)
+    state = {"name": job.queue, "state": "", "held": False, "message": ""}
+    if queue is None:
+        state.update(state="Missing", held=True, message=f"queue {job.queue} does not exist")
+        return state
+    state["state"] = queue.state
+    if not queue.is_open:
+        state.update(held=True, message=f"queue {queue.name} is {queue.state}: nothing is scheduled from it")
+        return state
+    error = job.job_fit_error
+    shares = (ssn.data.get("queue_shares") or {}).get(queue.name) or {}
+    if "queue resource quota insufficient" in error:
+        need = job.min_resources or Resource()
+        cap = Resource.from_resource_list(None)
+        for name, value in (shares.get("real_capability") or {}).items():
+            cap.set(name, value)
+        allocated = _resource(shares.get("allocated"))
+        inqueue = _resource(shares.get("inqueue"))
+        state.update(
+            held=True,
+            message=(
+                f"queue {queue.name} cannot take the job's minimum ({human(need)}): "
+                f"{human(allocated)} allocated and {human(inqueue)} inqueue, "
+                f"capability {_human_capped(queue.capability, cap)}"
+            ),
+        )
+    elif f"queue {queue.name} is at its share" in error or f"queue {queue.name} is overused" in error:
+        deserved = _resource(shares.get("deserved"))
+        allocated = _resource(shares.get("allocated"))
+        state.update(
+            held=True,
+            message=(
+                f"queue {queue.name} is at its deserved share: {human(allocated)} allocated "
+                f"of {human(deserved)} deserved (weight {queue.weight})"
+            ),
+        )
+    return state
+
+
+def _resource(values: dict[str, float] | None) -> Resource:
+    res = Resource()
+    for name, value in (values or {}).items():
+        if value == value and value not in (float("inf"), float("-inf")):
+            res.set(name, value)
+    return res
+
+
+def _human_capped(capability: Resource | None, real: Resource) -> str:
+    if capability is not None and not capability.is_empty():
+        return human(capability)
+    finite = _resource(real.to_dict())
+    return human(finite) if not finite.is_empty() else "unlimited"
+
+
+def _roles(ssn: Session, job: JobInfo, cache: dict[bytes, dict[str, Any]]) -> list[dict[str, Any]]:
+    by_role: dict[str, list[TaskInfo]] = {}
+    for task in job.tasks_in(TaskStatus.PENDING):
+        by_role.setdefault(task.role, []).append(task)
+    out = []
+    for role, tasks in sorted(by_role.items()):
+        tasks.sort(key=lambda t: t.name)
+        rep = tasks[0]
+        key = rep.template or rep.uid.encode()
+        detail = cache.get(key)
+        if detail is None:
+            detail = cache[key] = _role_detail(ssn, rep)
+        out.append({"role": role, "pending": len(tasks), **detail})
+    return out
+
+
+def _role_detail(ssn: Session, task: TaskInfo) -> dict[str, Any]:
+    rows = ssn.all_rows
+    counts = ssn.explain_predicates(task, rows)
+    passed = ssn.feasible_rows(task, rows)
+    for reason, n in resource_reasons(ssn, task, passed).items():
+        counts[reason] = counts.get(reason, 0) + n
+    static = ssn.feasible_rows(task, rows, resources=False)
+    feasible = int(ssn.table.fits(task.init_resreq, passed, True).sum()) if len(passed) else 0
+    return {
+        "request": {k: v for k, v in wire(task.init_resreq).items() if k != "pods"},
+        "nodes": len(rows),
+        "feasible": feasible,
+        "predicates": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        # not in the contract's role fields, but what the suggestion is derived from
+        "static_feasible": len(static),
+        "slots": _slots(ssn, task, static),
+    }
+
+
+def _slots(ssn: Session, task: TaskInfo, rows: np.ndarray) -> int:
+    """How many pods like ``task`` the given nodes could take one by one with their free resources."""
+    if len(rows) == 0:
+        return 0
+    table = ssn.table
+    cols, vals = table.request_vector(task.init_resreq)
+    keep = vals > MIN_RESOURCE
+    cols, vals = cols[keep], vals[keep]
+    if len(cols) == 0:
+        return len(rows) * 1000
+    free = np.maximum(table.future[rows][:, cols], 0.0)
+    per_node = np.floor((free + MIN_RESOURCE) / vals).min(axis=1)
+    return int(per_node.sum())
+
+
+def _topology(ssn: Session, job: JobInfo) -> dict[str, Any] | None:
+    decision: TopologyDecision | None = (ssn.data.get(TOPOLOGY_FAILURES) or {}).get(job.uid)
+    if decision is None:
+        return None
+    topo, _ = session_topology(ssn)
+    need = max(decision.need, 1)
+    trials = [t for t in decision.trials if t.outcome in ("infeasible", "pruned")]
+    trials.sort(key=lambda t: (t.outcome != "infeasible", -t.placed, t.deficit, t.group.tier, t.group.name))
+    groups = []
+    for t in trials[:MAX_GROUPS]:
+        if t.outcome == "infeasible":
+            shortfall = f"{t.placed}/{need} pods placed in a dry run" + (f": {t.detail}" if t.detail else "")
+        else:
+            shortfall = t.detail
+        groups.append(
+            {
+                "name": t.group.name,
+                "tier": t.group.tier,
+                "tier_label": topo.tier_label(t.group.tier),
+                "outcome": "short" if t.outcome == "pruned" else "infeasible",
+                "placed": t.placed,
+                "shortfall": shortfall,
+            }
+        )
+    return {
+        "mode": decision.requirement.mode,
+        "highest_tier": decision.requirement.highest_tier,
+        "tiers_tried": [{"tier": t, "label": topo.tier_label(t)} for t in decision.tiers_tried],
+        "need": decision.need,
+        "groups": groups,
+        "groups_tried": len(trials),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# what would make it fit
+# ------------------------------------------------------------------------------------------------
+def _suggestion(ssn: Session, job: JobInfo, doc: dict[str, Any]) -> str:
+    qs = doc["queue_state"]
+    gang = doc["gang"]
+    error = job.job_fit_error
+    if qs["state"] == "Missing":
+        return f"create queue {job.queue} or submit the job to an existing queue"
+    if qs["held"] and qs["state"] not in ("", "Open"):
+        return f"open queue {job.queue} (it is {qs['state']})"
+    if gang["valid"] < job.min_available:
+        missing = job.min_available - gang["valid"]
+        return (
+            f"needs {_plural(missing, 'more pod')} to reach minMember {job.min_available} "
+            f"(or lower minMember to {gang['valid']})"
+        )
+    if error.startswith("Not enough valid tasks") or "minTaskMember" in error or "min task" in error.lower():
+        short = [
+            f"{role}: {have}/{need_}"
+            for role, need_ in sorted(job.task_min_available.items())
+            if (have := sum(1 for t in job.tasks.values() if t.role == role)) < need_
+        ]
+        if short:
+            return "needs more pods in role " + ", ".join(short)
+    if qs["held"]:
+        if "cannot take the job's minimum" in qs["message"]:
+            return (
+                f"raise queue {job.queue}'s capability or wait for its running jobs to finish "
+                f"(the job's minimum is {human(job.min_resources or Resource())})"
+            )
+        return f"wait for queue {job.queue}'s running jobs to finish, or raise its weight or deserved share"
+    topo = doc["topology"]
+    decision: TopologyDecision | None = (ssn.data.get(TOPOLOGY_FAILURES) or {}).get(job.uid)
+    if topo is not None and decision is not None and topo["groups"]:
+        closest = topo["groups"][0]
+        missing = max(1, decision.need - int(closest["placed"]))
+        req = _first_request(job)
+        label = closest["tier_label"]
+        return (
+            f"needs {_plural(missing, 'more node')} with {human(req)} free in one {label} "
+            f"(closest: {closest['name']}, room for {closest['placed']} of {decision.need} pods)"
+        )
+    for role in doc["roles"]:
+        if role["feasible"] >= role["pending"]:
+            continue
+        req = _resource_from_wire(role["request"])
+        if role["static_feasible"] == 0:
+            top = next(iter(role["predicates"]), "")
+            hint = ""
+            if "taint" in top:
+                hint = ": add a toleration for the nodes' taints, or add untainted nodes"
+            elif "selector" in top or "affinity" in top:
+                hint = ": relax the pods' node selector or affinity, or label more nodes"
+            return f"no node passes the pods' predicates ({top}){hint}"
+        need = _role_need(job, role)
+        missing = need - min(role["slots"], need)
+        if missing <= 0:
+            continue
+        where = f" for role {role['role']}" if role["role"] else ""
+        return f"needs {_plural(missing, 'more node')} with {human(req)} free{where}"
+    return ""
+
+
+def _role_need(job: JobInfo, role: dict[str, Any]) -> int:
+    """How many pending pods of the role must be placed for the job to start."""
+    gang_need = max(0, job.min_available - job.ready_task_num() - job.count(TaskStatus.PIPELINED))
+    role_min = job.task_min_available.get(role["role"])
+    if role_min is not None:
+        have = sum(1 for t in job.tasks.values() if t.role == role["role"] and t.status != TaskStatus.PENDING)
+        return max(0, min(role["pending"], role_min - have))
+    return max(1, min(role["pending"], gang_need or role["pending"]))
+
+
+def _first_request(job: JobInfo) -> Resource:
+    for task in sorted(job.tasks_in(TaskStatus.PENDING), key=lambda t: t.name):
+        return task.init_resreq
+    return Resource()
+
+
+def _resource_from_wire(values: dict[str, float]) -> Resource:
+    res = Resource()
+    for name, value in values.items():
+        res.set(name, value if name in ("memory", "pods") else value * 1000)
+    return res

@@ -1,0 +1,57 @@
+"""Metrics read at scrape time from the running binary's own state (watches, caches), so they are
+exact without touching the hot path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+
+@dataclass
+class WatchState:
+    kind: str
+    synced: bool
+    lists: int
+    watches: int
+    expired: int
+    errors: int
+
+
+class WatchCollector(Collector):
+    """``caldera_cache_kind_synced{kind}``, ``caldera_watch_restarts_total{kind}`` (watch streams
+    opened again after the first), ``caldera_watch_relists_total{kind}`` (re-lists after a 410
+    Expired) and ``caldera_watch_errors_total{kind}``."""
+
+    def __init__(self, source: Callable[[], Iterable[WatchState]]) -> None:
+        self.source = source
+
+    def describe(self) -> Iterator[object]:
+        return iter(())  # collected lazily: no names are reserved at registration
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        synced = GaugeMetricFamily(
+            "caldera_cache_kind_synced", "1 once this watched kind has been listed.", labels=["kind"]
+        )
+        restarts = CounterMetricFamily(
+            "caldera_watch_restarts", "Watch streams reopened after the first, by kind.", labels=["kind"]
+        )
+        relists = CounterMetricFamily(
+            "caldera_watch_relists", "Re-lists after a watch answered 410 Expired, by kind.", labels=["kind"]
+        )
+        errors = CounterMetricFamily("caldera_watch_errors", "Watch errors, by kind.", labels=["kind"])
+        try:
+            states = list(self.source())
+        except Exception:
+            states = []
+        for s in states:
+            synced.add_metric([s.kind], 1.0 if s.synced else 0.0)
+            restarts.add_metric([s.kind], float(max(0, s.watches - 1)))
+            relists.add_metric([s.kind], float(s.expired))
+            errors.add_metric([s.kind], float(s.errors))
+        yield synced
+        yield restarts
+        yield relists
+        yield errors

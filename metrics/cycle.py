@@ -1,0 +1,213 @@
+"""Per-cycle metrics: what a closed session did (latencies, attempts, preemption, unschedulable jobs)
+and the state it left (queues, job and namespace shares).
+
+Labelled series follow the objects they describe: a queue, job or namespace that is gone from the
+cycle has its series removed, so cardinality stays bounded under churn. The work per cycle is
+proportional to queues plus jobs whose value changed (a dict lookup for the others).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import Gauge
+
+from framework.model import QueueInfo, TaskInfo, TaskStatus
+from framework.session import Placement, SessionResult
+from metrics import scheduler as m
+
+_INF = float("inf")
+
+
+def _finite(values: dict[str, float] | None) -> dict[str, float]:
+    return {k: v for k, v in (values or {}).items() if v == v and v not in (_INF, -_INF)}
+
+
+class _Resources:
+    """One resource vector metric family: cpu, memory and a scalar gauge with a resource label."""
+
+    def __init__(self, cpu: Gauge, memory: Gauge, scalar: Gauge) -> None:
+        self.cpu, self.memory, self.scalar = cpu, memory, scalar
+        self.scalars: dict[str, set[str]] = {}
+
+    def set(self, queue: str, values: dict[str, float] | None) -> None:
+        if values is None:
+            self.remove(queue)
+            return
+        values = _finite(values)
+        self.cpu.labels(queue).set(values.get("cpu", 0.0))
+        self.memory.labels(queue).set(values.get("memory", 0.0))
+        names = {k for k in values if k not in ("cpu", "memory", "pods")}
+        for name in names:
+            self.scalar.labels(queue, name).set(values[name])
+        for gone in self.scalars.get(queue, set()) - names:
+            _remove(self.scalar, queue, gone)
+        self.scalars[queue] = names
+
+    def remove(self, queue: str) -> None:
+        _remove(self.cpu, queue)
+        _remove(self.memory, queue)
+        for name in self.scalars.pop(queue, set()):
+            _remove(self.scalar, queue, name)
+
+
+def _remove(gauge: Gauge, *labels: str) -> None:
+    try:
+        gauge.remove(*labels)
+    except KeyError:
+        pass
+
+
+class CycleMetrics:
+    """Feeds the ``volcano_`` and ``caldera_`` metrics from each cycle's result; one per binary."""
+
+    def __init__(self) -> None:
+        self.allocated = _Resources(m.QUEUE_ALLOCATED_CPU, m.QUEUE_ALLOCATED_MEMORY, m.QUEUE_ALLOCATED_SCALAR)
+        self.request = _Resources(m.QUEUE_REQUEST_CPU, m.QUEUE_REQUEST_MEMORY, m.QUEUE_REQUEST_SCALAR)
+        self.deserved = _Resources(m.QUEUE_DESERVED_CPU, m.QUEUE_DESERVED_MEMORY, m.QUEUE_DESERVED_SCALAR)
+        self.capacity = _Resources(m.QUEUE_CAPACITY_CPU, m.QUEUE_CAPACITY_MEMORY, m.QUEUE_CAPACITY_SCALAR)
+        self.inqueue = _Resources(m.QUEUE_INQUEUE_CPU, m.QUEUE_INQUEUE_MEMORY, m.QUEUE_INQUEUE_SCALAR)
+        self.queues: set[str] = set()
+        self.job_shares: dict[str, tuple[str, str, float]] = {}
+        self.namespaces: dict[str, float] = {}
+        self.unschedulable: dict[str, int] = {}
+        self.preemption_attempts = 0
+        #: placements handed to the binder and not yet settled: task uid → hand-over time
+        self.handed: dict[str, float] = {}
+
+    # -- the cycle -------------------------------------------------------------------------------
+    def observe(self, result: SessionResult | None, duration: float, error: BaseException | None) -> None:
+        m.CYCLE_DURATION.observe(duration)
+        m.E2E_SCHEDULING_LATENCY.observe(duration * 1000)
+        if error is not None or result is None:
+            m.CYCLES_FAILED.inc()
+            m.SCHEDULE_ATTEMPTS.labels("error").inc()
+            return
+        data = result.data
+        self._latencies(data)
+        if result.placements:
+            m.SCHEDULE_ATTEMPTS.labels("scheduled").inc(len(result.placements))
+            self._handed(result.placements)
+        self._unschedulable(result)
+        victims = sum(1 for e in result.evictions if e.reason == "preempt")
+        m.PREEMPTION_VICTIMS.set(victims)
+        attempts = int(data.get("preempt_attempts", 0))
+        if attempts:
+            self.preemption_attempts += attempts
+            m.PREEMPTION_ATTEMPTS.set(self.preemption_attempts)
+        self._queues(result.queues, data.get("queue_shares") or {})
+        self._job_shares(result, data.get("job_shares"))
+        self._namespaces(data.get("namespace_shares"))
+
+    def _latencies(self, data: dict[str, Any]) -> None:
+        opened = data.get("open_session_seconds")
+        if opened is not None:
+            m.OPEN_SESSION_LATENCY.observe(opened * 1000)
+        for action, seconds in (data.get("action_seconds") or {}).items():
+            m.ACTION_LATENCY.labels(action).observe(seconds * 1000)
+        for plugin, point, seconds in data.get("plugin_seconds") or ():
+            m.PLUGIN_LATENCY.labels(plugin, point).observe(seconds * 1000)
+
+    def _unschedulable(self, result: SessionResult) -> None:
+        explanations: dict[str, Any] = result.data.get("explanations") or {}
+        now: dict[str, int] = {}
+        for uid in explanations:
+            job = result.jobs.get(uid)
+            if job is None:
+                continue
+            now[uid] = job.count(TaskStatus.PENDING)
+        tasks = sum(now.values())
+        if tasks:
+            m.SCHEDULE_ATTEMPTS.labels("unschedulable").inc(tasks)
+        for uid, count in now.items():
+            if self.unschedulable.get(uid) != count:
+                m.UNSCHEDULE_TASK_COUNT.labels(uid).set(count)
+        for uid in self.unschedulable.keys() - now.keys():
+            _remove(m.UNSCHEDULE_TASK_COUNT, uid)
+        self.unschedulable = now
+        m.UNSCHEDULE_JOB_COUNT.set(len(now))
+
+    def _queues(self, queues: dict[str, QueueInfo], shares: dict[str, dict[str, Any]]) -> None:
+        for name, queue in queues.items():
+            s = shares.get(name) or {}
+            m.QUEUE_WEIGHT.labels(name).set(queue.weight)
+            m.QUEUE_SHARE.labels(name).set(float(s.get("share", 0.0)))
+            m.QUEUE_OVERUSED.labels(name).set(1.0 if s.get("overused") else 0.0)
+            self.allocated.set(name, s.get("allocated") or {})
+            self.request.set(name, s.get("request") or {})
+            self.deserved.set(name, s.get("deserved") or {})
+            self.inqueue.set(name, s.get("inqueue") or {})
+            cap = queue.capability
+            self.capacity.set(name, cap.to_dict() if cap is not None and not cap.is_empty() else None)
+        for gone in self.queues - queues.keys():
+            for gauge in (m.QUEUE_WEIGHT, m.QUEUE_SHARE, m.QUEUE_OVERUSED):
+                _remove(gauge, gone)
+            for family in (self.allocated, self.request, self.deserved, self.inqueue, self.capacity):
+                family.remove(gone)
+        self.queues = set(queues)
+
+    def _job_shares(self, result: SessionResult, shares: dict[str, float] | None) -> None:
+        if shares is None:
+            shares = {}
+        seen: dict[str, tuple[str, str, float]] = {}
+        for uid, value in shares.items():
+            job = result.jobs.get(uid)
+            if job is None:
+                continue
+            entry = (job.namespace, job.name, value)
+            if self.job_shares.get(uid) != entry:
+                m.JOB_SHARE.labels(job.namespace, job.name).set(value)
+            seen[uid] = entry
+        for uid in self.job_shares.keys() - seen.keys():
+            ns, name, _ = self.job_shares[uid]
+            _remove(m.JOB_SHARE, ns, name)
+        self.job_shares = seen
+
+    def _namespaces(self, shares: dict[str, float] | None) -> None:
+        shares = shares or {}
+        for ns, value in shares.items():
+            if self.namespaces.get(ns) != value:
+                m.NAMESPACE_SHARE.labels(ns).set(value)
+        for gone in self.namespaces.keys() - shares.keys():
+            _remove(m.NAMESPACE_SHARE, gone)
+        self.namespaces = dict(shares)
+
+    # -- binds (the binder's observer, beside the status updater) --------------------------------
+    def _handed(self, placements: list[Placement]) -> None:
+        now = time.monotonic()
+        if len(self.handed) > 200_000:  # binds that never settled (a stopped binder): forget them
+            self.handed.clear()
+        for p in placements:
+            self.handed[p.task.uid] = now
+
+    def bound(self, task: TaskInfo) -> None:
+        started = self.handed.pop(task.uid, None)
+        if started is not None:
+            m.BIND_DURATION.observe(time.monotonic() - started)
+        if task.creation > 0:
+            m.TASK_LATENCY.observe(max(0.0, time.time() - task.creation) * 1000)
+
+    def bind_failed(self, task: TaskInfo, reason: str) -> None:
+        self.handed.pop(task.uid, None)
+        m.BIND_FAILURES.labels(bind_failure_kind(reason)).inc()
+
+
+def bind_failure_kind(reason: str) -> str:
+    """A bounded label for a bind failure's free-text reason."""
+    if reason.startswith("could not annotate"):
+        return "annotate"
+    if reason.startswith("no answer"):
+        return "unreachable"
+    code = reason.split(" ", 1)[0]
+    if code == "409":
+        return "conflict"
+    if code == "404":
+        return "not_found"
+    if code in ("401", "403"):
+        return "forbidden"
+    if code.isdigit() and code.startswith("4"):
+        return "rejected"
+    if code.isdigit() and code.startswith("5"):
+        return "server_error"
+    return "other"

@@ -1,0 +1,338 @@
+"""What the binary remembers of its last cycle, and the read-only debug API built from it
+(docs/debug-api.md): ``/debug/queues``, ``/debug/jobs``, ``/debug/jobs/NS/NAME``, ``/debug/nodes``
+and ``/debug/scheduler``. Documents are built on request from references kept at the end of a
+cycle (no copying on the cycle's path)."""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from actions.explain import explain_job, wire
+from framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskInfo, TaskStatus
+from framework.resource import Resource
+from framework.session import Placement, SessionResult
+from framework.topology import SESSION_KEY
+from metrics.cycle import CycleMetrics
+
+#: cycles remembered for /debug/scheduler
+CYCLE_HISTORY = 600
+
+
+class NotFound(Exception):
+    pass
+
+
+@dataclass
+class CycleRecord:
+    at: float
+    duration_ms: float
+    bound: int
+    pending_tasks: int
+
+
+@dataclass
+class LastCycle:
+    number: int = 0
+    result: SessionResult | None = None
+    explanations: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class Observatory:
+    """The cycle observer's memory: metrics, the last result and its explanations, cycle history."""
+
+    def __init__(self) -> None:
+        self.metrics = CycleMetrics()
+        self.last = LastCycle()
+        self.cycles: collections.deque[CycleRecord] = collections.deque(maxlen=CYCLE_HISTORY)
+        self.number = 0
+
+    def on_cycle(self, result: SessionResult | None, duration: float, error: BaseException | None) -> None:
+        self.number += 1
+        self.metrics.observe(result, duration, error)
+        pending = 0
+        if result is not None:
+            explanations = result.data.get("explanations") or {}
+            for doc in explanations.values():
+                doc["cycle"] = self.number
+            pending = sum(
+                job.count(TaskStatus.PENDING)
+                for uid in explanations
+                if (job := result.jobs.get(uid)) is not None
+            )
+            self.last = LastCycle(self.number, result, explanations)
+        self.cycles.append(
+            CycleRecord(
+                time.time(),
+                round(duration * 1000, 3),
+                len(result.placements) if result is not None else 0,
+                pending,
+            )
+        )
+
+    def bind_observer(self, inner: Any) -> BindObserverTee:
+        return BindObserverTee(inner, self.metrics)
+
+
+class BindObserverTee:
+    """The binder's observer: the status updater, plus bind metrics."""
+
+    def __init__(self, inner: Any, metrics: CycleMetrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+
+    def bind_failed(self, task: TaskInfo, node: str, reason: str) -> None:
+        self.metrics.bind_failed(task, reason)
+        if self.inner is not None:
+            self.inner.bind_failed(task, node, reason)
+
+    def gang_bound(self, job: str, placements: list[Placement]) -> None:
+        if self.inner is not None:
+            self.inner.gang_bound(job, placements)
+
+    def gang_partly_bound(self, job: str, bound: list[Placement], failed: dict[str, str]) -> None:
+        if self.inner is not None:
+            self.inner.gang_partly_bound(job, bound, failed)
+
+    def pod_bound(self, task: TaskInfo, node: str) -> None:
+        self.metrics.bound(task)
+        if self.inner is not None:
+            self.inner.pod_bound(task, node)
+
+
+# ------------------------------------------------------------------------------------------------
+# documents
+# ------------------------------------------------------------------------------------------------
+def _rfc3339(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts > 0 else ""
+
+
+def _job_phase(job: JobInfo) -> str:
+    if job.tasks and job.ready_task_num() >= job.min_available and job.roles_satisfied():
+        return "Running"
+    return job.phase or "Pending"
+
+
+class DebugApi:
+    """Builds the debug API's documents. ``scheduler`` supplies what is not in a cycle's result
+    (identity, leadership, the conf)."""
+
+    def __init__(
+        self, observatory: Observatory, scheduler: Callable[[], dict[str, Any]] | None = None
+    ) -> None:
+        self.obs = observatory
+        self.scheduler_info = scheduler
+
+    @property
+    def _result(self) -> SessionResult:
+        return self.obs.last.result or SessionResult()
+
+    # -- /debug/queues ---------------------------------------------------------------------------
+    def queues(self) -> dict[str, Any]:
+        result = self._result
+        shares = result.data.get("queue_shares") or {}
+        scaled = result.data.get("queue_guarantee_scaled") or {}
+        counts: dict[str, dict[str, int]] = {}
+        for job in result.jobs.values():
+            c = counts.setdefault(job.queue, {"pending": 0, "inqueue": 0, "running": 0})
+            phase = _job_phase(job)
+            if phase == "Running":
+                c["running"] += 1
+            elif phase == "Inqueue":
+                c["inqueue"] += 1
+            elif phase == "Pending":
+                c["pending"] += 1
+        out = []
+        for name, q in sorted(result.queues.items()):
+            s = shares.get(name) or {}
+            allocated = s.get("allocated")
+            if allocated is None:
+                alloc = Resource()
+                for job in result.jobs.values():
+                    if job.queue == name:
+                        for t in job.tasks_in(*ALLOCATED_STATUSES):
+                            alloc.add(t.resreq)
+                allocated = alloc.to_dict()
+            out.append(
+                {
+                    "name": name,
+                    "parent": q.parent,
+                    "state": q.state,
+                    "weight": q.weight,
+                    "guarantee": wire(q.guarantee),
+                    "capability": wire(q.capability) if q.capability is not None else None,
+                    "deserved": _wire_dict(s.get("deserved")),
+                    "allocated": _wire_dict(allocated),
+                    "request": _wire_dict(s.get("request")),
+                    "share": float(s.get("share", 0.0)),
+                    "overused": bool(s.get("overused", False)),
+                    "guarantee_scaled": scaled.get(name),
+                    "jobs": counts.get(name, {"pending": 0, "inqueue": 0, "running": 0}),
+                }
+            )
+        return {"cycle": self.obs.last.number, "queues": out}
+
+    # -- /debug/jobs -----------------------------------------------------------------------------
+    def jobs(
+        self, state: str = "pending", queue: str = "", offset: int = 0, limit: int = 100
+    ) -> dict[str, Any]:
+        if state not in ("pending", "running", "all"):
+            raise ValueError(f"state must be pending, running or all, not {state!r}")
+        limit = max(0, min(int(limit), 1000))
+        offset = max(0, int(offset))
+        result = self._result
+        explanations = self.obs.last.explanations
+        chosen = []
+        for job in result.jobs.values():
+            if queue and job.queue != queue:
+                continue
+            running = _job_phase(job) == "Running"
+            if (state == "pending" and running) or (state == "running" and not running):
+                continue
+            chosen.append(job)
+        # newest pending first: pending before running, then the newest
+        chosen.sort(key=lambda j: (_job_phase(j) == "Running", -j.creation, j.uid))
+        now = time.time()
+        page = []
+        for job in chosen[offset : offset + limit]:
+            doc = explanations.get(job.uid)
+            page.append(
+                {
+                    "namespace": job.namespace,
+                    "name": job.name,
+                    "queue": job.queue,
+                    "priority": job.priority,
+                    "min_member": job.min_available,
+                    "phase": _job_phase(job),
+                    "created": _rfc3339(job.creation),
+                    "age_seconds": round(max(0.0, now - job.creation), 3) if job.creation > 0 else 0.0,
+                    "tasks": {
+                        "pending": job.count(TaskStatus.PENDING),
+                        "bound": job.count(TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND),
+                        "running": job.count(TaskStatus.RUNNING),
+                        "succeeded": job.count(TaskStatus.SUCCEEDED),
+                        "failed": job.count(TaskStatus.FAILED),
+                    },
+                    "reason": doc["reason"] if doc else "",
+                }
+            )
+        return {"cycle": self.obs.last.number, "total": len(chosen), "jobs": page}
+
+    def job(self, namespace: str, name: str) -> dict[str, Any]:
+        uid = f"{namespace}/{name}"
+        doc = self.obs.last.explanations.get(uid)
+        if doc is not None:
+            return doc
+        job = self._result.jobs.get(uid)
+        if job is None:
+            raise NotFound(f"job {uid} is not known to the scheduler's last cycle")
+        return {
+            "namespace": job.namespace,
+            "name": job.name,
+            "queue": job.queue,
+            "phase": _job_phase(job),
+            "cycle": self.obs.last.number,
+            "reason": "",
+            "gang": {
+                "min_member": job.min_available,
+                "ready": job.ready_task_num(),
+                "pipelined": job.count(TaskStatus.PIPELINED),
+                "pending": job.count(TaskStatus.PENDING),
+                "valid": job.valid_task_num(),
+                "min_task_member": dict(job.task_min_available),
+            },
+            "queue_state": {"name": job.queue, "state": "", "held": False, "message": ""},
+            "roles": [],
+            "topology": None,
+            "suggestion": "",
+        }
+
+    # -- /debug/nodes ----------------------------------------------------------------------------
+    def nodes(self, group_by: str = "") -> dict[str, Any]:
+        result = self._result
+        node_list: list[NodeInfo] = result.data.get("node_list") or []
+        published = result.data.get(SESSION_KEY)
+        topo = published[0] if published else None
+        tiers: list[str] = [topo.tier_label(t) for t in topo.tiers] if topo is not None else []
+        groups: list[dict[str, Any]] = []
+        grouped: set[int] = set()
+        if topo is not None and topo.tiers:
+            tier = topo.tiers[0]
+            if group_by:
+                match = [t for t in topo.tiers if topo.tier_label(t) == group_by or str(t) == group_by]
+                if not match:
+                    raise ValueError(f"no topology tier {group_by!r}; tiers: {', '.join(tiers)}")
+                tier = match[0]
+            for g in topo.groups(tier):
+                rows = [int(r) for r in g.rows if int(r) < len(node_list)]
+                grouped.update(rows)
+                groups.append(
+                    {
+                        "name": g.name,
+                        "tier": topo.tier_label(tier),
+                        "nodes": [_node(node_list[r]) for r in rows],
+                    }
+                )
+        elif group_by:
+            by_value: dict[str, list[int]] = {}
+            for r, n in enumerate(node_list):
+                value = n.labels.get(group_by) if n.labels else None
+                if value is not None:
+                    by_value.setdefault(value, []).append(r)
+            tiers = [group_by]
+            for value, rows in sorted(by_value.items()):
+                grouped.update(rows)
+                groups.append({"name": value, "tier": group_by, "nodes": [_node(node_list[r]) for r in rows]})
+        rest = [_node(n) for r, n in enumerate(node_list) if r not in grouped]
+        if rest:
+            groups.append({"name": "", "tier": "", "nodes": rest})
+        return {"cycle": self.obs.last.number, "tiers": tiers, "groups": groups}
+
+    # -- /debug/scheduler ------------------------------------------------------------------------
+    def scheduler(self) -> dict[str, Any]:
+        info = self.scheduler_info() if self.scheduler_info is not None else {}
+        return {
+            "cycle": self.obs.last.number,
+            "identity": info.get("identity", ""),
+            "leader": bool(info.get("leader", False)),
+            "leader_identity": info.get("leader_identity", ""),
+            "conf": info.get("conf", {"text": "", "source": "", "loaded_at": 0, "last_reload": None}),
+            "cycles": [
+                {"at": c.at, "duration_ms": c.duration_ms, "bound": c.bound, "pending_tasks": c.pending_tasks}
+                for c in self.obs.cycles
+            ],
+        }
+
+
+def _wire_dict(values: dict[str, float] | None) -> dict[str, float]:
+    if not values:
+        return {}
+    res = Resource()
+    for name, value in values.items():
+        if value == value and value not in (float("inf"), float("-inf")):
+            res.set(name, value)
+    return wire(res)
+
+
+def _node(node: NodeInfo) -> dict[str, Any]:
+    alloc = node.allocatable
+    used = node.used
+    gpu: list[float] | None = None
+    for name in ("nvidia.com/gpu", "volcano.sh/vgpu-number"):
+        if alloc.scalars.get(name):
+            gpu = [used.scalars.get(name, 0.0) / 1000, alloc.scalars[name] / 1000]
+            break
+    return {
+        "name": node.name,
+        "ready": bool(node.ready),
+        "unschedulable": bool(node.unschedulable),
+        "cpu": [used.cpu / 1000, alloc.cpu / 1000],
+        "memory": [used.memory, alloc.memory],
+        "gpu": gpu,
+    }
+
+
+__all__ = ["BindObserverTee", "DebugApi", "NotFound", "Observatory", "explain_job"]

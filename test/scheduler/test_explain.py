@@ -1,0 +1,126 @@
+"""Why is my job pending: the one-line reason and the explanation document for the common causes."""
+
+import json
+
+from actions.explain import explain_session, one_line
+from hack.scenario import cluster, gang, node, pod, podgroup, queue, run_session
+from scheduler.explain import render
+from test.actions.test_topology_allocate import LEAF, conf, filler, gang_pods, leaf_nodes
+
+HARD1 = {"mode": "hard", "highestTierAllowed": 1}
+
+
+def explained(snap, conf_text=None, uid="default/job"):
+    ssn, _ = run_session(snap, conf_text)
+    docs = explain_session(ssn)
+    doc = docs[uid]
+    # one readable line, the same text the PodGroup condition and the event carry
+    assert "\n" not in doc["reason"] and doc["reason"] == one_line(ssn.jobs[uid])
+    assert json.loads(json.dumps(doc)) == doc
+    assert render({**doc, "cycle": 1}).startswith(f"Job {uid}")
+    return doc
+
+
+def test_insufficient_resources_counts_nodes_and_says_how_many_more_are_needed():
+    pg, pods = gang("job", 4, cpu="6")
+    snap = cluster(
+        nodes=[node("n1", cpu="8"), node("n2", cpu="8"), node("n3", cpu="4")], pods=pods, podgroups=[pg]
+    )
+    doc = explained(snap)
+    assert doc["reason"] == (
+        "4/4 tasks in gang unschedulable: pod group is not ready, 0 ready, 4 minAvailable; "
+        "0/3 nodes are available: 3 Insufficient cpu."
+    )
+    (role,) = doc["roles"]
+    assert role["pending"] == 4 and role["nodes"] == 3
+    assert role["request"] == {"cpu": 6.0, "memory": 2**30}
+    assert role["predicates"] == {"Insufficient cpu": 1}
+    assert role["feasible"] == 2
+    # two nodes take one 6-cpu pod each: two more are needed
+    assert doc["suggestion"] == "needs 2 more nodes with 6 cpu and 1Gi memory free"
+    assert doc["topology"] is None and doc["queue_state"]["held"] is False
+
+
+def test_taints_are_counted_and_the_suggestion_names_them():
+    taint = [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]
+    pg, pods = gang("job", 2, cpu="1")
+    nodes = [node("t1", taints=taint), node("t2", taints=taint), node("small", cpu="1")]
+    doc = explained(cluster(nodes=nodes, pods=pods, podgroups=[pg]))
+    (role,) = doc["roles"]
+    taint_reason = next(k for k in role["predicates"] if "taint" in k)
+    assert role["predicates"][taint_reason] == 2
+    assert "2 node(s) had untolerated taint" in doc["reason"] or "taint" in doc["reason"]
+    assert doc["suggestion"] == "needs 1 more node with 1 cpu and 1Gi memory free"
+
+
+def test_only_tainted_nodes_suggest_a_toleration():
+    taint = [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]
+    pg, pods = gang("job", 1)
+    doc = explained(cluster(nodes=[node("t1", taints=taint)], pods=pods, podgroups=[pg]))
+    assert "toleration" in doc["suggestion"]
+
+
+def test_gang_below_min_member_says_how_many_pods_are_missing():
+    pg = podgroup("job", min_member=4)
+    pods = [pod(f"job-{i}", group="job") for i in range(2)]
+    doc = explained(cluster(nodes=[node("n1")], pods=pods, podgroups=[pg]))
+    assert "Not enough valid tasks for gang-scheduling, valid: 2, min: 4" in doc["reason"]
+    assert doc["gang"]["valid"] == 2 and doc["gang"]["min_member"] == 4
+    assert doc["suggestion"] == "needs 2 more pods to reach minMember 4 (or lower minMember to 2)"
+
+
+def test_queue_capability_holds_the_job_at_enqueue():
+    q = queue("small", capability={"cpu": "4", "memory": "8Gi"})
+    pg = podgroup("job", min_member=1, queue="small", phase="Pending", min_resources={"cpu": "6"})
+    pods = [pod("job-0", cpu="6", group="job")]
+    doc = explained(cluster(nodes=[node("n1", cpu="16")], pods=pods, podgroups=[pg], queues=[q]))
+    assert "queue resource quota insufficient" in doc["reason"]
+    qs = doc["queue_state"]
+    assert qs["held"] is True and qs["name"] == "small"
+    assert "capability 4 cpu and 8Gi memory" in qs["message"]
+    assert doc["suggestion"].startswith("raise queue small's capability")
+
+
+def test_closed_queue_is_the_reason_and_the_suggestion_opens_it():
+    q = queue("shut", state="Closed")
+    pg = podgroup("job", min_member=1, queue="shut", phase="Pending")
+    doc = explained(cluster(nodes=[node("n1")], pods=[pod("job-0", group="job")], podgroups=[pg], queues=[q]))
+    assert "queue shut is not open" in doc["reason"]
+    assert doc["queue_state"] == {
+        "name": "shut",
+        "state": "Closed",
+        "held": True,
+        "message": "queue shut is Closed: nothing is scheduled from it",
+    }
+    assert doc["suggestion"] == "open queue shut (it is Closed)"
+
+
+def test_closed_queue_without_enqueue_still_gets_a_reason():
+    q = queue("shut", state="Closed")
+    pg = podgroup("job", min_member=1, queue="shut")
+    snap = cluster(nodes=[node("n1")], pods=[pod("job-0", group="job")], podgroups=[pg], queues=[q])
+    doc = explained(snap, 'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n')
+    assert doc["reason"].endswith("queue shut is not open")
+
+
+def test_topology_shortfall_lists_groups_and_the_closest_one():
+    nodes = leaf_nodes("leaf-a", "s1", 2) + leaf_nodes("leaf-b", "s2", 2)
+    pg, pods = gang_pods("job", 3, "8", HARD1)
+    snap = cluster(nodes=nodes, pods=[filler("leaf-b-n0", "2"), *pods], podgroups=[pg])
+    doc = explained(snap, conf())
+    topo = doc["topology"]
+    assert topo["mode"] == "hard" and topo["highest_tier"] == 1 and topo["need"] == 3
+    assert [g["name"] for g in topo["groups"]] == ["leaf-a", "leaf-b"]
+    assert topo["groups"][0]["shortfall"] == "room for 2 of 3 pods, short of 8 cpu on its usable nodes"
+    assert topo["groups"][0]["outcome"] == "short"
+    assert doc["suggestion"] == (
+        f"needs 1 more node with 8 cpu and 1Gi memory free in one {LEAF} (closest: leaf-a, room for 2 of 3 pods)"
+    )
+    text = render({**doc, "cycle": 7})
+    assert "leaf-a: room for 2 of 3 pods" in text and "To fit:" in text
+
+
+def test_placed_jobs_are_not_explained():
+    pg, pods = gang("ok", 2)
+    ssn, _ = run_session(cluster(nodes=[node("n1")], pods=pods, podgroups=[pg]))
+    assert explain_session(ssn) == {}
