@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--listen-address", default="127.0.0.1:8080", help="HTTP address for /metrics, /healthz, /readyz"
     )
+    p.add_argument(
+        "--ui",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve the read-only web view at /ui on the listen address (default on)",
+    )
     p.add_argument("--leader-elect", action="store_true", help="run only while holding the leader Lease")
     p.add_argument("--leader-elect-lease-duration", type=duration, default=15.0, metavar="DURATION")
     p.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0, metavar="DURATION")
@@ -133,6 +139,9 @@ def options_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 async def _serve(args: argparse.Namespace) -> int:
     from scheduler.app import SchedulerApp
+    from scheduler.http import HttpServer
+
+    HttpServer.ui_default = args.ui
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

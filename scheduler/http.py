@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+import scheduler.ui
 from scheduler.debug import DebugApi, NotFound
 
 log = logging.getLogger("caldera.http")
 
 
 class HttpServer:
+    #: whether the web view (/ui) is served when the constructor is not told (``--ui/--no-ui``)
+    ui_default: ClassVar[bool] = True
+
     def __init__(
         self,
         address: str,
         ready: Callable[[], tuple[bool, str]],
         debug: Callable[[], dict[str, Any]] | None = None,
         debug_api: DebugApi | None = None,
+        ui: bool | None = None,
     ) -> None:
         host, _, port = address.rpartition(":")
         self.host = host.strip("[]") or "127.0.0.1"
@@ -29,6 +34,7 @@ class HttpServer:
         self.ready = ready
         self.debug = debug
         self.debug_api = debug_api
+        self.ui = HttpServer.ui_default if ui is None else ui
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -43,6 +49,8 @@ class HttpServer:
         app.router.add_get("/debug/jobs/{namespace}/{name}", self._debug_job)
         app.router.add_get("/debug/nodes", self._debug_nodes)
         app.router.add_get("/debug/scheduler", self._debug_scheduler)
+        if self.ui:
+            scheduler.ui.mount(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
