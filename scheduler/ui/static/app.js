@@ -319,7 +319,7 @@
       return renderJobs(signal);
     }
     const jobs = data.jobs || [];
-    $("jobs-summary").textContent = `${total} ${j.state === "all" ? "" : j.state + " "}jobs` + (j.queue ? ` in ${j.queue}` : "");
+    $("jobs-summary").textContent = `${total} ${j.state === "all" ? "" : j.state + " "}${total === 1 ? "job" : "jobs"}` + (j.queue ? ` in ${j.queue}` : "");
     $("jobs-summary").dataset.total = String(total);
     $("jobs-range").textContent = total ? `${j.offset + 1}–${j.offset + jobs.length} of ${total}` : "none";
     $("jobs-prev").disabled = j.offset <= 0;
@@ -792,7 +792,11 @@
       const t = t0 + (span * i) / 4;
       ctx.fillText(`-${age(t1 - t)}`.replace("-0s", "now"), xOf(t), height - 8);
     }
-    // throughput bars
+    // throughput bars (the newest bucket may reach past "now": clip to the plot)
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(pad.l, pad.t, W, H);
+    ctx.clip();
     ctx.fillStyle = "rgba(21,128,61,0.35)";
     const bw = Math.max(1, (bucket / span) * W - 1);
     for (const [k, v] of buckets) {
@@ -800,6 +804,7 @@
       const bh = (rate / rateTop) * H;
       ctx.fillRect(xOf(t0 + k * bucket), pad.t + H - bh, bw, bh);
     }
+    ctx.restore();
     // latency line
     ctx.strokeStyle = "#2563eb";
     ctx.lineWidth = 1.5;
