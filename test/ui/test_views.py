@@ -1,9 +1,9 @@
 """The web view in headless Chromium against caldera-scheduler running on caldera-sim.
 
-The scenario: twelve nodes in leaf and spine groups of one InfiniBand cluster (four of them with GPUs)
-plus one node in no group; queues ``research`` (weight 3, a cpu guarantee), ``prod`` (weight 1) and a
-closed ``archive``; a gang running in research, a gang waiting in prod that fits nowhere, and a few
-small jobs. Every view is loaded, its figures compared with the /debug API's answer at that moment,
+The scenario: forty nodes in five leaves under three spines of one InfiniBand cluster (one leaf with
+GPUs) plus one node in no group; queues ``research`` (weight 3, a cpu guarantee), ``prod`` (weight 1)
+and a closed ``archive``; gangs running in research and prod, and two that wait: one whose pods fit on
+no node, one that needs more whole nodes than are free. Every view is loaded, its figures compared with the /debug API's answer at that moment,
 and a screenshot kept in ``artifacts/ui/`` (and in ``docs/screenshots/`` with
 ``CALDERA_UPDATE_SCREENSHOTS=1``).
 """
@@ -74,7 +74,7 @@ def scheduler_conf() -> str:
 
 def cluster_spec() -> ClusterSpec:
     def nodes(name: str, count: int, leaf: str, spine: str, gpus: int = 0) -> NodeTemplate:
-        cap = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+        cap = {"cpu": "16", "memory": "64Gi", "pods": "110"}
         if gpus:
             cap["nvidia.com/gpu"] = str(gpus)
         return NodeTemplate(
@@ -89,9 +89,11 @@ def cluster_spec() -> ClusterSpec:
     }
     return ClusterSpec(
         nodes=[
-            nodes("a1", 4, "leaf-a1", "spine-a"),
-            nodes("a2", 4, "leaf-a2", "spine-a"),
-            nodes("b1", 4, "leaf-b1", "spine-b", gpus=8),
+            nodes("a1", 8, "leaf-a1", "spine-a"),
+            nodes("a2", 8, "leaf-a2", "spine-a"),
+            nodes("b1", 8, "leaf-b1", "spine-b"),
+            nodes("b2", 8, "leaf-b2", "spine-b"),
+            nodes("c1", 8, "leaf-c1", "spine-c", gpus=8),
             NodeTemplate(name="edge", count=1, capacity={"cpu": "4", "memory": "16Gi", "pods": "110"}),
         ],
         objects=[
@@ -153,6 +155,7 @@ class Api:
 class Scene:
     base: str  # the scheduler's HTTP address
     http: aiohttp.ClientSession
+    api: Api
 
     async def debug(self, path: str) -> Any:
         async with self.http.get(f"{self.base}/debug/{path}") as resp:
@@ -191,11 +194,16 @@ async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
         stop = asyncio.Event()
         task = asyncio.create_task(app.run(stop))
         try:
-            await api.gang("train-llm", "research", 4, cpu="6", gpu=2, priority=100)
-            await api.gang("etl-nightly", "research", 2, cpu="2")
+            await api.gang("train-llm", "research", 6, cpu="12", gpu=4, priority=100)
+            await api.gang("etl-nightly", "research", 4, cpu="4")
+            for i in range(3):
+                await api.gang(f"sweep-{i}", "research", 2, cpu="8")
+            await api.gang("serve-batch", "prod", 8, cpu="14")
             await api.gang("huge-mpi", "prod", 4, cpu="64", priority=50)  # fits on no node
-            await api.gang("eval-1", "prod", 1, cpu="1")
-            await api.gang("eval-2", "prod", 1, cpu="1")
+            for i in range(4):
+                await api.gang(f"eval-{i}", "prod", 1, cpu="1")
+            await api.gang("notebook", "default", 1, cpu="2")
+            await api.gang("wide-gang", "default", 30, cpu="16")  # more whole nodes than are free
 
             async def settled() -> bool:
                 if task.done():
@@ -218,11 +226,15 @@ async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
             await _until(settled, timeout=20)
             assert app.http is not None
             async with aiohttp.ClientSession() as http:
-                yield Scene(f"http://127.0.0.1:{app.http.port}", http)
+                yield Scene(f"http://127.0.0.1:{app.http.port}", http, api)
         finally:
             stop.set()
             await asyncio.wait_for(task, 30)
             await client.close()
+
+
+async def _cycles_at_least(scene: Scene, n: int) -> bool:
+    return len((await scene.debug("scheduler"))["cycles"]) >= n
 
 
 async def open_view(browser: Browser, scene: Scene, view: str) -> None:
@@ -342,12 +354,11 @@ async def test_nodes_view_groups_nodes_by_topology(browser: Browser, scene: Scen
     expected = {g["name"]: str(len(g["nodes"])) for g in truth["groups"]}
     assert {k: v["count"] for k, v in shown["groups"].items()} == expected
     assert all(v["canvas"] for v in shown["groups"].values())
-    assert shown["total"] == "13"
+    assert shown["total"] == "41"
     assert shown["tiers"] == truth["tiers"]
     if truth["tiers"]:  # the topology plugin is there: leaves first, then wider tiers on request
-        assert {"leaf-a1", "leaf-a2", "leaf-b1"} <= set(shown["groups"])
-        assert shown["groups"]["leaf-b1"]["count"] == "4"
-    await browser.select("#nodes-metric", "gpu")
+        assert {"leaf-a1", "leaf-a2", "leaf-b1", "leaf-b2", "leaf-c1"} <= set(shown["groups"])
+        assert shown["groups"]["leaf-c1"]["count"] == "8"
     await shot(browser, "nodes")
 
     # Group by the spine tier (or by the label, without the topology plugin).
@@ -363,11 +374,20 @@ async def test_nodes_view_groups_nodes_by_topology(browser: Browser, scene: Scen
         ".map(g => [g.dataset.group, g.querySelector('[data-field=count]').textContent]))"
     )
     assert counts == {g["name"]: str(len(g["nodes"])) for g in spines["groups"]}
-    assert counts["spine-a"] == "8"
+    assert counts["spine-a"] == "16"
 
 
 async def test_scheduler_view_shows_leader_conf_and_cycle_chart(browser: Browser, scene: Scene) -> None:
+    # Some work arriving over a couple of seconds, so there are cycles to chart.
     await open_view(browser, scene, "scheduler")
+    for i in range(8):
+        await scene.api.gang(f"burst-{i}", "prod", 2, cpu="1")
+        await asyncio.sleep(0.25)
+    await _until(lambda: _cycles_at_least(scene, 6))
+    await browser.loaded(
+        "scheduler",
+        after=int(await browser.js("return document.getElementById('view-scheduler').dataset.loaded")),
+    )
     truth = await scene.debug("scheduler")
     shown = await browser.js(
         """

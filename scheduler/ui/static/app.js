@@ -183,7 +183,7 @@
       bar.append(overFill);
     }
     for (const [cls, x] of [["des", des], ["guar", guar], ["cap", cap]]) {
-      if (x === null || x === undefined) continue;
+      if (x === null || x === undefined || x <= 0) continue;
       const tick = h("div", { class: `tick ${cls}` });
       tick.style.left = frac(x);
       bar.append(tick);
@@ -816,6 +816,14 @@
       else ctx.lineTo(x, y);
     });
     ctx.stroke();
+    if (cycles.length < 120) {
+      ctx.fillStyle = "#2563eb";
+      for (const c of cycles) {
+        ctx.beginPath();
+        ctx.arc(xOf(c.at), pad.t + H - ((c.duration_ms || 0) / msTop) * H, 2.5, 0, 2 * Math.PI);
+        ctx.fill();
+      }
+    }
   }
 
   function niceCeil(v) {
