@@ -112,7 +112,7 @@ def _fmt(v: float) -> str:
         return f"{v / 1e6:.3g}M"
     if abs(v) >= 1e4:
         return f"{v / 1e3:.3g}k"
-    return f"{v:.4g}"
+    return f"{v:.3g}"
 
 
 def _bounds(chart: Chart) -> tuple[float, float, float, float]:

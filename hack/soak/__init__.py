@@ -378,7 +378,7 @@ class Soak:
                     self.checker.violate(
                         "metrics",
                         "volcano_vgpu_device_shared_number",
-                        f"sum {exported:g}, pods on vGPU devices {truth_n}",
+                        f"sum {exported:g}, pods on vGPU devices {truth_n}; {self.vgpu_diff(lm)}",
                     )
             else:
                 self.vgpu_mismatch = 0
@@ -570,7 +570,9 @@ class Soak:
                     break
                 await asyncio.sleep(1.0)
         self.checker.violate(
-            "metrics", "volcano_vgpu_device_shared_number", f"final sum {exported:g}, vGPU pods bound {truth}"
+            "metrics",
+            "volcano_vgpu_device_shared_number",
+            f"final sum {exported:g}, vGPU pods bound {truth}; {self.vgpu_diff(m) if m else ''}",
         )
 
     # -- the run -------------------------------------------------------------------------------------
@@ -741,6 +743,7 @@ class Soak:
 def run_soak(opts: Options, workdir: str | None = None) -> tuple[Summary, str]:
     with contextlib.ExitStack() as stack:
         wd = workdir or stack.enter_context(tempfile.TemporaryDirectory(prefix="caldera-soak-"))
+        Path(wd).mkdir(parents=True, exist_ok=True)
         soak = Soak(opts, Path(wd))
         try:
             import uvloop

@@ -1,0 +1,137 @@
+"""The soak: its invariant checker catches each kind of violation (against a simulated cluster where the
+test itself misbehaves like a broken scheduler would), and real soaks of caldera-scheduler with faults end
+with zero violations, a report and figures."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from hack.sim import SimCluster
+from hack.soak import FAULT_KINDS, Options, run_soak
+from hack.soak.checker import Checker, CheckerConfig
+from hack.workload import Api, node_manifest, pod_manifest, podgroup_manifest, podgroups_path, pods_path
+
+
+async def bind(api: Api, name: str, node: str, ns: str = "soak") -> None:
+    status, raw = await api.request(
+        "POST",
+        f"{pods_path(ns)}/{name}/binding",
+        {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"kind": "Node", "name": node},
+        },
+    )
+    assert status == 201, raw
+
+
+async def test_checker_reports_what_a_broken_scheduler_would_do() -> None:
+    async with SimCluster(nodes=0, kubelet=False) as sim, Api(sim.url, sim.token) as api:
+        await api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
+        )
+        await api.create(
+            "/api/v1/nodes", node_manifest("small", {"cpu": "2", "memory": "8Gi", "pods": "10"}, {})
+        )
+        await api.create(
+            "/api/v1/nodes", node_manifest("big", {"cpu": "64", "memory": "256Gi", "pods": "110"}, {})
+        )
+        config = CheckerConfig(period=0.1, bind_allowance=0.2, podgroup_grace=0.3, fits_bound=0.5)
+        checker = Checker(api, config, time.monotonic())
+        stop = asyncio.Event()
+        task = asyncio.create_task(checker.run(stop, interval=0.1))
+
+        async def pod(name: str, cpu: str = "1", **kw: object) -> None:
+            await api.create(pods_path("soak"), pod_manifest(name, "soak", requests={"cpu": cpu}, **kw))  # type: ignore[arg-type]
+
+        # overcommit: 3 x 1 cpu on a 2-cpu node
+        for i in range(3):
+            await pod(f"over-{i}", workload="gang", group="fine")
+            await bind(api, f"over-{i}", "small")
+        # a gang of 3 left at 1 bound; and a whole gang, which is fine
+        for g, n_bound in (("partial", 1), ("fine", 3)):
+            await api.create(podgroups_path("soak"), podgroup_manifest(g, "soak", 3, workload="gang"))
+            for i in range(3):
+                await pod(f"{g}-{i}", "100m", workload="gang", group=g)
+                if i < n_bound:
+                    await bind(api, f"{g}-{i}", "big")
+        # a pod of another scheduler, bound by "us"
+        await pod("foreign", scheduler="other", workload="foreign")
+        checker.foreign["soak/foreign"] = pod_manifest(
+            "foreign", "soak", workload="foreign", scheduler="other"
+        )
+        await bind(api, "foreign", "big")
+        # a pod whose PodGroup does not exist; a single pod that fits but is never bound
+        await pod("orphan", "100m", workload="gang", group="ghost")
+        await api.create(
+            podgroups_path("soak"), podgroup_manifest("single", "soak", 1, workload="besteffort")
+        )
+        await pod("lonely", "100m", workload="besteffort", group="single")
+        await asyncio.sleep(1.5)
+        bound_seen = checker.bound_total
+        # bound twice cannot be done through the API (409): feed the checker the events it would see
+        a = {
+            "metadata": {"name": "twice", "namespace": "soak", "uid": "u1"},
+            "spec": {"schedulerName": "caldera", "nodeName": "big"},
+        }
+        b = {
+            "metadata": {"name": "twice", "namespace": "soak", "uid": "u1"},
+            "spec": {"schedulerName": "caldera", "nodeName": "small"},
+        }
+        checker._on_pod("soak/twice", None, a)
+        checker._on_pod("soak/twice", a, b)
+        stop.set()
+        await task
+
+    found = {(v.invariant, v.detail.split(":")[0]) for v in checker.violations}
+    assert ("capacity", "small/cpu") in found
+    assert ("gang", "soak/partial") in found and ("gang", "soak/fine") not in found
+    assert ("foreign", "soak/foreign") in found
+    assert ("podgroup", "soak/orphan") in found
+    assert ("fits-bound", "soak/lonely") in found
+    assert ("bind-once", "soak/twice") in found
+    assert not any(v.detail.startswith("big/") for v in checker.violations if v.invariant == "capacity")
+    assert bound_seen == 3 + 1 + 3  # ours; the foreign pod is not counted
+
+
+def check_report(summary_report: dict[str, str]) -> None:
+    for name in ("throughput", "pending", "latency", "memory"):
+        data = Path(summary_report[name]).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 500
+    html = Path(summary_report["html"]).read_text()
+    assert html.count("<svg") == 4 and "Violations" in html
+    assert Path(summary_report["json"]).exists()
+
+
+def test_short_soak_with_faults_has_no_violations(tmp_path: Path) -> None:
+    opts = Options(
+        minutes=0.5,
+        seed=2,
+        faults=("drop-abort", "429-storm", "failover"),
+        report_dir=str(tmp_path / "report"),
+        storm_seconds=4.0,
+    )
+    summary, text = run_soak(opts, str(tmp_path))
+    print(text)
+    assert [f["kind"] for f in summary.faults] == list(opts.faults)
+    assert summary.violations == [], text
+    assert summary.bound > 100 and summary.checks > 20
+    assert any(m.startswith("caldera_binds_total") for m in summary.metrics_checked)
+    check_report(summary.report)
+
+
+@pytest.mark.slow
+def test_ci_soak_two_minutes_every_fault(tmp_path: Path) -> None:
+    opts = Options(minutes=2.0, seed=1, faults=FAULT_KINDS, report_dir=str(tmp_path / "report"))
+    summary, text = run_soak(opts, str(tmp_path))
+    print(text)
+    assert [f["kind"] for f in summary.faults] == list(FAULT_KINDS)
+    assert summary.violations == [], text
+    assert summary.bound > 1000
+    assert summary.memory, "at least one replica lived long enough for its memory to be judged"
+    check_report(summary.report)

@@ -1,0 +1,231 @@
+"""Workload generators: reproducible by seed, shaped as the issue asks, and executed against a simulated
+cluster so that the API holds what the plan says and finished pods turn over."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+
+import pytest
+
+from hack.sim import SimCluster
+from hack.sim.quantity import parse_quantity
+from hack.workload import (
+    DEFAULT_MIX,
+    GROUP_ANNOTATION,
+    HIGH_PRIORITY_CLASS,
+    RUN_SECONDS,
+    Action,
+    Api,
+    BestEffort,
+    ClusterShape,
+    Deployments,
+    Executor,
+    GangJobs,
+    NodeChurn,
+    OversubscribedQueues,
+    build_plan,
+    make_generators,
+    parse_mix,
+    pods_path,
+)
+
+
+def plan_of(mix: dict[str, float], seed: int, duration: float = 120.0) -> list[Action]:
+    return build_plan(make_generators(mix, duration), seed)
+
+
+def fingerprint(plan: list[Action]) -> list[tuple[float, str, str, tuple[str, ...], int]]:
+    return [
+        (round(a.at, 6), a.op, a.target, tuple(o["metadata"]["name"] for o in a.objects), a.value)
+        for a in plan
+    ]
+
+
+def test_same_seed_same_plan_other_seed_other_plan() -> None:
+    a, b, c = plan_of(DEFAULT_MIX, 7), plan_of(DEFAULT_MIX, 7), plan_of(DEFAULT_MIX, 8)
+    assert fingerprint(a) == fingerprint(b)
+    assert a[5].objects == b[5].objects
+    assert fingerprint(a) != fingerprint(c)
+
+
+def test_adding_a_generator_leaves_the_others_unchanged() -> None:
+    alone = plan_of({"gang": 0.5}, 3)
+    mixed = [x for x in plan_of({"gang": 0.5, "vgpu": 2.0}, 3) if x.workload == "gang"]
+    assert fingerprint(alone) == fingerprint(mixed)
+
+
+def test_every_generator_in_the_default_mix_produces_actions() -> None:
+    plan = plan_of(DEFAULT_MIX, 1, duration=300)
+    assert {a.workload for a in plan} == set(DEFAULT_MIX)
+    assert plan == sorted(plan, key=lambda a: (a.at, a.workload))
+
+
+def test_arrivals_follow_the_rate_and_stay_in_the_window() -> None:
+    gen = BestEffort(rate=2.0, duration=500.0, start=10.0)
+    times = list(gen.times(random.Random(1)))
+    assert all(10.0 < t < 510.0 for t in times)
+    assert 850 < len(times) < 1150  # Poisson, 1,000 expected
+
+
+def test_gangs_have_min_member_2_to_256_and_every_pod_names_its_group() -> None:
+    plan = GangJobs(rate=5.0, duration=200.0).plan(random.Random(2), ClusterShape())
+    sizes, gpu = set(), 0
+    for a in plan:
+        (pg,) = [o for o in a.objects if o["kind"] == "PodGroup"]
+        pods = a.pods()
+        mm = pg["spec"]["minMember"]
+        assert 2 <= mm <= 256 and len(pods) == mm
+        sizes.add(mm)
+        for p in pods:
+            assert p["metadata"]["annotations"][GROUP_ANNOTATION] == pg["metadata"]["name"]
+            assert float(p["metadata"]["annotations"][RUN_SECONDS]) > 0
+        requests = pods[0]["spec"]["containers"][0]["resources"]["requests"]
+        assert {"cpu", "memory"} <= set(requests)
+        gpu += "nvidia.com/gpu" in requests
+    assert min(sizes) == 2 and max(sizes) == 256
+    assert 0 < gpu < len(plan)
+
+
+def test_mpi_jobs_require_one_infiniband_group() -> None:
+    plan = plan_of({"mpi": 1.0}, 4, duration=60)
+    assert plan
+    for a in plan:
+        (pg,) = [o for o in a.objects if o["kind"] == "PodGroup"]
+        assert pg["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+        assert pg["spec"]["minMember"] == len(a.pods())
+
+
+def test_high_priority_jobs_use_a_high_priority_class() -> None:
+    plan = plan_of({"preempt": 1.0}, 5, duration=30)
+    setup = [a for a in plan if a.op == "setup"]
+    assert setup[0].objects[0]["metadata"]["name"] == HIGH_PRIORITY_CLASS
+    jobs = [a for a in plan if a.op == "submit"]
+    assert jobs
+    for a in jobs:
+        assert all(p["spec"]["priorityClassName"] == HIGH_PRIORITY_CLASS for p in a.pods())
+
+
+def test_deployments_flip_between_zero_and_one_quickly() -> None:
+    plan = Deployments(rate=2.0, duration=100.0, flip_fraction=0.5).plan(random.Random(6), ClusterShape())
+    scales = [a for a in plan if a.op == "scale"]
+    flips = [
+        (a, b)
+        for a, b in itertools.pairwise(scales)
+        if a.value == 0 and b.value == 1 and a.target == b.target and b.at - a.at < 0.31
+    ]
+    assert len(flips) > 10
+    assert any(a.value > 1 for a in scales) and any(a.value == 0 for a in scales)
+
+
+def test_vgpu_pods_ask_for_random_slices() -> None:
+    plan = plan_of({"vgpu": 2.0}, 9, duration=60)
+    memories = {
+        a.pods()[0]["spec"]["containers"][0]["resources"]["limits"]["volcano.sh/vgpu-memory"] for a in plan
+    }
+    assert len(memories) >= 3
+
+
+def test_queue_guarantees_exceed_the_cluster() -> None:
+    shape = ClusterShape(nodes=40, cpu_per_node=32)
+    gen = OversubscribedQueues(rate=0.5, duration=30.0)
+    plan = gen.plan(random.Random(1), shape)
+    queues = plan[0].objects
+    total = sum(parse_quantity(q["spec"]["guarantee"]["resource"]["cpu"]) for q in queues)
+    assert total > shape.nodes * shape.cpu_per_node
+    used = {a.objects[0]["spec"]["queue"] for a in plan[1:]}
+    assert used <= set(gen.queue_names()) and used
+
+
+def test_node_churn_only_deletes_nodes_it_added() -> None:
+    plan = NodeChurn(rate=3.0, duration=100.0).plan(random.Random(3), ClusterShape())
+    added: set[str] = set()
+    ops = {a.op for a in plan}
+    assert {"add-node", "cordon", "delete-node"} <= ops
+    for a in plan:
+        if a.op == "add-node":
+            added.add(a.target)
+        elif a.op in ("cordon", "uncordon", "delete-node"):
+            assert a.target in added
+            if a.op == "delete-node":
+                added.discard(a.target)
+
+
+def test_parse_mix() -> None:
+    assert parse_mix("default*2")["gang"] == DEFAULT_MIX["gang"] * 2
+    assert parse_mix("gang=0.5,vgpu=1") == {"gang": 0.5, "vgpu": 1.0}
+    with pytest.raises(ValueError, match="unknown generator"):
+        make_generators({"nope": 1.0}, 10)
+
+
+async def test_executor_creates_the_plan_and_the_cluster_turns_over() -> None:
+    """Against a simulated cluster: every planned object shows up (PodGroups before their pods), scaling
+    and node churn reach the API, and once pods are bound and run, the janitor deletes finished pods and
+    the PodGroups they leave empty."""
+    mix = {"gang": 1.0, "besteffort": 2.0, "deploy": 1.0, "churn": 1.0}
+    plan = build_plan(make_generators(mix, 4.0), 11, ClusterShape(nodes=4))
+    for a in plan:  # short jobs so that they finish during the test
+        for o in a.pods():
+            o["metadata"]["annotations"][RUN_SECONDS] = "0.3"
+    async with SimCluster(
+        nodes=4, node_cpu="512", node_memory="4Ti", node_pods=500, kubelet_delay=0.05
+    ) as sim:
+        async with Api(sim.url, sim.token) as api:
+            ex = Executor(api, plan, "soak", janitor_interval=0.5)
+            stop = asyncio.Event()
+            binder = asyncio.create_task(bind_everything(api, stop))
+            stats = await ex.run()
+            planned_pods = [p["metadata"]["name"] for a in plan for p in a.pods()]
+            assert stats.submitted_pods == len(planned_pods) and stats.errors == 0
+            # turnover: everything the plan submitted is run, finished and deleted, groups with it
+            for _ in range(100):
+                await ex.janitor_pass()
+                left = {p["metadata"]["name"] for p in sim.objects("pods", "soak")}
+                if not left & set(planned_pods):
+                    break
+                await asyncio.sleep(0.1)
+            stop.set()
+            await binder
+            assert not left & set(planned_pods)
+            planned_groups = {
+                o["metadata"]["name"] for a in plan for o in a.objects if o["kind"] == "PodGroup"
+            }
+            assert planned_groups
+            groups_left = {
+                g["metadata"]["name"] for g in sim.objects("podgroups", "soak", group="scheduling.volcano.sh")
+            }
+            assert not groups_left & planned_groups
+            assert stats.deleted_pods >= len(planned_pods)
+            # node churn reached the API
+            added = {a.target for a in plan if a.op == "add-node"}
+            deleted = {a.target for a in plan if a.op == "delete-node"}
+            nodes = {n["metadata"]["name"] for n in sim.objects("nodes")}
+            assert added - deleted <= nodes and not (deleted & nodes)
+            # the last scale of each Deployment is its spec
+            last = {a.target: a.value for a in plan if a.op == "scale"}
+            for d in sim.objects("deployments", "soak", group="apps"):
+                if d["metadata"]["name"] in last:
+                    assert d["spec"]["replicas"] == last[d["metadata"]["name"]]
+
+
+async def bind_everything(api: Api, stop: asyncio.Event) -> None:
+    """A stand-in scheduler for the executor test: bind every pending pod to the first node."""
+    while not stop.is_set():
+        pods, _ = await api.list(pods_path("soak"), fieldSelector="spec.nodeName=")
+        nodes, _ = await api.list("/api/v1/nodes")
+        ready = [n["metadata"]["name"] for n in nodes if not (n.get("spec") or {}).get("unschedulable")]
+        for p in pods:
+            if ready and not p["metadata"].get("deletionTimestamp"):
+                name = p["metadata"]["name"]
+                await api.request(
+                    "POST",
+                    f"{pods_path('soak')}/{name}/binding",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Binding",
+                        "metadata": {"name": name},
+                        "target": {"kind": "Node", "name": "node-0"},
+                    },
+                )
+        await asyncio.sleep(0.1)
