@@ -75,7 +75,7 @@ async def test_stays_responsive_with_5000_nodes_and_10000_jobs(browser: Browser)
             "const t = performance.now(); const s = document.getElementById('nodes-metric');"
             "s.value = 'memory'; s.dispatchEvent(new Event('change')); return performance.now() - t;"
         )
-        assert ms < 1000, f"repainting 5,000 nodes took {ms:.0f} ms"
+        assert ms < 300, f"repainting 5,000 nodes took {ms:.0f} ms"
         await browser.screenshot("nodes-5000")
 
         # Jobs: the server pages them; the page shows one page and moves between pages.

@@ -539,10 +539,10 @@
     return "rgb(189,0,38)";
   }
 
-  function drawHeat(canvas, nodes, metric) {
+  function drawHeat(canvas, nodes, metric, wrapWidth) {
     const CELL = cellFor(nodes.length);
     canvas._cell = CELL;
-    const width = canvas.parentElement.clientWidth || 600;
+    const width = wrapWidth || canvas.parentElement.clientWidth || 600;
     const cols = Math.max(1, Math.floor((width - GAP) / (CELL + GAP)));
     const rows = Math.max(1, Math.ceil(nodes.length / cols));
     const dpr = window.devicePixelRatio || 1;
@@ -664,7 +664,6 @@
     const data = state.nodes.data;
     if (!data) return;
     const metric = state.nodes.metric;
-    const res = metric === "gpu" ? "nvidia.com/gpu" : metric;
     const groups = [...(data.groups || [])].sort((a, b) => {
       if (!a.name !== !b.name) return a.name ? -1 : 1; // the ungrouped nodes last
       return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
@@ -707,14 +706,24 @@
         usageLine("GPU", sumPair(nodes, "gpu"), "nvidia.com/gpu"),
         h("div", { class: "heatwrap" }, canvas),
       );
-      card._draw = () => drawHeat(canvas, nodes, metric);
+      card._draw = (m, w) => drawHeat(canvas, nodes, m, w);
       return card;
     });
     const more = groups.length > LIMIT ? h("p", { class: "empty", text: `${groups.length - LIMIT} more groups not shown.` }) : null;
     const grid = h("div", { class: "groups", id: "node-groups" }, cards);
     $("nodes-body").replaceChildren(total, grid, more || "");
-    for (const c of cards) c._draw();
-    $("nodes-body").dataset.metric = res;
+    state.nodes.cards = cards;
+    redrawHeat();
+  }
+
+  function redrawHeat() {
+    // Every group's card has the same width: read it once, so drawing 400 canvases forces one layout.
+    const cards = state.nodes.cards || [];
+    const metric = state.nodes.metric;
+    const wrap = cards.length ? cards[0].querySelector(".heatwrap") : null;
+    const width = wrap ? wrap.clientWidth : 0;
+    for (const c of cards) c._draw(metric, width);
+    $("nodes-body").dataset.metric = metric === "gpu" ? "nvidia.com/gpu" : metric;
   }
 
   // -- Scheduler ----------------------------------------------------------------------------------
@@ -985,7 +994,7 @@
     });
     $("nodes-metric").addEventListener("change", (e) => {
       state.nodes.metric = e.target.value;
-      paintNodes();
+      redrawHeat();
     });
     let resizeTimer = null;
     window.addEventListener("resize", () => {
