@@ -66,6 +66,8 @@ class Options:
     identity: str = ""
     #: PodGroup and Queue controllers for plain workloads (``--enable-controllers``, on by default)
     enable_controllers: bool = True
+    #: the read-only web view at /ui (``--ui/--no-ui``, on by default)
+    ui: bool = True
 
 
 class SchedulerApp:
@@ -232,6 +234,7 @@ class SchedulerApp:
             self.readiness,
             self.debug_state,
             debug_api=DebugApi(self.observatory, self.scheduler_info),
+            ui=opts.ui,
         )
         with contextlib.suppress(ValueError):  # already registered (a second app in one process)
             REGISTRY.register(self.watch_collector)

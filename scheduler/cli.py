@@ -134,15 +134,12 @@ def options_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         per_pod_events=args.per_pod_events,
         shutdown_timeout=args.shutdown_timeout,
         enable_controllers=args.enable_controllers,
+        ui=args.ui,
     )
 
 
 async def _serve(args: argparse.Namespace) -> int:
     from scheduler.app import SchedulerApp
-    from scheduler.http import HttpServer
-
-    HttpServer.ui_default = args.ui
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

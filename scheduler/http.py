@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -17,16 +17,13 @@ log = logging.getLogger("caldera.http")
 
 
 class HttpServer:
-    #: whether the web view (/ui) is served when the constructor is not told (``--ui/--no-ui``)
-    ui_default: ClassVar[bool] = True
-
     def __init__(
         self,
         address: str,
         ready: Callable[[], tuple[bool, str]],
         debug: Callable[[], dict[str, Any]] | None = None,
         debug_api: DebugApi | None = None,
-        ui: bool | None = None,
+        ui: bool = True,
     ) -> None:
         host, _, port = address.rpartition(":")
         self.host = host.strip("[]") or "127.0.0.1"
@@ -34,7 +31,7 @@ class HttpServer:
         self.ready = ready
         self.debug = debug
         self.debug_api = debug_api
-        self.ui = HttpServer.ui_default if ui is None else ui
+        self.ui = ui
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
