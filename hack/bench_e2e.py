@@ -8,7 +8,8 @@ read when the first pod is created and when the last is seen bound. Figures only
 
 Tunables besides the flags (environment): CALDERA_BENCH_PERIOD (schedule period, default 100ms),
 CALDERA_BENCH_CONF (a conf file), CALDERA_BENCH_KUBELET_DELAY (default 0.5 s), CALDERA_BENCH_CONCURRENCY
-(creates in flight, default 32).
+(creates in flight, default 32), CALDERA_BENCH_RATE (pods created per second, to measure latency below
+saturation; default 0 = as fast as possible), CALDERA_BENCH_BOTH=1 (also single pods without PodGroups).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import orjson
@@ -46,6 +46,7 @@ class E2EResult:
     sim_cpu: float | None = None
     scheduler_rss: int | None = None
     retries: int = 0
+    rate_limit: float = 0.0  # pods created per second (0: as fast as the API server takes them)
 
     @staticmethod
     def pct(values: list[float], p: float) -> float:
@@ -68,7 +69,8 @@ class E2EResult:
         cpu = self.cpu_ms_per_pod
         lines = [
             f"e2e: {self.pods} pods ({'single pods' if self.gang_size <= 1 else f'gangs of {self.gang_size}'})"
-            f" on {self.nodes} nodes, schedule period {self.period}",
+            f" on {self.nodes} nodes, schedule period {self.period}"
+            + (f", created at {self.rate_limit:g}/s" if self.rate_limit else ", created as fast as possible"),
             f"  created in {self.created_seconds:.2f}s ({self.pods / max(self.created_seconds, 1e-9):.0f}/s)",
             f"  bound: {self.bound}/{self.pods} in {self.wall_seconds:.2f}s = {self.rate:.0f} pods/s"
             " (first create -> last bound)",
@@ -171,6 +173,10 @@ async def drive(
     async def creator() -> None:
         while not queue.empty():
             i = queue.get_nowait()
+            if rate:  # paced: pod i is due at t0 + i/rate
+                delay = t0 + i / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
             for _attempt in range(20):
                 async with api.session.post(
                     path, data=pods[i], headers={"Content-Type": "application/json"}
@@ -182,6 +188,7 @@ async def drive(
                     api.retries += 1
                 await asyncio.sleep(0.05)
 
+    rate = result.rate_limit
     cpu0 = cpu_seconds(sched.pid)
     sim_cpu0 = cpu_seconds(sim.pid)
     t0 = time.monotonic()
@@ -213,7 +220,13 @@ def bench(
     conf = conf or os.environ.get("CALDERA_BENCH_CONF") or None
     kubelet_delay = float(os.environ.get("CALDERA_BENCH_KUBELET_DELAY", "0.5"))
     concurrency = int(os.environ.get("CALDERA_BENCH_CONCURRENCY", "32"))
-    result = E2EResult(pods=pods, nodes=nodes, gang_size=gang_size, period=period)
+    result = E2EResult(
+        pods=pods,
+        nodes=nodes,
+        gang_size=gang_size,
+        period=period,
+        rate_limit=float(os.environ.get("CALDERA_BENCH_RATE", "0")),
+    )
     with tempfile.TemporaryDirectory(prefix="caldera-bench-e2e-") as workdir:
         sim = SimProcess.start(
             workdir,
@@ -259,6 +272,3 @@ def run(args: argparse.Namespace) -> int:
     for size in sizes:
         print(bench(nodes, pods, size).report(), flush=True)
     return 0
-
-
-__all__ = ["Any", "E2EResult", "bench", "run"]
