@@ -652,14 +652,25 @@ DEFAULT_MIX: dict[str, float] = {
 }
 
 
+#: a generator's rate, or (rate, duration, start) for one that runs only part of the time
+MixEntry = float | tuple[float, float, float]
+
+
 def make_generators(
-    mix: dict[str, float], duration: float, namespace: str = "soak", start: float = 0.0
+    mix: dict[str, MixEntry], duration: float, namespace: str = "soak", start: float = 0.0
 ) -> list[Generator]:
     out = []
-    for name, rate in mix.items():
+    for name, entry in mix.items():
         if name not in GENERATORS:
             raise ValueError(f"unknown generator {name!r} (known: {', '.join(GENERATORS)})")
-        out.append(GENERATORS[name](rate=rate, duration=duration, namespace=namespace, start=start))
+        if isinstance(entry, tuple):
+            rate, own_duration, own_start = entry
+            own_duration = min(own_duration, max(0.0, duration - own_start))
+        else:
+            rate, own_duration, own_start = entry, duration, 0.0
+        out.append(
+            GENERATORS[name](rate=rate, duration=own_duration, namespace=namespace, start=start + own_start)
+        )
     return out
 
 
@@ -676,17 +687,26 @@ def build_plan(generators: list[Generator], seed: int, shape: ClusterShape | Non
     return actions
 
 
-def parse_mix(text: str) -> dict[str, float]:
-    """`gang=0.5,vgpu=1` (rates per second); `default` is the standard mix; `default*2` scales it."""
+def parse_mix(text: str) -> dict[str, MixEntry]:
+    """`gang=0.5,vgpu=1` (rates per second); `gang=0.5@30+10` runs for 30 s from second 10; `default` is
+    the standard mix and `default*2` doubles its rates."""
     text = text.strip()
     if text.startswith("default"):
         factor = float(text.split("*", 1)[1]) if "*" in text else 1.0
         return {k: v * factor for k, v in DEFAULT_MIX.items()}
-    mix: dict[str, float] = {}
+    mix: dict[str, MixEntry] = {}
     for part in text.split(","):
-        if part.strip():
-            name, _, rate = part.partition("=")
-            mix[name.strip()] = float(rate or DEFAULT_MIX.get(name.strip(), 1.0))
+        if not part.strip():
+            continue
+        name, _, spec = part.partition("=")
+        name = name.strip()
+        rate_text, _, window = spec.partition("@")
+        rate = float(rate_text or DEFAULT_MIX.get(name, 1.0))
+        if window:
+            length, _, begin = window.partition("+")
+            mix[name] = (rate, float(length), float(begin or 0.0))
+        else:
+            mix[name] = rate
     return mix
 
 
@@ -868,7 +888,9 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--kubeconfig", help="the cluster (e.g. one `caldera-sim serve` wrote)")
-    p.add_argument("--mix", default="default", help="`default`, `default*2`, or `gang=0.5,vgpu=1,...`")
+    p.add_argument(
+        "--mix", default="default", help="`default`, `default*2`, or `gang=0.5,vgpu=1,churn=2@30+10,...`"
+    )
     p.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--namespace", default="soak")

@@ -35,6 +35,7 @@ from hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
 from hack.workload import (
     IB_LABEL,
     Api,
+    ApiError,
     ClusterShape,
     Executor,
     build_plan,
@@ -45,6 +46,7 @@ from hack.workload import (
 )
 from scheduler.cli import duration
 
+TERMINAL_PHASES = ("Succeeded", "Failed")
 FAULT_KINDS = ("drop-watches", "429-storm", "compact", "restart", "500-storm", "failover", "drop-abort")
 FOREIGN_SCHEDULER = "other-scheduler"
 
@@ -230,7 +232,8 @@ class Soak:
             "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/caldera"
         )
         if status != 200:
-            return None if self.opts.replicas > 1 else (self.live() or [None])[0]
+            live = self.live()
+            return live[0] if live and self.opts.replicas == 1 else None
         holder = (json.loads(raw).get("spec") or {}).get("holderIdentity") or ""
         for p in self.live():
             if holder.endswith(f"_{p.sched.pid}"):
@@ -386,20 +389,45 @@ class Soak:
         else:
             self._note_skipped("volcano_vgpu_device_* (not exported by caldera-scheduler)")
 
-    def vgpu_pods_bound(self) -> int:
+    def vgpu_pods(self) -> dict[str, dict[str, Any]]:
+        """Pods bound, unfinished, holding vGPU slices: namespace/name -> pod."""
         assert self.checker is not None
-        n = 0
-        for pod in self.checker.pods.objects.values():
-            if not pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") in (
-                "Succeeded",
-                "Failed",
-            ):
+        out = {}
+        for key, pod in self.checker.pods.objects.items():
+            if not pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
                 continue
             for c in pod["spec"].get("containers") or []:
                 if "volcano.sh/vgpu-number" in ((c.get("resources") or {}).get("limits") or {}):
-                    n += 1
+                    out[key] = pod
                     break
-        return n
+        return out
+
+    def vgpu_pods_bound(self) -> int:
+        return len(self.vgpu_pods())
+
+    def vgpu_diff(self, m: dict[str, list[tuple[dict[str, str], float]]]) -> str:
+        """Which pods the per-pod vGPU series and the API disagree on, and what the API says of them."""
+        assert self.checker is not None
+        exported = {
+            f"{lab.get('podNamespace')}/{lab.get('podName')}"
+            for lab, _ in m.get("volcano_vgpu_device_memory_allocation_for_a_certain_pod", [])
+        }
+        truth = self.vgpu_pods()
+        extra = sorted(exported - set(truth))
+        missing = sorted(set(truth) - exported)
+        notes = []
+        for key in extra[:3]:
+            pod = self.checker.pods.objects.get(key)
+            if pod is None:
+                notes.append(f"{key}: gone from the API")
+            else:
+                notes.append(
+                    f"{key}: node={pod['spec'].get('nodeName')!r} phase={(pod.get('status') or {}).get('phase')}"
+                    f" deleting={bool(pod['metadata'].get('deletionTimestamp'))}"
+                )
+        return (
+            f"exported, not on a device: {extra} ({'; '.join(notes)}); on a device, not exported: {missing}"
+        )
 
     def _note_checked(self, what: str) -> None:
         if what not in self.summary.metrics_checked:
@@ -450,8 +478,10 @@ class Soak:
                     self.samples.setdefault(k, []).append(v)
                 c.bound_by_window = 0
                 last_t = t
-                with contextlib.suppress(Exception):
+                try:
                     await self.check_metrics(api, http)
+                except (TimeoutError, aiohttp.ClientError, OSError, ApiError) as exc:
+                    self.log(f"metrics check skipped this round: {exc!r}")
 
     async def _safe_leader(self, api: Api) -> Proc | None:
         try:
@@ -603,9 +633,9 @@ class Soak:
             for _ in range(opts.replicas):
                 self.start_replica()
             tasks = [
-                asyncio.create_task(checker.run(stop)),
-                asyncio.create_task(self.supervise(stop)),
-                asyncio.create_task(self.sample(api, stop)),
+                asyncio.create_task(checker.run(stop), name="checker"),
+                asyncio.create_task(self.supervise(stop), name="supervisor"),
+                asyncio.create_task(self.sample(api, stop), name="sampler"),
             ]
             load_seconds = opts.load_fraction * self.duration
             shape = ClusterShape(ib_groups=opts.ib_groups, nodes=opts.nodes)
@@ -625,7 +655,12 @@ class Soak:
                 self.judge_memory()
             finally:
                 stop.set()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                for task, outcome in zip(
+                    tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True
+                ):
+                    if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+                        # A checker that died checks nothing: that is a failed soak, never a clean one.
+                        checker.violate("soak-internal", task.get_name(), repr(outcome))
                 for p in self.procs:
                     p.expected_exit = True
                     p.sched.stop()

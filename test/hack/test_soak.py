@@ -5,7 +5,9 @@ with zero violations, a report and figures."""
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,24 @@ def test_ci_soak_two_minutes_every_fault(tmp_path: Path) -> None:
     assert summary.bound > 1000
     assert summary.memory, "at least one replica lived long enough for its memory to be judged"
     check_report(summary.report)
+
+
+def test_png_charts_are_well_formed() -> None:
+    from hack.report import Chart, render_png
+
+    data = render_png(
+        Chart("t", [0, 1, 2, 3], {"a": [0.0, 5.0, float("nan"), 2.0]}, markers=[(1.5, "f")]), 320, 120
+    )
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks = 8, {}
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
+        assert crc == zlib.crc32(kind + body) & 0xFFFFFFFF
+        chunks[kind] = body
+        pos += 12 + length
+    width, height = struct.unpack(">II", chunks[b"IHDR"][:8])
+    pixels = zlib.decompress(chunks[b"IDAT"])
+    assert (width, height) == (320, 120) and len(pixels) == height * (1 + width * 3)
+    assert len(set(pixels)) > 3  # something was drawn on the white

@@ -23,6 +23,7 @@ from hack.workload import (
     Deployments,
     Executor,
     GangJobs,
+    MixEntry,
     NodeChurn,
     OversubscribedQueues,
     build_plan,
@@ -32,7 +33,7 @@ from hack.workload import (
 )
 
 
-def plan_of(mix: dict[str, float], seed: int, duration: float = 120.0) -> list[Action]:
+def plan_of(mix: dict[str, MixEntry], seed: int, duration: float = 120.0) -> list[Action]:
     return build_plan(make_generators(mix, duration), seed)
 
 
@@ -155,6 +156,11 @@ def test_node_churn_only_deletes_nodes_it_added() -> None:
 def test_parse_mix() -> None:
     assert parse_mix("default*2")["gang"] == DEFAULT_MIX["gang"] * 2
     assert parse_mix("gang=0.5,vgpu=1") == {"gang": 0.5, "vgpu": 1.0}
+    assert parse_mix("churn=2@30+10") == {"churn": (2.0, 30.0, 10.0)}
+    (churn,) = make_generators(parse_mix("churn=2@30+10"), 100.0)
+    assert (churn.rate, churn.duration, churn.start) == (2.0, 30.0, 10.0)
+    times = [a.at for a in churn.plan(random.Random(1), ClusterShape())]
+    assert times and all(10.0 < t < 40.0 for t in times)
     with pytest.raises(ValueError, match="unknown generator"):
         make_generators({"nope": 1.0}, 10)
 
