@@ -195,6 +195,7 @@ class Soak:
         self.conf_path = workdir / "scheduler.conf"
         self.leader_mismatch = 0
         self.vgpu_mismatch_since: float | None = None
+        self.cycle_prev: dict[int, tuple[float, float]] = {}
         self.samples: dict[str, list[float]] = {}
         self.sample_t: list[float] = []
         self.fault_marks: list[tuple[float, str]] = []
@@ -372,8 +373,9 @@ class Soak:
                 self._note_skipped("caldera_leader")
         leader = await self.leader(api)
         lm = scraped.get(leader.sched.pid) if leader is not None else None
-        if lm is None:
+        if lm is None or leader is None:
             return
+        self.record_cycles(leader.sched.pid, lm)
         if "volcano_vgpu_device_shared_number" in lm:
             exported = self.value(lm, "volcano_vgpu_device_shared_number") or 0.0
             truth_n = self.vgpu_pods_bound()
@@ -395,6 +397,18 @@ class Soak:
             self._note_checked("volcano_vgpu_device_shared_number (against vGPU pods bound)")
         else:
             self._note_skipped("volcano_vgpu_device_* (not exported by caldera-scheduler)")
+
+    def record_cycles(self, pid: int, m: dict[str, list[tuple[dict[str, str], float]]]) -> None:
+        """The leader's mean cycle duration since the previous scrape (caldera_cycle_duration_seconds)."""
+        total = self.value(m, "caldera_cycle_duration_seconds_sum")
+        count = self.value(m, "caldera_cycle_duration_seconds_count")
+        if total is None or count is None:
+            return
+        prev = self.cycle_prev.get(pid)
+        self.cycle_prev[pid] = (total, count)
+        series = self.samples.get("cycle_ms")
+        if prev is not None and series and count > prev[1]:
+            series[-1] = (total - prev[0]) / (count - prev[1]) * 1000
 
     def vgpu_pods(self) -> dict[str, dict[str, Any]]:
         """Pods bound, unfinished, holding vGPU slices: namespace/name -> pod."""
@@ -481,6 +495,7 @@ class Soak:
                     "rss_leader": lrss / 2**20,
                     "rss_total": rss_total / 2**20,
                     "cpu_total": cpu_total,
+                    "cycle_ms": float("nan"),  # filled in by the metrics check below
                 }.items():
                     self.samples.setdefault(k, []).append(v)
                 c.bound_by_window = 0
@@ -745,6 +760,12 @@ class Soak:
                 {"leader": v.get("rss_leader", []), "all replicas": v.get("rss_total", [])},
                 markers=marks,
             ),
+            "cpu": Chart(
+                "Scheduler CPU (cores, all replicas) and the leader's mean cycle (s)",
+                t,
+                {"cores": self.cpu_cores(), "cycle s": [x / 1000 for x in v.get("cycle_ms", [])]},
+                markers=marks,
+            ),
         }
         s = self.summary
         rows = (
@@ -764,6 +785,15 @@ class Soak:
         (d / "summary.json").write_text(json.dumps(asdict(s), indent=2, default=str))
         s.report["json"] = str(d / "summary.json")
         return s.report
+
+    def cpu_cores(self) -> list[float]:
+        """CPU seconds per second between samples, from the cumulative CPU of all replicas."""
+        t, total = self.sample_t, self.samples.get("cpu_total", [])
+        out = [float("nan")] * min(1, len(total))
+        for i in range(1, len(total)):
+            dt = t[i] - t[i - 1]
+            out.append(max(0.0, total[i] - total[i - 1]) / dt if dt > 0 else float("nan"))
+        return out
 
     def text(self) -> str:
         s = self.summary

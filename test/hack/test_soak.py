@@ -102,11 +102,11 @@ async def test_checker_reports_what_a_broken_scheduler_would_do() -> None:
 
 
 def check_report(summary_report: dict[str, str]) -> None:
-    for name in ("throughput", "pending", "latency", "memory"):
+    for name in ("throughput", "pending", "latency", "memory", "cpu"):
         data = Path(summary_report[name]).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 500
     html = Path(summary_report["html"]).read_text()
-    assert html.count("<svg") == 4 and "Violations" in html
+    assert html.count("<svg") == 5 and "Violations" in html
     assert Path(summary_report["json"]).exists()
 
 
