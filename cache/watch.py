@@ -136,7 +136,7 @@ class Reflector(Generic[T]):
 
     def _decode_obj(self, raw: bytes) -> T | None:
         try:
-            return self._decode(self.kind, raw)  # type: ignore[arg-type]
+            return self._decode(self.kind, raw)  # type: ignore[arg-type,type-var]
         except ObjectError as exc:
             self.stats.skipped += 1
             log.warning("%s: skipping a malformed object: %s", self.name, exc)

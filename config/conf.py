@@ -87,9 +87,10 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
         options: list[PluginOption] = []
         for pi, plugin_raw in enumerate(plugins_raw, start=1):
             pmap = _mapping(plugin_raw, f"tier {ti} plugin {pi}")
-            name = pmap.get("name")
-            if not isinstance(name, str) or not name:
+            plugin_name = pmap.get("name")
+            if not isinstance(plugin_name, str) or not plugin_name:
                 raise ConfError(f"tier {ti} plugin {pi} has no name")
+            name = plugin_name
             cls = registry.plugins.get(name)
             if cls is None:
                 known = ", ".join(sorted(registry.plugins))
@@ -120,9 +121,10 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
         raise ConfError("'configurations' must be a list of {name, arguments}")
     for ci, item in enumerate(conf_raw, start=1):
         cmap = _mapping(item, f"configuration {ci}")
-        name = cmap.get("name")
-        if not isinstance(name, str) or name not in registry.actions:
-            raise ConfError(f"configuration {ci} names an unknown action {name!r}")
+        action_name = cmap.get("name")
+        if not isinstance(action_name, str) or action_name not in registry.actions:
+            raise ConfError(f"configuration {ci} names an unknown action {action_name!r}")
+        name = action_name
         args_raw = _mapping(cmap.get("arguments"), f"arguments of action {name!r}")
         try:
             configurations[name] = check_arguments(

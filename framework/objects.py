@@ -25,7 +25,7 @@ class _Base(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
     pass
 
 
-class OwnerReference(_Base):
+class OwnerReference(_Base, frozen=True):
     kind: str = ""
     name: str = ""
     uid: str = ""
@@ -33,7 +33,7 @@ class OwnerReference(_Base):
     controller: bool = False
 
 
-class ObjectMeta(_Base):
+class ObjectMeta(_Base, frozen=True):
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -48,83 +48,83 @@ class ObjectMeta(_Base):
 
 
 # --- pods ------------------------------------------------------------------------------------------
-class ResourceRequirements(_Base):
+class ResourceRequirements(_Base, frozen=True):
     requests: ResourceList = {}
     limits: ResourceList = {}
 
 
-class ContainerPort(_Base):
+class ContainerPort(_Base, frozen=True):
     container_port: int = 0
     host_port: int = 0
     protocol: str = "TCP"
     host_ip: str = ""
 
 
-class Container(_Base):
+class Container(_Base, frozen=True):
     name: str = ""
     resources: ResourceRequirements = ResourceRequirements()
     ports: list[ContainerPort] = []
 
 
-class NodeSelectorRequirement(_Base):
+class NodeSelectorRequirement(_Base, frozen=True):
     key: str = ""
     operator: str = "In"
     values: list[str] = []
 
 
-class NodeSelectorTerm(_Base):
+class NodeSelectorTerm(_Base, frozen=True):
     match_expressions: list[NodeSelectorRequirement] = []
     match_fields: list[NodeSelectorRequirement] = []
 
 
-class NodeSelector(_Base):
+class NodeSelector(_Base, frozen=True):
     node_selector_terms: list[NodeSelectorTerm] = []
 
 
-class PreferredSchedulingTerm(_Base):
+class PreferredSchedulingTerm(_Base, frozen=True):
     weight: int = 0
     preference: NodeSelectorTerm = NodeSelectorTerm()
 
 
-class NodeAffinity(_Base):
+class NodeAffinity(_Base, frozen=True):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
     preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = []
 
 
-class LabelSelectorRequirement(_Base):
+class LabelSelectorRequirement(_Base, frozen=True):
     key: str = ""
     operator: str = "In"
     values: list[str] = []
 
 
-class LabelSelector(_Base):
+class LabelSelector(_Base, frozen=True):
     match_labels: dict[str, str] = {}
     match_expressions: list[LabelSelectorRequirement] = []
 
 
-class PodAffinityTerm(_Base):
+class PodAffinityTerm(_Base, frozen=True):
     label_selector: LabelSelector | None = None
     namespaces: list[str] = []
     topology_key: str = ""
 
 
-class WeightedPodAffinityTerm(_Base):
+class WeightedPodAffinityTerm(_Base, frozen=True):
     weight: int = 0
     pod_affinity_term: PodAffinityTerm = PodAffinityTerm()
 
 
-class PodAffinity(_Base):
+class PodAffinity(_Base, frozen=True):
     required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = []
     preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = []
 
 
-class Affinity(_Base):
+class Affinity(_Base, frozen=True):
     node_affinity: NodeAffinity | None = None
     pod_affinity: PodAffinity | None = None
     pod_anti_affinity: PodAffinity | None = None
 
 
-class Toleration(_Base):
+class Toleration(_Base, frozen=True):
     key: str = ""
     operator: str = "Equal"
     value: str = ""
@@ -132,7 +132,7 @@ class Toleration(_Base):
     toleration_seconds: int | None = None
 
 
-class PodSpec(_Base):
+class PodSpec(_Base, frozen=True):
     node_name: str = ""
     scheduler_name: str = "default-scheduler"
     priority: int | None = None
@@ -146,62 +146,62 @@ class PodSpec(_Base):
     host_network: bool = False
 
 
-class PodCondition(_Base):
+class PodCondition(_Base, frozen=True):
     type: str = ""
     status: str = ""
     reason: str = ""
     message: str = ""
 
 
-class PodStatus(_Base):
+class PodStatus(_Base, frozen=True):
     phase: str = "Pending"
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
 
 
-class Pod(_Base):
+class Pod(_Base, frozen=True):
     metadata: ObjectMeta = ObjectMeta()
     spec: PodSpec = PodSpec()
     status: PodStatus = PodStatus()
 
 
 # --- nodes -----------------------------------------------------------------------------------------
-class Taint(_Base):
+class Taint(_Base, frozen=True):
     key: str = ""
     value: str = ""
     effect: str = ""
 
 
-class NodeSpec(_Base):
+class NodeSpec(_Base, frozen=True):
     unschedulable: bool = False
     taints: list[Taint] = []
 
 
-class NodeCondition(_Base):
+class NodeCondition(_Base, frozen=True):
     type: str = ""
     status: str = ""
     reason: str = ""
 
 
-class NodeStatus(_Base):
+class NodeStatus(_Base, frozen=True):
     capacity: ResourceList = {}
     allocatable: ResourceList = {}
     conditions: list[NodeCondition] = []
 
 
-class Node(_Base):
+class Node(_Base, frozen=True):
     metadata: ObjectMeta = ObjectMeta()
     spec: NodeSpec = NodeSpec()
     status: NodeStatus = NodeStatus()
 
 
 # --- Volcano: PodGroup, Queue, HyperNode -------------------------------------------------------------
-class NetworkTopologySpec(_Base):
+class NetworkTopologySpec(_Base, frozen=True):
     mode: str = "hard"
     highest_tier_allowed: int | None = None
 
 
-class PodGroupSpec(_Base):
+class PodGroupSpec(_Base, frozen=True):
     min_member: int = 1
     min_task_member: dict[str, int] = {}
     queue: str = ""
@@ -210,7 +210,7 @@ class PodGroupSpec(_Base):
     network_topology: NetworkTopologySpec | None = None
 
 
-class PodGroupCondition(_Base):
+class PodGroupCondition(_Base, frozen=True):
     type: str = ""
     status: str = ""
     reason: str = ""
@@ -219,7 +219,7 @@ class PodGroupCondition(_Base):
     last_transition_time: str | None = None
 
 
-class PodGroupStatus(_Base):
+class PodGroupStatus(_Base, frozen=True):
     phase: str = ""
     conditions: list[PodGroupCondition] = []
     running: int = 0
@@ -227,17 +227,17 @@ class PodGroupStatus(_Base):
     failed: int = 0
 
 
-class PodGroup(_Base):
+class PodGroup(_Base, frozen=True):
     metadata: ObjectMeta = ObjectMeta()
     spec: PodGroupSpec = PodGroupSpec()
     status: PodGroupStatus = PodGroupStatus()
 
 
-class Guarantee(_Base):
+class Guarantee(_Base, frozen=True):
     resource: ResourceList = {}
 
 
-class QueueSpec(_Base):
+class QueueSpec(_Base, frozen=True):
     weight: int = 1
     capability: ResourceList = {}
     deserved: ResourceList = {}
@@ -247,7 +247,7 @@ class QueueSpec(_Base):
     priority: int = 0
 
 
-class QueueStatus(_Base):
+class QueueStatus(_Base, frozen=True):
     state: str = ""
     pending: int = 0
     running: int = 0
@@ -256,48 +256,48 @@ class QueueStatus(_Base):
     completed: int = 0
 
 
-class Queue(_Base):
+class Queue(_Base, frozen=True):
     metadata: ObjectMeta = ObjectMeta()
     spec: QueueSpec = QueueSpec()
     status: QueueStatus = QueueStatus()
 
 
-class PriorityClass(_Base):
+class PriorityClass(_Base, frozen=True):
     metadata: ObjectMeta = ObjectMeta()
     value: int = 0
     global_default: bool = False
     preemption_policy: str = "PreemptLowerPriority"
 
 
-class ExactMatch(_Base):
+class ExactMatch(_Base, frozen=True):
     name: str = ""
 
 
-class RegexMatch(_Base):
+class RegexMatch(_Base, frozen=True):
     pattern: str = ""
 
 
-class LabelMatch(_Base):
+class LabelMatch(_Base, frozen=True):
     match_labels: dict[str, str] = {}
 
 
-class MemberSelector(_Base):
+class MemberSelector(_Base, frozen=True):
     exact_match: ExactMatch | None = None
     regex_match: RegexMatch | None = None
     label_match: LabelMatch | None = None
 
 
-class HyperNodeMember(_Base):
+class HyperNodeMember(_Base, frozen=True):
     type: str = "Node"
     selector: MemberSelector = MemberSelector()
 
 
-class HyperNodeSpec(_Base):
+class HyperNodeSpec(_Base, frozen=True):
     tier: int = 1
     members: list[HyperNodeMember] = []
 
 
-class HyperNode(_Base):
+class HyperNode(_Base, frozen=True):
     metadata: ObjectMeta = ObjectMeta()
     spec: HyperNodeSpec = HyperNodeSpec()
 

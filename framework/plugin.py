@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -103,7 +104,7 @@ class Arguments(Mapping[str, Any]):
     def str(self, key: str, default: str) -> str:
         return self.get_typed(key, str, default)  # type: ignore[no-any-return]
 
-    def list(self, key: str, default: list[Any]) -> list[Any]:
+    def list(self, key: builtins.str, default: builtins.list[Any]) -> builtins.list[Any]:
         return self.get_typed(key, list, default)  # type: ignore[no-any-return]
 
 

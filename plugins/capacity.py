@@ -77,13 +77,13 @@ class CapacityPlugin(Plugin):
         ssn.data.setdefault("queue_guarantee_scaled", {}).update(scaled)
         for name in self._top_down():
             attr = attrs[name]
-            parent = self.parent.get(name)
-            if parent is None:
+            parent_name = self.parent.get(name)
+            if parent_name is None:
                 siblings = [a for n, a in attrs.items() if n not in self.parent]
                 base = total
             else:
-                siblings = [attrs[n] for n, p in self.parent.items() if p == parent]
-                base = attrs[parent].real_capability
+                siblings = [attrs[n] for n, p in self.parent.items() if p == parent_name]
+                base = attrs[parent_name].real_capability
             summed = Resource()
             for s in siblings:
                 summed.add(s.guarantee)

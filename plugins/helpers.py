@@ -73,7 +73,7 @@ class NodeIndex:
 
     def requirement_mask(self, key: str, operator: str, values: list[str], field: bool = False) -> np.ndarray:
         col = self._names if field and key == "metadata.name" else self.label(key)
-        present = np.not_equal(col, None)
+        present = np.not_equal(col, None)  # type: ignore[call-overload]
         if operator == "In":
             return np.isin(col, values) & present
         if operator == "NotIn":

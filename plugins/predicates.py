@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from framework.model import OCCUPYING_STATUSES, TaskInfo
+from framework.objects import PodAffinityTerm
 from framework.plugin import Plugin
 from plugins.helpers import NodeIndex, node_index, pod_matches_term, term_mask, tolerates
 
@@ -185,7 +186,7 @@ class PredicatesPlugin(Plugin):
         return {R_PORTS: self._ports_fails(task, rows)}
 
     # -- inter-pod affinity ------------------------------------------------------------------------
-    def _existing_anti_terms(self) -> list[tuple[TaskInfo, object]]:
+    def _existing_anti_terms(self) -> list[tuple[TaskInfo, PodAffinityTerm]]:
         """Placed pods that carry required anti-affinity terms (usually few): (pod, term)."""
         got = self.ssn.data.get("_existing_anti_terms")
         if got is None:
@@ -227,9 +228,9 @@ class PredicatesPlugin(Plugin):
         if existing:
             bad = np.zeros(idx.rows, dtype=bool)
             for other, term in existing:
-                if pod_matches_term(task, term, other.namespace):  # type: ignore[arg-type]
+                if pod_matches_term(task, term, other.namespace):
                     node = self.ssn.nodes.get(other.node_name)
-                    key = term.topology_key  # type: ignore[attr-defined]
+                    key = term.topology_key
                     if node is not None and key in node.labels:
                         bad |= idx.label(key) == node.labels[key]
             if bad.any():

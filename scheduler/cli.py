@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -140,6 +141,7 @@ def options_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 async def _serve(args: argparse.Namespace) -> int:
     from scheduler.app import SchedulerApp
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -162,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvloop
 
-        runner = uvloop.run
+        runner: Any = uvloop.run
     except ImportError:  # pragma: no cover - non-Linux
         runner = asyncio.run
     try:

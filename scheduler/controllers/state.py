@@ -31,7 +31,7 @@ class _Lean(msgspec.Struct, rename="camel", frozen=True):
     pass
 
 
-class OwnerRef(_Lean):
+class OwnerRef(_Lean, frozen=True):
     api_version: str = ""
     kind: str = ""
     name: str = ""
@@ -39,7 +39,7 @@ class OwnerRef(_Lean):
     controller: bool = False
 
 
-class Meta(_Lean):
+class Meta(_Lean, frozen=True):
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -52,48 +52,48 @@ class Meta(_Lean):
     finalizers: list[str] = []
 
 
-class PodSpec(_Lean):
+class PodSpec(_Lean, frozen=True):
     scheduler_name: str = "default-scheduler"
     priority_class_name: str = ""
     node_name: str = ""
 
 
-class PodStatus(_Lean):
+class PodStatus(_Lean, frozen=True):
     phase: str = "Pending"
 
 
-class Pod(_Lean):
+class Pod(_Lean, frozen=True):
     metadata: Meta = Meta()
     spec: PodSpec = PodSpec()
     status: PodStatus = PodStatus()
 
 
-class PodGroupSpec(_Lean):
+class PodGroupSpec(_Lean, frozen=True):
     min_member: int = 1
     queue: str = ""
     priority_class_name: str = ""
 
 
-class PodGroupStatus(_Lean):
+class PodGroupStatus(_Lean, frozen=True):
     phase: str = ""
     running: int = 0
     succeeded: int = 0
     failed: int = 0
 
 
-class PodGroup(_Lean):
+class PodGroup(_Lean, frozen=True):
     metadata: Meta = Meta()
     spec: PodGroupSpec = PodGroupSpec()
     status: PodGroupStatus = PodGroupStatus()
 
 
-class QueueSpec(_Lean):
+class QueueSpec(_Lean, frozen=True):
     weight: int = 1
     #: Volcano's desired state: "" or "Open", or "Closed".
     state: str = ""
 
 
-class QueueStatus(_Lean):
+class QueueStatus(_Lean, frozen=True):
     state: str = ""
     pending: int = 0
     running: int = 0
@@ -102,7 +102,7 @@ class QueueStatus(_Lean):
     completed: int = 0
 
 
-class Queue(_Lean):
+class Queue(_Lean, frozen=True):
     metadata: Meta = Meta()
     spec: QueueSpec = QueueSpec()
     status: QueueStatus = QueueStatus()
