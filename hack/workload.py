@@ -734,6 +734,7 @@ class Executor:
         *,
         concurrency: int = 32,
         janitor_interval: float = 2.0,
+        finished_ttl: float = 0.0,
         on_error: Callable[[str], None] | None = None,
     ) -> None:
         self.api = api
@@ -742,6 +743,9 @@ class Executor:
         self.sem = asyncio.Semaphore(concurrency)
         self.stats = ExecStats()
         self.janitor_interval = janitor_interval
+        self.finished_ttl = finished_ttl
+        self._finished_seen: dict[str, float] = {}  # finished pod -> when the janitor first saw it so
+        self._deleting: set[str] = set()
         self.on_error = on_error or (lambda msg: None)
         self.groups: dict[str, int] = {}  # PodGroup name -> pods of it still existing
         self._tasks: set[asyncio.Task[None]] = set()
@@ -827,17 +831,32 @@ class Executor:
             raise ValueError(f"unknown op {op}")
 
     async def janitor_pass(self) -> None:
-        """Delete finished pods (what a job controller's TTL would do) and PodGroups left without pods."""
+        """Delete pods finished for `finished_ttl` seconds (what a Job's ttlSecondsAfterFinished does) and
+        the PodGroups they leave without pods. Finished pods that linger are part of a real cluster: the
+        scheduler and its metrics must not count them."""
+        now = time.monotonic()
+        finished: set[str] = set()
         for phase in ("Succeeded", "Failed"):
             pods, _ = await self.api.list(pods_path(self.ns), fieldSelector=f"status.phase={phase}")
             for p in pods:
                 meta = p["metadata"]
-                if (meta.get("ownerReferences") or []) and phase == "Succeeded":
-                    pass  # a ReplicaSet's pod: its controller replaces it; deleting is still right
-                self._spawn("janitor", self._delete_pod(meta["name"], meta.get("annotations") or {}))
+                name = meta["name"]
+                finished.add(name)
+                seen = self._finished_seen.setdefault(name, now)
+                if now - seen < self.finished_ttl or name in self._deleting:
+                    continue
+                self._deleting.add(name)
+                self._spawn("janitor", self._delete_pod(name, meta.get("annotations") or {}))
+        for name in list(self._finished_seen):
+            if name not in finished and name not in self._deleting:
+                del self._finished_seen[name]
 
     async def _delete_pod(self, name: str, annotations: dict[str, str]) -> None:
-        await self.api.delete(f"{pods_path(self.ns)}/{name}", grace=0)
+        try:
+            await self.api.delete(f"{pods_path(self.ns)}/{name}", grace=0)
+        finally:
+            self._deleting.discard(name)
+            self._finished_seen.pop(name, None)
         self.stats.deleted_pods += 1
         group = annotations.get(GROUP_ANNOTATION, "")
         if group in self.groups:
@@ -857,11 +876,20 @@ class Executor:
                 self.stats.errors += 1
                 self.on_error(f"janitor: {exc}")
 
-    async def run(self, stop: asyncio.Event | None = None, t0: float | None = None) -> ExecStats:
+    async def run(
+        self,
+        stop: asyncio.Event | None = None,
+        t0: float | None = None,
+        janitor_stop: asyncio.Event | None = None,
+    ) -> ExecStats:
+        """Apply the plan on time. The janitor runs until the plan is done, or until `janitor_stop` when
+        given (so that a cluster keeps turning over after the last arrival)."""
         stop = stop or asyncio.Event()
         await self.setup_namespace()
         t0 = time.monotonic() if t0 is None else t0
-        janitor = asyncio.create_task(self._janitor(stop))
+        janitor_stop = janitor_stop or stop
+        janitor = asyncio.create_task(self._janitor(janitor_stop))
+        self.janitor_task = janitor
         try:
             for action in self.plan:
                 delay = t0 + action.at - time.monotonic()
@@ -875,8 +903,14 @@ class Executor:
                 await asyncio.gather(*list(self._tasks))
         finally:
             stop.set()
-            await janitor
+            if janitor_stop is stop:
+                await janitor
         return self.stats
+
+    async def wait_janitor(self) -> None:
+        task = getattr(self, "janitor_task", None)
+        if task is not None:
+            await task
 
 
 # -- CLI ------------------------------------------------------------------------------------------------
