@@ -54,7 +54,9 @@ def node_usage(cache: ClusterCache) -> dict[str, NodeDevices]:
                 continue
             state = NodeDevices(devices)
             for task in info.tasks.values():
-                if not holds_devices(task):
+                # The API's truth only: a placement the scheduler has assumed but not yet bound
+                # (a bind retried through a 429 storm, say) holds no device a dashboard should show.
+                if not holds_devices(task) or not task.pod.spec.node_name:
                     continue
                 assignment = pod_assignment(task.pod)
                 if assignment is not None:

@@ -339,6 +339,11 @@ def test_a_pod_scheduled_by_the_loop_shows_on_the_device_it_was_given():
     cache.upsert_pod(p)
     loop.run_once()
     (placement,) = binder.placements
+    # assumed by the scheduler, not yet bound on the API: no device usage shows
+    registry_m = CollectorRegistry()
+    metrics = DeviceMetrics(registry_m)
+    metrics.update(cache)
+    assert exported(registry_m) == expected(nodes, {})
     # what the binder writes and the watch brings back
     bound = msgspec.structs.replace(
         p,
@@ -349,8 +354,6 @@ def test_a_pod_scheduled_by_the_loop_shows_on_the_device_it_was_given():
         status=msgspec.structs.replace(p.status, phase="Running"),
     )
     cache.upsert_pod(bound)
-    registry_m = CollectorRegistry()
-    metrics = DeviceMetrics(registry_m)
     metrics.update(cache)
     grants = [[("GPU-1", 6000, 30), ("GPU-2", 6000, 30)]]
     assert exported(registry_m) == expected(nodes, {"default/infer": ("default", "g1", grants)})
