@@ -11,6 +11,7 @@ cycle, so an unschedulable backlog costs one evaluation per template, not per jo
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,10 @@ EXPLANATIONS = "explanations"
 TOPOLOGY_FAILURES = "topology_failures"
 #: per cycle, at most this many jobs get per-role detail (the rest keep the one-line reason)
 DETAILED_JOBS = 1000
+#: how long a job's detailed document is reused while its one-line reason stays the same
+REUSE_SECONDS = 5.0
+#: private key of a document: when it was built (monotonic seconds); not part of the wire format
+BUILT_AT = "_built_at"
 #: at most this many topology groups are listed per job, closest first
 MAX_GROUPS = 20
 
@@ -96,13 +101,24 @@ def _plural(n: int, word: str) -> str:
 # ------------------------------------------------------------------------------------------------
 # the pass over a session
 # ------------------------------------------------------------------------------------------------
-def explain_session(ssn: Session, limit: int = DETAILED_JOBS) -> dict[str, dict[str, Any]]:
+def explain_session(
+    ssn: Session,
+    limit: int = DETAILED_JOBS,
+    previous: dict[str, dict[str, Any]] | None = None,
+    now: float | None = None,
+    max_age: float = REUSE_SECONDS,
+) -> dict[str, dict[str, Any]]:
     """Explain every job this cycle left pending with a reason; jobs held by a missing, closed or
     overused queue get that reason first (``job.job_fit_error``), so that the PodGroup condition
-    and the event say it too."""
+    and the event say it too.
+
+    ``previous`` (last cycle's documents): a job whose one-line reason has not changed keeps its
+    document for up to ``max_age`` seconds, so an unschedulable backlog is not re-analysed in
+    detail every cycle."""
     out: dict[str, dict[str, Any]] = ssn.data.setdefault(EXPLANATIONS, {})
     roles_cache: dict[bytes, dict[str, Any]] = {}
     detailed = 0
+    now = time.monotonic() if now is None else now
     for job in ssn.jobs.values():
         pending = job.count(TaskStatus.PENDING)
         if not pending and not job.job_fit_error:
@@ -114,9 +130,19 @@ def explain_session(ssn: Session, limit: int = DETAILED_JOBS) -> dict[str, dict[
             job.job_fit_error = held
         if not pending and not job.tasks:
             continue
+        old = previous.get(job.uid) if previous else None
+        if (
+            old is not None
+            and now - old.get(BUILT_AT, -1e18) < max_age
+            and old.get("reason") == one_line(job)
+        ):
+            out[job.uid] = old
+            continue
         with_roles = detailed < limit
         detailed += with_roles
-        out[job.uid] = explain_job(ssn, job, roles_cache if with_roles else None)
+        doc = explain_job(ssn, job, roles_cache if with_roles else None)
+        doc[BUILT_AT] = now
+        out[job.uid] = doc
     return out
 
 

@@ -225,7 +225,7 @@ class DebugApi:
         uid = f"{namespace}/{name}"
         doc = self.obs.last.explanations.get(uid)
         if doc is not None:
-            return doc
+            return {k: v for k, v in doc.items() if not k.startswith("_")}
         job = self._result.jobs.get(uid)
         if job is None:
             raise NotFound(f"job {uid} is not known to the scheduler's last cycle")

@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from actions.explain import explain_session
 from framework.plugin import Arguments, Registry
@@ -76,6 +76,8 @@ class SchedulerLoop:
         self.ready = ready
         self.on_cycle = on_cycle
         self.stats = CycleStats()
+        #: last cycle's pending-job explanations, reused while a job's reason does not change
+        self._explanations: dict[str, dict[str, Any]] = {}
 
     def run_once(self) -> SessionResult | None:
         """One cycle, synchronously: decide, then hand over. Returns None when the cycle failed."""
@@ -119,7 +121,7 @@ class SchedulerLoop:
         """Why each job left pending is pending (actions/explain.py); a failure here costs the
         explanations, never the cycle's placements."""
         try:
-            explain_session(ssn)
+            self._explanations = explain_session(ssn, previous=self._explanations)
         except Exception:
             log.exception("explaining cycle %d's pending jobs failed", self.stats.cycles)
 

@@ -85,6 +85,8 @@ class StatusUpdater:
         self._pending: dict[tuple[str, str, str], _Write] = {}
         self._events: list[_Write] = []
         self._sent_pg: dict[str, Signature] = {}
+        #: per PodGroup, what the last observation was computed from (job copy, version, reasons, PodGroup)
+        self._observed: dict[str, tuple[Any, ...]] = {}
         self._sent_pod: dict[str, Cond] = {}
         self._sent_events: dict[tuple[str, str], tuple[str, float]] = {}
         self._dirty = asyncio.Event()
@@ -96,13 +98,25 @@ class StatusUpdater:
     def observe(self, result: SessionResult | None) -> None:
         if result is None:
             return
+        observed = self._observed
         for key, job in result.jobs.items():
             if job.podgroup is None:
+                continue
+            pg = self.cache.podgroups.get(key) or job.podgroup
+            # The same job copy, untouched since, with the same PodGroup object: nothing to recompute.
+            memo = (job, job.version, job.job_fit_error, len(job.fit_errors), pg)
+            seen = observed.get(key)
+            if seen is not None and all(a is b or a == b for a, b in zip(seen, memo, strict=True)):
                 continue
             try:
                 self._observe_job(key, job)
             except Exception:
                 log.exception("status of %s not computed", key)
+                continue
+            observed[key] = memo
+        if len(observed) > len(result.jobs) * 2 + 100:
+            for key in [k for k in observed if k not in result.jobs]:
+                del observed[key]
 
     def _observe_job(self, key: str, job: JobInfo) -> None:
         pg = self.cache.podgroups.get(key) or job.podgroup
@@ -395,5 +409,6 @@ class StatusUpdater:
                     self._dirty.set()
                 return
             log.info("%s %s/%s status write dropped: %s", w.kind, w.namespace, w.name, exc)
+            self._observed.clear()  # recompute every job next cycle, so the dropped wish is made again
             if w.kind == "podgroup":
                 self._sent_pg.pop(f"{w.namespace}/{w.name}", None)
