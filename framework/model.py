@@ -358,7 +358,13 @@ class JobInfo:
                 yield from bucket.values()
 
     def count(self, *statuses: TaskStatus) -> int:
-        return sum(len(self.by_status.get(s, ())) for s in statuses)
+        by_status = self.by_status
+        n = 0
+        for status in statuses:
+            bucket = by_status.get(status)
+            if bucket:
+                n += len(bucket)
+        return n
 
     # -- gang arithmetic (Volcano's) ---------------------------------------------------------------
     def ready_task_num(self) -> int:
