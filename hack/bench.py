@@ -196,7 +196,14 @@ def run_core(args: argparse.Namespace) -> int:
 
 
 def run_e2e(args: argparse.Namespace) -> int:
+    import os
+
     from hack.bench_e2e import run as run_e2e_bench
+
+    if args.period:
+        os.environ["CALDERA_BENCH_PERIOD"] = args.period
+    if args.rate:
+        os.environ["CALDERA_BENCH_RATE"] = str(args.rate)
 
     return run_e2e_bench(args)
 
@@ -217,4 +224,8 @@ def register(subparsers: Any) -> None:
     e2e.add_argument("--nodes", type=int, default=1000)
     e2e.add_argument("--pods", type=int, default=5000)
     e2e.add_argument("--gang-size", type=int, default=10)
+    e2e.add_argument("--period", default=None, help="the scheduler's --schedule-period (default 100ms)")
+    e2e.add_argument(
+        "--rate", type=float, default=None, help="pods created per second (default: as fast as possible)"
+    )
     e2e.set_defaults(func=run_e2e)

@@ -239,7 +239,12 @@ def bench(
         sched = None
         try:
             sched = SchedulerProcess.start(
-                "bench", sim.kubeconfig, period=period, conf=conf, log_path=Path(workdir) / "scheduler.log"
+                "bench",
+                sim.kubeconfig,
+                period=period,
+                conf=conf,
+                log_path=Path(workdir) / "scheduler.log",
+                extra=os.environ.get("CALDERA_BENCH_SCHEDULER_ARGS", "").split(),
             )
             asyncio.run(_wait_ready(sched.base))
 

@@ -28,8 +28,15 @@ QUEUES_PATH = "/apis/scheduling.volcano.sh/v1beta1/queues"
 
 __all__ = ["Controllers"]
 
+#: A queue's status counts every PodGroup in it: recount at most this often while its groups churn,
+#: so a burst of N PodGroups costs a few recounts, not N (each O(groups in the queue)).
+QUEUE_RECOUNT_DELAY = 0.25
+
 
 class Controllers:
+    def _queue_changed(self, name: str) -> None:
+        self.queue_queue.add_after(name, QUEUE_RECOUNT_DELAY)
+
     def __init__(
         self,
         client: ApiClient,
@@ -49,7 +56,7 @@ class Controllers:
         self.podgroup_queue: WorkQueue[PgKey] = WorkQueue()
         self.queue_queue: WorkQueue[str] = WorkQueue()
         self.state = ControllerState(
-            self.scheduler_names, default_queue, self.podgroup_queue.add, self.queue_queue.add
+            self.scheduler_names, default_queue, self.podgroup_queue.add, self._queue_changed
         )
         self.podgroups = PodGroupController(client, self.state, update_status=update_podgroup_status)
         self.queues = QueueController(client, self.state, drain_finalizer=queue_drain_finalizer)
