@@ -14,6 +14,8 @@ from typing import Generic, TypeVar
 
 import msgspec
 
+from framework.objects import ObjectMeta, OwnerReference
+
 log = logging.getLogger("caldera.controllers")
 
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -31,25 +33,10 @@ class _Lean(msgspec.Struct, rename="camel", frozen=True):
     pass
 
 
-class OwnerRef(_Lean, frozen=True):
-    api_version: str = ""
-    kind: str = ""
-    name: str = ""
-    uid: str = ""
-    controller: bool = False
-
-
-class Meta(_Lean, frozen=True):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    resource_version: str = ""
-    creation_timestamp: str | None = None
-    deletion_timestamp: str | None = None
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
-    owner_references: list[OwnerRef] = []
-    finalizers: list[str] = []
+#: Object metadata and owner references are the scheduler's own lean structs; the controllers'
+#: pod, PodGroup and Queue views below are leaner still (no containers, affinity or resources).
+Meta = ObjectMeta
+OwnerRef = OwnerReference
 
 
 class PodSpec(_Lean, frozen=True):
