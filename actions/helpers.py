@@ -120,6 +120,24 @@ def ordered_rows(ssn: Session, task: TaskInfo, rows: np.ndarray) -> list[int]:
     return [int(r) for r in rows[order]]
 
 
+def evictable_by_row(ssn: Session) -> dict[int, list[TaskInfo]]:
+    """Per node row, its tasks that could ever be victims (running or bound, with requests, marked
+    preemptable): built once per session, so a preemptor does not scan every pod of every node."""
+    index: dict[int, list[TaskInfo]] | None = ssn.data.get("_evictable_by_row")
+    if index is None:
+        index = {}
+        for node in ssn.node_list:
+            tasks = [
+                t
+                for t in node.tasks.values()
+                if t.status in EVICTABLE_STATUSES and t.preemptable and not t.best_effort
+            ]
+            if tasks:
+                index[node.row] = tasks
+        ssn.data["_evictable_by_row"] = index
+    return index
+
+
 def evict_and_pipeline(
     ssn: Session,
     stmt: Statement,
@@ -127,19 +145,34 @@ def evict_and_pipeline(
     candidate: Callable[[TaskInfo], bool],
     choose: Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]],
     reason: str,
+    without_eviction: bool = True,
 ) -> bool:
-    """Find a node where evicting victims (chosen by ``choose`` among the node's tasks that pass
-    ``candidate``) makes room for ``task``; evict the fewest, lowest-ordered first, and pipeline
-    the task there. Returns False (and changes nothing) when no node works."""
+    """Make room for ``task`` and pipeline it there. A node whose future idle already holds it
+    needs no victim (taken only when ``without_eviction``: the caller says whether the task may
+    simply be placed, e.g. its queue is within its share). Otherwise, on the best-scoring node where
+    evicting victims (chosen by ``choose`` among the node's tasks that pass ``candidate``) makes
+    room, evict the fewest, lowest-ordered first. Returns False (and changes nothing) when no node
+    works."""
+    index = evictable_by_row(ssn)
+    if not index and not without_eviction:
+        return False  # no victim anywhere and no free room to take: nothing to look at
     rows = ssn.feasible_rows(task, resources=False)
+    if not len(rows):
+        return False
     need = task.init_resreq
     node_list = ssn.node_list
+    if without_eviction:
+        free = rows[ssn.table.fits(need, rows)]
+        if len(free):
+            best = ssn.best_row(task, free, ssn.node_scores(task, free))
+            stmt.pipeline(task, node_list[best].name)
+            return True
+    if not index:
+        return False
+    rows = rows[np.isin(rows, np.fromiter(index, dtype=np.intp, count=len(index)))]
     for r in ordered_rows(ssn, task, rows):
         node = node_list[r]
-        if need.less_equal(node.future_idle):
-            stmt.pipeline(task, node.name)
-            return True
-        preemptees = [t for t in node.tasks.values() if candidate(t)]
+        preemptees = [t for t in index[r] if t.node_name == node.name and candidate(t)]
         if not preemptees:
             continue
         victims = keep_gangs_whole(ssn, choose(task, preemptees))
@@ -173,7 +206,8 @@ def keep_gangs_whole(ssn: Session, victims: list[TaskInfo]) -> list[TaskInfo]:
             continue
         if v.job not in left:
             left[v.job] = job.ready_task_num()
-        if left[v.job] > job.min_available:
+        # As Volcano's gang rule: a job of min member 1 may lose its pod; a larger gang only its surplus.
+        if job.min_available <= 1 or left[v.job] > job.min_available:
             left[v.job] -= 1
             out.append(v)
     return out

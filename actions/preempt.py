@@ -54,7 +54,14 @@ class PreemptAction(Action):
                     if not ssn.preemptive(queue, task):
                         break
                     if not evict_and_pipeline(
-                        ssn, stmt, task, _other_job_in(ssn, queue, task), ssn.preemptable, "preempt"
+                        ssn,
+                        stmt,
+                        task,
+                        _other_job_in(ssn, queue, task),
+                        ssn.preemptable,
+                        "preempt",
+                        # free room without victims is a plain allocation: only within the queue's share
+                        without_eviction=ssn.allocatable(queue, task),
                     ):
                         break
                     tasks.pop(0)
@@ -73,7 +80,15 @@ class PreemptAction(Action):
                     if not ssn.job_starving(job):
                         break
                     stmt = ssn.statement()
-                    if evict_and_pipeline(ssn, stmt, task, _same_job(task), ssn.preemptable, "preempt"):
+                    if evict_and_pipeline(
+                        ssn,
+                        stmt,
+                        task,
+                        _same_job(task),
+                        ssn.preemptable,
+                        "preempt",
+                        without_eviction=ssn.allocatable(ssn.queues[job.queue], task),
+                    ):
                         stmt.commit()
                     else:
                         stmt.discard()

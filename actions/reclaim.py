@@ -47,7 +47,15 @@ class ReclaimAction(Action):
                     q = ssn.queues.get(other.queue)
                     return q is not None and q.reclaimable
 
-                if not evict_and_pipeline(ssn, stmt, task, candidate, ssn.reclaimable, "reclaim"):
+                if not evict_and_pipeline(
+                    ssn,
+                    stmt,
+                    task,
+                    candidate,
+                    ssn.reclaimable,
+                    "reclaim",
+                    without_eviction=ssn.allocatable(queue, task),
+                ):
                     break
                 tasks.pop(0)
                 assigned = True
