@@ -137,10 +137,8 @@ class AllocateAction(Action):
             queue = job_considered(ssn, job)
             if queue is None or not job_valid(ssn, job):
                 continue
-            tasks = pending_tasks(ssn, job)
-            if not tasks:
-                continue
-            todo[job.uid] = tasks
+            if all(t.best_effort for t in job.tasks_in(TaskStatus.PENDING)):
+                continue  # only best-effort pods left: backfill's
             by_queue.setdefault(queue.name, []).append(job)
             queues[queue.name] = queue
         job_heaps = {name: OrderedHeap(ssn.job_key, jobs) for name, jobs in by_queue.items()}
@@ -158,7 +156,10 @@ class AllocateAction(Action):
                 if jobs:
                     queue_heap.push(queue)
                 continue
-            tasks = todo[job.uid]
+            # Sorted on the job's first turn only: jobs of an overused queue are never sorted at all.
+            tasks = todo.get(job.uid)
+            if tasks is None:
+                tasks = todo[job.uid] = pending_tasks(ssn, job)
             stmt = ssn.statement()
             ok = place_tasks(ssn, job, queue, tasks, stmt, stop_when_ready=True, stats=stats)
             if ssn.job_ready(job):
