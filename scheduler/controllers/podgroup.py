@@ -16,6 +16,7 @@ import logging
 import msgspec
 
 from cache.client import ApiClient, ApiError
+from scheduler.controllers.api import BoundedCalls
 from scheduler.controllers.state import (
     GROUP_NAME_ANNOTATION,
     MANAGED_BY,
@@ -133,16 +134,8 @@ class PodGroupController:
         self.update_status = update_status
         self.state = state
         self.timeout = timeout
-        self._requests = asyncio.Semaphore(request_concurrency)
+        self._call = BoundedCalls(client, request_concurrency, timeout)
         self.stats = PodGroupStats()
-
-    async def _call(
-        self, method: str, path: str, body: object = None, content_type: str = "application/json"
-    ) -> bytes:
-        async with self._requests:
-            return await self.client.request(
-                method, path, body=body, content_type=content_type, timeout=self.timeout
-            )
 
     async def reconcile(self, key: PgKey) -> float | None:
         """Bring one PodGroup in line with the pods that refer to it. Returns a delay after which to

@@ -8,12 +8,12 @@ until its last PodGroup is gone; only then does the controller release its final
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import msgspec
 
 from cache.client import ApiClient, ApiError
+from scheduler.controllers.api import BoundedCalls
 from scheduler.controllers.state import QUEUE_FINALIZER, ControllerState, Queue
 
 log = logging.getLogger("caldera.controllers.queue")
@@ -60,16 +60,8 @@ class QueueController:
         self.state = state
         self.timeout = timeout
         self.drain_finalizer = drain_finalizer
-        self._requests = asyncio.Semaphore(request_concurrency)
+        self._call = BoundedCalls(client, request_concurrency, timeout)
         self.stats = QueueStats()
-
-    async def _call(
-        self, method: str, path: str, body: object = None, content_type: str = "application/json"
-    ) -> bytes:
-        async with self._requests:
-            return await self.client.request(
-                method, path, body=body, content_type=content_type, timeout=self.timeout
-            )
 
     async def ensure_default(self) -> None:
         name = self.state.default_queue
