@@ -4,11 +4,11 @@ An action never reaches into a plugin: it walks queues, jobs and tasks through t
 callbacks and changes the session only through statements.
 """
 
-from actions.allocate import AllocateAction
-from actions.backfill import BackfillAction
-from actions.enqueue import EnqueueAction
-from actions.preempt import PreemptAction
-from actions.reclaim import ReclaimAction
-from framework.plugin import Action
+from caldera.actions.allocate import AllocateAction
+from caldera.actions.backfill import BackfillAction
+from caldera.actions.enqueue import EnqueueAction
+from caldera.actions.preempt import PreemptAction
+from caldera.actions.reclaim import ReclaimAction
+from caldera.framework.plugin import Action
 
 ALL: list[type[Action]] = [EnqueueAction, AllocateAction, BackfillAction, PreemptAction, ReclaimAction]

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from actions.helpers import (
+from caldera.actions.helpers import (
     OrderedHeap,
     explain,
     fit_mask,
@@ -27,11 +27,11 @@ from actions.helpers import (
     job_valid,
     pending_tasks,
 )
-from actions.topology import allocate_topology_job
-from framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from framework.plugin import Action
-from framework.session import Session
-from framework.statement import Statement
+from caldera.actions.topology import allocate_topology_job
+from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from caldera.framework.plugin import Action
+from caldera.framework.session import Session
+from caldera.framework.statement import Statement
 
 
 class _Stats:

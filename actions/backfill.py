@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from actions.helpers import explain, job_considered, job_valid, pending_tasks
-from framework.model import TaskStatus
-from framework.plugin import Action
-from framework.session import Session
+from caldera.actions.helpers import explain, job_considered, job_valid, pending_tasks
+from caldera.framework.model import TaskStatus
+from caldera.framework.plugin import Action
+from caldera.framework.session import Session
 
 
 class BackfillAction(Action):

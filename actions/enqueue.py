@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from actions.helpers import OrderedHeap
-from framework.model import JobInfo, QueueInfo
-from framework.plugin import Action
-from framework.session import Session
+from caldera.actions.helpers import OrderedHeap
+from caldera.framework.model import JobInfo, QueueInfo
+from caldera.framework.plugin import Action
+from caldera.framework.session import Session
 
 INQUEUE = "Inqueue"
 

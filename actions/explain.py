@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from actions.helpers import resource_reasons
-from actions.topology import TopologyDecision, session_topology
-from framework.model import JobInfo, TaskInfo, TaskStatus
-from framework.quantity import format_quantity
-from framework.resource import MIN_RESOURCE, Resource
-from framework.session import Session
+from caldera.actions.helpers import resource_reasons
+from caldera.actions.topology import TopologyDecision, session_topology
+from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
+from caldera.framework.quantity import format_quantity
+from caldera.framework.resource import MIN_RESOURCE, Resource
+from caldera.framework.session import Session
 
 #: ``ssn.data`` keys: the documents, and the topology decisions that failed (set by actions/topology.py)
 EXPLANATIONS = "explanations"

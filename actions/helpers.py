@@ -10,10 +10,10 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from framework.resource import Resource
-from framework.session import Session
-from framework.statement import Statement
+from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from caldera.framework.resource import Resource
+from caldera.framework.session import Session
+from caldera.framework.statement import Statement
 
 T = TypeVar("T")
 

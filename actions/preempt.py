@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from actions.helpers import (
+from caldera.actions.helpers import (
     EVICTABLE_STATUSES,
     OrderedHeap,
     evict_and_pipeline,
@@ -16,9 +16,9 @@ from actions.helpers import (
     job_valid,
     pending_tasks,
 )
-from framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from framework.plugin import Action
-from framework.session import Session
+from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from caldera.framework.plugin import Action
+from caldera.framework.session import Session
 
 
 def starving_jobs(ssn: Session) -> dict[str, list[JobInfo]]:

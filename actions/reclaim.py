@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from actions.helpers import EVICTABLE_STATUSES, OrderedHeap, evict_and_pipeline, pending_tasks
-from actions.preempt import starving_jobs
-from framework.model import TaskInfo
-from framework.plugin import Action
-from framework.session import Session
+from caldera.actions.helpers import EVICTABLE_STATUSES, OrderedHeap, evict_and_pipeline, pending_tasks
+from caldera.actions.preempt import starving_jobs
+from caldera.framework.model import TaskInfo
+from caldera.framework.plugin import Action
+from caldera.framework.session import Session
 
 
 class ReclaimAction(Action):

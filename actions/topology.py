@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from framework.model import JobInfo, TaskInfo, TaskStatus
-from framework.resource import MIN_RESOURCE
-from framework.session import EventHandler, Session
-from framework.statement import Op, Statement
-from framework.topology import (
+from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
+from caldera.framework.resource import MIN_RESOURCE
+from caldera.framework.session import EventHandler, Session
+from caldera.framework.statement import Op, Statement
+from caldera.framework.topology import (
     HARD,
     SESSION_KEY,
     SOFT,

@@ -14,10 +14,10 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from cache.client import ApiClient
-from cache.store import ClusterCache
-from cache.watch import Reflector
-from framework.objects import HyperNode, Node, Pod, PodGroup, PriorityClass, Queue
+from caldera.cache.client import ApiClient
+from caldera.cache.store import ClusterCache
+from caldera.cache.watch import Reflector
+from caldera.framework.objects import HyperNode, Node, Pod, PodGroup, PriorityClass, Queue
 
 log = logging.getLogger("caldera.informer")
 

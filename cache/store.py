@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
-from framework.model import (
+from caldera.framework.model import (
     GROUP_NAME_ANNOTATION,
     OCCUPYING_STATUSES,
     JobInfo,
@@ -25,11 +25,11 @@ from framework.model import (
     TaskStatus,
     node_ready,
 )
-from framework.nodetable import NodeTable
-from framework.objects import HyperNode, Node, Pod, PodGroup, PriorityClass, Queue
-from framework.resource import Resource, ResourceError
-from framework.session import SessionResult
-from framework.snapshot import Snapshot
+from caldera.framework.nodetable import NodeTable
+from caldera.framework.objects import HyperNode, Node, Pod, PodGroup, PriorityClass, Queue
+from caldera.framework.resource import Resource, ResourceError
+from caldera.framework.session import SessionResult
+from caldera.framework.snapshot import Snapshot
 
 log = logging.getLogger("caldera.cache")
 

@@ -17,8 +17,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-from cache.client import ApiClient, ApiError, backoff_delay
-from framework.objects import ObjectError, decode
+from caldera.cache.client import ApiClient, ApiError, backoff_delay
+from caldera.framework.objects import ObjectError, decode
 
 log = logging.getLogger("caldera.watch")
 

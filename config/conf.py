@@ -5,12 +5,29 @@ Every error names what is wrong: the unknown action or plugin, or the argument o
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol
 
 import yaml
 
-from framework.plugin import ArgumentError, Arguments, Registry, check_arguments
-from framework.tiers import SWITCH_KEYS, PluginOption, SchedulerConf, Tier
+from caldera.config.arguments import ArgumentError, Arguments, check_arguments
+from caldera.config.model import SWITCH_KEYS, PluginOption, SchedulerConf, Tier
+
+
+class _Declares(Protocol):
+    name: ClassVar[str]
+    arguments_schema: ClassVar[dict[str, type]]
+
+
+class Registry(Protocol):
+    """What parsing needs of the framework's registry: the names and schemas of actions and plugins."""
+
+    @property
+    def plugins(self) -> Mapping[str, type[_Declares]]: ...
+
+    @property
+    def actions(self) -> Mapping[str, type[_Declares]]: ...
+
 
 __all__ = ["DEFAULT_CONF", "ConfError", "default_conf", "parse_conf"]
 

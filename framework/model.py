@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from framework.nodetable import NodeTable
-from framework.objects import NetworkTopologySpec, Node, Pod, PodGroup, Queue, Taint, parse_timestamp
-from framework.resource import Resource, ResourceError
+from caldera.framework.nodetable import NodeTable
+from caldera.framework.objects import NetworkTopologySpec, Node, Pod, PodGroup, Queue, Taint, parse_timestamp
+from caldera.framework.resource import Resource, ResourceError
 
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"

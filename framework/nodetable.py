@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.resource import CPU, MEMORY, MIN_RESOURCE, PODS, Resource
+from caldera.framework.resource import CPU, MEMORY, MIN_RESOURCE, PODS, Resource
 
 BASE_DIMS = (CPU, MEMORY, PODS)
 

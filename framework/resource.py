@@ -11,7 +11,13 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Literal
 
-from framework.quantity import QuantityError, parse_bytes, parse_cpu_millis, parse_quantity, parse_scalar
+from caldera.framework.quantity import (
+    QuantityError,
+    parse_bytes,
+    parse_cpu_millis,
+    parse_quantity,
+    parse_scalar,
+)
 
 __all__ = ["MIN_RESOURCE", "Resource", "ResourceError", "underflow_count"]
 

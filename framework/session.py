@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
-from framework.nodetable import NodeTable
-from framework.plugin import Plugin
-from framework.resource import Resource
-from framework.snapshot import Snapshot
-from framework.tiers import PluginOption, Tier
+from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from caldera.framework.nodetable import NodeTable
+from caldera.framework.plugin import Plugin
+from caldera.framework.resource import Resource
+from caldera.framework.snapshot import Snapshot
+from caldera.framework.tiers import PluginOption, Tier
 
 if TYPE_CHECKING:
-    from framework.statement import Statement
+    from caldera.framework.statement import Statement
 
 log = logging.getLogger("caldera.session")
 
@@ -767,7 +767,7 @@ class Session:
         return self.jobs[task.job]
 
     def statement(self) -> Statement:
-        from framework.statement import Statement
+        from caldera.framework.statement import Statement
 
         return Statement(self)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from framework.model import JobInfo, NodeInfo, QueueInfo
-from framework.nodetable import NodeTable
-from framework.objects import HyperNode
+from caldera.framework.model import JobInfo, NodeInfo, QueueInfo
+from caldera.framework.nodetable import NodeTable
+from caldera.framework.objects import HyperNode
 
 
 @dataclass

@@ -12,10 +12,10 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from framework.model import NodeInfo, TaskInfo, TaskStatus
+from caldera.framework.model import NodeInfo, TaskInfo, TaskStatus
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 
 class Op(enum.Enum):
@@ -116,7 +116,7 @@ class Statement:
         """Hand allocations to the binder and evictions to the evictor (pipelines stay in the session)."""
         if self.closed:
             return
-        from framework.session import Eviction, Placement
+        from caldera.framework.session import Eviction, Placement
 
         for record in self.operations:
             if record.op is Op.ALLOCATE:

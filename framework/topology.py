@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskStatus
-from framework.objects import HyperNode, MemberSelector
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskStatus
+from caldera.framework.objects import HyperNode, MemberSelector
 
 log = logging.getLogger("caldera.topology")
 

@@ -17,12 +17,12 @@ import time
 import tracemalloc
 from typing import Any
 
-from cache.store import ClusterCache
-from config.conf import DEFAULT_CONF, parse_conf
-from framework.objects import Pod, PodGroup
-from hack.scenario import gang, node
-from scheduler.loop import RecordingBinder, SchedulerLoop
-from scheduler.registry import builtin_registry
+from caldera.cache.store import ClusterCache
+from caldera.config.conf import DEFAULT_CONF, parse_conf
+from caldera.framework.objects import Pod, PodGroup
+from caldera.hack.scenario import gang, node
+from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
+from caldera.scheduler.registry import builtin_registry
 
 TOPOLOGY_CONF = """
 actions: "enqueue, allocate, backfill"
@@ -131,7 +131,7 @@ def cycle_latency(nodes: int, pending: int, repeats: int) -> None:
         placing.append(time.perf_counter() - t)
     # Full cluster: every node taken by pods of another scheduler, so the pending tasks stay pending.
     cache = make_cache(nodes)
-    from hack.scenario import pod
+    from caldera.hack.scenario import pod
 
     for i in range(nodes):
         cache.upsert_pod(
@@ -198,7 +198,7 @@ def run_core(args: argparse.Namespace) -> int:
 def run_e2e(args: argparse.Namespace) -> int:
     import os
 
-    from hack.bench_e2e import run as run_e2e_bench
+    from caldera.hack.bench_e2e import run as run_e2e_bench
 
     if args.period:
         os.environ["CALDERA_BENCH_PERIOD"] = args.period

@@ -1,7 +1,7 @@
 """Micro-benchmark of the scheduling core's fixed costs: snapshot, statement operations, and bulk
 feasibility, at cluster scale. Prints figures; asserts nothing.
 
-    python -m hack.bench_core --nodes 5000 --jobs 2500 --gang 8
+    python -m caldera.hack.bench_core --nodes 5000 --jobs 2500 --gang 8
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import tracemalloc
 
 import numpy as np
 
-from cache.store import ClusterCache
-from framework.model import TaskStatus
-from framework.session import Session
-from hack.scenario import gang, node
+from caldera.cache.store import ClusterCache
+from caldera.framework.model import TaskStatus
+from caldera.framework.session import Session
+from caldera.hack.scenario import gang, node
 
 
 def build(nodes: int, jobs: int, size: int) -> ClusterCache:

@@ -26,8 +26,8 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
-from hack.workload import Api, pod_manifest, podgroup_manifest, podgroups_path, pods_path
+from caldera.hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
+from caldera.hack.workload import Api, pod_manifest, podgroup_manifest, podgroups_path, pods_path
 
 NAMESPACE = "bench-e2e"
 

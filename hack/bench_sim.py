@@ -81,7 +81,7 @@ def start_server(args: argparse.Namespace, workdir: str) -> tuple[subprocess.Pop
     cmd = [
         sys.executable,
         "-m",
-        "hack.cli",
+        "caldera.hack.cli",
         "serve",
         "--listen",
         "127.0.0.1:0",

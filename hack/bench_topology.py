@@ -1,7 +1,7 @@
 """Benchmark of topology-aware group selection: how long choosing (and dry-run placing) the node
 group of one gang takes, at cluster scale. Prints figures; asserts nothing.
 
-    python -m hack.bench_topology --nodes 5000 --groups 100 --gang 64
+    python -m caldera.hack.bench_topology --nodes 5000 --groups 100 --gang 64
 
 Nodes are split evenly into ``--groups`` leaf groups (label ``example.com/leaf``), ten leaves per
 spine (``example.com/spine``). Scenarios:
@@ -27,13 +27,13 @@ import statistics
 import time
 from typing import Any
 
-from actions.allocate import allocate_job
-from actions.topology import allocate_in_topology
-from cache.store import ClusterCache
-from config.conf import parse_conf
-from framework.session import open_session
-from hack.scenario import load, node, pod, podgroup
-from scheduler.registry import builtin_registry
+from caldera.actions.allocate import allocate_job
+from caldera.actions.topology import allocate_in_topology
+from caldera.cache.store import ClusterCache
+from caldera.config.conf import parse_conf
+from caldera.framework.session import open_session
+from caldera.hack.scenario import load, node, pod, podgroup
+from caldera.scheduler.registry import builtin_registry
 
 LEAF, SPINE = "example.com/leaf", "example.com/spine"
 

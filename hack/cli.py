@@ -9,20 +9,29 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from importlib import metadata
 import sys
 
 SUBCOMMAND_MODULES = (
-    "hack.sim.cli",  # serve
-    "hack.bench_sim",  # bench-sim
-    "hack.demo",
-    "hack.workload",
-    "hack.soak",
-    "hack.bench",
+    "caldera.hack.sim.cli",  # serve
+    "caldera.hack.bench_sim",  # bench-sim
+    "caldera.hack.demo",
+    "caldera.hack.workload",
+    "caldera.hack.soak",
+    "caldera.hack.bench",
 )
+
+
+def _version() -> str:
+    try:
+        return metadata.version("caldera")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="caldera-sim", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"caldera-sim {_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         try:

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hack.sim import SimCluster
-from hack.sim.controllers import RUN_SECONDS_ANNOTATION
-from hack.sim.resources import PODS, resource
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.controllers import RUN_SECONDS_ANNOTATION
+from caldera.hack.sim.resources import PODS, resource
 
 PODGROUPS = resource("podgroups", "scheduling.volcano.sh")
 SCHEDULER = "caldera"
@@ -85,7 +85,7 @@ async def _demo(args: argparse.Namespace) -> int:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "scheduler.cli",
+            "caldera.scheduler.cli",
             "--kubeconfig",
             str(sim.kubeconfig_path),
             "--scheduler-name",

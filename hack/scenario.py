@@ -11,10 +11,10 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-from cache.store import ClusterCache
-from framework.model import GROUP_NAME_ANNOTATION, TASK_SPEC_ANNOTATION
-from framework.objects import Node, Pod, PodGroup, PriorityClass, Queue, convert
-from framework.snapshot import Snapshot
+from caldera.cache.store import ClusterCache
+from caldera.framework.model import GROUP_NAME_ANNOTATION, TASK_SPEC_ANNOTATION
+from caldera.framework.objects import Node, Pod, PodGroup, PriorityClass, Queue, convert
+from caldera.framework.snapshot import Snapshot
 
 _uid = itertools.count(1)
 _clock = itertools.count(0)
@@ -275,10 +275,10 @@ def cluster(
 def run_session(snap: Snapshot, conf_text: str | None = None) -> tuple[Any, Any]:
     """Open a session on ``snap`` with a Volcano conf (default: Volcano's default conf) and the
     built-in actions and plugins, run its actions and close it. Returns (session, result)."""
-    from config.conf import DEFAULT_CONF, parse_conf
-    from framework.plugin import Arguments
-    from framework.session import close_session, open_session
-    from scheduler.registry import builtin_registry
+    from caldera.config.conf import DEFAULT_CONF, parse_conf
+    from caldera.framework.plugin import Arguments
+    from caldera.framework.session import close_session, open_session
+    from caldera.scheduler.registry import builtin_registry
 
     registry = builtin_registry()
     conf = parse_conf(conf_text or DEFAULT_CONF, registry)
@@ -296,9 +296,9 @@ class SimCluster:
     its placements (pods become Running on their node) and deletes evicted pods."""
 
     def __init__(self, conf_text: str | None = None, **objects: Any) -> None:
-        from config.conf import DEFAULT_CONF, parse_conf
-        from scheduler.loop import RecordingBinder, SchedulerLoop
-        from scheduler.registry import builtin_registry
+        from caldera.config.conf import DEFAULT_CONF, parse_conf
+        from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
+        from caldera.scheduler.registry import builtin_registry
 
         self.cache = load(ClusterCache(("caldera",)), **objects)
         self.pods: dict[str, Pod] = {p.metadata.uid: p for p in objects.get("pods", ())}

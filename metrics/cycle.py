@@ -13,9 +13,9 @@ from typing import Any
 
 from prometheus_client import Gauge
 
-from framework.model import QueueInfo, TaskInfo, TaskStatus
-from framework.session import Placement, SessionResult
-from metrics import scheduler as m
+from caldera.framework.model import QueueInfo, TaskInfo, TaskStatus
+from caldera.framework.session import Placement, SessionResult
+from caldera.metrics import scheduler as m
 
 _INF = float("inf")
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
-from cache.store import ClusterCache
-from plugins.deviceshare import NodeDevices, holds_devices, node_devices, pod_assignment
+from caldera.framework.devices import NodeDevices, holds_devices, node_devices, pod_assignment
+from caldera.framework.model import NodeInfo
 
 log = logging.getLogger("caldera.metrics.devices")
 
@@ -38,6 +38,16 @@ CORES = "volcano_vgpu_device_allocated_cores"
 LIMIT = "volcano_vgpu_device_memory_limit"
 POD_MEMORY = "volcano_vgpu_device_memory_allocation_for_a_certain_pod"
 POD_CORES = "volcano_vgpu_device_core_allocation_for_a_certain_pod"
+
+class ClusterCache(Protocol):
+    """What the device metrics read of the cache: its nodes (with their tasks) and a change counter."""
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]: ...
+
+    @property
+    def revision(self) -> int: ...
+
 
 #: metric name → label values → value
 Series = dict[str, dict[tuple[str, ...], float]]

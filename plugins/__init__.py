@@ -16,20 +16,20 @@ Actions add: ``enqueue_ran`` (bool), ``allocate_stats`` (``{"tasks": n, "placed"
 "pipelined": n, "seconds": s}``).
 """
 
-from framework.plugin import Plugin
-from plugins.binpack import BinpackPlugin
-from plugins.capacity import CapacityPlugin
-from plugins.conformance import ConformancePlugin
-from plugins.deviceshare import DeviceSharePlugin
-from plugins.drf import DrfPlugin
-from plugins.gang import GangPlugin
-from plugins.network_topology_aware import NetworkTopologyAwarePlugin
-from plugins.nodeorder import NodeOrderPlugin
-from plugins.overcommit import OvercommitPlugin
-from plugins.predicates import PredicatesPlugin
-from plugins.priority import PriorityPlugin
-from plugins.proportion import ProportionPlugin
-from plugins.sla import SlaPlugin
+from caldera.framework.plugin import Plugin
+from caldera.plugins.binpack import BinpackPlugin
+from caldera.plugins.capacity import CapacityPlugin
+from caldera.plugins.conformance import ConformancePlugin
+from caldera.plugins.deviceshare import DeviceSharePlugin
+from caldera.plugins.drf import DrfPlugin
+from caldera.plugins.gang import GangPlugin
+from caldera.plugins.network_topology_aware import NetworkTopologyAwarePlugin
+from caldera.plugins.nodeorder import NodeOrderPlugin
+from caldera.plugins.overcommit import OvercommitPlugin
+from caldera.plugins.predicates import PredicatesPlugin
+from caldera.plugins.priority import PriorityPlugin
+from caldera.plugins.proportion import ProportionPlugin
+from caldera.plugins.sla import SlaPlugin
 
 ALL: list[type[Plugin]] = [
     PriorityPlugin,

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from framework.model import TaskInfo
-from framework.plugin import Plugin
+from caldera.framework.model import TaskInfo
+from caldera.framework.plugin import Plugin
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 
 class BinpackPlugin(Plugin):

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from framework.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
-from framework.plugin import Plugin
-from framework.resource import Resource
-from plugins.helpers import safe_sub
-from plugins.proportion import QueueAttr, dims_of, queue_share, scale_guarantees
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
+from caldera.framework.plugin import Plugin
+from caldera.framework.resource import Resource
+from caldera.plugins.helpers import safe_sub
+from caldera.plugins.proportion import QueueAttr, dims_of, queue_share, scale_guarantees
 
 if TYPE_CHECKING:
-    from framework.session import Event, Session
+    from caldera.framework.session import Event, Session
 
 PERMIT = 1
 REJECT = -1
@@ -30,7 +30,7 @@ class CapacityPlugin(Plugin):
     arguments_schema: ClassVar[dict[str, type]] = {"enableHierarchy": bool}
 
     def on_session_open(self, ssn: Session) -> None:
-        from framework.session import EventHandler
+        from caldera.framework.session import EventHandler
 
         self.ssn = ssn
         total = ssn.total_resource.clone()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from framework.model import TaskInfo
-from framework.plugin import Plugin
+from caldera.framework.model import TaskInfo
+from caldera.framework.plugin import Plugin
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 PERMIT = 1
 CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
-from framework.plugin import Plugin
-from framework.resource import Resource
-from plugins.helpers import safe_sub, share
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
+from caldera.framework.plugin import Plugin
+from caldera.framework.resource import Resource
+from caldera.plugins.helpers import safe_sub, share
 
 if TYPE_CHECKING:
-    from framework.session import Event, Session
+    from caldera.framework.session import Event, Session
 
 PERMIT = 1
 SHARE_DELTA = 0.000001
@@ -21,7 +21,7 @@ class DrfPlugin(Plugin):
     name: ClassVar[str] = "drf"
 
     def on_session_open(self, ssn: Session) -> None:
-        from framework.session import EventHandler
+        from caldera.framework.session import EventHandler
 
         self.total = ssn.total_resource
         self.allocated: dict[str, Resource] = {}

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from framework.model import JobInfo, TaskInfo
-from framework.plugin import Plugin
+from caldera.framework.model import JobInfo, TaskInfo
+from caldera.framework.plugin import Plugin
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 PERMIT = 1
 REJECT = -1
@@ -22,7 +22,7 @@ class GangPlugin(Plugin):
     name: ClassVar[str] = "gang"
 
     def on_session_open(self, ssn: Session) -> None:
-        from framework.session import ValidateResult
+        from caldera.framework.session import ValidateResult
 
         def job_valid(job: JobInfo) -> ValidateResult | None:
             valid = job.valid_task_num()

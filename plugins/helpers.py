@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from framework.model import OCCUPYING_STATUSES, TaskInfo
-from framework.objects import LabelSelector, NodeSelectorTerm, PodAffinityTerm, Taint, Toleration
-from framework.resource import Resource
+from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
+from caldera.framework.objects import LabelSelector, NodeSelectorTerm, PodAffinityTerm, Taint, Toleration
+from caldera.framework.resource import Resource
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 __all__ = [
     "NodeIndex",
@@ -168,7 +168,7 @@ def node_index(ssn: Session) -> NodeIndex:
     idx = ssn.data.get("_node_index")
     if idx is None:
         idx = ssn.data["_node_index"] = NodeIndex(ssn)
-        from framework.session import EventHandler
+        from caldera.framework.session import EventHandler
 
         ssn.add_event_handler(
             EventHandler(

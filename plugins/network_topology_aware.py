@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from framework.plugin import ArgumentError, Arguments, Plugin
-from framework.topology import HARD, SESSION_KEY, SOFT, TopologySettings, build_topology
+from caldera.framework.plugin import ArgumentError, Arguments, Plugin
+from caldera.framework.topology import HARD, SESSION_KEY, SOFT, TopologySettings, build_topology
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 SCORE_POLICIES = ("binpack", "spread")
 

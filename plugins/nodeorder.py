@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from framework.model import TaskInfo
-from framework.plugin import Plugin
-from plugins.helpers import NodeIndex, node_index, term_mask, tolerates
+from caldera.framework.model import TaskInfo
+from caldera.framework.plugin import Plugin
+from caldera.plugins.helpers import NodeIndex, node_index, term_mask, tolerates
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 MAX_SCORE = 100.0
 

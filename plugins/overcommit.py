@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, ClassVar
 
-from framework.model import JobInfo
-from framework.plugin import Plugin
-from framework.resource import Resource
-from plugins.helpers import safe_sub
+from caldera.framework.model import JobInfo
+from caldera.framework.plugin import Plugin
+from caldera.framework.resource import Resource
+from caldera.plugins.helpers import safe_sub
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 log = logging.getLogger("caldera.plugins.overcommit")
 PERMIT = 1

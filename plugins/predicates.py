@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from framework.model import OCCUPYING_STATUSES, TaskInfo
-from framework.objects import PodAffinityTerm
-from framework.plugin import Plugin
-from plugins.helpers import NodeIndex, node_index, pod_matches_term, term_mask, tolerates
+from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
+from caldera.framework.objects import PodAffinityTerm
+from caldera.framework.plugin import Plugin
+from caldera.plugins.helpers import NodeIndex, node_index, pod_matches_term, term_mask, tolerates
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
@@ -147,7 +147,7 @@ class PredicatesPlugin(Plugin):
                         if ports:
                             used.setdefault(node.row, set()).update(ports)
             self._ports = used
-            from framework.session import EventHandler
+            from caldera.framework.session import EventHandler
 
             self.ssn.add_event_handler(EventHandler(allocate=self._port_alloc, deallocate=self._port_dealloc))
         return self._ports

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from framework.model import JobInfo, TaskInfo
-from framework.plugin import Plugin
+from caldera.framework.model import JobInfo, TaskInfo
+from caldera.framework.plugin import Plugin
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 PERMIT = 1
 

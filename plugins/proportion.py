@@ -21,14 +21,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, ClassVar
 
-from framework.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
-from framework.plugin import Plugin
-from framework.quantity import format_quantity
-from framework.resource import MIN_RESOURCE, Resource
-from plugins.helpers import safe_sub
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from caldera.framework.plugin import Plugin
+from caldera.framework.quantity import format_quantity
+from caldera.framework.resource import MIN_RESOURCE, Resource
+from caldera.plugins.helpers import safe_sub
 
 if TYPE_CHECKING:
-    from framework.session import Event, Session
+    from caldera.framework.session import Event, Session
 
 log = logging.getLogger("caldera.plugins.proportion")
 
@@ -156,7 +156,7 @@ class ProportionPlugin(Plugin):
     name: ClassVar[str] = "proportion"
 
     def on_session_open(self, ssn: Session) -> None:
-        from framework.session import EventHandler
+        from caldera.framework.session import EventHandler
 
         global _last_scaled
         self.ssn = ssn

@@ -10,11 +10,11 @@ import re
 import time
 from typing import TYPE_CHECKING, ClassVar
 
-from framework.model import JobInfo
-from framework.plugin import Plugin
+from caldera.framework.model import JobInfo
+from caldera.framework.plugin import Plugin
 
 if TYPE_CHECKING:
-    from framework.session import Session
+    from caldera.framework.session import Session
 
 PERMIT = 1
 ABSTAIN = 0

@@ -18,24 +18,24 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from cache.client import ApiClient, ClusterConfig
-from cache.informer import Informers
-from cache.store import ClusterCache
-from config.conf import ConfError
-from framework.plugin import Registry
-from framework.session import SessionResult
-from metrics import devices as device_metrics
-from metrics import scheduler as m
-from metrics.collectors import WatchCollector, WatchState
-from scheduler.binder import Binder
-from scheduler.confsource import ConfSource
-from scheduler.controllers import Controllers
-from scheduler.debug import DebugApi, Observatory
-from scheduler.evictor import Evictor
-from scheduler.http import HttpServer
-from scheduler.leader import ElectionConfig, LeaderElector
-from scheduler.loop import SchedulerLoop
-from scheduler.status import StatusUpdater
+from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.cache.informer import Informers
+from caldera.cache.store import ClusterCache
+from caldera.config.conf import ConfError
+from caldera.framework.plugin import Registry
+from caldera.framework.session import SessionResult
+from caldera.metrics import devices as device_metrics
+from caldera.metrics import scheduler as m
+from caldera.metrics.collectors import WatchCollector, WatchState
+from caldera.scheduler.binder import Binder
+from caldera.scheduler.confsource import ConfSource
+from caldera.scheduler.controllers import Controllers
+from caldera.scheduler.debug import DebugApi, Observatory
+from caldera.scheduler.evictor import Evictor
+from caldera.scheduler.http import HttpServer
+from caldera.scheduler.leader import ElectionConfig, LeaderElector
+from caldera.scheduler.loop import SchedulerLoop
+from caldera.scheduler.status import StatusUpdater
 
 log = logging.getLogger("caldera.scheduler")
 
@@ -76,7 +76,7 @@ class SchedulerApp:
     ) -> None:
         self.options = options
         if registry is None:
-            from scheduler.registry import builtin_registry
+            from caldera.scheduler.registry import builtin_registry
 
             registry = builtin_registry()
         self.registry = registry

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 import msgspec
 
-from cache.client import ApiClient, ApiError, backoff_delay
-from cache.store import ClusterCache
-from framework.model import TaskInfo
-from framework.session import Eviction, Placement
-from metrics import scheduler as m
+from caldera.cache.client import ApiClient, ApiError, backoff_delay
+from caldera.cache.store import ClusterCache
+from caldera.framework.model import TaskInfo
+from caldera.framework.session import Eviction, Placement
+from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.binder")
 

@@ -116,7 +116,7 @@ def setup_logging(fmt: str, level: str) -> None:
 
 
 def options_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from scheduler.app import Options
+    from caldera.scheduler.app import Options
 
     return Options(
         kubeconfig=args.kubeconfig,
@@ -140,7 +140,7 @@ def options_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from scheduler.app import SchedulerApp
+    from caldera.scheduler.app import SchedulerApp
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -153,7 +153,7 @@ async def _serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "explain":
-        from scheduler.explain import main as explain_main
+        from caldera.scheduler.explain import main as explain_main
 
         return explain_main(argv[1:])
     args = build_parser().parse_args(argv)

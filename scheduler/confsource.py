@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cache.client import ApiClient
-from cache.informer import ConfigMap
-from cache.watch import Reflector
-from config.conf import DEFAULT_CONF, ConfError, parse_conf
-from framework.plugin import Registry
-from framework.tiers import SchedulerConf
-from metrics import scheduler as m
+from caldera.cache.client import ApiClient
+from caldera.cache.informer import ConfigMap
+from caldera.cache.watch import Reflector
+from caldera.config.conf import DEFAULT_CONF, ConfError, parse_conf
+from caldera.framework.plugin import Registry
+from caldera.framework.tiers import SchedulerConf
+from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.conf")
 

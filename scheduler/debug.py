@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from actions.explain import explain_job, wire
-from framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskInfo, TaskStatus
-from framework.resource import Resource
-from framework.session import Placement, SessionResult
-from framework.topology import SESSION_KEY
-from metrics.cycle import CycleMetrics
+from caldera.actions.explain import explain_job, wire
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskInfo, TaskStatus
+from caldera.framework.resource import Resource
+from caldera.framework.session import Placement, SessionResult
+from caldera.framework.topology import SESSION_KEY
+from caldera.metrics.cycle import CycleMetrics
 
 #: cycles remembered for /debug/scheduler
 CYCLE_HISTORY = 600

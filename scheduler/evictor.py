@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from cache.client import ApiClient, ApiError, backoff_delay
-from framework.session import Eviction
-from metrics import scheduler as m
+from caldera.cache.client import ApiClient, ApiError, backoff_delay
+from caldera.framework.session import Eviction
+from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.evictor")
 

@@ -10,8 +10,8 @@ import msgspec
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-import scheduler.ui
-from scheduler.debug import DebugApi, NotFound
+from caldera.scheduler import ui as scheduler_ui
+from caldera.scheduler.debug import DebugApi, NotFound
 
 log = logging.getLogger("caldera.http")
 
@@ -47,7 +47,7 @@ class HttpServer:
         app.router.add_get("/debug/nodes", self._debug_nodes)
         app.router.add_get("/debug/scheduler", self._debug_scheduler)
         if self.ui:
-            scheduler.ui.mount(app)
+            scheduler_ui.mount(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from cache.client import ApiClient, ApiError
-from metrics import scheduler as m
+from caldera.cache.client import ApiClient, ApiError
+from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.leader")
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from actions.explain import explain_session
-from framework.plugin import Arguments, Registry
-from framework.session import Eviction, Placement, Session, SessionResult, close_session, open_session
-from framework.snapshot import Snapshot
-from framework.tiers import SchedulerConf
+from caldera.actions.explain import explain_session
+from caldera.framework.plugin import Arguments, Registry
+from caldera.framework.session import Eviction, Placement, Session, SessionResult, close_session, open_session
+from caldera.framework.snapshot import Snapshot
+from caldera.framework.tiers import SchedulerConf
 
 log = logging.getLogger("caldera.loop")
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import actions
-import plugins
-from framework.plugin import Registry
+from caldera import actions, plugins
+from caldera.framework.plugin import Registry
 
 
 def builtin_registry() -> Registry:

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from actions.explain import one_line
-from cache.client import ApiClient, ApiError, backoff_delay
-from cache.store import ClusterCache
-from framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
-from framework.objects import PodGroup
-from framework.session import Placement, SessionResult
-from metrics import scheduler as m
+from caldera.actions.explain import one_line
+from caldera.cache.client import ApiClient, ApiError, backoff_delay
+from caldera.cache.store import ClusterCache
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
+from caldera.framework.objects import PodGroup
+from caldera.framework.session import Placement, SessionResult
+from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.status")
 

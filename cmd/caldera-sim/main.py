@@ -1,11 +1,19 @@
-"""Run the simulated cluster from a checkout without installing: python cmd/caldera-sim/main.py --help."""
+"""Run the simulated cluster from a checkout without installing: python cmd/caldera-sim/main.py --help.
+
+The checkout's folders are the subpackages of ``caldera`` (pyproject.toml maps them with package-dir);
+here the same mapping is made by giving ``caldera`` the checkout as its path.
+"""
 
 import sys
+import types
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+if "caldera" not in sys.modules:
+    package = types.ModuleType("caldera")
+    package.__path__ = [str(Path(__file__).resolve().parents[2])]
+    sys.modules["caldera"] = package
 
-from hack.cli import main  # noqa: E402
+from caldera.hack.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,11 +29,11 @@ import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from hack.report import Chart, write_report
-from hack.sim.quantity import pod_requests
-from hack.soak.checker import Checker, CheckerConfig, Violation
-from hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
-from hack.workload import (
+from caldera.hack.report import Chart, write_report
+from caldera.hack.sim.quantity import pod_requests
+from caldera.hack.soak.checker import Checker, CheckerConfig, Violation
+from caldera.hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
+from caldera.hack.workload import (
     IB_LABEL,
     Api,
     ApiError,
@@ -45,7 +45,7 @@ from hack.workload import (
     pod_manifest,
     pods_path,
 )
-from scheduler.cli import duration
+from caldera.scheduler.cli import duration
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 VGPU_LAG = 10.0  # seconds the vGPU gauges may trail the API outside fault windows

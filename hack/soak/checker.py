@@ -29,8 +29,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from hack.sim.quantity import parse_quantity, pod_requests
-from hack.workload import GROUP_ANNOTATION, QUEUE_ANNOTATION, WORKLOAD_LABEL, Api
+from caldera.hack.sim.quantity import parse_quantity, pod_requests
+from caldera.hack.workload import GROUP_ANNOTATION, QUEUE_ANNOTATION, WORKLOAD_LABEL, Api
 
 TERMINAL = ("Succeeded", "Failed")
 

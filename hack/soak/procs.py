@@ -76,7 +76,7 @@ class SimProcess:
         config["kubeconfig_path"] = str(kubeconfig)
         log = open(log_path, "wb") if log_path else subprocess.DEVNULL
         proc = subprocess.Popen(
-            [sys.executable, "-m", "hack.soak.simproc", json.dumps(config)],
+            [sys.executable, "-m", "caldera.hack.soak.simproc", json.dumps(config)],
             env=child_env(),
             stdin=subprocess.PIPE,
             stdout=log,
@@ -158,7 +158,12 @@ class SchedulerProcess:
         args += extra or []
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from scheduler.cli import main; sys.exit(main())", *args],
+            [
+                sys.executable,
+                "-c",
+                "import sys; from caldera.scheduler.cli import main; sys.exit(main())",
+                *args,
+            ],
             env=child_env(),
             stdout=log,
             stderr=subprocess.STDOUT,

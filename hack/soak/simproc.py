@@ -18,7 +18,7 @@ import signal
 import sys
 from typing import Any
 
-from hack.sim import SimCluster
+from caldera.hack.sim import SimCluster
 
 log = logging.getLogger("caldera.soak.sim")
 

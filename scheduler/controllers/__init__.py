@@ -14,11 +14,11 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-from cache.client import ApiClient, ApiError, backoff_delay
-from cache.watch import Reflector
-from scheduler.controllers.podgroup import PodGroupController
-from scheduler.controllers.queue import QueueController
-from scheduler.controllers.state import ControllerState, PgKey, Pod, PodGroup, Queue, WorkQueue
+from caldera.cache.client import ApiClient, ApiError, backoff_delay
+from caldera.cache.watch import Reflector
+from caldera.scheduler.controllers.podgroup import PodGroupController
+from caldera.scheduler.controllers.queue import QueueController
+from caldera.scheduler.controllers.state import ControllerState, PgKey, Pod, PodGroup, Queue, WorkQueue
 
 log = logging.getLogger("caldera.controllers")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cache.client import ApiClient
+from caldera.cache.client import ApiClient
 
 
 class BoundedCalls:

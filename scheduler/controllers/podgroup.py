@@ -15,9 +15,9 @@ import logging
 
 import msgspec
 
-from cache.client import ApiClient, ApiError
-from scheduler.controllers.api import BoundedCalls
-from scheduler.controllers.state import (
+from caldera.cache.client import ApiClient, ApiError
+from caldera.scheduler.controllers.api import BoundedCalls
+from caldera.scheduler.controllers.state import (
     GROUP_NAME_ANNOTATION,
     MANAGED_BY,
     MANAGED_BY_LABEL,

@@ -12,9 +12,9 @@ import logging
 
 import msgspec
 
-from cache.client import ApiClient, ApiError
-from scheduler.controllers.api import BoundedCalls
-from scheduler.controllers.state import QUEUE_FINALIZER, ControllerState, Queue
+from caldera.cache.client import ApiClient, ApiError
+from caldera.scheduler.controllers.api import BoundedCalls
+from caldera.scheduler.controllers.state import QUEUE_FINALIZER, ControllerState, Queue
 
 log = logging.getLogger("caldera.controllers.queue")
 

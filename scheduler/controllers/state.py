@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from framework.objects import ObjectMeta, OwnerReference
+from caldera.framework.objects import ObjectMeta, OwnerReference
 
 log = logging.getLogger("caldera.controllers")
 

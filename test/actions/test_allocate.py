@@ -1,7 +1,6 @@
 """allocate: gangs all-or-nothing, order of queues/jobs/tasks, pipelining, reasons, speed."""
 
-
-from hack.scenario import cluster, gang, node, pod, podgroup, priority_class, run_session
+from caldera.hack.scenario import cluster, gang, node, pod, podgroup, priority_class, run_session
 
 
 def placed(result):
@@ -81,13 +80,13 @@ def test_task_waits_as_pipelined_on_a_node_whose_pods_are_leaving():
     snap = cluster(nodes=[node("n1", cpu="4")], pods=[leaving, *pods], podgroups=[pg])
     ssn, result = run_session(snap)
     assert result.placements == []  # nothing to bind yet
-    from framework.model import TaskStatus
+    from caldera.framework.model import TaskStatus
 
     assert ssn.jobs["default/next"].count(TaskStatus.PIPELINED) == 1
 
 
 def test_closed_queue_schedules_nothing():
-    from hack.scenario import queue
+    from caldera.hack.scenario import queue
 
     pg, pods = gang("j", 1, queue="shut")
     snap = cluster(nodes=[node("n1")], pods=pods, podgroups=[pg], queues=[queue("shut", state="Closed")])

@@ -1,6 +1,6 @@
 """backfill: best-effort pods (no requests) go onto nodes that pass the predicates."""
 
-from hack.scenario import cluster, node, pod, podgroup, run_session
+from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
 
 
 def test_best_effort_pod_is_placed_on_a_full_node():

@@ -1,6 +1,6 @@
 """enqueue: Pending PodGroups move to Inqueue when the enqueueable votes allow."""
 
-from hack.scenario import cluster, node, pod, podgroup, queue, run_session
+from caldera.hack.scenario import cluster, node, pod, podgroup, queue, run_session
 
 
 def test_job_that_fits_its_queue_is_let_in_and_placed_in_the_same_cycle():

@@ -1,12 +1,12 @@
 """The eviction step of preempt and reclaim: free room is only taken when the caller allows a plain
 placement (the queue is within its share); victims come only from preemptable running pods."""
 
-from actions.helpers import evict_and_pipeline, evictable_by_row
-from config.conf import DEFAULT_CONF, parse_conf
-from framework.model import TaskStatus
-from framework.session import open_session
-from hack.scenario import cluster, gang, node, pod, podgroup
-from scheduler.registry import builtin_registry
+from caldera.actions.helpers import evict_and_pipeline, evictable_by_row
+from caldera.config.conf import DEFAULT_CONF, parse_conf
+from caldera.framework.model import TaskStatus
+from caldera.framework.session import open_session
+from caldera.hack.scenario import cluster, gang, node, pod, podgroup
+from caldera.scheduler.registry import builtin_registry
 
 
 def session(pods, groups):

@@ -1,7 +1,7 @@
 """preempt: a starving high-priority job takes room from preemptable low-priority pods of its
 queue, never below a running gang's minimum, and only when its whole gang then fits."""
 
-from hack.scenario import SimCluster, node, pod, podgroup, priority_class
+from caldera.hack.scenario import SimCluster, node, pod, podgroup, priority_class
 
 PREEMPTABLE = {"volcano.sh/preemptable": "true"}
 CONF = """

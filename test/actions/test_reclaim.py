@@ -1,6 +1,6 @@
 """reclaim: a queue below its deserved share takes back resources from an overused queue."""
 
-from hack.scenario import SimCluster, node, pod, podgroup, queue
+from caldera.hack.scenario import SimCluster, node, pod, podgroup, queue
 
 PREEMPTABLE = {"volcano.sh/preemptable": "true"}
 CONF = """

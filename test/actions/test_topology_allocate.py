@@ -7,16 +7,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actions.allocate import allocate_job
-from actions.topology import allocate_in_topology, job_requirement, session_topology
-from config.conf import parse_conf
-from framework.objects import HyperNode, convert
-from framework.plugin import ArgumentError, Arguments
-from framework.session import open_session
-from framework.topology import CLUSTER_GROUP
-from hack.scenario import cluster, node, pod, podgroup, run_session
-from plugins.network_topology_aware import NetworkTopologyAwarePlugin
-from scheduler.registry import builtin_registry
+from caldera.actions.allocate import allocate_job
+from caldera.actions.topology import allocate_in_topology, job_requirement, session_topology
+from caldera.config.conf import parse_conf
+from caldera.framework.objects import HyperNode, convert
+from caldera.framework.plugin import ArgumentError, Arguments
+from caldera.framework.session import open_session
+from caldera.framework.topology import CLUSTER_GROUP
+from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
+from caldera.plugins.network_topology_aware import NetworkTopologyAwarePlugin
+from caldera.scheduler.registry import builtin_registry
 
 LEAF, SPINE = "example.com/leaf", "example.com/spine"
 NO_SCHEDULE = [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]
@@ -479,7 +479,7 @@ def test_bad_plugin_argument_values_are_errors_that_name_them(args):
 
 
 def test_across_cycles_a_pod_recreated_after_a_failure_rejoins_its_job_in_its_leaf():
-    from hack.scenario import SimCluster
+    from caldera.hack.scenario import SimCluster
 
     # cycle 1: the gang takes the tightest leaf, "small" (4 nodes); "large" has 6.
     nodes = leaf_nodes("large", "s1", 6) + leaf_nodes("small", "s1", 4)

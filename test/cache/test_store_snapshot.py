@@ -1,10 +1,10 @@
 """The in-memory cache: incremental updates, snapshots a session can change freely, and deletes
 that never touch a newer object of the same name."""
 
-from cache.store import ClusterCache
-from framework.model import TaskStatus
-from framework.session import Placement, SessionResult
-from hack.scenario import gang, load, node, pod, podgroup, priority_class, queue
+from caldera.cache.store import ClusterCache
+from caldera.framework.model import TaskStatus
+from caldera.framework.session import Placement, SessionResult
+from caldera.hack.scenario import gang, load, node, pod, podgroup, priority_class, queue
 
 
 def test_snapshot_is_isolated_from_later_cache_changes_and_vice_versa():
@@ -134,8 +134,8 @@ def test_node_arriving_after_its_pods_accounts_for_them():
 
 
 def test_malformed_objects_are_skipped_and_counted():
-    from framework.objects import Node, Pod, convert
-    from hack.scenario import node_dict, pod_dict
+    from caldera.framework.objects import Node, Pod, convert
+    from caldera.hack.scenario import node_dict, pod_dict
 
     cache = ClusterCache()
     cache.upsert_node(convert(Node, node_dict("bad", cpu="many")))

@@ -11,12 +11,12 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from cache.client import ApiClient, ClusterConfig
-from cache.informer import KindHandler
-from cache.store import ClusterCache
-from cache.watch import Reflector
-from framework.objects import Node
-from hack.scenario import node_dict
+from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.cache.informer import KindHandler
+from caldera.cache.store import ClusterCache
+from caldera.cache.watch import Reflector
+from caldera.framework.objects import Node
+from caldera.hack.scenario import node_dict
 
 enc = msgspec.json.encode
 

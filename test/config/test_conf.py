@@ -2,8 +2,8 @@
 
 import pytest
 
-from config.conf import DEFAULT_CONF, ConfError, default_conf, parse_conf
-from framework.plugin import Action, Plugin, Registry
+from caldera.config.conf import DEFAULT_CONF, ConfError, default_conf, parse_conf
+from caldera.framework.plugin import Action, Plugin, Registry
 
 
 def registry() -> Registry:

@@ -1,8 +1,8 @@
 """Volcano's default conf and the conf its Helm chart ships load and run through the loop."""
 
-from config.conf import DEFAULT_CONF, parse_conf
-from hack.scenario import SimCluster, gang, node, queue
-from scheduler.registry import builtin_registry
+from caldera.config.conf import DEFAULT_CONF, parse_conf
+from caldera.hack.scenario import SimCluster, gang, node, queue
+from caldera.scheduler.registry import builtin_registry
 
 HELM_CONF = """
 actions: "enqueue, allocate, backfill"

@@ -14,14 +14,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from cache.client import ApiClient, ApiError, ClusterConfig
-from config.conf import parse_conf
-from framework.model import TaskStatus
-from framework.plugin import Action, Registry
-from framework.session import Session
-from hack.sim import SimCluster
-from scheduler.app import Options, SchedulerApp
-from scheduler.registry import builtin_registry
+from caldera.cache.client import ApiClient, ApiError, ClusterConfig
+from caldera.config.conf import parse_conf
+from caldera.framework.model import TaskStatus
+from caldera.framework.plugin import Action, Registry
+from caldera.framework.session import Session
+from caldera.hack.sim import SimCluster
+from caldera.scheduler.app import Options, SchedulerApp
+from caldera.scheduler.registry import builtin_registry
 
 REAL_KUBECONFIG = os.environ.get("CALDERA_E2E_KUBECONFIG")
 SCHEDULER = "caldera-e2e"

@@ -18,7 +18,7 @@ def test_demo_runs_jobs_to_completion_and_summarises() -> None:
         [
             sys.executable,
             "-m",
-            "hack.cli",
+            "caldera.hack.cli",
             "demo",
             "--nodes",
             "8",

@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
-from cache.client import ApiError
-from hack.sim.errors import ApiError as SimApiError
-from hack.sim.resources import resource
-from scheduler.controllers import Controllers
+from caldera.cache.client import ApiError
+from caldera.hack.sim.errors import ApiError as SimApiError
+from caldera.hack.sim.resources import resource
+from caldera.scheduler.controllers import Controllers
 
 from .conftest import SCHEDULER, Api, eventually, needs_sim
 

@@ -6,9 +6,9 @@ import asyncio
 
 import msgspec
 
-from cache.client import ApiClient, ClusterConfig
-from hack.sim import SimCluster
-from hack.sim.resources import NODES, PODS, resource
+from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.resources import NODES, PODS, resource
 
 from .conftest import SCHEDULER, Api, eventually, needs_sim
 

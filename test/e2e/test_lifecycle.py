@@ -13,11 +13,11 @@ from pathlib import Path
 import aiohttp
 import msgspec
 
-from config.conf import parse_conf
-from framework.plugin import Action
-from framework.session import Session
-from hack.sim import SimCluster
-from hack.sim.resources import PODS
+from caldera.config.conf import parse_conf
+from caldera.framework.plugin import Action
+from caldera.framework.session import Session
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.resources import PODS
 
 from .conftest import SCHEDULER, Api, e2e_registry, eventually, needs_sim
 from .test_faults import _create_pod
@@ -36,7 +36,7 @@ async def spawn(
 ) -> asyncio.subprocess.Process:
     args = [
         "-c",
-        "from scheduler.cli import main; import sys; sys.exit(main())",
+        "from caldera.scheduler.cli import main; import sys; sys.exit(main())",
         "--kubeconfig",
         kubeconfig,
         "--scheduler-name",
@@ -259,7 +259,7 @@ def test_version_and_a_bad_conf_fail_fast(tmp_path: Path) -> None:
     import subprocess
 
     root = str(Path(__file__).resolve().parents[2])
-    cmd = [sys.executable, "-c", "from scheduler.cli import main; import sys; sys.exit(main())"]
+    cmd = [sys.executable, "-c", "from caldera.scheduler.cli import main; import sys; sys.exit(main())"]
     out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, cwd=root, timeout=30)
     assert out.returncode == 0 and out.stdout.startswith("caldera-scheduler ")
     bad = tmp_path / "bad.conf"

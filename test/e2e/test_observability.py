@@ -11,7 +11,7 @@ import aiohttp
 
 from .conftest import Api, eventually
 
-CLI = "from scheduler.cli import main; raise SystemExit(main())"
+CLI = "from caldera.scheduler.cli import main; raise SystemExit(main())"
 
 
 async def run_cli(*args: str) -> tuple[int, str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 
-from hack.sim import VGPU, NodeTemplate, SimCluster
+from caldera.hack.sim import VGPU, NodeTemplate, SimCluster
 
 from .conftest import SCHEDULER, Api, eventually, needs_sim
 

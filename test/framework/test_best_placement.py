@@ -2,11 +2,11 @@
 
 import random
 
-from config.conf import DEFAULT_CONF, parse_conf
-from framework.model import TaskStatus
-from framework.session import open_session
-from hack.scenario import cluster, gang, node, pod
-from scheduler.registry import builtin_registry
+from caldera.config.conf import DEFAULT_CONF, parse_conf
+from caldera.framework.model import TaskStatus
+from caldera.framework.session import open_session
+from caldera.hack.scenario import cluster, gang, node, pod
+from caldera.scheduler.registry import builtin_registry
 
 
 def test_incremental_choice_equals_full_evaluation_through_many_placements():

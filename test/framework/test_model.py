@@ -1,9 +1,9 @@
 import pytest
 
-from framework.model import JobInfo, TaskInfo, TaskStatus, task_status_of
-from framework.objects import Node, ObjectError, Pod, PodGroup, Queue, convert, decode
-from framework.resource import ResourceError
-from hack.scenario import pod, pod_dict, podgroup
+from caldera.framework.model import JobInfo, TaskInfo, TaskStatus, task_status_of
+from caldera.framework.objects import Node, ObjectError, Pod, PodGroup, Queue, convert, decode
+from caldera.framework.resource import ResourceError
+from caldera.hack.scenario import pod, pod_dict, podgroup
 
 
 def test_decode_ignores_unknown_fields_and_reads_what_we_use():

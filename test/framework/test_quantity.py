@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from framework.quantity import QuantityError, parse_bytes, parse_cpu_millis, parse_quantity
+from caldera.framework.quantity import QuantityError, parse_bytes, parse_cpu_millis, parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 import pytest
 
-from framework import resource as resource_module
-from framework.resource import Resource, ResourceError
+from caldera.framework import resource as resource_module
+from caldera.framework.resource import Resource, ResourceError
 
 
 def res(**kw):

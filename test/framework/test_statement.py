@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from framework.model import TaskStatus
-from framework.session import EventHandler, Session
-from framework.statement import StatementError
-from hack.scenario import cluster, gang, node, pod
+from caldera.framework.model import TaskStatus
+from caldera.framework.session import EventHandler, Session
+from caldera.framework.statement import StatementError
+from caldera.hack.scenario import cluster, gang, node, pod
 
 
 def figures(ssn: Session):
@@ -51,7 +51,7 @@ def assert_same(a, b):
 def ssn():
     pg, pods = gang("train", 3, cpu="2", memory="4Gi")
     running = pod("web-0", cpu="1", memory="1Gi", group="web", node_name="n2", phase="Running")
-    from hack.scenario import podgroup
+    from caldera.hack.scenario import podgroup
 
     snap = cluster(
         nodes=[node("n1", cpu="4", memory="16Gi"), node("n2", cpu="4", memory="16Gi")],

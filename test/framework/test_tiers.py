@@ -4,10 +4,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from config.conf import parse_conf
-from framework.plugin import Action, Plugin, Registry
-from framework.session import ABSTAIN, PERMIT, REJECT, Session, ValidateResult, open_session
-from hack.scenario import cluster, gang, node, podgroup
+from caldera.config.conf import parse_conf
+from caldera.framework.plugin import Action, Plugin, Registry
+from caldera.framework.session import ABSTAIN, PERMIT, REJECT, Session, ValidateResult, open_session
+from caldera.hack.scenario import cluster, gang, node, podgroup
 
 
 def make_plugin(name: str, register: Callable[[Session], None]) -> type[Plugin]:
@@ -55,10 +55,14 @@ def test_order_first_plugin_that_decides_wins_then_creation_then_uid():
         ssn.add_job_order_fn("first", lambda left, r: (calls.append("first"), 0)[1])
 
     def second(ssn):
-        ssn.add_job_order_fn("second", lambda left, r: (calls.append("second"), 1 if left.name == "a" else -1)[1])
+        ssn.add_job_order_fn(
+            "second", lambda left, r: (calls.append("second"), 1 if left.name == "a" else -1)[1]
+        )
 
     def third(ssn):
-        ssn.add_job_order_fn("third", lambda left, r: (calls.append("third"), -1 if left.name == "a" else 1)[1])
+        ssn.add_job_order_fn(
+            "third", lambda left, r: (calls.append("third"), -1 if left.name == "a" else 1)[1]
+        )
 
     ssn = session(TWO_TIERS, {"first": first, "second": second, "third": third})
     a, b = ssn.jobs["default/a"], ssn.jobs["default/b"]

@@ -5,9 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from framework.objects import HyperNode, convert
-from framework.topology import CLUSTER_GROUP, build_topology
-from hack.scenario import cluster, node, pod, podgroup
+from caldera.framework.objects import HyperNode, convert
+from caldera.framework.topology import CLUSTER_GROUP, build_topology
+from caldera.hack.scenario import cluster, node, pod, podgroup
 
 LEAF, SPINE = "example.com/leaf", "example.com/spine"
 

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import pytest
 from kubernetes_asyncio import client
 
-from hack.sim import SimCluster
-from hack.sim.testing import kube_client
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.testing import kube_client
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hack.sim import SimCluster
-from hack.sim.testing import pod_manifest
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.testing import pod_manifest
 
 
 def status_of(exc: ApiException) -> dict:
@@ -515,7 +515,7 @@ async def test_kubernetes_asyncio_leader_election_over_a_lease(sim: SimCluster) 
     from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
     from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
-    from hack.sim.testing import kube_client
+    from caldera.hack.sim.testing import kube_client
 
     leading: dict[str, asyncio.Event] = {"a": asyncio.Event(), "b": asyncio.Event()}
 

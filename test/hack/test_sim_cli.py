@@ -14,10 +14,10 @@ import pytest
 import yaml
 from kubernetes_asyncio import client, config
 
-from hack.cli import build_parser
-from hack.sim import SimCluster
-from hack.sim.nodes import VGPU_REGISTER_ANNOTATION
-from hack.sim.resources import BY_GROUP_VERSION
+from caldera.hack.cli import build_parser
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.nodes import VGPU_REGISTER_ANNOTATION
+from caldera.hack.sim.resources import BY_GROUP_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -33,7 +33,7 @@ def test_subcommands_are_registered() -> None:
 
 
 def test_serve_flags_build_the_cluster() -> None:
-    from hack.sim.cli import cluster_from_args
+    from caldera.hack.sim.cli import cluster_from_args
 
     args = build_parser().parse_args(
         [
@@ -78,7 +78,7 @@ async def test_serve_subprocess_writes_kubeconfig_once_serving(tmp_path: Path) -
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "hack.cli",
+        "caldera.hack.cli",
         "serve",
         "--listen",
         "127.0.0.1:0",
@@ -119,7 +119,7 @@ def test_serve_refuses_non_loopback(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "hack.cli",
+            "caldera.hack.cli",
             "serve",
             "--listen",
             "0.0.0.0:0",
@@ -167,7 +167,7 @@ async def test_cluster_file_templates_and_seed_objects(tmp_path: Path) -> None:
         )
     )
     async with SimCluster(cluster_file=cluster_file, kubelet=False) as sim:
-        from hack.sim.resources import NODES, resource
+        from caldera.hack.sim.resources import NODES, resource
 
         nodes = {n["metadata"]["name"]: n for n in sim.store.objects(NODES)}
         assert sorted(nodes) == ["cpu-0", "cpu-1", "cpu-2", "gpu-0", "gpu-1", "sick-0", "vgpu-0"]
@@ -211,7 +211,7 @@ def test_bench_sim_runs_and_reports(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "hack.cli",
+            "caldera.hack.cli",
             "bench-sim",
             "--pods",
             "300",

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hack.sim import SimCluster
-from hack.sim.testing import pod_manifest
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.testing import pod_manifest
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 3.0) -> None:
@@ -220,7 +220,7 @@ async def test_replicaset_replaces_a_deleted_pod(
 
 
 async def test_kubelet_refuses_pods_that_do_not_fit_the_node() -> None:
-    from hack.sim.testing import kube_client
+    from caldera.hack.sim.testing import kube_client
 
     async with SimCluster(nodes=1, node_cpu="2", node_memory="4Gi", node_pods=3, kubelet_delay=0.01) as sim:
         async with await kube_client(sim) as api:
@@ -269,7 +269,7 @@ async def test_kubelet_refuses_pods_that_do_not_fit_the_node() -> None:
 async def test_limits_default_requests_and_extended_resources_are_admitted(
     core: client.CoreV1Api, sim: SimCluster
 ) -> None:
-    from hack.sim import NodeTemplate
+    from caldera.hack.sim import NodeTemplate
 
     sim.add_nodes(
         [
@@ -302,7 +302,7 @@ async def test_limits_default_requests_and_extended_resources_are_admitted(
 
 
 async def test_pods_on_a_not_ready_node_stay_pending(core: client.CoreV1Api, sim: SimCluster) -> None:
-    from hack.sim import NodeTemplate
+    from caldera.hack.sim import NodeTemplate
 
     sim.add_nodes([NodeTemplate(name="down", count=1, ready=False)])
     await core.create_namespaced_pod("default", pod_manifest("p", node_name="down-0"))

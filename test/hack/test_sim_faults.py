@@ -10,8 +10,8 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hack.sim import Faults, SimCluster
-from hack.sim.testing import kube_client, pod_manifest
+from caldera.hack.sim import Faults, SimCluster
+from caldera.hack.sim.testing import kube_client, pod_manifest
 
 
 def auth(sim: SimCluster) -> dict[str, str]:
@@ -137,7 +137,7 @@ async def test_faults_can_target_chosen_requests(sim: SimCluster, core: client.C
 
 
 async def test_request_hooks_see_every_resource_request(sim: SimCluster, core: client.CoreV1Api) -> None:
-    from hack.sim import ApiError
+    from caldera.hack.sim import ApiError
 
     seen: list[str] = []
 

@@ -10,8 +10,8 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hack.sim import SimCluster
-from hack.sim.testing import pod_manifest
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.testing import pod_manifest
 
 
 async def raw_watch(sim: SimCluster, path: str, count: int, timeout: float = 3.0) -> list[dict]:
@@ -174,7 +174,7 @@ async def test_a_client_that_goes_away_releases_its_watch(sim: SimCluster) -> No
 
 
 async def test_a_consumer_too_far_behind_is_cut_off(sim: SimCluster) -> None:
-    from hack.sim.resources import resource
+    from caldera.hack.sim.resources import resource
 
     watcher = sim.store.watch(resource("configmaps"), "default")
     watcher.max_lines = 5

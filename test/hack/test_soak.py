@@ -12,10 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from hack.sim import SimCluster
-from hack.soak import FAULT_KINDS, Options, run_soak
-from hack.soak.checker import Checker, CheckerConfig
-from hack.workload import Api, node_manifest, pod_manifest, podgroup_manifest, podgroups_path, pods_path
+from caldera.hack.sim import SimCluster
+from caldera.hack.soak import FAULT_KINDS, Options, run_soak
+from caldera.hack.soak.checker import Checker, CheckerConfig
+from caldera.hack.workload import (
+    Api,
+    node_manifest,
+    pod_manifest,
+    podgroup_manifest,
+    podgroups_path,
+    pods_path,
+)
 
 
 async def bind(api: Api, name: str, node: str, ns: str = "soak") -> None:
@@ -140,7 +147,7 @@ def test_ci_soak_two_minutes_every_fault(tmp_path: Path) -> None:
 
 
 def test_png_charts_are_well_formed() -> None:
-    from hack.report import Chart, render_png
+    from caldera.hack.report import Chart, render_png
 
     data = render_png(
         Chart("t", [0, 1, 2, 3], {"a": [0.0, 5.0, float("nan"), 2.0]}, markers=[(1.5, "f")]), 320, 120

@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from hack.sim import SimCluster
-from hack.sim.quantity import parse_quantity
-from hack.workload import (
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.quantity import parse_quantity
+from caldera.hack.workload import (
     DEFAULT_MIX,
     GROUP_ANNOTATION,
     HIGH_PRIORITY_CLASS,

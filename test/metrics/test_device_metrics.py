@@ -9,11 +9,11 @@ import random
 import msgspec
 from prometheus_client import CollectorRegistry
 
-from cache.store import ClusterCache
-from framework.objects import Pod
-from hack.scenario import load, node, pod, podgroup
-from metrics.devices import DeviceMetrics
-from plugins.deviceshare import ASSIGNED_IDS, NODE_REGISTER
+from caldera.cache.store import ClusterCache
+from caldera.framework.devices import ASSIGNED_IDS, NODE_REGISTER
+from caldera.framework.objects import Pod
+from caldera.hack.scenario import load, node, pod, podgroup
+from caldera.metrics.devices import DeviceMetrics
 
 DEVICE_METRICS = (
     "volcano_vgpu_device_shared_number",
@@ -305,13 +305,13 @@ async def test_the_periodic_loop_follows_the_cache_and_stops_when_told():
 
 
 def test_a_pod_scheduled_by_the_loop_shows_on_the_device_it_was_given():
-    from actions.allocate import AllocateAction
-    from config.conf import parse_conf
-    from framework.plugin import Registry
-    from plugins.deviceshare import DeviceSharePlugin
-    from plugins.gang import GangPlugin
-    from plugins.predicates import PredicatesPlugin
-    from scheduler.loop import RecordingBinder, SchedulerLoop
+    from caldera.actions.allocate import AllocateAction
+    from caldera.config.conf import parse_conf
+    from caldera.framework.plugin import Registry
+    from caldera.plugins.deviceshare import DeviceSharePlugin
+    from caldera.plugins.gang import GangPlugin
+    from caldera.plugins.predicates import PredicatesPlugin
+    from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 
     nodes = {"g1": {"GPU-1": 40000, "GPU-2": 40000}}
     cache = load(ClusterCache(), nodes=[gpu_node("g1", list(nodes["g1"].items()))])

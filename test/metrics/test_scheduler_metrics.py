@@ -4,13 +4,13 @@ series of deleted queues and jobs gone."""
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from config.conf import parse_conf
-from hack.scenario import cluster, gang, node, pod, podgroup, queue
-from metrics.cycle import CycleMetrics, bind_failure_kind
-from scheduler.debug import DebugApi, Observatory
-from scheduler.http import HttpServer
-from scheduler.loop import RecordingBinder, SchedulerLoop
-from scheduler.registry import builtin_registry
+from caldera.config.conf import parse_conf
+from caldera.hack.scenario import cluster, gang, node, pod, podgroup, queue
+from caldera.metrics.cycle import CycleMetrics, bind_failure_kind
+from caldera.scheduler.debug import DebugApi, Observatory
+from caldera.scheduler.http import HttpServer
+from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
+from caldera.scheduler.registry import builtin_registry
 
 CONF = """
 actions: "enqueue, allocate, backfill"
@@ -164,7 +164,7 @@ def _value(name, **labels):
 
 
 def test_preemption_victims_and_attempts():
-    from framework.session import Eviction, SessionResult
+    from caldera.framework.session import Eviction, SessionResult
 
     metrics = CycleMetrics()
     result = SessionResult(data={"preempt_attempts": 2})

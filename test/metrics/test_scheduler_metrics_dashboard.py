@@ -6,8 +6,8 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
-import metrics.cycle  # noqa: F401 - every metric module is imported, so registered
-from metrics.collectors import WatchCollector, WatchState
+import caldera.metrics.cycle  # noqa: F401 - every metric module is imported, so registered
+from caldera.metrics.collectors import WatchCollector, WatchState
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "caldera-dashboard.json"
 NAME = re.compile(r"\b((?:volcano|caldera)_[a-zA-Z0-9_]+)")

@@ -1,6 +1,6 @@
 """binpack: fill nodes before opening new ones; resource weights decide between resources."""
 
-from hack.scenario import cluster, node, pod, podgroup, run_session
+from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
 
 CONF = """
 actions: "allocate"

@@ -1,6 +1,6 @@
 """capacity: explicit deserved shares and capabilities, in a hierarchy of queues."""
 
-from hack.scenario import cluster, node, pod, podgroup, queue, run_session
+from caldera.hack.scenario import cluster, node, pod, podgroup, queue, run_session
 
 CONF = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n  - name: predicates\n  - name: capacity\n'
 

@@ -1,6 +1,6 @@
 """conformance: system-critical pods are never chosen as victims."""
 
-from hack.scenario import SimCluster, node, pod, podgroup, priority_class
+from caldera.hack.scenario import SimCluster, node, pod, podgroup, priority_class
 
 CONF = 'actions: "allocate, preempt"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: predicates\n'
 P = {"volcano.sh/preemptable": "true"}

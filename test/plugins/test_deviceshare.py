@@ -8,13 +8,9 @@ import random
 
 import pytest
 
-from cache.store import ClusterCache
-from config.conf import parse_conf
-from framework.model import TaskStatus
-from framework.plugin import Action, Arguments, Plugin, Registry
-from framework.session import close_session, open_session
-from hack.scenario import load, node, pod, podgroup
-from plugins.deviceshare import (
+from caldera.cache.store import ClusterCache
+from caldera.config.conf import parse_conf
+from caldera.framework.devices import (
     ASSIGNED_IDS,
     ASSIGNED_NODE,
     ASSIGNED_TIME,
@@ -22,18 +18,22 @@ from plugins.deviceshare import (
     DEVICES_TO_ALLOCATE,
     NODE_REGISTER,
     ContainerRequest,
-    DeviceSharePlugin,
     Grant,
     format_assignment,
     parse_assignment,
     parse_register,
     pod_requests,
 )
-from plugins.predicates import PredicatesPlugin
-from scheduler.loop import RecordingBinder, SchedulerLoop
+from caldera.framework.model import TaskStatus
+from caldera.framework.plugin import Action, Arguments, Plugin, Registry
+from caldera.framework.session import close_session, open_session
+from caldera.hack.scenario import load, node, pod, podgroup
+from caldera.plugins.deviceshare import DeviceSharePlugin
+from caldera.plugins.predicates import PredicatesPlugin
+from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 
 try:  # the real allocate action, once it has landed
-    from actions.allocate import AllocateAction as _Allocate
+    from caldera.actions.allocate import AllocateAction as _Allocate
 except ImportError:  # pragma: no cover - fallback while actions/ is being written
     _Allocate = None
 

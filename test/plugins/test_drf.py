@@ -1,6 +1,6 @@
 """drf: the job with the smaller dominant share goes first."""
 
-from hack.scenario import cluster, node, pod, podgroup, run_session
+from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
 
 
 def test_job_with_smaller_share_is_served_first():

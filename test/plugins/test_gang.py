@@ -1,6 +1,6 @@
 """gang: a PodGroup with too few pods is invalid; ready jobs make way for those not ready."""
 
-from hack.scenario import cluster, gang, node, pod, podgroup, run_session
+from caldera.hack.scenario import cluster, gang, node, pod, podgroup, run_session
 
 
 def test_job_with_fewer_pods_than_its_minimum_is_not_scheduled():

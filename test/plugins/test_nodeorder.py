@@ -1,6 +1,6 @@
 """nodeorder: each score picks the node it should, and its weight argument switches it."""
 
-from hack.scenario import cluster, node, pod, podgroup, run_session
+from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
 
 
 def conf(**weights):

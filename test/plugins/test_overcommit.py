@@ -1,6 +1,6 @@
 """overcommit: jobs are let in up to the cluster's capacity times the factor."""
 
-from hack.scenario import cluster, node, pod, podgroup, run_session
+from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
 
 CONF = 'actions: "enqueue"\ntiers:\n- plugins:\n  - name: overcommit\n    arguments:\n      overcommit-factor: {f}\n'
 

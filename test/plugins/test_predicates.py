@@ -2,7 +2,7 @@
 
 import pytest
 
-from hack.scenario import cluster, node, pod, podgroup, run_session
+from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
 
 CONF = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n'
 

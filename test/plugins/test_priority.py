@@ -1,6 +1,6 @@
 """priority: higher PodGroup priority first; inside a job, higher pod priority first."""
 
-from hack.scenario import cluster, node, pod, podgroup, priority_class, run_session
+from caldera.hack.scenario import cluster, node, pod, podgroup, priority_class, run_session
 
 
 def test_jobs_go_by_priority_class_not_creation_order():

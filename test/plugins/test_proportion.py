@@ -2,7 +2,7 @@
 
 import logging
 
-from hack.scenario import SimCluster, cluster, node, pod, podgroup, queue, run_session
+from caldera.hack.scenario import SimCluster, cluster, node, pod, podgroup, queue, run_session
 
 
 def two_queue_jobs(n=16):

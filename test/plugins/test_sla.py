@@ -1,7 +1,7 @@
 """sla: a job past its waiting time goes first and is let in."""
 
-from hack.scenario import cluster, node, pod, podgroup, run_session
-from plugins.sla import parse_duration
+from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
+from caldera.plugins.sla import parse_duration
 
 CONF = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: sla\n    arguments:\n      sla-waiting-time: {w}\n  - name: gang\n- plugins:\n  - name: overcommit\n    arguments:\n      overcommit-factor: 1.0\n  - name: predicates\n'
 

@@ -10,12 +10,12 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from cache.client import ApiClient, ClusterConfig
-from cache.store import ClusterCache
-from framework.model import TaskStatus
-from framework.session import Placement, SessionResult
-from hack.scenario import gang, load, node
-from scheduler.binder import Binder
+from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.cache.store import ClusterCache
+from caldera.framework.model import TaskStatus
+from caldera.framework.session import Placement, SessionResult
+from caldera.hack.scenario import gang, load, node
+from caldera.scheduler.binder import Binder
 
 
 class BindServer:

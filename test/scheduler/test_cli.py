@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from scheduler.cli import build_parser, duration, options_from
+from caldera.scheduler.cli import build_parser, duration, options_from
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("1s", 1.0), ("200ms", 0.2), ("1.5m", 90.0), ("2", 2.0)])

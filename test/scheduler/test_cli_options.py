@@ -1,4 +1,4 @@
-from scheduler.cli import build_parser, options_from
+from caldera.scheduler.cli import build_parser, options_from
 
 
 def test_flags_reach_the_options():

@@ -4,12 +4,12 @@ import asyncio
 
 import numpy as np
 
-from cache.store import ClusterCache
-from config.conf import parse_conf
-from framework.model import TaskStatus
-from framework.plugin import Action, Plugin, Registry
-from hack.scenario import gang, load, node
-from scheduler.loop import RecordingBinder, SchedulerLoop
+from caldera.cache.store import ClusterCache
+from caldera.config.conf import parse_conf
+from caldera.framework.model import TaskStatus
+from caldera.framework.plugin import Action, Plugin, Registry
+from caldera.hack.scenario import gang, load, node
+from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 
 
 class PlaceEachTask(Action):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from config.conf import DEFAULT_CONF
+from caldera.config.conf import DEFAULT_CONF
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

@@ -9,11 +9,11 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from cache.client import ApiClient, ClusterConfig
-from framework.model import TaskInfo
-from framework.session import Eviction
-from hack.scenario import pod
-from scheduler.evictor import Evictor
+from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.framework.model import TaskInfo
+from caldera.framework.session import Eviction
+from caldera.hack.scenario import pod
+from caldera.scheduler.evictor import Evictor
 
 
 class Server:

@@ -20,15 +20,15 @@ import msgspec
 import pytest
 from prometheus_client import REGISTRY
 
-from cache.store import ClusterCache
-from config.conf import DEFAULT_CONF, parse_conf
-from framework.model import GROUP_NAME_ANNOTATION, TaskStatus
-from framework.objects import Pod, PodGroup
-from framework.session import SessionResult
-from hack.scenario import gang, load, node, pod, podgroup, queue
-from metrics.cycle import CycleMetrics
-from scheduler.loop import RecordingBinder, SchedulerLoop
-from scheduler.registry import builtin_registry
+from caldera.cache.store import ClusterCache
+from caldera.config.conf import DEFAULT_CONF, parse_conf
+from caldera.framework.model import GROUP_NAME_ANNOTATION, TaskStatus
+from caldera.framework.objects import Pod, PodGroup
+from caldera.framework.session import SessionResult
+from caldera.hack.scenario import gang, load, node, pod, podgroup, queue
+from caldera.metrics.cycle import CycleMetrics
+from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
+from caldera.scheduler.registry import builtin_registry
 
 PREEMPTING_CONF = """\
 actions: "enqueue, allocate, preempt, reclaim, backfill"

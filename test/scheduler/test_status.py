@@ -9,12 +9,12 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from cache.client import ApiClient, ClusterConfig
-from cache.store import ClusterCache
-from framework.objects import PodGroup
-from framework.session import SessionResult
-from hack.scenario import gang, load, node, podgroup_dict
-from scheduler.status import StatusUpdater
+from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.cache.store import ClusterCache
+from caldera.framework.objects import PodGroup
+from caldera.framework.session import SessionResult
+from caldera.hack.scenario import gang, load, node, podgroup_dict
+from caldera.scheduler.status import StatusUpdater
 
 
 class Recorder:

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-import scheduler.ui
+from caldera.scheduler import ui as scheduler_ui
 
 GI = 1024**3
 
@@ -138,7 +138,7 @@ def make_app(nodes: int = 5000, jobs: int = 10_000) -> web.Application:
     app.router.add_get("/debug/queues", get_queues)
     app.router.add_get("/debug/jobs", get_jobs)
     app.router.add_get("/debug/scheduler", get_scheduler)
-    scheduler.ui.mount(app)
+    scheduler_ui.mount(app)
     return app
 
 

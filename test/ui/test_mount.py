@@ -8,8 +8,8 @@ import time
 import aiohttp
 import pytest
 
-from scheduler.cli import build_parser
-from scheduler.http import HttpServer
+from caldera.scheduler.cli import build_parser
+from caldera.scheduler.http import HttpServer
 
 from .browser import Browser
 from .fake_debug import make_app, serve
@@ -49,10 +49,10 @@ def test_ui_flag() -> None:
 
 
 def test_assets_need_nothing_from_the_network() -> None:
-    import scheduler.ui
+    from caldera.scheduler import ui as scheduler_ui
 
-    for name in scheduler.ui.ASSETS:
-        text = (scheduler.ui.STATIC / name).read_text()
+    for name in scheduler_ui.ASSETS:
+        text = (scheduler_ui.STATIC / name).read_text()
         assert "http://" not in text and "https://" not in text, name
 
 

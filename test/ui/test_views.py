@@ -20,12 +20,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from cache.client import ApiClient, ClusterConfig
-from config.conf import parse_conf
-from hack.sim import SimCluster
-from hack.sim.nodes import ClusterSpec, NodeTemplate
-from scheduler.app import Options, SchedulerApp
-from scheduler.registry import builtin_registry
+from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.config.conf import parse_conf
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.nodes import ClusterSpec, NodeTemplate
+from caldera.scheduler.app import Options, SchedulerApp
+from caldera.scheduler.registry import builtin_registry
 
 from .browser import Browser
 from .conftest import DOC_SCREENSHOTS

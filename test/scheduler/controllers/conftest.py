@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from cache.client import ApiClient, ClusterConfig
-from hack.sim import SimCluster
-from hack.sim.resources import PODS, resource
-from scheduler.controllers import Controllers
+from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.hack.sim import SimCluster
+from caldera.hack.sim.resources import PODS, resource
+from caldera.scheduler.controllers import Controllers
 
 PODGROUPS = resource("podgroups", "scheduling.volcano.sh")
 QUEUES = resource("queues", "scheduling.volcano.sh")
@@ -152,7 +152,7 @@ class DeleteRecorder:
     async def _fault(self, request: Any) -> None:
         import orjson
 
-        from hack.sim.errors import ApiError as SimApiError
+        from caldera.hack.sim.errors import ApiError as SimApiError
 
         if request.method == "DELETE" and "/podgroups/" in request.path:
             raw = await request.read()

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from hack.sim.resources import PODS, resource
-from scheduler.controllers import Controllers
-from scheduler.controllers.state import GROUP_NAME_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, PodGroup
-from scheduler.controllers.state import Meta as LeanMeta
+from caldera.hack.sim.resources import PODS, resource
+from caldera.scheduler.controllers import Controllers
+from caldera.scheduler.controllers.state import GROUP_NAME_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, PodGroup
+from caldera.scheduler.controllers.state import Meta as LeanMeta
 
 GROUP = GROUP_NAME_ANNOTATION
 PODGROUPS = resource("podgroups", "scheduling.volcano.sh")

@@ -1,6 +1,6 @@
 """The binary's switch for the controllers: on by default, ``--no-enable-controllers`` turns them off."""
 
-from scheduler.cli import build_parser, options_from
+from caldera.scheduler.cli import build_parser, options_from
 
 
 def test_controllers_are_on_by_default_and_can_be_turned_off() -> None:
