@@ -58,7 +58,7 @@ def place_tasks(
     ready with tasks left (``stop_when_ready``)."""
     node_list = ssn.node_list
     table = ssn.table
-    unfit: dict[bytes, tuple[int, str]] = ssn.data.setdefault("_unfit", {})
+    unfit = ssn.unfit_templates
     while tasks:
         task = tasks[0]
         if stats is not None:
@@ -170,7 +170,7 @@ class AllocateAction(Action):
                 stmt.discard()
             if jobs:
                 queue_heap.push(queue)
-        ssn.data["allocate_stats"] = {
+        ssn.report.allocate_stats = {
             "tasks": stats.tasks,
             "placed": stats.placed,
             "pipelined": stats.pipelined,

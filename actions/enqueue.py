@@ -17,7 +17,7 @@ class EnqueueAction(Action):
     name: ClassVar[str] = "enqueue"
 
     def execute(self, ssn: Session) -> None:
-        ssn.data["enqueue_ran"] = True
+        ssn.enqueue_ran = True
         by_queue: dict[str, list[JobInfo]] = {}
         queues: dict[str, QueueInfo] = {}
         for job in ssn.jobs.values():

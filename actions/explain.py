@@ -4,7 +4,7 @@ the topology groups tried, and what would make it fit).
 
 Built once per cycle after the actions ran, for jobs that failed only (a job with a recorded
 reason, or one its queue held back), never for jobs that were placed. The result is left in
-``ssn.data["explanations"]`` as ``{job uid: document}``; the binary stores and serves it. Role
+``ssn.report.explanations`` as ``{job uid: document}``; the binary stores and serves it. Role
 detail is computed once per pod template per session, and for at most ``DETAILED_JOBS`` jobs per
 cycle, so an unschedulable backlog costs one evaluation per template, not per job.
 """
@@ -21,11 +21,8 @@ from caldera.actions.topology import TopologyDecision, session_topology
 from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
 from caldera.framework.quantity import format_quantity
 from caldera.framework.resource import MIN_RESOURCE, Resource
-from caldera.framework.session import Session
+from caldera.framework.session import QueueShare, Session
 
-#: ``ssn.data`` keys: the documents, and the topology decisions that failed (set by actions/topology.py)
-EXPLANATIONS = "explanations"
-TOPOLOGY_FAILURES = "topology_failures"
 #: per cycle, at most this many jobs get per-role detail (the rest keep the one-line reason)
 DETAILED_JOBS = 1000
 #: how long a job's detailed document is reused while its one-line reason stays the same
@@ -115,7 +112,7 @@ def explain_session(
     ``previous`` (last cycle's documents): a job whose one-line reason has not changed keeps its
     document for up to ``max_age`` seconds, so an unschedulable backlog is not re-analysed in
     detail every cycle."""
-    out: dict[str, dict[str, Any]] = ssn.data.setdefault(EXPLANATIONS, {})
+    out = ssn.report.explanations
     roles_cache: dict[bytes, dict[str, Any]] = {}
     detailed = 0
     now = time.monotonic() if now is None else now
@@ -203,14 +200,14 @@ def _queue_state(ssn: Session, job: JobInfo) -> dict[str, Any]:
         state.update(held=True, message=f"queue {queue.name} is {queue.state}: nothing is scheduled from it")
         return state
     error = job.job_fit_error
-    shares = (ssn.data.get("queue_shares") or {}).get(queue.name) or {}
+    shares = ssn.report.queue_shares.get(queue.name) or QueueShare()
     if "queue resource quota insufficient" in error:
         need = job.min_resources or Resource()
         cap = Resource.from_resource_list(None)
-        for name, value in (shares.get("real_capability") or {}).items():
+        for name, value in shares.real_capability.items():
             cap.set(name, value)
-        allocated = _resource(shares.get("allocated"))
-        inqueue = _resource(shares.get("inqueue"))
+        allocated = _resource(shares.allocated)
+        inqueue = _resource(shares.inqueue)
         state.update(
             held=True,
             message=(
@@ -220,8 +217,8 @@ def _queue_state(ssn: Session, job: JobInfo) -> dict[str, Any]:
             ),
         )
     elif f"queue {queue.name} is at its share" in error or f"queue {queue.name} is overused" in error:
-        deserved = _resource(shares.get("deserved"))
-        allocated = _resource(shares.get("allocated"))
+        deserved = _resource(shares.deserved)
+        allocated = _resource(shares.allocated)
         state.update(
             held=True,
             message=(
@@ -298,7 +295,7 @@ def _slots(ssn: Session, task: TaskInfo, rows: np.ndarray) -> int:
 
 
 def _topology(ssn: Session, job: JobInfo) -> dict[str, Any] | None:
-    decision: TopologyDecision | None = (ssn.data.get(TOPOLOGY_FAILURES) or {}).get(job.uid)
+    decision: TopologyDecision | None = ssn.report.topology_failures.get(job.uid)
     if decision is None:
         return None
     topo, _ = session_topology(ssn)
@@ -364,7 +361,7 @@ def _suggestion(ssn: Session, job: JobInfo, doc: dict[str, Any]) -> str:
             )
         return f"wait for queue {job.queue}'s running jobs to finish, or raise its weight or deserved share"
     topo = doc["topology"]
-    decision: TopologyDecision | None = (ssn.data.get(TOPOLOGY_FAILURES) or {}).get(job.uid)
+    decision: TopologyDecision | None = ssn.report.topology_failures.get(job.uid)
     if topo is not None and decision is not None and topo["groups"]:
         closest = topo["groups"][0]
         missing = max(1, decision.need - int(closest["placed"]))

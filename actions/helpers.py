@@ -57,7 +57,7 @@ def job_considered(ssn: Session, job: JobInfo) -> QueueInfo | None:
     queue = ssn.queues.get(job.queue)
     if queue is None or not queue.is_open:
         return None
-    if job.phase == "Pending" and ssn.data.get("enqueue_ran"):
+    if job.phase == "Pending" and ssn.enqueue_ran:
         return None
     return queue
 
@@ -115,7 +115,7 @@ def ordered_rows(ssn: Session, task: TaskInfo, rows: np.ndarray) -> list[int]:
     if len(rows) == 0:
         return []
     scores = ssn.node_scores(task, rows)
-    rank = ssn._name_rank[rows]
+    rank = ssn.placement.name_rank[rows]
     order = np.lexsort((rank, -scores))
     return [int(r) for r in rows[order]]
 
@@ -123,7 +123,7 @@ def ordered_rows(ssn: Session, task: TaskInfo, rows: np.ndarray) -> list[int]:
 def evictable_by_row(ssn: Session) -> dict[int, list[TaskInfo]]:
     """Per node row, its tasks that could ever be victims (running or bound, with requests, marked
     preemptable): built once per session, so a preemptor does not scan every pod of every node."""
-    index: dict[int, list[TaskInfo]] | None = ssn.data.get("_evictable_by_row")
+    index = ssn.evictable_by_row
     if index is None:
         index = {}
         for node in ssn.node_list:
@@ -134,7 +134,7 @@ def evictable_by_row(ssn: Session) -> dict[int, list[TaskInfo]]:
             ]
             if tasks:
                 index[node.row] = tasks
-        ssn.data["_evictable_by_row"] = index
+        ssn.evictable_by_row = index
     return index
 
 

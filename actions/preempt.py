@@ -46,7 +46,7 @@ class PreemptAction(Action):
                 job = heap.pop()
                 tasks = todo[job.uid]
                 # a preemptor job's turn is one attempt (volcano_total_preemption_attempts)
-                ssn.data["preempt_attempts"] = ssn.data.get("preempt_attempts", 0) + 1
+                ssn.report.preempt_attempts += 1
                 stmt = ssn.statement()
                 assigned = False
                 while tasks and ssn.job_starving(job):

@@ -38,7 +38,6 @@ from caldera.framework.session import EventHandler, Session
 from caldera.framework.statement import Op, Statement
 from caldera.framework.topology import (
     HARD,
-    SESSION_KEY,
     SOFT,
     NodeGroup,
     Requirement,
@@ -100,11 +99,11 @@ class TopologyDecision:
 def session_topology(ssn: Session) -> tuple[Topology, TopologySettings]:
     """The topology the network-topology-aware plugin published, else (Volcano's behaviour) one
     built from the HyperNode objects alone; built once per session."""
-    published = ssn.data.get(SESSION_KEY)
+    published = ssn.report.topology
     if published is None:
         topo = build_topology(ssn.node_list, (), ssn.snapshot.hypernodes)
-        published = ssn.data[SESSION_KEY] = (topo, TopologySettings())
-    return published  # type: ignore[no-any-return]
+        published = ssn.report.topology = (topo, TopologySettings())
+    return published
 
 
 def job_requirement(job: JobInfo, settings: TopologySettings) -> Requirement | None:
@@ -258,7 +257,7 @@ def _usable_rows_mask(ssn: Session, gang: _Gang) -> np.ndarray:
     the gang only takes room, ports and anti-affinity away, so a row that fails now stays failed;
     required pod affinity is the exception (the gang's own pods may satisfy it), so for such
     templates only the static predicates count."""
-    static = getattr(ssn, "static_mask", None) or ssn._static_mask
+    static = ssn.static_mask
     mask = np.zeros(ssn.table.rows, dtype=bool)
     for t in gang.templates:
         if _needs_pod_affinity(t):
@@ -477,7 +476,7 @@ def allocate_in_topology(
     decision.need = selector.gang.need
     decision.reason = _reason(topo, req, decision.tiers_tried, selector, job_rows)
     # kept for the job's explanation (actions/explain.py): failures only
-    ssn.data.setdefault("topology_failures", {})[job.uid] = decision
+    ssn.report.topology_failures[job.uid] = decision
     if req.mode == SOFT:
         decision.fallback = True
     else:
@@ -522,14 +521,11 @@ def _closest(trials: list[GroupTrial], need: int) -> GroupTrial | None:
     return None
 
 
-_FELL_BACK = "_topology_fell_back"
-
-
 def allocate_topology_job(ssn: Session, job: JobInfo, place: PlaceFn) -> bool:
     """The allocate action's hook: True when the job was dealt with here (placed inside one group,
     or left pending in hard mode); False when it is to be allocated cluster-wide as usual (no
     requirement, or soft mode found no group: then not asked again this session)."""
-    fell_back: set[str] = ssn.data.setdefault(_FELL_BACK, set())
+    fell_back = ssn.topology_fell_back
     if job.uid in fell_back:
         return False
     decision = allocate_in_topology(ssn, job, place)

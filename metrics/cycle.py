@@ -9,12 +9,11 @@ proportional to queues plus jobs whose value changed (a dict lookup for the othe
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from prometheus_client import Gauge
 
 from caldera.framework.model import QueueInfo, TaskInfo, TaskStatus
-from caldera.framework.session import Placement, SessionResult
+from caldera.framework.session import Placement, QueueShare, SessionReport, SessionResult
 from caldera.metrics import scheduler as m
 
 _INF = float("inf")
@@ -84,33 +83,33 @@ class CycleMetrics:
             m.CYCLES_FAILED.inc()
             m.SCHEDULE_ATTEMPTS.labels("error").inc()
             return
-        data = result.data
-        self._latencies(data)
+        report = result.report
+        self._latencies(report)
         if result.placements:
             m.SCHEDULE_ATTEMPTS.labels("scheduled").inc(len(result.placements))
             self._handed(result.placements)
         self._unschedulable(result)
         victims = sum(1 for e in result.evictions if e.reason == "preempt")
         m.PREEMPTION_VICTIMS.set(victims)
-        attempts = int(data.get("preempt_attempts", 0))
+        attempts = report.preempt_attempts
         if attempts:
             self.preemption_attempts += attempts
             m.PREEMPTION_ATTEMPTS.set(self.preemption_attempts)
-        self._queues(result.queues, data.get("queue_shares") or {})
-        self._job_shares(result, data.get("job_shares"))
-        self._namespaces(data.get("namespace_shares"))
+        self._queues(result.queues, report.queue_shares)
+        self._job_shares(result, report.job_shares)
+        self._namespaces(report.namespace_shares)
 
-    def _latencies(self, data: dict[str, Any]) -> None:
-        opened = data.get("open_session_seconds")
+    def _latencies(self, report: SessionReport) -> None:
+        opened = report.open_session_seconds
         if opened is not None:
             m.OPEN_SESSION_LATENCY.observe(opened * 1000)
-        for action, seconds in (data.get("action_seconds") or {}).items():
+        for action, seconds in report.action_seconds.items():
             m.ACTION_LATENCY.labels(action).observe(seconds * 1000)
-        for plugin, point, seconds in data.get("plugin_seconds") or ():
+        for plugin, point, seconds in report.plugin_seconds:
             m.PLUGIN_LATENCY.labels(plugin, point).observe(seconds * 1000)
 
     def _unschedulable(self, result: SessionResult) -> None:
-        explanations: dict[str, Any] = result.data.get("explanations") or {}
+        explanations = result.report.explanations
         now: dict[str, int] = {}
         for uid in explanations:
             job = result.jobs.get(uid)
@@ -128,16 +127,16 @@ class CycleMetrics:
         self.unschedulable = now
         m.UNSCHEDULE_JOB_COUNT.set(len(now))
 
-    def _queues(self, queues: dict[str, QueueInfo], shares: dict[str, dict[str, Any]]) -> None:
+    def _queues(self, queues: dict[str, QueueInfo], shares: dict[str, QueueShare]) -> None:
         for name, queue in queues.items():
-            s = shares.get(name) or {}
+            s = shares.get(name) or QueueShare()
             m.QUEUE_WEIGHT.labels(name).set(queue.weight)
-            m.QUEUE_SHARE.labels(name).set(float(s.get("share", 0.0)))
-            m.QUEUE_OVERUSED.labels(name).set(1.0 if s.get("overused") else 0.0)
-            self.allocated.set(name, s.get("allocated") or {})
-            self.request.set(name, s.get("request") or {})
-            self.deserved.set(name, s.get("deserved") or {})
-            self.inqueue.set(name, s.get("inqueue") or {})
+            m.QUEUE_SHARE.labels(name).set(s.share)
+            m.QUEUE_OVERUSED.labels(name).set(1.0 if s.overused else 0.0)
+            self.allocated.set(name, s.allocated)
+            self.request.set(name, s.request)
+            self.deserved.set(name, s.deserved)
+            self.inqueue.set(name, s.inqueue)
             cap = queue.capability
             self.capacity.set(name, cap.to_dict() if cap is not None and not cap.is_empty() else None)
         for gone in self.queues - queues.keys():

@@ -1,19 +1,9 @@
 """Plugins: scheduling policy registered on a session. ``ALL`` lists the built-ins for the registry.
 
-Plugins never touch the API; what the binary should publish they leave in ``ssn.data``:
-
-- ``events``: list of ``(kind, "namespace/name" or name, reason, message)`` to publish as Kubernetes
-  events (e.g. ``("Queue", "team-a", "GuaranteeScaled", "...")`` from proportion and capacity).
-- ``queue_guarantee_scaled``: ``{queue: {resource: factor}}`` for the queues whose guarantee was
-  scaled down this cycle because all guarantees exceed the cluster (empty when none): a metric.
-- ``proportion_cluster_empty``: True when the cluster's total was zero or unknown, so no queue had
-  a deserved share this cycle.
-- ``queue_shares``: ``{queue: {"deserved": {...}, "allocated": {...}, "share": float}}`` at session
-  close (proportion), for queue status and metrics.
-- keys starting with ``_`` are private per-session caches (``_node_index``, ...).
-
-Actions add: ``enqueue_ran`` (bool), ``allocate_stats`` (``{"tasks": n, "placed": n,
-"pipelined": n, "seconds": s}``).
+Plugins never touch the API; what the binary should publish they leave in the session's typed
+``ssn.report`` (``framework.session.SessionReport``: events, queue shares, scaled guarantees, ...).
+A cache a plugin builds for the session lives on the plugin object (plugins are built per session),
+or, when several plugins share it, in ``ssn.memo(key, build)`` keyed by an object of their own.
 """
 
 from caldera.framework.plugin import Plugin

@@ -74,7 +74,7 @@ class CapacityPlugin(Plugin):
             if self.cluster_known
             else {}
         )
-        ssn.data.setdefault("queue_guarantee_scaled", {}).update(scaled)
+        ssn.report.queue_guarantee_scaled.update(scaled)
         for name in self._top_down():
             attr = attrs[name]
             parent_name = self.parent.get(name)

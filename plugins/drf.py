@@ -72,7 +72,7 @@ class DrfPlugin(Plugin):
 
     def on_session_close(self, ssn: Session) -> None:
         # For the binary's volcano_job_share and volcano_namespace_share gauges.
-        ssn.data["job_shares"] = self.shares
+        ssn.report.job_shares = self.shares
         by_namespace: dict[str, Resource] = {}
         for uid, alloc in self.allocated.items():
             job = ssn.jobs.get(uid)
@@ -83,4 +83,4 @@ class DrfPlugin(Plugin):
                 by_namespace[job.namespace] = alloc.clone()
             else:
                 ns.add(alloc)
-        ssn.data["namespace_shares"] = {ns: share(a, self.total) for ns, a in by_namespace.items()}
+        ssn.report.namespace_shares = {ns: share(a, self.total) for ns, a in by_namespace.items()}

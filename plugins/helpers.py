@@ -1,7 +1,7 @@
 """Shared, vectorised views of node specs for the built-in plugins: label columns, taint groups,
 selector and toleration matching, and per-row pod counts for inter-pod affinity terms.
 
-Everything here is built once per session (kept in ``ssn.data`` under ``_``-prefixed keys) so
+Everything here is built once per session (kept in ``ssn.memo``) so
 per-pod work stays a handful of numpy operations over the node rows.
 """
 
@@ -165,9 +165,14 @@ class NodeIndex:
 
 
 def node_index(ssn: Session) -> NodeIndex:
-    idx = ssn.data.get("_node_index")
-    if idx is None:
-        idx = ssn.data["_node_index"] = NodeIndex(ssn)
+    built: list[NodeIndex] = []
+
+    def build() -> NodeIndex:
+        built.append(NodeIndex(ssn))
+        return built[0]
+
+    idx = ssn.memo(NodeIndex, build)
+    if built:
         from caldera.framework.session import EventHandler
 
         ssn.add_event_handler(

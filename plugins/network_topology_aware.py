@@ -1,7 +1,7 @@
 """network-topology-aware: publishes the session's network topology for the allocate action.
 
 It builds the tree of node groups (label-key tiers from ``topologyKeys``, narrowest first, plus any
-HyperNode objects) once per session and leaves it in ``ssn.data["topology"]`` with the conf-level
+HyperNode objects) once per session and leaves it in ``ssn.report.topology`` with the conf-level
 defaults. It never picks a group itself: choosing one needs the full predicate results of every
 plugin, which only the allocate action has (see actions/topology.py).
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from caldera.framework.plugin import ArgumentError, Arguments, Plugin
-from caldera.framework.topology import HARD, SESSION_KEY, SOFT, TopologySettings, build_topology
+from caldera.framework.topology import HARD, SOFT, TopologySettings, build_topology
 
 if TYPE_CHECKING:
     from caldera.framework.session import Session
@@ -45,7 +45,7 @@ class NetworkTopologyAwarePlugin(Plugin):
     def on_session_open(self, ssn: Session) -> None:
         s = self.settings
         topo = build_topology(ssn.node_list, s.keys, ssn.snapshot.hypernodes)
-        ssn.data[SESSION_KEY] = (topo, s)
+        ssn.report.topology = (topo, s)
 
 
 def settings_from(arguments: Arguments) -> TopologySettings:

@@ -16,21 +16,23 @@ from caldera.framework.plugin import Plugin
 from caldera.plugins.helpers import NodeIndex, node_index, term_mask, tolerates
 
 if TYPE_CHECKING:
+    from caldera.framework.nodetable import NodeTable
     from caldera.framework.session import Session
 
 MAX_SCORE = 100.0
+
+
+def _inverse_allocatable(t: NodeTable) -> np.ndarray:
+    """1 / allocatable cpu and memory per row (0 where a node has none): built once per session."""
+    alloc = t.allocatable[: t.rows, :2]
+    return np.divide(1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0)
 
 
 def requested_fractions(ssn: Session, task: TaskInfo, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(cpu, memory) fraction of allocatable each row would have requested with this pod on it;
     above 1 where it would not fit, NaN-free (0 where the node has none of the resource)."""
     t = ssn.table
-    inverse = ssn.data.get("_inverse_allocatable")
-    if inverse is None:
-        alloc = t.allocatable[: t.rows, :2]
-        inverse = ssn.data["_inverse_allocatable"] = np.divide(
-            1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0
-        )
+    inverse = ssn.memo(requested_fractions, lambda: _inverse_allocatable(t))
     if rows is t.all_rows:
         cpu = (t.used[: t.rows, 0] + task.resreq.cpu) * inverse[:, 0]
         mem = (t.used[: t.rows, 1] + task.resreq.memory) * inverse[:, 1]

@@ -57,6 +57,8 @@ class PredicatesPlugin(Plugin):
         self.taints_on = args.bool("predicate.TaintTolerationEnable", True)
         self.pod_affinity_on = args.bool("predicate.PodAffinityEnable", True)
         self.ssn = ssn
+        #: placed pods carrying required anti-affinity terms, found on first use this session
+        self._anti_terms: list[tuple[TaskInfo, PodAffinityTerm]] | None = None
         self.idx: NodeIndex = node_index(ssn)
         self._ports: dict[int, set[tuple[int, str]]] | None = None
         ssn.add_bulk_predicate_fn(self.name, self._static, self._static_explain, static=True, part="static")
@@ -188,9 +190,9 @@ class PredicatesPlugin(Plugin):
     # -- inter-pod affinity ------------------------------------------------------------------------
     def _existing_anti_terms(self) -> list[tuple[TaskInfo, PodAffinityTerm]]:
         """Placed pods that carry required anti-affinity terms (usually few): (pod, term)."""
-        got = self.ssn.data.get("_existing_anti_terms")
+        got = self._anti_terms
         if got is None:
-            got = []
+            got = self._anti_terms = []
             for node in self.ssn.node_list:
                 for t in node.tasks.values():
                     aff = t.pod.spec.affinity
@@ -198,8 +200,7 @@ class PredicatesPlugin(Plugin):
                     if anti is not None and t.status in OCCUPYING_STATUSES:
                         for term in anti.required_during_scheduling_ignored_during_execution:
                             got.append((t, term))
-            self.ssn.data["_existing_anti_terms"] = got
-        return got  # type: ignore[no-any-return]
+        return got
 
     def _pod_affinity_fails(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
         idx = self.idx

@@ -10,9 +10,9 @@ to queues below their share (reclaim).
 
 Unlike Volcano's plugin this one never stops the scheduler:
 - guarantees that add up to more than the cluster are scaled down proportionally, per resource,
-  for the cycle (log line, ``ssn.data["queue_guarantee_scaled"]`` and a Queue event);
+  for the cycle (log line, ``ssn.report.queue_guarantee_scaled`` and a Queue event);
 - a cluster whose total is zero or not known yet (nodes not synced) gives every queue an empty
-  deserved share (``ssn.data["proportion_cluster_empty"] = True``) and nothing is let in;
+  deserved share (``ssn.report.cluster_empty``) and nothing is let in;
 - every subtraction is floored at zero; none can raise out of the cycle.
 """
 
@@ -29,6 +29,8 @@ from caldera.plugins.helpers import safe_sub
 
 if TYPE_CHECKING:
     from caldera.framework.session import Event, Session
+
+from caldera.framework.session import QueueShare
 
 log = logging.getLogger("caldera.plugins.proportion")
 
@@ -177,7 +179,7 @@ class ProportionPlugin(Plugin):
                 attr.inqueue.add(safe_sub(job.min_resources, job.allocated))
 
         self.cluster_known = not total.is_empty()
-        ssn.data["proportion_cluster_empty"] = not self.cluster_known
+        ssn.report.cluster_empty = not self.cluster_known
         scaled: dict[str, dict[str, float]] = {}
         if self.cluster_known:
             scaled = scale_guarantees(attrs, total)
@@ -207,7 +209,7 @@ class ProportionPlugin(Plugin):
 
     def _report_scaling(self, scaled: dict[str, dict[str, float]]) -> None:
         ssn = self.ssn
-        ssn.data["queue_guarantee_scaled"] = scaled
+        ssn.report.queue_guarantee_scaled = scaled
         if not scaled:
             return
         dims = sorted({d for f in scaled.values() for d in f})
@@ -220,7 +222,7 @@ class ProportionPlugin(Plugin):
             log.warning(line)
         else:
             log.debug(line)
-        events = ssn.data.setdefault("events", [])
+        events = ssn.report.events
         for qname, factors in sorted(scaled.items()):
             attr = self.attrs[qname]
             parts = ", ".join(
@@ -321,16 +323,16 @@ class ProportionPlugin(Plugin):
         attr.update_share()
 
     def on_session_close(self, ssn: Session) -> None:
-        ssn.data["queue_shares"] = {
-            name: {
-                "deserved": a.deserved.to_dict(),
-                "allocated": a.allocated.to_dict(),
-                "share": a.share,
-                "request": a.request.to_dict(),
-                "inqueue": a.inqueue.to_dict(),
-                "weight": a.weight,
-                "real_capability": a.real_capability.to_dict(),
-                "overused": a.deserved.less_equal(a.allocated, "zero"),
-            }
+        ssn.report.queue_shares = {
+            name: QueueShare(
+                deserved=a.deserved.to_dict(),
+                allocated=a.allocated.to_dict(),
+                share=a.share,
+                request=a.request.to_dict(),
+                inqueue=a.inqueue.to_dict(),
+                weight=a.weight,
+                real_capability=a.real_capability.to_dict(),
+                overused=a.deserved.less_equal(a.allocated, "zero"),
+            )
             for name, a in self.attrs.items()
         }

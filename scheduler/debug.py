@@ -14,8 +14,7 @@ from typing import Any
 from caldera.actions.explain import explain_job, wire
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskInfo, TaskStatus
 from caldera.framework.resource import Resource
-from caldera.framework.session import Placement, SessionResult
-from caldera.framework.topology import SESSION_KEY
+from caldera.framework.session import Placement, QueueShare, SessionResult
 from caldera.metrics.cycle import CycleMetrics
 
 #: cycles remembered for /debug/scheduler
@@ -55,7 +54,7 @@ class Observatory:
         self.metrics.observe(result, duration, error)
         pending = 0
         if result is not None:
-            explanations = result.data.get("explanations") or {}
+            explanations = result.report.explanations
             for doc in explanations.values():
                 doc["cycle"] = self.number
             pending = sum(
@@ -133,8 +132,8 @@ class DebugApi:
     # -- /debug/queues ---------------------------------------------------------------------------
     def queues(self) -> dict[str, Any]:
         result = self._result
-        shares = result.data.get("queue_shares") or {}
-        scaled = result.data.get("queue_guarantee_scaled") or {}
+        shares = result.report.queue_shares
+        scaled = result.report.queue_guarantee_scaled
         counts: dict[str, dict[str, int]] = {}
         for job in result.jobs.values():
             c = counts.setdefault(job.queue, {"pending": 0, "inqueue": 0, "running": 0})
@@ -147,8 +146,8 @@ class DebugApi:
                 c["pending"] += 1
         out = []
         for name, q in sorted(result.queues.items()):
-            s = shares.get(name) or {}
-            allocated = s.get("allocated")
+            s = shares.get(name) or QueueShare()
+            allocated: dict[str, float] | None = s.allocated if name in shares else None
             if allocated is None:
                 alloc = Resource()
                 for job in result.jobs.values():
@@ -164,11 +163,11 @@ class DebugApi:
                     "weight": q.weight,
                     "guarantee": wire(q.guarantee),
                     "capability": wire(q.capability) if q.capability is not None else None,
-                    "deserved": _wire_dict(s.get("deserved")),
+                    "deserved": _wire_dict(s.deserved),
                     "allocated": _wire_dict(allocated),
-                    "request": _wire_dict(s.get("request")),
-                    "share": float(s.get("share", 0.0)),
-                    "overused": bool(s.get("overused", False)),
+                    "request": _wire_dict(s.request),
+                    "share": s.share,
+                    "overused": s.overused,
                     "guarantee_scaled": scaled.get(name),
                     "jobs": counts.get(name, {"pending": 0, "inqueue": 0, "running": 0}),
                 }
@@ -253,8 +252,8 @@ class DebugApi:
     # -- /debug/nodes ----------------------------------------------------------------------------
     def nodes(self, group_by: str = "") -> dict[str, Any]:
         result = self._result
-        node_list: list[NodeInfo] = result.data.get("node_list") or []
-        published = result.data.get(SESSION_KEY)
+        node_list: list[NodeInfo] = result.report.node_list
+        published = result.report.topology
         topo = published[0] if published else None
         tiers: list[str] = [topo.tier_label(t) for t in topo.tiers] if topo is not None else []
         groups: list[dict[str, Any]] = []

@@ -95,10 +95,10 @@ class SchedulerLoop:
             opened = time.perf_counter()
             snapshot = self.cache.snapshot()
             ssn = open_session(snapshot, conf.tiers, self.registry.plugins, conf.configurations)
-            ssn.data["open_session_seconds"] = time.perf_counter() - opened
-            ssn.data["node_list"] = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
+            ssn.report.open_session_seconds = time.perf_counter() - opened
+            ssn.report.node_list = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
             try:
-                timings: dict[str, float] = ssn.data.setdefault("action_seconds", {})
+                timings = ssn.report.action_seconds
                 for name in conf.actions:
                     action = self.registry.actions[name](
                         conf.configurations.get(name) or Arguments(f"action {name!r}")

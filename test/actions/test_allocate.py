@@ -101,4 +101,4 @@ def test_thousand_identical_pods_share_one_predicate_evaluation():
     ssn, result = run_session(snap)
     assert len(result.placements) == 1000
     # one pod template: the template-level predicates ran once for all 1,000 pods, not 1,000 x 100 times
-    assert len(ssn._static_masks) == 1
+    assert len(ssn.placement._static_masks) == 1

@@ -7,7 +7,7 @@ from caldera.hack.scenario import cluster, gang, node, run_session
 
 def explained(snap, previous=None, now=0.0):
     ssn, _ = run_session(snap)
-    ssn.data.pop("explanations", None)
+    ssn.report.explanations.clear()
     return explain_session(ssn, previous=previous, now=now, max_age=5.0)
 
 

@@ -50,7 +50,7 @@ def test_incremental_choice_equals_full_evaluation_through_many_placements():
     checked = 0
     for job in sorted(ssn.jobs.values(), key=lambda j: j.uid):
         for task in list(job.tasks_in(TaskStatus.PENDING)):
-            assert ssn._incremental_ok(task)  # the cached, row-patched path is the one under test
+            assert ssn.placement._incremental_ok(task)  # the cached, row-patched path is the one under test
             fast = ssn.best_placement(task)
             full = ssn.best_placement(task, rows=ssn.all_rows)  # an explicit row set takes the full path
             assert fast == full, (task.name, fast, full)

@@ -164,10 +164,10 @@ def _value(name, **labels):
 
 
 def test_preemption_victims_and_attempts():
-    from caldera.framework.session import Eviction, SessionResult
+    from caldera.framework.session import Eviction, SessionReport, SessionResult
 
     metrics = CycleMetrics()
-    result = SessionResult(data={"preempt_attempts": 2})
+    result = SessionResult(report=SessionReport(preempt_attempts=2))
     pg, pods = gang("pv", 2)
     snap = cluster(nodes=[node("n1")], pods=pods, podgroups=[pg])
     tasks = list(next(iter(snap.jobs.values())).tasks.values())

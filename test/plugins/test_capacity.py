@@ -43,4 +43,4 @@ def test_guarantees_above_the_cluster_do_not_crash():
         cluster(nodes=[node("n1", cpu="8")], queues=queues, podgroups=pgs, pods=pods), CONF
     )
     assert len(result.placements) == 8
-    assert set(ssn.data["queue_guarantee_scaled"]) == {"a", "b"}
+    assert set(ssn.report.queue_guarantee_scaled) == {"a", "b"}

@@ -33,15 +33,15 @@ def test_guarantees_summing_to_150_percent_are_scaled_and_scheduling_goes_on(cap
     with caplog.at_level(logging.WARNING, logger="caldera.plugins.proportion"):
         ssn, result = run_session(snap)
     assert len(result.placements) == 8
-    scaled = ssn.data["queue_guarantee_scaled"]
+    scaled = ssn.report.queue_guarantee_scaled
     assert set(scaled) == {"a", "b"}
     assert abs(scaled["a"]["cpu"] - 8 / 12) < 1e-9
-    events = [e for e in ssn.data["events"] if e[2] == "GuaranteeScaled"]
+    events = [e for e in ssn.report.events if e[2] == "GuaranteeScaled"]
     assert sorted(e[1] for e in events) == ["a", "b"]
     assert all(e[0] == "Queue" for e in events)
     assert any("guarantees exceed the cluster" in r.message for r in caplog.records)
-    shares = ssn.data["queue_shares"]
-    assert shares["a"]["deserved"]["cpu"] <= 4000 + 1 and shares["b"]["deserved"]["cpu"] <= 4000 + 1
+    shares = ssn.report.queue_shares
+    assert shares["a"].deserved["cpu"] <= 4000 + 1 and shares["b"].deserved["cpu"] <= 4000 + 1
 
 
 def test_a_cluster_with_zero_nodes_gives_no_share_and_no_crash():
@@ -51,7 +51,7 @@ def test_a_cluster_with_zero_nodes_gives_no_share_and_no_crash():
     )
     ssn, result = run_session(snap)
     assert result.placements == []
-    assert ssn.data["proportion_cluster_empty"] is True
+    assert ssn.report.cluster_empty is True
 
 
 def test_nodes_arriving_after_queues_are_used_as_soon_as_they_come():
@@ -75,7 +75,7 @@ def test_nodes_not_ready_count_as_no_capacity():
     snap = cluster(nodes=[node("n1", ready=False)], queues=[queue("a"), queue("b")], podgroups=pgs, pods=pods)
     ssn, result = run_session(snap)
     assert result.placements == []
-    assert ssn.data["proportion_cluster_empty"] is True
+    assert ssn.report.cluster_empty is True
 
 
 def test_queue_capability_caps_its_deserved_share():

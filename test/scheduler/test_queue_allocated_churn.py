@@ -264,9 +264,9 @@ def test_queue_allocated_matches_bound_pods_under_churn(seed: int, conf_text: st
         result = churn.loop.run_once()
         assert result is not None, churn.loop.stats.last_error
         expected = churn.expected(result)
-        shares = result.data["queue_shares"]
+        shares = result.report.queue_shares
         for q in QUEUES:
-            allocated = shares[q]["allocated"].get("cpu", 0.0)
+            allocated = shares[q].allocated.get("cpu", 0.0)
             gauge = REGISTRY.get_sample_value("volcano_queue_allocated_milli_cpu", {"queue_name": q})
             assert (step, q, allocated) == (step, q, expected[q])
             assert (step, q, gauge) == (step, q, expected[q])

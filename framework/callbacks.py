@@ -1,0 +1,293 @@
+"""The callback points plugins register on a session, each stored with its type, walked tier by tier.
+
+Volcano's framework (``pkg/scheduler/framework/session_plugins.go``) keeps one map per callback kind
+(``jobOrderFns``, ``predicateFns``, ...) and walks the conf's tiers in order, skipping a plugin whose
+``enabledXxx`` switch is off. :class:`CallbackPoint` is one such map; :class:`CallbackRegistry` holds
+one per kind and the ``add_*`` methods plugins call (Volcano's ``AddJobOrderFn`` and so on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+import numpy as np
+
+from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
+from caldera.framework.tiers import Tier
+
+if TYPE_CHECKING:
+    from caldera.framework.session import Event
+
+#: A bulk predicate: (task, rows) → boolean mask over ``rows`` (True: the node passes).
+BulkPredicate = Callable[[TaskInfo, np.ndarray], np.ndarray]
+#: Its explanation: (task, rows) → reason → mask of the rows that fail for that reason.
+BulkExplain = Callable[[TaskInfo, np.ndarray], dict[str, np.ndarray]]
+#: A bulk score: (task, rows) → float score per row.
+BulkScore = Callable[[TaskInfo, np.ndarray], np.ndarray]
+#: Whether a predicate's or score's result for a node depends on that node alone (for one task).
+Locality = bool | Callable[[TaskInfo], bool]
+
+JobOrderFn = Callable[[JobInfo, JobInfo], int]
+QueueOrderFn = Callable[[QueueInfo, QueueInfo], int]
+#: (left, right, the preemptor's queue) → order of victim queues
+VictimQueueOrderFn = Callable[[QueueInfo, QueueInfo, QueueInfo], int]
+TaskOrderFn = Callable[[TaskInfo, TaskInfo], int]
+NamespaceOrderFn = Callable[[str, str], int]
+#: None when the task may be placed at all, else the reason
+PrePredicateFn = Callable[[TaskInfo], str | None]
+#: None when the task fits the node, else the reason (kube-scheduler's words)
+PredicateFn = Callable[[TaskInfo, NodeInfo], str | None]
+NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
+BatchNodeOrderFn = Callable[[TaskInfo, list[NodeInfo]], dict[str, float]]
+BestNodeFn = Callable[[TaskInfo, dict[float, list[NodeInfo]]], NodeInfo | None]
+JobTestFn = Callable[[JobInfo], bool]
+#: PERMIT (1), ABSTAIN (0) or REJECT (-1)
+JobVoteFn = Callable[[JobInfo], int]
+JobValidFn = Callable[[JobInfo], "ValidateResult | None"]
+JobEnqueuedFn = Callable[[JobInfo], None]
+#: (actor, candidates) → (chosen victims, vote)
+VictimsFn = Callable[[TaskInfo, list[TaskInfo]], tuple[list[TaskInfo], int]]
+VictimTasksFn = Callable[[list[TaskInfo]], list[TaskInfo]]
+QueueTestFn = Callable[[QueueInfo], bool]
+QueueTaskTestFn = Callable[[QueueInfo, TaskInfo], bool]
+TargetJobFn = Callable[[list[JobInfo]], JobInfo | None]
+ReservedNodesFn = Callable[[], None]
+
+F = TypeVar("F")
+
+
+@dataclass
+class ValidateResult:
+    passed: bool
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass
+class EventHandler:
+    allocate: Callable[[Event], None] | None = None
+    deallocate: Callable[[Event], None] | None = None
+
+
+@dataclass
+class BulkPred:
+    fn: BulkPredicate
+    explain: BulkExplain | None
+    #: depends only on the pod's template and the nodes' specs: cached per template for the session
+    static: bool
+    #: fails only for lack of free resources, which evicting pods can resolve
+    resource: bool = False
+    #: the result for a node depends on that node alone (for this task): results can be patched
+    #: row by row as nodes change, instead of recomputed over every node
+    local: Locality = False
+
+
+def is_local(local: Locality, task: TaskInfo) -> bool:
+    return local(task) if callable(local) else local
+
+
+class CallbackPoint(Generic[F]):
+    """Each plugin's function of one kind (``kind`` is also the name its conf switch goes by)."""
+
+    __slots__ = ("_flat", "_fns", "_levels", "_tiers", "kind")
+
+    def __init__(self, kind: str, tiers: list[Tier]) -> None:
+        self.kind = kind
+        self._tiers = tiers
+        self._fns: dict[str, F] = {}
+        self._levels: list[list[F]] | None = None
+        self._flat: list[F] | None = None
+
+    def add(self, plugin: str, fn: F) -> None:
+        self._fns[plugin] = fn
+        self._levels = None
+        self._flat = None
+
+    def enabled_plugins(self) -> list[str]:
+        """The plugins whose function is enabled, in walking order."""
+        return [name for level in self._named_levels() for name, _ in level]
+
+    def _named_levels(self) -> list[list[tuple[str, F]]]:
+        fns = self._fns
+        out = [
+            [(p.name, fns[p.name]) for p in tier.plugins if p.name in fns and p.enabled(self.kind)]
+            for tier in self._tiers
+        ]
+        # Plugins registered outside the conf (tests, tools) form a last tier of their own.
+        in_conf = {p.name for t in self._tiers for p in t.plugins}
+        extra = [(name, fn) for name, fn in fns.items() if name not in in_conf]
+        if extra:
+            out.append(extra)
+        return out
+
+    def levels(self) -> list[list[F]]:
+        """Per tier, the enabled plugins' functions in conf order (cached until the next ``add``)."""
+        if self._levels is None:
+            self._levels = [[fn for _, fn in level] for level in self._named_levels()]
+        return self._levels
+
+    def flat(self) -> list[F]:
+        if self._flat is None:
+            self._flat = [fn for level in self.levels() for fn in level]
+        return self._flat
+
+    def __bool__(self) -> bool:
+        return bool(self.flat())
+
+
+class CallbackRegistry:
+    """The session's callback points and the ``add_*`` methods plugins register through."""
+
+    def __init__(self, tiers: list[Tier]) -> None:
+        self.tiers = tiers
+        self.job_order_fns = CallbackPoint[JobOrderFn]("job_order", tiers)
+        self.queue_order_fns = CallbackPoint[QueueOrderFn]("queue_order", tiers)
+        self.victim_queue_order_fns = CallbackPoint[VictimQueueOrderFn]("victim_queue_order", tiers)
+        self.task_order_fns = CallbackPoint[TaskOrderFn]("task_order", tiers)
+        self.namespace_order_fns = CallbackPoint[NamespaceOrderFn]("namespace_order", tiers)
+        self.pre_predicate_fns = CallbackPoint[PrePredicateFn]("pre_predicate", tiers)
+        self.predicate_fns = CallbackPoint[PredicateFn]("predicate", tiers)
+        self.node_order_fns = CallbackPoint[NodeOrderFn]("node_order", tiers)
+        self.batch_node_order_fns = CallbackPoint[BatchNodeOrderFn]("batch_node_order", tiers)
+        self.bulk_node_order_fns = CallbackPoint[BulkScore]("node_order", tiers)
+        self.best_node_fns = CallbackPoint[BestNodeFn]("best_node", tiers)
+        self.job_ready_fns = CallbackPoint[JobTestFn]("job_ready", tiers)
+        self.job_pipelined_fns = CallbackPoint[JobVoteFn]("job_pipelined", tiers)
+        self.job_valid_fns = CallbackPoint[JobValidFn]("job_valid", tiers)
+        self.job_enqueueable_fns = CallbackPoint[JobVoteFn]("job_enqueueable", tiers)
+        self.job_enqueued_fns = CallbackPoint[JobEnqueuedFn]("job_enqueued", tiers)
+        self.job_starving_fns = CallbackPoint[JobTestFn]("job_starving", tiers)
+        self.preemptable_fns = CallbackPoint[VictimsFn]("preemptable", tiers)
+        self.reclaimable_fns = CallbackPoint[VictimsFn]("reclaimable", tiers)
+        self.victim_tasks_fns = CallbackPoint[VictimTasksFn]("victim_tasks", tiers)
+        self.overused_fns = CallbackPoint[QueueTestFn]("overused", tiers)
+        self.allocatable_fns = CallbackPoint[QueueTaskTestFn]("allocatable", tiers)
+        self.preemptive_fns = CallbackPoint[QueueTaskTestFn]("preemptive", tiers)
+        self.target_job_fns = CallbackPoint[TargetJobFn]("target_job", tiers)
+        self.reserved_nodes_fns = CallbackPoint[ReservedNodesFn]("reserved_nodes", tiers)
+        #: plugin → part → bulk predicate (one plugin may register several)
+        self.bulk_predicate_fns: dict[str, dict[str, BulkPred]] = {}
+        self._bulk_predicates: list[BulkPred] | None = None
+        #: plugin → whether its bulk score is node-local
+        self.score_locality: dict[str, Locality] = {}
+        self.event_handlers: list[EventHandler] = []
+
+    def add_job_order_fn(self, name: str, fn: JobOrderFn) -> None:
+        self.job_order_fns.add(name, fn)
+
+    def add_queue_order_fn(self, name: str, fn: QueueOrderFn) -> None:
+        self.queue_order_fns.add(name, fn)
+
+    def add_victim_queue_order_fn(self, name: str, fn: VictimQueueOrderFn) -> None:
+        self.victim_queue_order_fns.add(name, fn)
+
+    def add_task_order_fn(self, name: str, fn: TaskOrderFn) -> None:
+        self.task_order_fns.add(name, fn)
+
+    def add_namespace_order_fn(self, name: str, fn: NamespaceOrderFn) -> None:
+        self.namespace_order_fns.add(name, fn)
+
+    def add_pre_predicate_fn(self, name: str, fn: PrePredicateFn) -> None:
+        self.pre_predicate_fns.add(name, fn)
+
+    def add_predicate_fn(self, name: str, fn: PredicateFn) -> None:
+        """A per-node predicate: returns None when the task fits, else the reason (kube-scheduler's words)."""
+        self.predicate_fns.add(name, fn)
+
+    def add_bulk_predicate_fn(
+        self,
+        name: str,
+        fn: BulkPredicate,
+        explain: BulkExplain | None = None,
+        static: bool = False,
+        resource: bool = False,
+        part: str = "",
+        local: Locality = False,
+    ) -> None:
+        """A vectorised predicate over table rows. ``static`` ones depend only on the pod's template and
+        the nodes' specs (labels, taints, affinity) and are cached per template for the session.
+        ``resource`` ones fail only for lack of free resources, which evicting pods can resolve
+        (preempt and reclaim skip them). One plugin may register several, each under its own ``part``.
+        ``local`` (or a per-task test) says a node's result depends on that node alone, which lets the
+        placement engine patch cached results row by row."""
+        self.bulk_predicate_fns.setdefault(name, {})[part] = BulkPred(fn, explain, static, resource, local)
+        self._bulk_predicates = None
+
+    def bulk_predicates(self) -> list[BulkPred]:
+        """Every enabled bulk predicate, in conf order (cached until the next registration)."""
+        if self._bulk_predicates is None:
+            fns = self.bulk_predicate_fns
+            ordered: list[BulkPred] = []
+            in_conf = set()
+            for tier in self.tiers:
+                for p in tier.plugins:
+                    in_conf.add(p.name)
+                    if p.name in fns and p.enabled("predicate"):
+                        ordered.extend(fns[p.name].values())
+            for name, parts in fns.items():
+                if name not in in_conf:
+                    ordered.extend(parts.values())
+            self._bulk_predicates = ordered
+        return self._bulk_predicates
+
+    def add_node_order_fn(self, name: str, fn: NodeOrderFn) -> None:
+        self.node_order_fns.add(name, fn)
+
+    def add_batch_node_order_fn(self, name: str, fn: BatchNodeOrderFn) -> None:
+        self.batch_node_order_fns.add(name, fn)
+
+    def add_bulk_node_order_fn(self, name: str, fn: BulkScore, local: Locality = False) -> None:
+        """A vectorised score over rows. ``local`` as for predicates: a row's score depends on that
+        node alone (no normalisation across the rows given)."""
+        self.bulk_node_order_fns.add(name, fn)
+        self.score_locality[name] = local
+
+    def add_best_node_fn(self, name: str, fn: BestNodeFn) -> None:
+        self.best_node_fns.add(name, fn)
+
+    def add_job_ready_fn(self, name: str, fn: JobTestFn) -> None:
+        self.job_ready_fns.add(name, fn)
+
+    def add_job_pipelined_fn(self, name: str, fn: JobVoteFn) -> None:
+        self.job_pipelined_fns.add(name, fn)
+
+    def add_job_valid_fn(self, name: str, fn: JobValidFn) -> None:
+        self.job_valid_fns.add(name, fn)
+
+    def add_job_enqueueable_fn(self, name: str, fn: JobVoteFn) -> None:
+        self.job_enqueueable_fns.add(name, fn)
+
+    def add_job_enqueued_fn(self, name: str, fn: JobEnqueuedFn) -> None:
+        self.job_enqueued_fns.add(name, fn)
+
+    def add_job_starving_fn(self, name: str, fn: JobTestFn) -> None:
+        self.job_starving_fns.add(name, fn)
+
+    def add_preemptable_fn(self, name: str, fn: VictimsFn) -> None:
+        self.preemptable_fns.add(name, fn)
+
+    def add_reclaimable_fn(self, name: str, fn: VictimsFn) -> None:
+        self.reclaimable_fns.add(name, fn)
+
+    def add_victim_tasks_fn(self, name: str, fn: VictimTasksFn) -> None:
+        self.victim_tasks_fns.add(name, fn)
+
+    def add_overused_fn(self, name: str, fn: QueueTestFn) -> None:
+        self.overused_fns.add(name, fn)
+
+    def add_allocatable_fn(self, name: str, fn: QueueTaskTestFn) -> None:
+        self.allocatable_fns.add(name, fn)
+
+    def add_preemptive_fn(self, name: str, fn: QueueTaskTestFn) -> None:
+        self.preemptive_fns.add(name, fn)
+
+    def add_target_job_fn(self, name: str, fn: TargetJobFn) -> None:
+        self.target_job_fns.add(name, fn)
+
+    def add_reserved_nodes_fn(self, name: str, fn: ReservedNodesFn) -> None:
+        self.reserved_nodes_fns.add(name, fn)
+
+    def add_event_handler(self, handler: EventHandler) -> None:
+        self.event_handlers.append(handler)

@@ -1,0 +1,304 @@
+"""The placement engine: which nodes a task may go to and which is best, independent of node count.
+
+Predicates and scores are evaluated in bulk over rows of the session's columnar node table (numpy),
+never node by node in Python, and cached at two levels:
+
+- per pod template, the *static* predicates (labels, taints, affinity to node specs) over every node,
+  for the whole session (:meth:`PlacementEngine.static_mask`);
+- per pod template whose predicates and scores are all node-local, feasibility and scores over every
+  row at a table version; as statements change nodes, the table logs the rows written, and the next
+  pod of that template re-evaluates only those rows (:meth:`PlacementEngine.best_placement`). So per-pod
+  work grows with the nodes that changed since the template was last placed, not with the cluster.
+
+Predicates that are not node-local (pod affinity across a topology, spread) force a full evaluation of
+the rows asked for; per-node Python predicates and scores work but leave the fast path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from caldera.framework.callbacks import BulkPred, CallbackRegistry, is_local
+from caldera.framework.model import NodeInfo, TaskInfo
+from caldera.framework.nodetable import NodeTable
+
+
+class _Placement:
+    """Per pod template: feasibility (future and now) and scores over every row, at a table version."""
+
+    __slots__ = ("feasible", "now", "scores", "version")
+
+    def __init__(self, feasible: np.ndarray, now: np.ndarray, scores: np.ndarray, version: int) -> None:
+        self.feasible = feasible
+        self.now = now
+        self.scores = scores
+        self.version = version
+
+
+class PlacementEngine:
+    """Feasibility, explanations, scores and the best node for a task, over one session's node table."""
+
+    def __init__(self, callbacks: CallbackRegistry, table: NodeTable, node_list: list[NodeInfo]) -> None:
+        self.callbacks = callbacks
+        self.table = table
+        self.node_list = node_list
+        self.all_rows = table.all_rows
+        self._static_masks: dict[bytes, np.ndarray] = {}
+        self._placements: dict[bytes, _Placement] = {}
+        self._incremental: dict[bytes, bool] = {}
+        order = sorted(range(table.rows), key=lambda r: table.names[r])
+        #: each row's rank by node name: ties between equal scores go to the name that sorts first
+        self.name_rank = np.empty(table.rows, dtype=np.int64)
+        self.name_rank[order] = np.arange(table.rows)
+
+    def pre_predicate(self, task: TaskInfo) -> str | None:
+        for fn in self.callbacks.pre_predicate_fns.flat():
+            reason = fn(task)
+            if reason:
+                return str(reason)
+        return None
+
+    def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
+        """All predicates on one node: None when the task fits, else the first failing reason."""
+        rows = np.asarray([node.row], dtype=np.intp)
+        for bp in self.callbacks.bulk_predicates():
+            if not bool(bp.fn(task, rows)[0]):
+                reasons = self._explain_one(bp, task, rows)
+                return reasons or "node(s) didn't match a predicate"
+        for fn in self.callbacks.predicate_fns.flat():
+            reason = fn(task, node)
+            if reason:
+                return str(reason)
+        return None
+
+    def _explain_one(self, bp: BulkPred, task: TaskInfo, rows: np.ndarray) -> str:
+        if bp.explain is None:
+            return ""
+        for reason, fails in bp.explain(task, rows).items():
+            if bool(fails[0]):
+                return reason
+        return ""
+
+    def feasible_mask(
+        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True
+    ) -> np.ndarray:
+        """Which of ``rows`` (default: every node) pass every predicate, as a boolean mask.
+        ``resources=False`` leaves out the predicates that only check free resources (preemption)."""
+        if rows is None:
+            rows = self.all_rows
+            mask = self.static_mask(task).copy()
+        else:
+            mask = self.static_mask(task)[rows]
+        dynamic = [
+            bp for bp in self.callbacks.bulk_predicates() if not bp.static and (resources or not bp.resource)
+        ]
+        if dynamic:
+            passing = int(np.count_nonzero(mask))
+            if passing == 0:
+                return mask
+            if passing * 2 < len(rows):
+                # Few nodes left after the template-level predicates: evaluate the rest on those only.
+                index = np.flatnonzero(mask)
+                sub_rows = rows[index]
+                sub = np.ones(len(sub_rows), dtype=bool)
+                for bp in dynamic:
+                    sub &= bp.fn(task, sub_rows)
+                    if not sub.any():
+                        break
+                mask[index] = sub
+            else:
+                for bp in dynamic:
+                    mask &= bp.fn(task, rows)
+                    if not mask.any():
+                        return mask
+        scalar = self.callbacks.predicate_fns.flat()
+        if scalar and mask.any():
+            node_list = self.node_list
+            for i in np.flatnonzero(mask):
+                node = node_list[int(rows[i])]
+                for fn in scalar:
+                    if fn(task, node):
+                        mask[i] = False
+                        break
+        return mask
+
+    @property
+    def checks_resources(self) -> bool:
+        """Whether an enabled predicate already checks free resources (so actions need not)."""
+        return any(bp.resource for bp in self.callbacks.bulk_predicates())
+
+    def static_mask(self, task: TaskInfo) -> np.ndarray:
+        """Template-level predicates over all nodes, cached per pod template for the session."""
+        key = task.template
+        mask = self._static_masks.get(key) if key else None
+        if mask is None:
+            mask = np.ones(self.table.rows, dtype=bool)
+            for bp in self.callbacks.bulk_predicates():
+                if bp.static and mask.any():
+                    mask &= bp.fn(task, self.all_rows)
+            if key:
+                self._static_masks[key] = mask
+        return mask
+
+    def feasible_rows(
+        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True
+    ) -> np.ndarray:
+        rows_ = self.all_rows if rows is None else rows
+        return rows_[self.feasible_mask(task, rows, resources)]
+
+    def explain_predicates(
+        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True
+    ) -> dict[str, int]:
+        """How many of ``rows`` fail each predicate reason (kube-scheduler style counts)."""
+        rows = self.all_rows if rows is None else rows
+        counts: dict[str, int] = {}
+        remaining = np.ones(len(rows), dtype=bool)
+        for bp in self.callbacks.bulk_predicates():
+            if bp.resource and not resources:
+                continue
+            if bp.explain is not None:
+                for reason, fails in bp.explain(task, rows).items():
+                    hit = fails & remaining
+                    n = int(hit.sum())
+                    if n:
+                        counts[reason] = counts.get(reason, 0) + n
+                    remaining &= ~fails
+            else:
+                fails = ~bp.fn(task, rows) & remaining
+                n = int(fails.sum())
+                if n:
+                    counts["node(s) didn't match a predicate"] = (
+                        counts.get("node(s) didn't match a predicate", 0) + n
+                    )
+                remaining &= ~fails
+        scalar = self.callbacks.predicate_fns.flat()
+        if scalar:
+            node_list = self.node_list
+            for i in np.flatnonzero(remaining):
+                node = node_list[int(rows[i])]
+                for predicate in scalar:
+                    failed = predicate(task, node)
+                    if failed:
+                        counts[failed] = counts.get(failed, 0) + 1
+                        break
+        return counts
+
+    # -- scores ------------------------------------------------------------------------------------
+    def node_scores(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        """Sum of every enabled node-order score for each of ``rows``."""
+        scores = np.zeros(len(rows))
+        for bulk in self.callbacks.bulk_node_order_fns.flat():
+            scores += bulk(task, rows)
+        scalar = self.callbacks.node_order_fns.flat()
+        batch = self.callbacks.batch_node_order_fns.flat()
+        if scalar or batch:
+            node_list = self.node_list
+            nodes = [node_list[int(r)] for r in rows]
+            for score in scalar:
+                scores += np.fromiter((score(task, n) for n in nodes), dtype=np.float64, count=len(nodes))
+            for batch_score in batch:
+                by_name = batch_score(task, nodes)
+                scores += np.fromiter(
+                    (by_name.get(n.name, 0.0) for n in nodes), dtype=np.float64, count=len(nodes)
+                )
+        return scores
+
+    def best_row(self, task: TaskInfo, rows: np.ndarray, scores: np.ndarray) -> int:
+        """The highest-scoring row; ties go to the node whose name sorts first (deterministic)."""
+        best_fns = self.callbacks.best_node_fns.flat()
+        if best_fns:
+            node_list = self.node_list
+            by_score: dict[float, list[NodeInfo]] = {}
+            for r, s in zip(rows.tolist(), scores.tolist(), strict=True):
+                by_score.setdefault(s, []).append(node_list[r])
+            for fn in best_fns:
+                node = fn(task, by_score)
+                if node is not None:
+                    return node.row
+        top = scores.max()
+        ties = rows[scores >= top]
+        if len(ties) == 1:
+            return int(ties[0])
+        return int(ties[np.argmin(self.name_rank[ties])])
+
+    # -- choosing a node ----------------------------------------------------------------------------
+    def _incremental_ok(self, task: TaskInfo) -> bool:
+        """Whether every predicate and score for this task is node-local and vectorised."""
+        key = task.template
+        ok = self._incremental.get(key)
+        if ok is None:
+            ok = bool(key) and not (
+                self.callbacks.predicate_fns.flat()
+                or self.callbacks.node_order_fns.flat()
+                or self.callbacks.batch_node_order_fns.flat()
+                or self.callbacks.best_node_fns.flat()
+            )
+            if ok:
+                ok = all(bp.static or is_local(bp.local, task) for bp in self.callbacks.bulk_predicates())
+            if ok:
+                locality = self.callbacks.score_locality
+                ok = all(
+                    is_local(locality.get(name, False), task)
+                    for name in self.callbacks.bulk_node_order_fns.enabled_plugins()
+                )
+            self._incremental[key] = ok
+        return ok
+
+    def _placement_entry(self, task: TaskInfo) -> _Placement:
+        table = self.table
+        entry = self._placements.get(task.template)
+        log = table.log
+        if entry is not None and entry.version == table.version:
+            return entry
+        if (
+            entry is not None
+            and log is not None
+            and table.version - entry.version <= max(8, table.rows // 16)
+        ):
+            changed = np.unique(np.asarray(log[len(log) - (table.version - entry.version) :], dtype=np.intp))
+            entry.feasible[changed] = self.feasible_mask(task, changed)
+            entry.now[changed] = table.fits(task.init_resreq, changed, future=False)
+            entry.scores[changed] = self.node_scores(task, changed)
+            entry.version = table.version
+            return entry
+        rows = self.all_rows
+        feasible = self.feasible_mask(task)
+        if not self.checks_resources:
+            feasible &= table.fits(task.init_resreq, rows)
+        entry = _Placement(
+            feasible,
+            table.fits(task.init_resreq, rows, future=False),
+            self.node_scores(task, rows),
+            table.version,
+        )
+        self._placements[task.template] = entry
+        return entry
+
+    def best_placement(self, task: TaskInfo, rows: np.ndarray | None = None) -> tuple[int, bool] | None:
+        """The best node for a task: (row, True) when it fits the node's idle resources now, (row,
+        False) when only once releasing pods are gone (pipeline), None when no node passes.
+
+        For a pod template whose predicates and scores are all node-local, results are cached for
+        the session and patched only on the rows that changed since: per-pod work independent of
+        the node count."""
+        if rows is None and self._incremental_ok(task):
+            entry = self._placement_entry(task)
+            now = entry.feasible & entry.now
+            allocate = bool(now.any())
+            pick = now if allocate else entry.feasible
+            if not allocate and not pick.any():
+                return None
+            scores = np.where(pick, entry.scores, -np.inf)
+            top = scores.max()
+            ties = np.flatnonzero(scores >= top)
+            best = int(ties[0]) if len(ties) == 1 else int(ties[np.argmin(self.name_rank[ties])])
+            return best, allocate
+        cand = self.feasible_rows(task, rows)
+        if len(cand) and not self.checks_resources:
+            cand = cand[self.table.fits(task.init_resreq, cand)]
+        if not len(cand):
+            return None
+        fits_now = self.table.fits(task.init_resreq, cand, future=False)
+        allocate = bool(fits_now.any())
+        pick = cand[fits_now] if allocate else cand
+        return self.best_row(task, pick, self.node_scores(task, pick)), allocate
