@@ -18,6 +18,7 @@ from caldera.cache.client import ApiClient
 from caldera.cache.store import ClusterCache
 from caldera.cache.watch import Reflector
 from caldera.framework.objects import HyperNode, Node, Pod, PodGroup, PriorityClass, Queue
+from caldera.framework.supervise import stop_workers, supervise
 
 log = logging.getLogger("caldera.informer")
 
@@ -167,16 +168,10 @@ class Informers:
 
     def start(self) -> None:
         for name, reflector in self.reflectors.items():
-            self._tasks.append(asyncio.create_task(reflector.run(), name=f"watch-{name}"))
+            self._tasks.append(supervise(f"watch-{name}", reflector.run))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await stop_workers(self._tasks)
         self._tasks.clear()
 
     def synced(self) -> bool:

@@ -3,11 +3,14 @@ exact without touching the hot path."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+log = logging.getLogger("caldera.metrics")
 
 
 @dataclass
@@ -27,6 +30,7 @@ class WatchCollector(Collector):
 
     def __init__(self, source: Callable[[], Iterable[WatchState]]) -> None:
         self.source = source
+        self.failures = 0
 
     def describe(self) -> Iterator[object]:
         return iter(())  # collected lazily: no names are reserved at registration
@@ -45,6 +49,9 @@ class WatchCollector(Collector):
         try:
             states = list(self.source())
         except Exception:
+            # A scrape must still answer; the failure is reported, with its traceback, never hidden.
+            self.failures += 1
+            log.exception("reading the watch states for /metrics failed (%d times so far)", self.failures)
             states = []
         for s in states:
             synced.add_metric([s.kind], 1.0 if s.synced else 0.0)
@@ -55,3 +62,8 @@ class WatchCollector(Collector):
         yield restarts
         yield relists
         yield errors
+        yield CounterMetricFamily(
+            "caldera_metrics_collection_errors",
+            "Scrapes whose reading of the binary's own state failed (logged with the traceback).",
+            value=float(self.failures),
+        )

@@ -21,6 +21,7 @@ from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskInfo
 from caldera.framework.session import Eviction, Placement
+from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.binder")
@@ -134,7 +135,7 @@ class Binder:
     # -- workers -----------------------------------------------------------------------------------
     def start(self) -> None:
         for i in range(self.workers):
-            self._tasks.append(asyncio.create_task(self._worker(), name=f"binder-{i}"))
+            self._tasks.append(supervise(f"binder-{i}", self._worker))
 
     @property
     def idle(self) -> bool:
@@ -162,13 +163,7 @@ class Binder:
         await self.stop()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await stop_workers(self._tasks)
         self._tasks.clear()
 
     async def _worker(self) -> None:

@@ -8,6 +8,7 @@ import logging
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.framework.session import Eviction
+from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.evictor")
@@ -32,7 +33,7 @@ class Evictor:
 
     def start(self) -> None:
         for i in range(self.workers):
-            self._tasks.append(asyncio.create_task(self._worker(), name=f"evictor-{i}"))
+            self._tasks.append(supervise(f"evictor-{i}", self._worker))
 
     async def drain(self, timeout: float = 10.0) -> None:
         try:
@@ -42,13 +43,7 @@ class Evictor:
         await self.stop()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await stop_workers(self._tasks)
         self._tasks.clear()
 
     async def _worker(self) -> None:

@@ -23,6 +23,7 @@ from caldera.cache.store import ClusterCache
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
 from caldera.framework.objects import PodGroup
 from caldera.framework.session import Placement, SessionResult
+from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.status")
@@ -98,6 +99,7 @@ class StatusUpdater:
     def observe(self, result: SessionResult | None) -> None:
         if result is None:
             return
+        self._plugin_events(result)
         observed = self._observed
         for key, job in result.jobs.items():
             if job.podgroup is None:
@@ -117,6 +119,21 @@ class StatusUpdater:
         if len(observed) > len(result.jobs) * 2 + 100:
             for key in [k for k in observed if k not in result.jobs]:
                 del observed[key]
+
+    def _plugin_events(self, result: SessionResult) -> None:
+        """Events plugins left in the session's report (a queue's guarantee scaled down, ...), on the
+        Queue or namespaced object they name; a repeat of the same message is held back as any event."""
+        for kind, name, reason, message in result.report.events:
+            namespace, _, object_name = name.rpartition("/")
+            ref = {"kind": kind, "name": object_name}
+            if kind == "Queue":
+                ref["apiVersion"] = "scheduling.volcano.sh/v1beta1"
+                queue = result.queues.get(object_name)
+                if queue is not None and queue.queue is not None and queue.queue.metadata.uid:
+                    ref["uid"] = queue.queue.metadata.uid
+            if namespace:
+                ref["namespace"] = namespace
+            self.event(ref, "Warning", reason, message)
 
     def _observe_job(self, key: str, job: JobInfo) -> None:
         pg = self.cache.podgroups.get(key) or job.podgroup
@@ -332,15 +349,11 @@ class StatusUpdater:
         return len(self._pending) + len(self._events)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="status-updater")
+        self._task = supervise("status-updater", self._run)
 
     async def stop(self, flush: bool = True, timeout: float = 5.0) -> None:
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await stop_workers([self._task])
             self._task = None
         if flush:
             try:

@@ -9,6 +9,7 @@ works through changed keys with a bounded set of workers, one key at a time per 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from typing import Any
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.watch import Reflector
+from caldera.framework.supervise import stop_workers, supervise
 from caldera.scheduler.controllers.podgroup import PodGroupController
 from caldera.scheduler.controllers.queue import QueueController
 from caldera.scheduler.controllers.state import ControllerState, PgKey, Pod, PodGroup, Queue, WorkQueue
@@ -106,7 +108,8 @@ class Controllers:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set; every task started here is cancelled and awaited on the way out."""
         tasks: list[asyncio.Task[None]] = [
-            asyncio.create_task(r.run(stop), name=f"watch-{name}") for name, r in self.reflectors.items()
+            supervise(f"controllers-watch-{name}", functools.partial(r.run, stop))
+            for name, r in self.reflectors.items()
         ]
         try:
             while not self.synced:
@@ -126,28 +129,23 @@ class Controllers:
                 self.queue_queue.add(name)
             for i in range(self.workers):
                 tasks.append(
-                    asyncio.create_task(
-                        self._worker(self.podgroup_queue, self.podgroups.reconcile),
-                        name=f"podgroup-controller-{i}",
+                    supervise(
+                        f"podgroup-controller-{i}",
+                        functools.partial(self._worker, self.podgroup_queue, self.podgroups.reconcile),
                     )
                 )
             tasks.append(
-                asyncio.create_task(
-                    self._worker(self.queue_queue, self.queues.reconcile), name="queue-controller"
+                supervise(
+                    "queue-controller",
+                    functools.partial(self._worker, self.queue_queue, self.queues.reconcile),
                 )
             )
-            tasks.append(asyncio.create_task(self._resync(stop), name="controllers-resync"))
+            tasks.append(supervise("controllers-resync", functools.partial(self._resync, stop)))
             await stop.wait()
         finally:
             self.podgroup_queue.close()
             self.queue_queue.close()
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
+            await stop_workers(tasks)
 
     async def _resync(self, stop: asyncio.Event) -> None:
         """Now and then look at everything again, in case a change slipped by (a failed request whose

@@ -97,3 +97,22 @@ async def test_per_pod_events_only_behind_the_flag(recorder) -> None:
     await status.flush()
     kinds = sorted(e["involvedObject"]["kind"] for e in rec.of("POST", "/events"))
     assert kinds == ["Pod", "Pod", "Pod", "PodGroup"]
+
+
+async def test_a_plugins_queue_event_reaches_the_api_once(recorder) -> None:
+    """Proportion reports a queue whose guarantee it scaled down; the binary publishes it on the Queue,
+    and the same message in the next cycles is not sent again."""
+    from caldera.framework.session import SessionReport
+
+    rec, client = recorder
+    cache = ClusterCache()
+    status = StatusUpdater(client, cache, component="caldera")
+    message = "guarantees of all queues exceed the cluster's capacity; guarantee scaled down: cpu to 4 (x0.500)"
+    for _ in range(3):
+        report = SessionReport(events=[("Queue", "team-a", "GuaranteeScaled", message)])
+        status.observe(SessionResult(report=report))
+    await status.flush()
+    events = rec.of("POST", "/events")
+    assert len(events) == 1
+    assert events[0]["involvedObject"]["kind"] == "Queue" and events[0]["involvedObject"]["name"] == "team-a"
+    assert (events[0]["type"], events[0]["reason"], events[0]["message"]) == ("Warning", "GuaranteeScaled", message)

@@ -1,0 +1,85 @@
+"""A background worker that crashes is reported (traceback, metric) and restarted, never silently lost."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from prometheus_client import REGISTRY
+
+from caldera.framework.supervise import stop_workers, supervise
+
+
+def crashes(worker: str) -> float:
+    return REGISTRY.get_sample_value("caldera_worker_crashes_total", {"worker": worker}) or 0.0
+
+
+async def test_a_crashing_worker_is_logged_counted_and_restarted(caplog: pytest.LogCaptureFixture) -> None:
+    runs: list[int] = []
+    recovered = asyncio.Event()
+
+    async def flaky() -> None:
+        runs.append(1)
+        if len(runs) < 3:
+            raise RuntimeError(f"boom {len(runs)}")
+        recovered.set()
+        await asyncio.Event().wait()  # healthy from now on
+
+    before = crashes("flaky-worker")
+    with caplog.at_level(logging.ERROR, logger="caldera.workers"):
+        task = supervise("flaky-worker", flaky, backoff=0.01)
+        await asyncio.wait_for(recovered.wait(), 5)
+    assert len(runs) == 3
+    assert crashes("flaky-worker") - before == 2
+    crash_logs = [r for r in caplog.records if "flaky-worker crashed" in r.getMessage()]
+    assert len(crash_logs) == 2
+    assert all(r.exc_info and "boom" in str(r.exc_info[1]) for r in crash_logs)
+    await stop_workers([task])
+    assert task.cancelled() or task.done()
+
+
+async def test_restarts_back_off_instead_of_spinning() -> None:
+    runs = 0
+
+    async def always_fails() -> None:
+        nonlocal runs
+        runs += 1
+        raise ValueError("still broken")
+
+    task = supervise("broken-worker", always_fails, backoff=0.05, max_backoff=0.2)
+    await asyncio.sleep(0.5)
+    await stop_workers([task])
+    # 0.05 + 0.1 + 0.2 + 0.2 ... : a handful of tries in half a second, not thousands
+    assert 2 <= runs <= 6
+
+
+async def test_a_binder_worker_that_crashes_comes_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real binder: its worker raises once (a bug), the supervisor restarts it, binds go on."""
+    from caldera.cache.store import ClusterCache
+    from caldera.scheduler.binder import Binder
+
+    class Client:
+        async def request(self, *args: object, **kwargs: object) -> object:
+            raise AssertionError("not used")
+
+    binder = Binder(Client(), ClusterCache(), workers=1)  # type: ignore[arg-type]
+    original = binder._worker
+    calls = 0
+
+    async def worker_with_a_bug() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise KeyError("a bug in the worker")
+        await original()
+
+    monkeypatch.setattr(binder, "_worker", worker_with_a_bug)
+    before = crashes("binder-0")
+    binder.start()
+    for _ in range(100):
+        if calls >= 2:
+            break
+        await asyncio.sleep(0.05)
+    assert calls == 2 and crashes("binder-0") - before == 1
+    await binder.stop()
