@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from importlib import metadata
 import sys
+from importlib import metadata
 
 SUBCOMMAND_MODULES = (
     "caldera.hack.sim.cli",  # serve

@@ -39,6 +39,7 @@ LIMIT = "volcano_vgpu_device_memory_limit"
 POD_MEMORY = "volcano_vgpu_device_memory_allocation_for_a_certain_pod"
 POD_CORES = "volcano_vgpu_device_core_allocation_for_a_certain_pod"
 
+
 class ClusterCache(Protocol):
     """What the device metrics read of the cache: its nodes (with their tasks) and a change counter."""
 
