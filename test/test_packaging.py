@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -24,14 +25,22 @@ def test_every_subpackage_of_the_folders_is_packaged() -> None:
 
 
 def test_the_wheel_holds_a_single_top_level_package(tmp_path: Path) -> None:
+    # Built from a copy: setuptools writes build/ and *.egg-info beside the sources it builds.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in FOLDERS:
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "--wheel-dir", str(tmp_path), str(ROOT)],
+         "--disable-pip-version-check", "--wheel-dir", str(wheels), str(source)],
         check=True,
         capture_output=True,
         cwd=tmp_path,
     )
-    (wheel,) = tmp_path.glob("caldera-*.whl")
+    (wheel,) = wheels.glob("caldera-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")}
     assert top_level == {"caldera"}
