@@ -6,10 +6,10 @@ annotation ``sla-waiting-time`` overrides it per job.
 
 from __future__ import annotations
 
-import re
 import time
 from typing import TYPE_CHECKING, ClassVar
 
+from caldera.config.duration import parse_duration
 from caldera.framework.model import JobInfo
 from caldera.framework.plugin import Plugin
 
@@ -19,25 +19,16 @@ if TYPE_CHECKING:
 PERMIT = 1
 ABSTAIN = 0
 ANNOTATION = "sla-waiting-time"
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
-def parse_duration(text: str) -> float | None:
-    """Go-style durations (``1h30m``, ``90s``, ``500ms``); None when unreadable or not positive."""
-    text = text.strip()
-    if not text:
+def waiting_time(text: str) -> float | None:
+    """A ``sla-waiting-time`` in seconds: a Go duration (``1h30m``, ``90s``, ``500ms``), as Volcano's sla
+    plugin reads it with time.ParseDuration; None when unreadable or not positive."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
         return None
-    pos = 0
-    total = 0.0
-    for m in _PART.finditer(text):
-        if m.start() != pos:
-            return None
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or total <= 0:
-        return None
-    return total
+    return seconds if seconds > 0 else None
 
 
 class SlaPlugin(Plugin):
@@ -45,14 +36,14 @@ class SlaPlugin(Plugin):
     arguments_schema: ClassVar[dict[str, type]] = {"sla-waiting-time": str}
 
     def on_session_open(self, ssn: Session) -> None:
-        default = parse_duration(self.arguments.str(ANNOTATION, ""))
+        default = waiting_time(self.arguments.str(ANNOTATION, ""))
         now = time.time()
 
         def waiting(job: JobInfo) -> float | None:
             if job.podgroup is not None:
                 own = job.podgroup.metadata.annotations.get(ANNOTATION)
                 if own:
-                    return parse_duration(own)
+                    return waiting_time(own)
             return default
 
         def deadline(job: JobInfo) -> float | None:

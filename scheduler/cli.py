@@ -6,15 +6,13 @@ import argparse
 import asyncio
 import json
 import logging
-import re
 import signal
 import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+from caldera.config.duration import parse_duration
 
 
 def package_version() -> str:
@@ -25,11 +23,12 @@ def package_version() -> str:
 
 
 def duration(text: str) -> float:
-    """``1s``, ``200ms``, ``1.5m``, or plain seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 1s, 200ms)")
-    value = float(match.group(1)) * _UNITS[match.group(2)]
+    """A flag's duration: ``1s``, ``200ms``, ``1.5m``, ``1h30m`` (Go's syntax, as Volcano's flags), or plain
+    seconds; positive."""
+    try:
+        value = parse_duration(text, bare_seconds=True)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 1s, 200ms)") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
     return value

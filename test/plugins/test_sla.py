@@ -1,15 +1,18 @@
 """sla: a job past its waiting time goes first and is let in."""
 
 from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
-from caldera.plugins.sla import parse_duration
+from caldera.plugins.sla import waiting_time
 
 CONF = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: sla\n    arguments:\n      sla-waiting-time: {w}\n  - name: gang\n- plugins:\n  - name: overcommit\n    arguments:\n      overcommit-factor: 1.0\n  - name: predicates\n'
 
 
-def test_durations():
-    assert parse_duration("1h30m") == 5400
-    assert parse_duration("500ms") == 0.5
-    assert parse_duration("soon") is None
+def test_waiting_times():
+    assert waiting_time("1h30m") == 5400
+    assert waiting_time("500ms") == 0.5
+    assert waiting_time("soon") is None
+    assert waiting_time("") is None
+    assert waiting_time("0s") is None
+    assert waiting_time("-1m") is None
 
 
 def test_job_past_its_sla_is_let_in_even_without_room():
