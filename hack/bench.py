@@ -21,6 +21,7 @@ from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.objects import Pod, PodGroup
 from caldera.hack.scenario import gang, node
+from caldera.hack.stats import percentile
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 from caldera.scheduler.registry import builtin_registry
 
@@ -89,13 +90,6 @@ def drain(
     return time.perf_counter() - wall0, cpu_time() - cpu0, cycles
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
 def run_scenario(
     title: str, conf_text: str, nodes: int, jobs: int, size: int, groups: int = 0
 ) -> dict[str, Any]:
@@ -154,8 +148,8 @@ def cycle_latency(nodes: int, pending: int, repeats: int) -> None:
         steady.append(time.perf_counter() - t)
     print(
         f"cycle latency, {pending} pending tasks on {nodes} nodes: placing cycle p50 {statistics.median(placing) * 1e3:.0f} ms "
-        f"p99 {pct(placing, 99) * 1e3:.0f} ms; cluster full (nothing fits) p50 {statistics.median(steady) * 1e3:.0f} ms "
-        f"p99 {pct(steady, 99) * 1e3:.0f} ms"
+        f"p99 {percentile(placing, 99) * 1e3:.0f} ms; cluster full (nothing fits) p50 {statistics.median(steady) * 1e3:.0f} ms "
+        f"p99 {percentile(steady, 99) * 1e3:.0f} ms"
     )
 
 

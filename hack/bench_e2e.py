@@ -27,6 +27,7 @@ import aiohttp
 import orjson
 
 from caldera.hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
+from caldera.hack.stats import percentile
 from caldera.hack.workload import Api, pod_manifest, podgroup_manifest, podgroups_path, pods_path
 
 NAMESPACE = "bench-e2e"
@@ -48,13 +49,6 @@ class E2EResult:
     retries: int = 0
     rate_limit: float = 0.0  # pods created per second (0: as fast as the API server takes them)
 
-    @staticmethod
-    def pct(values: list[float], p: float) -> float:
-        if not values:
-            return float("nan")
-        ordered = sorted(values)
-        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
-
     @property
     def rate(self) -> float:
         return self.bound / self.wall_seconds if self.wall_seconds else 0.0
@@ -74,8 +68,8 @@ class E2EResult:
             f"  created in {self.created_seconds:.2f}s ({self.pods / max(self.created_seconds, 1e-9):.0f}/s)",
             f"  bound: {self.bound}/{self.pods} in {self.wall_seconds:.2f}s = {self.rate:.0f} pods/s"
             " (first create -> last bound)",
-            f"  creation-to-bound latency: p50={self.pct(self.latencies, 50) * 1000:.0f}ms"
-            f" p99={self.pct(self.latencies, 99) * 1000:.0f}ms max={max(self.latencies or [0]) * 1000:.0f}ms",
+            f"  creation-to-bound latency: p50={percentile(self.latencies, 50) * 1000:.0f}ms"
+            f" p99={percentile(self.latencies, 99) * 1000:.0f}ms max={max(self.latencies or [0]) * 1000:.0f}ms",
         ]
         if cpu is not None and self.scheduler_cpu is not None:
             lines.append(

@@ -23,6 +23,8 @@ import aiohttp
 import orjson
 import yaml
 
+from caldera.hack.stats import percentile
+
 
 @dataclass
 class BenchResult:
@@ -41,23 +43,17 @@ class BenchResult:
     def bindings_per_second(self) -> float:
         return self.pods / self.bind_seconds if self.bind_seconds else 0.0
 
-    def percentile(self, values: list[float], p: float) -> float:
-        if not values:
-            return float("nan")
-        ordered = sorted(values)
-        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
-
     def report(self) -> str:
         ms = 1000.0
         lines = [
             f"pods created: {self.pods} in {self.create_seconds:.2f}s ({self.pods / self.create_seconds:.0f}/s)",
             f"bindings: {self.pods} in {self.bind_seconds:.2f}s = {self.bindings_per_second:.0f} bindings/s"
             f" ({self.bind_errors} errors)",
-            f"binding request latency: p50={self.percentile(self.request_latencies, 50) * ms:.1f}ms"
-            f" p99={self.percentile(self.request_latencies, 99) * ms:.1f}ms",
+            f"binding request latency: p50={percentile(self.request_latencies, 50) * ms:.1f}ms"
+            f" p99={percentile(self.request_latencies, 99) * ms:.1f}ms",
             f"watch event latency (binding sent -> event at watcher, {self.watchers} watchers,"
-            f" {len(self.latencies)} deliveries): p50={self.percentile(self.latencies, 50) * ms:.1f}ms"
-            f" p99={self.percentile(self.latencies, 99) * ms:.1f}ms max={max(self.latencies or [0]) * ms:.1f}ms",
+            f" {len(self.latencies)} deliveries): p50={percentile(self.latencies, 50) * ms:.1f}ms"
+            f" p99={percentile(self.latencies, 99) * ms:.1f}ms max={max(self.latencies or [0]) * ms:.1f}ms",
             f"watch events received in total: {self.events_seen}; pods Running afterwards: {self.running}",
         ]
         if self.server_cpu_seconds is not None:

@@ -23,6 +23,7 @@ from typing import Any
 from caldera.hack.sim import SimCluster
 from caldera.hack.sim.controllers import RUN_SECONDS_ANNOTATION
 from caldera.hack.sim.resources import PODS, resource
+from caldera.hack.stats import percentile
 
 PODGROUPS = resource("podgroups", "scheduling.volcano.sh")
 SCHEDULER = "caldera"
@@ -267,10 +268,8 @@ def _summary(
     job_waits = sorted(j.bound_at - j.created for j in jobs.values() if j.bound_at is not None)
     partial = sum(1 for j in jobs.values() if 0 < sum(p in bound for p in j.pods) < j.size)
 
-    def pct(values: list[float], q: float) -> str:
-        if not values:
-            return "-"
-        return f"{values[min(len(values) - 1, int(q * len(values)))]:.2f}s"
+    def pct(values: list[float], p: float) -> str:
+        return f"{percentile(values, p):.2f}s" if values else "-"
 
     print("\nsummary")
     print(f"  elapsed:            {elapsed:.1f}s")
@@ -280,8 +279,8 @@ def _summary(
     print(
         f"  pods bound:         {len(bound)} ({len(bound) / max(elapsed, 1e-6):.1f}/s average, {peak:.1f}/s peak)"
     )
-    print(f"  pod create->bound:  p50 {pct(waits, 0.5)}  p95 {pct(waits, 0.95)}  (1s sampling)")
-    print(f"  job submit->bound:  p50 {pct(job_waits, 0.5)}  p95 {pct(job_waits, 0.95)}")
+    print(f"  pod create->bound:  p50 {pct(waits, 50)}  p95 {pct(waits, 95)}  (1s sampling)")
+    print(f"  job submit->bound:  p50 {pct(job_waits, 50)}  p95 {pct(job_waits, 95)}")
     print(f"  partly bound gangs: {partial}")
     if job_waits:
         print(f"  mean job wait:      {statistics.mean(job_waits):.2f}s")
