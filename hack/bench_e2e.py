@@ -28,7 +28,8 @@ import orjson
 
 from caldera.hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
 from caldera.hack.stats import percentile
-from caldera.hack.workload import Api, pod_manifest, podgroup_manifest, podgroups_path, pods_path
+from caldera.hack.workload.client import Api, podgroups_path, pods_path
+from caldera.hack.workload.manifests import pod_manifest, podgroup_manifest
 
 NAMESPACE = "bench-e2e"
 

@@ -16,7 +16,7 @@ SUBCOMMAND_MODULES = (
     "caldera.hack.sim.cli",  # serve
     "caldera.hack.bench_sim",  # bench-sim
     "caldera.hack.demo",
-    "caldera.hack.workload",
+    "caldera.hack.workload.cli",
     "caldera.hack.soak",
     "caldera.hack.bench",
 )

@@ -33,18 +33,11 @@ from caldera.hack.report import Chart, write_report
 from caldera.hack.sim.quantity import pod_requests
 from caldera.hack.soak.checker import Checker, CheckerConfig, Violation
 from caldera.hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
-from caldera.hack.workload import (
-    IB_LABEL,
-    Api,
-    ApiError,
-    ClusterShape,
-    Executor,
-    build_plan,
-    make_generators,
-    parse_mix,
-    pod_manifest,
-    pods_path,
-)
+from caldera.hack.workload.client import Api, ApiError, pods_path
+from caldera.hack.workload.executor import Executor
+from caldera.hack.workload.generators import make_generators, parse_mix
+from caldera.hack.workload.manifests import IB_LABEL, pod_manifest
+from caldera.hack.workload.plan import ClusterShape, build_plan
 from caldera.scheduler.cli import duration
 
 TERMINAL_PHASES = ("Succeeded", "Failed")

@@ -29,8 +29,10 @@ from typing import Any
 import aiohttp
 import orjson
 
+from caldera.framework.model import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION
 from caldera.hack.sim.quantity import parse_quantity, pod_requests
-from caldera.hack.workload import GROUP_ANNOTATION, QUEUE_ANNOTATION, WORKLOAD_LABEL, Api
+from caldera.hack.workload.client import Api
+from caldera.hack.workload.manifests import WORKLOAD_LABEL
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -270,7 +272,7 @@ class Checker:
     def check_gangs(self, t: float) -> None:
         by_group: dict[str, list[dict[str, Any]]] = {}
         for pod in self.pods.objects.values():
-            group = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
+            group = (pod["metadata"].get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
             if group and self.ours(pod):
                 by_group.setdefault(f"{pod['metadata'].get('namespace', '')}/{group}", []).append(pod)
         limit = self.config.period + self.config.bind_allowance
@@ -306,7 +308,7 @@ class Checker:
                 continue  # deletion is reported by the watch handler
             if pod["spec"].get("nodeName") != created["spec"].get("nodeName"):
                 self.violate("foreign", key, f"nodeName changed to {pod['spec'].get('nodeName')!r}")
-            if GROUP_ANNOTATION in (pod["metadata"].get("annotations") or {}):
+            if GROUP_NAME_ANNOTATION in (pod["metadata"].get("annotations") or {}):
                 self.violate("foreign", key, "annotated with a PodGroup")
             conds = [c.get("type") for c in (pod.get("status") or {}).get("conditions") or []]
             if not created["spec"].get("nodeName") and "PodScheduled" in conds:
@@ -319,7 +321,7 @@ class Checker:
                 continue
             if pod["metadata"].get("deletionTimestamp"):
                 continue
-            group = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
+            group = (pod["metadata"].get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
             if group and f"{pod['metadata'].get('namespace', '')}/{group}" in self.groups.objects:
                 continue
             missing_now.add(key)
@@ -334,11 +336,11 @@ class Checker:
 
     def queue_of(self, pod: dict[str, Any]) -> str:
         meta = pod["metadata"]
-        group = (meta.get("annotations") or {}).get(GROUP_ANNOTATION)
+        group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
         pg = self.groups.objects.get(f"{meta.get('namespace', '')}/{group}") if group else None
         if pg is not None:
             return str((pg.get("spec") or {}).get("queue") or "default")
-        return str((meta.get("annotations") or {}).get(QUEUE_ANNOTATION) or "default")
+        return str((meta.get("annotations") or {}).get(QUEUE_NAME_ANNOTATION) or "default")
 
     def queue_room(self) -> dict[str, dict[str, Fraction]]:
         """What each queue may still take, by Volcano's proportion semantics: its real capability is the

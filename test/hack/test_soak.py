@@ -15,14 +15,8 @@ import pytest
 from caldera.hack.sim import SimCluster
 from caldera.hack.soak import FAULT_KINDS, Options, run_soak
 from caldera.hack.soak.checker import Checker, CheckerConfig
-from caldera.hack.workload import (
-    Api,
-    node_manifest,
-    pod_manifest,
-    podgroup_manifest,
-    podgroups_path,
-    pods_path,
-)
+from caldera.hack.workload.client import Api, podgroups_path, pods_path
+from caldera.hack.workload.manifests import node_manifest, pod_manifest, podgroup_manifest
 
 
 async def bind(api: Api, name: str, node: str, ns: str = "soak") -> None:

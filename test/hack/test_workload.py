@@ -9,28 +9,25 @@ import random
 
 import pytest
 
+from caldera.framework.model import GROUP_NAME_ANNOTATION
 from caldera.hack.sim import SimCluster
 from caldera.hack.sim.quantity import parse_quantity
-from caldera.hack.workload import (
+from caldera.hack.workload.client import Api, pods_path
+from caldera.hack.workload.executor import Executor
+from caldera.hack.workload.generators import (
     DEFAULT_MIX,
-    GROUP_ANNOTATION,
     HIGH_PRIORITY_CLASS,
-    RUN_SECONDS,
-    Action,
-    Api,
     BestEffort,
-    ClusterShape,
     Deployments,
-    Executor,
     GangJobs,
     MixEntry,
     NodeChurn,
     OversubscribedQueues,
-    build_plan,
     make_generators,
     parse_mix,
-    pods_path,
 )
+from caldera.hack.workload.manifests import RUN_SECONDS
+from caldera.hack.workload.plan import Action, ClusterShape, build_plan
 
 
 def plan_of(mix: dict[str, MixEntry], seed: int, duration: float = 120.0) -> list[Action]:
@@ -80,7 +77,7 @@ def test_gangs_have_min_member_2_to_256_and_every_pod_names_its_group() -> None:
         assert 2 <= mm <= 256 and len(pods) == mm
         sizes.add(mm)
         for p in pods:
-            assert p["metadata"]["annotations"][GROUP_ANNOTATION] == pg["metadata"]["name"]
+            assert p["metadata"]["annotations"][GROUP_NAME_ANNOTATION] == pg["metadata"]["name"]
             assert float(p["metadata"]["annotations"][RUN_SECONDS]) > 0
         requests = pods[0]["spec"]["containers"][0]["resources"]["requests"]
         assert {"cpu", "memory"} <= set(requests)

@@ -1,0 +1,133 @@
+"""Object builders: the manifests a user would submit (pods, PodGroups, queues, nodes, Deployments), labelled
+so the soak's checker and the executor's janitor can tell the workloads' objects apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from caldera.framework.model import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION
+
+RUN_SECONDS = "sim.caldera.io/run-seconds"
+WORKLOAD_LABEL = "caldera.io/workload"
+JOB_LABEL = "caldera.io/job"
+IB_LABEL = "sim.caldera.io/ib-group"
+SCHEDULER = "caldera"
+
+
+def pod_manifest(
+    name: str,
+    ns: str,
+    *,
+    workload: str,
+    job: str = "",
+    group: str = "",
+    requests: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+    run_seconds: float | None = None,
+    scheduler: str = SCHEDULER,
+    node_selector: dict[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    priority_class: str = "",
+    queue: str = "",
+) -> dict[str, Any]:
+    annotations: dict[str, str] = {}
+    if group:
+        annotations[GROUP_NAME_ANNOTATION] = group
+    if queue:
+        annotations[QUEUE_NAME_ANNOTATION] = queue
+    if run_seconds is not None:
+        annotations[RUN_SECONDS] = f"{run_seconds:g}"
+    resources: dict[str, Any] = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "main", "image": "busybox", "resources": resources}],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    labels = {WORKLOAD_LABEL: workload}
+    if job:
+        labels[JOB_LABEL] = job
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations},
+        "spec": spec,
+    }
+
+
+def podgroup_manifest(
+    name: str,
+    ns: str,
+    min_member: int,
+    *,
+    workload: str,
+    queue: str = "default",
+    priority_class: str = "",
+    network_topology: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": min_member, "queue": queue}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if network_topology:
+        spec["networkTopology"] = network_topology
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns, "labels": {WORKLOAD_LABEL: workload, JOB_LABEL: name}},
+        "spec": spec,
+    }
+
+
+def queue_manifest(name: str, weight: int = 1, guarantee: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"weight": weight, "reclaimable": True}
+    if guarantee:
+        spec["guarantee"] = {"resource": guarantee}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name, "labels": {WORKLOAD_LABEL: "queues"}},
+        "spec": spec,
+    }
+
+
+def node_manifest(name: str, capacity: dict[str, str], labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }
+
+
+def deployment_manifest(name: str, ns: str, replicas: int, requests: dict[str, str]) -> dict[str, Any]:
+    labels = {"app": name, WORKLOAD_LABEL: "deploy"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": {WORKLOAD_LABEL: "deploy"}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "schedulerName": SCHEDULER,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+                },
+            },
+        },
+    }
