@@ -17,7 +17,7 @@ SUBCOMMAND_MODULES = (
     "caldera.hack.bench_sim",  # bench-sim
     "caldera.hack.demo",
     "caldera.hack.workload.cli",
-    "caldera.hack.soak",
+    "caldera.hack.soak.cli",
     "caldera.hack.bench",
 )
 

@@ -1,0 +1,255 @@
+"""The scheduler's own metrics judged against what the API shows: the leader gauge against the Lease, the vGPU
+gauges against the pods on vGPU devices, the bind counters against the bindings seen, the queues' allocated
+CPU against the bound pods' requests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+
+from caldera.hack.sim.quantity import pod_requests
+from caldera.hack.soak.checker import Checker
+from caldera.hack.soak.options import Options
+from caldera.hack.soak.report import Summary
+from caldera.hack.soak.scrape import Metrics, scrape, value
+from caldera.hack.soak.supervisor import Supervisor
+from caldera.hack.soak.timeline import Timeline
+from caldera.hack.workload.client import Api
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+VGPU_LAG = 10.0  # seconds the vGPU gauges may trail the API outside fault windows
+
+
+class MetricChecks:
+    def __init__(
+        self, opts: Options, supervisor: Supervisor, checker: Checker, summary: Summary, timeline: Timeline
+    ) -> None:
+        self.opts = opts
+        self.supervisor = supervisor
+        self.checker = checker
+        self.summary = summary
+        self.timeline = timeline
+        self.leader_mismatch = 0
+        self.vgpu_mismatch_since: float | None = None
+        self.cycle_prev: dict[int, tuple[float, float]] = {}
+
+    async def check(self, api: Api, http: aiohttp.ClientSession) -> float | None:
+        """Leader gauge against the Lease; vGPU gauges against the pods on vGPU nodes (when exported).
+        Returns the leader's mean cycle duration (ms) since the previous check, when known."""
+        scraped = {}
+        for p in self.supervisor.live():
+            m = await scrape(http, p.sched.base)
+            if m is not None:
+                scraped[p.sched.pid] = m
+        if not scraped:
+            return None
+        any_m = next(iter(scraped.values()))
+        if self.opts.replicas > 1:
+            if "caldera_leader" in any_m:
+                leader = await self.supervisor.leader(api)
+                leaders = {pid for pid, m in scraped.items() if (value(m, "caldera_leader") or 0) >= 1}
+                truth = {leader.sched.pid} if leader is not None and leader.sched.pid in scraped else set()
+                if leader is not None and leaders != truth:
+                    self.leader_mismatch += 1
+                    if self.leader_mismatch >= 4:  # two seconds of lease transition are allowed
+                        self.checker.violate(
+                            "metrics",
+                            "caldera_leader",
+                            f"gauge says {sorted(leaders)}, the Lease says {sorted(truth)}",
+                        )
+                else:
+                    self.leader_mismatch = 0
+                self.note_checked("caldera_leader (against the Lease holder)")
+            else:
+                self.note_skipped("caldera_leader")
+        leader = await self.supervisor.leader(api)
+        lm = scraped.get(leader.sched.pid) if leader is not None else None
+        if lm is None or leader is None:
+            return None
+        cycle_ms = self.mean_cycle_ms(leader.sched.pid, lm)
+        if "volcano_vgpu_device_shared_number" in lm:
+            exported = value(lm, "volcano_vgpu_device_shared_number") or 0.0
+            truth_n = self.vgpu_pods_bound()
+            if abs(exported - truth_n) > 0:
+                # The gauges are set from the scheduler's cache, which counts a pod from the moment it is
+                # assumed: a bind in flight (retried through a 429 storm) is a lag, not a lie. Allowed:
+                # VGPU_LAG seconds plus the fault time overlapping the mismatch; the final check is exact.
+                t = self.timeline.now()
+                since = self.vgpu_mismatch_since if self.vgpu_mismatch_since is not None else t
+                self.vgpu_mismatch_since = since
+                if t - since > VGPU_LAG + self.checker.fault_extension(since, t):
+                    self.checker.violate(
+                        "metrics",
+                        "volcano_vgpu_device_shared_number",
+                        f"sum {exported:g}, pods on vGPU devices {truth_n}; {self.vgpu_diff(lm)}",
+                    )
+            else:
+                self.vgpu_mismatch_since = None
+            self.note_checked("volcano_vgpu_device_shared_number (against vGPU pods bound)")
+        else:
+            self.note_skipped("volcano_vgpu_device_* (not exported by caldera-scheduler)")
+        return cycle_ms
+
+    def mean_cycle_ms(self, pid: int, m: Metrics) -> float | None:
+        """A replica's mean cycle duration since its previous scrape (caldera_cycle_duration_seconds)."""
+        total = value(m, "caldera_cycle_duration_seconds_sum")
+        count = value(m, "caldera_cycle_duration_seconds_count")
+        if total is None or count is None:
+            return None
+        prev = self.cycle_prev.get(pid)
+        self.cycle_prev[pid] = (total, count)
+        if prev is not None and count > prev[1]:
+            return (total - prev[0]) / (count - prev[1]) * 1000
+        return None
+
+    def vgpu_pods(self) -> dict[str, dict[str, Any]]:
+        """Pods bound, unfinished, holding vGPU slices: namespace/name -> pod."""
+        out = {}
+        for key, pod in self.checker.pods.objects.items():
+            if not pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+                continue
+            for c in pod["spec"].get("containers") or []:
+                if "volcano.sh/vgpu-number" in ((c.get("resources") or {}).get("limits") or {}):
+                    out[key] = pod
+                    break
+        return out
+
+    def vgpu_pods_bound(self) -> int:
+        return len(self.vgpu_pods())
+
+    def vgpu_diff(self, m: Metrics) -> str:
+        """Which pods the per-pod vGPU series and the API disagree on, and what the API says of them."""
+        exported = {
+            f"{lab.get('podNamespace')}/{lab.get('podName')}"
+            for lab, _ in m.get("volcano_vgpu_device_memory_allocation_for_a_certain_pod", [])
+        }
+        truth = self.vgpu_pods()
+        extra = sorted(exported - set(truth))
+        missing = sorted(set(truth) - exported)
+        notes = []
+        for key in extra[:3]:
+            pod = self.checker.pods.objects.get(key)
+            if pod is None:
+                notes.append(f"{key}: gone from the API")
+            else:
+                notes.append(
+                    f"{key}: node={pod['spec'].get('nodeName')!r} phase={(pod.get('status') or {}).get('phase')}"
+                    f" deleting={bool(pod['metadata'].get('deletionTimestamp'))}"
+                )
+        return (
+            f"exported, not on a device: {extra} ({'; '.join(notes)}); on a device, not exported: {missing}"
+        )
+
+    def note_checked(self, what: str) -> None:
+        if what not in self.summary.metrics_checked:
+            self.summary.metrics_checked.append(what)
+
+    def note_skipped(self, what: str) -> None:
+        if what not in self.summary.metrics_skipped:
+            self.summary.metrics_skipped.append(what)
+
+    def queue_allocated_truth(self, finished: bool = False) -> dict[str, float]:
+        """Millicores requested by the bound, unfinished pods of ours, per queue (from the API); with
+        `finished`, counting finished pods too (to tell a metric that forgets to drop them)."""
+        out: dict[str, float] = {}
+        for pod in self.checker.pods.objects.values():
+            if not self.checker.ours(pod) or not pod["spec"].get("nodeName"):
+                continue
+            if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES and not finished:
+                continue
+            cpu = pod_requests(pod["spec"]).get("cpu", 0)
+            queue = self.checker.queue_of(pod)
+            out[queue] = out.get(queue, 0.0) + float(cpu) * 1000
+        return out
+
+    async def final_queue_check(self, api: Api, timeout: float = 5.0) -> None:
+        """volcano_queue_allocated_milli_cpu is set each cycle from the session; on a settling cluster it
+        must come to equal what the API shows bound per queue (compared until it does, or `timeout`)."""
+        deadline = time.monotonic() + timeout
+        diff: dict[str, tuple[float, float]] = {}
+        cycles: list[float] = []
+        async with aiohttp.ClientSession() as http:
+            while True:
+                leader = await self.supervisor.safe_leader(api)
+                m = await scrape(http, leader.sched.base) if leader is not None else None
+                if m is None or "volcano_queue_allocated_milli_cpu" not in m:
+                    self.note_skipped("volcano_queue_allocated_milli_cpu")
+                    return
+                exported = {lab.get("queue_name", ""): v for lab, v in m["volcano_queue_allocated_milli_cpu"]}
+                cycles.append(value(m, "caldera_cycle_duration_seconds_count") or 0.0)
+                truth = self.queue_allocated_truth()
+                diff = {
+                    q: (exported.get(q, 0.0), truth.get(q, 0.0))
+                    for q in set(exported) | set(truth)
+                    if abs(exported.get(q, 0.0) - truth.get(q, 0.0)) >= 1.0
+                }
+                if not diff:
+                    self.summary.notes.append(
+                        "volcano_queue_allocated_milli_cpu equals the bound pods' requests"
+                    )
+                    return
+                if time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.5)
+        # Not a violation: the session's allocated share also counts pipelined tasks (placed on a node
+        # that preemption is freeing), which the API cannot show; the difference is reported instead.
+        self.summary.notes.append(
+            "volcano_queue_allocated_milli_cpu differs from the bound pods' requests: "
+            + "; ".join(
+                f"{q}: exported {e:g}m, bound {t:g}m (with finished pods {self.queue_allocated_truth(True).get(q, 0):g}m)"
+                for q, (e, t) in sorted(diff.items())
+            )
+            + f"; {cycles[-1] - cycles[0]:g} cycles ran in the last {timeout:g}s"
+        )
+
+    async def final_vgpu_check(self, api: Api, timeout: float = 15.0) -> None:
+        """Quiet cluster: the leader's vGPU gauges must come to equal the pods on vGPU devices."""
+        deadline = time.monotonic() + timeout
+        exported, truth = 0.0, 0
+        async with aiohttp.ClientSession() as http:
+            while True:
+                leader = await self.supervisor.safe_leader(api)
+                m = await scrape(http, leader.sched.base) if leader is not None else None
+                if m is None or "volcano_vgpu_device_shared_number" not in m:
+                    return
+                exported = value(m, "volcano_vgpu_device_shared_number") or 0.0
+                truth = self.vgpu_pods_bound()
+                if exported == truth:
+                    return
+                if time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(1.0)
+        self.checker.violate(
+            "metrics",
+            "volcano_vgpu_device_shared_number",
+            f"final sum {exported:g}, vGPU pods bound {truth}; {self.vgpu_diff(m) if m else ''}",
+        )
+
+    def compare_binds(
+        self, before: dict[int, Metrics | None], after: dict[int, Metrics | None], seen: int
+    ) -> None:
+        """caldera_binds_total{result=bound} summed over the replicas rose by the `seen` bindings (scraped
+        `before` and `after` a quiet window)."""
+        delta = 0.0
+        have = False
+        for pid, m in after.items():
+            b = before.get(pid)
+            if m is None or "caldera_binds_total" not in m:
+                continue
+            have = True
+            v1 = value(m, "caldera_binds_total", result="bound") or 0.0
+            v0 = (value(b, "caldera_binds_total", result="bound") or 0.0) if b else 0.0
+            delta += v1 - v0
+        if have:
+            self.note_checked("caldera_binds_total{result=bound} (against bindings seen, probe window)")
+            if int(delta) != seen:
+                self.checker.violate(
+                    "metrics",
+                    "caldera_binds_total",
+                    f"counters rose by {delta:g}, the API shows {seen} bindings",
+                )
+        else:
+            self.note_skipped("caldera_binds_total")

@@ -1,0 +1,25 @@
+"""What a soak run is asked to do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from caldera.hack.soak.faults import FAULT_KINDS
+
+
+@dataclass
+class Options:
+    minutes: float = 2.0
+    seed: int = 1
+    mix: str = "default"
+    faults: tuple[str, ...] = FAULT_KINDS
+    report_dir: str = "soak-report"
+    nodes: int = 48
+    ib_groups: int = 4
+    period: str = "500ms"
+    replicas: int = 2
+    load_fraction: float = 0.8
+    storm_seconds: float = 8.0
+    probe_pods: int = 20
+    finished_ttl: float = 15.0  # seconds finished pods stay before the janitor deletes them
+    verbose: bool = False

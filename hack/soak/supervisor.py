@@ -1,0 +1,97 @@
+"""Supervision of the scheduler replicas: started, kept at the asked number like a Deployment would, the
+leader found from the Lease, and stopped at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from caldera.hack.soak.checker import Checker
+from caldera.hack.soak.options import Options
+from caldera.hack.soak.procs import SchedulerProcess, cpu_seconds
+from caldera.hack.soak.timeline import Timeline
+from caldera.hack.workload.client import Api
+
+LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/caldera"
+
+
+@dataclass
+class Proc:
+    sched: SchedulerProcess
+    samples: list[tuple[float, int]] = field(default_factory=list)  # (t, rss)
+    cpu_start: float = 0.0
+    cpu_last: float = 0.0
+    expected_exit: bool = False
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class Supervisor:
+    def __init__(
+        self, opts: Options, workdir: Path, conf_path: Path, kubeconfig: str | Path, timeline: Timeline
+    ) -> None:
+        self.opts = opts
+        self.workdir = workdir
+        self.conf_path = conf_path
+        self.kubeconfig = kubeconfig
+        self.timeline = timeline
+        self.procs: list[Proc] = []
+        self.replica_seq = 0
+
+    def start_replica(self) -> Proc:
+        self.replica_seq += 1
+        sched = SchedulerProcess.start(
+            f"replica-{self.replica_seq}",
+            self.kubeconfig,
+            period=self.opts.period,
+            conf=str(self.conf_path),
+            leader_elect=self.opts.replicas > 1,
+            log_path=self.workdir / f"scheduler-{self.replica_seq}.log",
+        )
+        proc = Proc(sched, cpu_start=cpu_seconds(sched.pid) or 0.0)
+        self.procs.append(proc)
+        self.timeline.log(f"started {sched.name} (pid {sched.pid})")
+        return proc
+
+    def live(self) -> list[Proc]:
+        return [p for p in self.procs if p.sched.alive]
+
+    async def leader(self, api: Api) -> Proc | None:
+        status, raw = await api.request("GET", LEASE_PATH)
+        if status != 200:
+            live = self.live()
+            return live[0] if live and self.opts.replicas == 1 else None
+        holder = (json.loads(raw).get("spec") or {}).get("holderIdentity") or ""
+        for p in self.live():
+            if holder.endswith(f"_{p.sched.pid}"):
+                return p
+        return None
+
+    async def safe_leader(self, api: Api) -> Proc | None:
+        try:
+            return await self.leader(api)
+        except Exception:
+            return None
+
+    async def supervise(self, stop: asyncio.Event, checker: Checker) -> None:
+        """Like a Deployment: keep `replicas` running; an unexpected exit other than a lost lease is a violation."""
+        while not stop.is_set():
+            for p in self.procs:
+                code = p.sched.proc.poll()
+                if code is not None and not p.expected_exit:
+                    p.expected_exit = True
+                    if code == 1:
+                        self.timeline.log(f"{p.sched.name} exited 1 (lost its lease): replaced")
+                    else:
+                        checker.violate("scheduler-exit", p.sched.name, f"exited with code {code}")
+            while len(self.live()) < self.opts.replicas and not stop.is_set():
+                self.start_replica()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            p.expected_exit = True
+            p.sched.stop()
