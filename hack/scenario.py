@@ -291,9 +291,10 @@ def run_session(snap: Snapshot, conf_text: str | None = None) -> tuple[Any, Any]
     return ssn, result
 
 
-class SimCluster:
-    """A cache plus a pretend kubelet: each ``cycle()`` runs the scheduler loop once, then binds
-    its placements (pods become Running on their node) and deletes evicted pods."""
+class InProcessCluster:
+    """A cluster held in process, without an API server (unlike ``caldera.hack.sim.SimCluster``): the
+    scheduler's cache and loop plus a pretend kubelet. Each ``cycle()`` runs the scheduler loop once, then
+    binds its placements (pods become Running on their node) and deletes evicted pods."""
 
     def __init__(self, conf_text: str | None = None, **objects: Any) -> None:
         from caldera.config.conf import DEFAULT_CONF, parse_conf

@@ -1,7 +1,7 @@
 """preempt: a starving high-priority job takes room from preemptable low-priority pods of its
 queue, never below a running gang's minimum, and only when its whole gang then fits."""
 
-from caldera.hack.scenario import SimCluster, node, pod, podgroup, priority_class
+from caldera.hack.scenario import InProcessCluster, node, pod, podgroup, priority_class
 
 PREEMPTABLE = {"volcano.sh/preemptable": "true"}
 CONF = """
@@ -44,7 +44,7 @@ def base(low_min):
 
 
 def test_high_priority_job_preempts_low_priority_pods():
-    sim = SimCluster(CONF, **base(low_min=1))
+    sim = InProcessCluster(CONF, **base(low_min=1))
     sim.add(
         podgroups=[podgroup("high", min_member=2, priority_class="high")],
         pods=[pod(f"high-{i}", cpu="1", group="high") for i in range(2)],
@@ -58,7 +58,7 @@ def test_high_priority_job_preempts_low_priority_pods():
 
 
 def test_preemption_never_breaks_a_running_gang_below_its_minimum():
-    sim = SimCluster(CONF, **base(low_min=3))
+    sim = InProcessCluster(CONF, **base(low_min=3))
     sim.add(
         podgroups=[podgroup("high", min_member=2, priority_class="high")],
         pods=[pod(f"high-{i}", cpu="1", group="high") for i in range(2)],
@@ -71,7 +71,7 @@ def test_preemption_never_breaks_a_running_gang_below_its_minimum():
 def test_pods_not_marked_preemptable_are_not_evicted():
     kw = base(low_min=1)
     kw["pods"] = [pod(f"low-{i}", cpu="1", group="low", node_name="n1", phase="Running") for i in range(4)]
-    sim = SimCluster(CONF, **kw)
+    sim = InProcessCluster(CONF, **kw)
     sim.add(
         podgroups=[podgroup("high", min_member=1, priority_class="high")],
         pods=[pod("high-0", cpu="1", group="high")],
@@ -82,13 +82,13 @@ def test_pods_not_marked_preemptable_are_not_evicted():
 def test_equal_priority_preempts_only_through_drf_shares():
     # tier 1 (priority) selects nobody, so drf in tier 2 decides, as in Volcano: the peer's share
     # after taking one cpu (1/4) stays below the low job's after losing one (3/4)
-    sim = SimCluster(CONF, **base(low_min=1))
+    sim = InProcessCluster(CONF, **base(low_min=1))
     sim.add(podgroups=[podgroup("peer", min_member=1)], pods=[pod("peer-0", cpu="1", group="peer")])
     assert len(sim.cycle().evictions) == 1
 
 
 def test_equal_priority_does_not_preempt_when_drf_preemption_is_off():
-    sim = SimCluster(
+    sim = InProcessCluster(
         CONF.replace("  - name: drf", "  - name: drf\n    enablePreemptable: false"), **base(low_min=1)
     )
     sim.add(podgroups=[podgroup("peer", min_member=1)], pods=[pod("peer-0", cpu="1", group="peer")])

@@ -1,6 +1,6 @@
 """reclaim: a queue below its deserved share takes back resources from an overused queue."""
 
-from caldera.hack.scenario import SimCluster, node, pod, podgroup, queue
+from caldera.hack.scenario import InProcessCluster, node, pod, podgroup, queue
 
 PREEMPTABLE = {"volcano.sh/preemptable": "true"}
 CONF = """
@@ -45,7 +45,7 @@ def newcomer():
 
 
 def test_reclaim_returns_resources_to_an_under_served_queue():
-    sim = SimCluster(CONF, **greedy())
+    sim = InProcessCluster(CONF, **greedy())
     sim.add(**newcomer())
     result = sim.cycle()
     victims = [e.task.name for e in result.evictions]
@@ -60,12 +60,12 @@ def test_reclaim_returns_resources_to_an_under_served_queue():
 
 
 def test_queue_marked_not_reclaimable_keeps_its_pods():
-    sim = SimCluster(CONF, **greedy(reclaimable=False))
+    sim = InProcessCluster(CONF, **greedy(reclaimable=False))
     sim.add(**newcomer())
     assert sim.cycle().evictions == []
 
 
 def test_pods_not_marked_preemptable_are_not_reclaimed():
-    sim = SimCluster(CONF, **greedy(annotations={}))
+    sim = InProcessCluster(CONF, **greedy(annotations={}))
     sim.add(**newcomer())
     assert sim.cycle().evictions == []

@@ -479,12 +479,12 @@ def test_bad_plugin_argument_values_are_errors_that_name_them(args):
 
 
 def test_across_cycles_a_pod_recreated_after_a_failure_rejoins_its_job_in_its_leaf():
-    from caldera.hack.scenario import SimCluster
+    from caldera.hack.scenario import InProcessCluster
 
     # cycle 1: the gang takes the tightest leaf, "small" (4 nodes); "large" has 6.
     nodes = leaf_nodes("large", "s1", 6) + leaf_nodes("small", "s1", 4)
     pg, pods = gang_pods("train", 4, "8", HARD1)
-    sim = SimCluster(conf(), nodes=nodes, podgroups=[pg], pods=pods)
+    sim = InProcessCluster(conf(), nodes=nodes, podgroups=[pg], pods=pods)
     sim.cycle()
     first = sim.running_on()
     assert {n.split("-")[0] for n in first.values()} == {"small"}

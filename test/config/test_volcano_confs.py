@@ -1,7 +1,7 @@
 """Volcano's default conf and the conf its Helm chart ships load and run through the loop."""
 
 from caldera.config.conf import DEFAULT_CONF, parse_conf
-from caldera.hack.scenario import SimCluster, gang, node, queue
+from caldera.hack.scenario import InProcessCluster, gang, node, queue
 from caldera.scheduler.registry import builtin_registry
 
 HELM_CONF = """
@@ -59,7 +59,7 @@ tiers:
 def run(conf_text):
     pg1, pods1 = gang("one", 3, cpu="1")
     pg2, pods2 = gang("two", 2, cpu="2", queue="q2")
-    sim = SimCluster(
+    sim = InProcessCluster(
         conf_text,
         nodes=[node("n1", cpu="4"), node("n2", cpu="4")],
         queues=[queue("q2", weight=2)],

@@ -1,6 +1,6 @@
 """conformance: system-critical pods are never chosen as victims."""
 
-from caldera.hack.scenario import SimCluster, node, pod, podgroup, priority_class
+from caldera.hack.scenario import InProcessCluster, node, pod, podgroup, priority_class
 
 CONF = 'actions: "allocate, preempt"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: predicates\n'
 P = {"volcano.sh/preemptable": "true"}
@@ -28,7 +28,7 @@ def test_kube_system_and_critical_pods_are_not_preempted():
         ),
     ]
     pgs = [podgroup("sys", namespace="kube-system", phase="Running"), podgroup("crit", phase="Running")]
-    sim = SimCluster(
+    sim = InProcessCluster(
         CONF,
         nodes=[node("n1", cpu="4")],
         pods=pods,

@@ -2,7 +2,7 @@
 
 import logging
 
-from caldera.hack.scenario import SimCluster, cluster, node, pod, podgroup, queue, run_session
+from caldera.hack.scenario import InProcessCluster, cluster, node, pod, podgroup, queue, run_session
 
 
 def two_queue_jobs(n=16):
@@ -15,7 +15,7 @@ def two_queue_jobs(n=16):
 def test_two_queues_with_weights_one_to_three_converge_to_one_to_three_shares():
     pgs, pods = two_queue_jobs()
     nodes = [node(f"n{i}", cpu="4", memory="64Gi") for i in range(4)]  # 16 cpu, 32 asked
-    sim = SimCluster(
+    sim = InProcessCluster(
         nodes=nodes, queues=[queue("a", weight=1), queue("b", weight=3)], podgroups=pgs, pods=pods
     )
     for _ in range(3):
@@ -56,7 +56,7 @@ def test_a_cluster_with_zero_nodes_gives_no_share_and_no_crash():
 
 def test_nodes_arriving_after_queues_are_used_as_soon_as_they_come():
     pgs, pods = two_queue_jobs(2)
-    sim = SimCluster(
+    sim = InProcessCluster(
         queues=[queue("a", guarantee={"cpu": "3"}), queue("b", guarantee={"cpu": "3"})],
         podgroups=pgs,
         pods=pods,
