@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from caldera.framework.model import GROUP_NAME_ANNOTATION
 from caldera.hack.sim import SimCluster
 from caldera.hack.sim.controllers import RUN_SECONDS_ANNOTATION
 from caldera.hack.sim.resources import PODS, resource
@@ -184,7 +185,7 @@ async def _drive(
                             "name": pod,
                             "namespace": "default",
                             "annotations": {
-                                "scheduling.k8s.io/group-name": name,
+                                GROUP_NAME_ANNOTATION: name,
                                 RUN_SECONDS_ANNOTATION: f"{seconds:.1f}",
                             },
                         },

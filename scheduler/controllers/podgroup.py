@@ -16,13 +16,12 @@ import logging
 import msgspec
 
 from caldera.cache.client import ApiClient, ApiError
+from caldera.framework.model import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION
 from caldera.scheduler.controllers.api import BoundedCalls
 from caldera.scheduler.controllers.state import (
-    GROUP_NAME_ANNOTATION,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MIN_MEMBER_ANNOTATION,
-    QUEUE_NAME_ANNOTATION,
     ControllerState,
     PgKey,
     Pod,

@@ -14,12 +14,11 @@ from typing import Generic, TypeVar
 
 import msgspec
 
+from caldera.framework.model import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION
 from caldera.framework.objects import ObjectMeta, OwnerReference
 
 log = logging.getLogger("caldera.controllers")
 
-GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
-QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
 #: PodGroups the PodGroup controller created (and so may delete) carry this label.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from caldera.cache.client import ApiError
+from caldera.framework.model import GROUP_NAME_ANNOTATION
 from caldera.hack.sim.errors import ApiError as SimApiError
 from caldera.hack.sim.resources import resource
 from caldera.scheduler.controllers import Controllers
@@ -23,7 +24,6 @@ from caldera.scheduler.controllers import Controllers
 from .conftest import SCHEDULER, Api, eventually, needs_sim
 
 PODGROUPS = resource("podgroups", "scheduling.volcano.sh")
-GROUP = "scheduling.k8s.io/group-name"
 FLIPS = 200
 PERIOD = 0.1
 
@@ -143,14 +143,14 @@ async def test_flipping_a_deployment_never_strands_a_pod(sim: Any, api: Api, sta
                     f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{api.ns}/podgroups"
                 )
             }
-            wanted = {(p["metadata"].get("annotations") or {}).get(GROUP) for p in pods}
+            wanted = {(p["metadata"].get("annotations") or {}).get(GROUP_NAME_ANNOTATION) for p in pods}
             return None not in wanted and wanted == set(groups)
 
         # No PodGroup is left without pods, and none is missing for an existing pod.
         await eventually(consistent, timeout=5.0)
         pods = await api.pods()
         for pod in pods:
-            group = pod["metadata"]["annotations"][GROUP]
+            group = pod["metadata"]["annotations"][GROUP_NAME_ANNOTATION]
             job = app.cache.jobs.get(f"{api.ns}/{group}")
             assert job is not None, f"the scheduler's cache lost the job of {pod['metadata']['name']}"
             assert pod["metadata"]["uid"] in job.tasks
@@ -180,5 +180,5 @@ async def test_the_binary_runs_no_controllers_when_told_not_to(api: Api, start_s
     await asyncio.sleep(0.5)
     assert running.app.controllers is None
     pod = await api.get(f"/api/v1/namespaces/{api.ns}/pods/plain")
-    assert GROUP not in (pod["metadata"].get("annotations") or {})
+    assert GROUP_NAME_ANNOTATION not in (pod["metadata"].get("annotations") or {})
     assert not (await api.node_of())["plain"], "without a PodGroup the pod waits"

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from caldera.framework.model import GROUP_NAME_ANNOTATION
 from caldera.hack.sim.resources import PODS, resource
 from caldera.scheduler.controllers import Controllers
-from caldera.scheduler.controllers.state import GROUP_NAME_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, PodGroup
+from caldera.scheduler.controllers.state import MANAGED_BY, MANAGED_BY_LABEL, PodGroup
 from caldera.scheduler.controllers.state import Meta as LeanMeta
 
 GROUP = GROUP_NAME_ANNOTATION

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from caldera.framework.model import GROUP_NAME_ANNOTATION
 from caldera.hack.sim.resources import resource
-from caldera.scheduler.controllers.state import GROUP_NAME_ANNOTATION, QUEUE_FINALIZER
+from caldera.scheduler.controllers.state import QUEUE_FINALIZER
 
 QUEUES = resource("queues", "scheduling.volcano.sh")
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
