@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
 
 from caldera.hack.workload.manifests import (
     IB_LABEL,
     WORKLOAD_LABEL,
     deployment_manifest,
+    gang_manifests,
     node_manifest,
     pod_manifest,
-    podgroup_manifest,
     queue_manifest,
 )
 from caldera.hack.workload.plan import Action, ClusterShape, Generator
@@ -46,27 +45,21 @@ class GangJobs(Generator):
             job = f"{self.name}-{i:05d}"
             queue = rng.choice(self.queues)
             run = self.run_seconds(rng)
-            objs: list[dict[str, Any]] = [
-                podgroup_manifest(job, self.namespace, size, workload=self.name, queue=queue)
-            ]
             tolerations = (
                 [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}] if gpu else None
             )
-            for k in range(size):
-                objs.append(
-                    pod_manifest(
-                        f"{job}-{k}",
-                        self.namespace,
-                        workload=self.name,
-                        job=job,
-                        group=job,
-                        queue=queue,
-                        requests=req,
-                        limits={"nvidia.com/gpu": req["nvidia.com/gpu"]} if gpu else None,
-                        tolerations=tolerations,
-                        run_seconds=run,
-                    )
-                )
+            objs = gang_manifests(
+                job,
+                self.namespace,
+                size,
+                workload=self.name,
+                group={"queue": queue},
+                queue=queue,
+                requests=req,
+                limits={"nvidia.com/gpu": req["nvidia.com/gpu"]} if gpu else None,
+                tolerations=tolerations,
+                run_seconds=run,
+            )
             out.append(Action(at, 0, "submit", self.name, objs))
         return out
 
@@ -88,27 +81,15 @@ class MpiJobs(Generator):
                 size = max(2, per_group_cpu // (2 * cpu))
             job = f"{self.name}-{i:05d}"
             run = self.run_seconds(rng)
-            objs: list[dict[str, Any]] = [
-                podgroup_manifest(
-                    job,
-                    self.namespace,
-                    size,
-                    workload=self.name,
-                    network_topology={"mode": "hard", "highestTierAllowed": 1},
-                )
-            ]
-            for k in range(size):
-                objs.append(
-                    pod_manifest(
-                        f"{job}-{k}",
-                        self.namespace,
-                        workload=self.name,
-                        job=job,
-                        group=job,
-                        requests={"cpu": str(cpu), "memory": f"{cpu * 2}Gi"},
-                        run_seconds=run,
-                    )
-                )
+            objs = gang_manifests(
+                job,
+                self.namespace,
+                size,
+                workload=self.name,
+                group={"network_topology": {"mode": "hard", "highestTierAllowed": 1}},
+                requests={"cpu": str(cpu), "memory": f"{cpu * 2}Gi"},
+                run_seconds=run,
+            )
             out.append(Action(at, 0, "submit", self.name, objs))
         return out
 
@@ -169,24 +150,16 @@ class HighPriority(Generator):
             job = f"{self.name}-{i:05d}"
             run = self.run_seconds(rng)
             cpu = str(rng.choice((8, 16, 24)))
-            objs: list[dict[str, Any]] = [
-                podgroup_manifest(
-                    job, self.namespace, size, workload=self.name, priority_class=HIGH_PRIORITY_CLASS
-                )
-            ]
-            for k in range(size):
-                objs.append(
-                    pod_manifest(
-                        f"{job}-{k}",
-                        self.namespace,
-                        workload=self.name,
-                        job=job,
-                        group=job,
-                        requests={"cpu": cpu, "memory": "16Gi"},
-                        priority_class=HIGH_PRIORITY_CLASS,
-                        run_seconds=run,
-                    )
-                )
+            objs = gang_manifests(
+                job,
+                self.namespace,
+                size,
+                workload=self.name,
+                group={"priority_class": HIGH_PRIORITY_CLASS},
+                requests={"cpu": cpu, "memory": "16Gi"},
+                priority_class=HIGH_PRIORITY_CLASS,
+                run_seconds=run,
+            )
             out.append(Action(at, 0, "submit", self.name, objs))
         return out
 

@@ -87,6 +87,17 @@ def podgroup_manifest(
     }
 
 
+def gang_manifests(
+    job: str, ns: str, size: int, *, workload: str, group: dict[str, Any] | None = None, **pod: Any
+) -> list[dict[str, Any]]:
+    """A job as a gang: its PodGroup of min member `size` (`group`: podgroup_manifest's queue, priority_class,
+    network_topology), then its `size` pods `<job>-0`, `<job>-1`... in that group (`pod`: pod_manifest's
+    requests, limits, queue, priority_class, tolerations, run_seconds)."""
+    return [podgroup_manifest(job, ns, size, workload=workload, **(group or {}))] + [
+        pod_manifest(f"{job}-{k}", ns, workload=workload, job=job, group=job, **pod) for k in range(size)
+    ]
+
+
 def queue_manifest(name: str, weight: int = 1, guarantee: dict[str, str] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"weight": weight, "reclaimable": True}
     if guarantee:
