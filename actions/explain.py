@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from caldera.actions.helpers import resource_reasons
+from caldera.actions.helpers import gated_message, resource_reasons
 from caldera.actions.topology import TopologyDecision, session_topology
 from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
 from caldera.framework.quantity import format_quantity
@@ -120,6 +120,11 @@ def explain_session(
         pending = job.count(TaskStatus.PENDING)
         if not pending and not job.job_fit_error:
             continue
+        if job.waits_for_gates():
+            # Gated, not unschedulable: the gang waits for its pods' gates (actions/helpers.job_valid),
+            # whatever else a plugin said about it this cycle.
+            job.job_fit_error = gated_message(job)
+            job.fit_errors.clear()
         if not job.job_fit_error and not job.fit_errors:
             held = _queue_hold(ssn, job)
             if held is None:
@@ -171,6 +176,7 @@ def explain_job(
         "valid": job.valid_task_num(),
         "min_task_member": dict(job.task_min_available),
     }
+    gated = sorted(job.gated_tasks(), key=lambda t: t.name)
     doc: dict[str, Any] = {
         "namespace": job.namespace,
         "name": job.name,
@@ -181,6 +187,7 @@ def explain_job(
         "queue_state": queue_state,
         "roles": roles,
         "topology": topology,
+        "gated": [{"pod": t.name, "gates": t.gates} for t in gated],
     }
     doc["suggestion"] = _suggestion(ssn, job, doc)
     return doc
@@ -247,6 +254,8 @@ def _human_capped(capability: Resource | None, real: Resource) -> str:
 def _roles(ssn: Session, job: JobInfo, cache: dict[bytes, dict[str, Any]]) -> list[dict[str, Any]]:
     by_role: dict[str, list[TaskInfo]] = {}
     for task in job.tasks_in(TaskStatus.PENDING):
+        if task.gated:
+            continue  # not evaluated against nodes: it is not in the scheduling queue at all
         by_role.setdefault(task.role, []).append(task)
     out = []
     for role, tasks in sorted(by_role.items()):
@@ -339,6 +348,9 @@ def _suggestion(ssn: Session, job: JobInfo, doc: dict[str, Any]) -> str:
         return f"create queue {job.queue} or submit the job to an existing queue"
     if qs["held"] and qs["state"] not in ("", "Open"):
         return f"open queue {job.queue} (it is {qs['state']})"
+    if doc["gated"] and job.waits_for_gates():
+        gates = sorted({g for t in doc["gated"] for g in t["gates"]})
+        return f"remove the scheduling gates ({', '.join(gates)}) from the gated pods; the gang waits for them"
     if gang["valid"] < job.min_available:
         missing = job.min_available - gang["valid"]
         return (

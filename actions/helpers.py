@@ -62,17 +62,38 @@ def job_considered(ssn: Session, job: JobInfo) -> QueueInfo | None:
     return queue
 
 
+def gated_message(job: JobInfo) -> str:
+    """``2/4 tasks in gang are waiting for scheduling gates: pod a (gates: x, y), pod b (gates: x)``."""
+    gated = sorted(job.gated_tasks(), key=lambda t: t.name)
+    shown = ", ".join(f"pod {t.name} (gates: {', '.join(t.gates)})" for t in gated[:5])
+    more = f" and {len(gated) - 5} more" if len(gated) > 5 else ""
+    return (
+        f"{len(gated)}/{len(job.tasks)} tasks in gang are waiting for scheduling gates: {shown}{more}; "
+        f"pod group is not ready, {job.ready_task_num()} ready, {job.min_available} minAvailable"
+    )
+
+
 def job_valid(ssn: Session, job: JobInfo) -> bool:
     result = ssn.job_valid(job)
     if result is not None:
         job.job_fit_error = result.message or result.reason
         return False
+    # A gang that needs gated pods waits whole: nothing of it is placed, no room is taken by
+    # preempt or reclaim (Volcano's actions skip ``task.SchGated`` tasks; here the gang as a whole).
+    if job.waits_for_gates():
+        job.job_fit_error = gated_message(job)
+        return False
     return True
 
 
 def pending_tasks(ssn: Session, job: JobInfo, best_effort: bool = False) -> list[TaskInfo]:
-    """The job's pending tasks with (or without) requests, in task order."""
-    tasks = [t for t in job.tasks_in(TaskStatus.PENDING) if t.best_effort == best_effort]
+    """The job's pending tasks with (or without) requests, in task order; gated pods are left out
+    (kube-scheduler's SchedulingGates PreEnqueue, Volcano's ``if task.SchGated { continue }``)."""
+    tasks = [
+        t
+        for t in job.tasks_in(TaskStatus.PENDING)
+        if t.best_effort == best_effort and not t.pod.spec.scheduling_gates
+    ]
     if len(tasks) > 1:
         tasks.sort(key=ssn.task_key)
     return tasks

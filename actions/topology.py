@@ -126,7 +126,7 @@ def job_requirement(job: JobInfo, settings: TopologySettings) -> Requirement | N
 # a simple per-job placer (the allocate action passes its own)
 # ------------------------------------------------------------------------------------------------
 def _pending(ssn: Session, job: JobInfo) -> list[TaskInfo]:
-    tasks = list(job.tasks_in(TaskStatus.PENDING))
+    tasks = [t for t in job.tasks_in(TaskStatus.PENDING) if not t.pod.spec.scheduling_gates]
     if len(tasks) > 1:
         tasks.sort(key=ssn.task_key)
     return tasks

@@ -17,7 +17,19 @@ import msgspec
 from caldera.cache.client import ApiClient
 from caldera.cache.store import ClusterCache
 from caldera.cache.watch import Reflector
-from caldera.framework.objects import HyperNode, Node, Pod, PodGroup, PriorityClass, Queue
+from caldera.framework.objects import (
+    CSINode,
+    HyperNode,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    StorageClass,
+)
 from caldera.framework.supervise import stop_workers, supervise
 
 log = logging.getLogger("caldera.informer")
@@ -31,7 +43,23 @@ PATHS: dict[str, str] = {
     "queues": "/apis/scheduling.volcano.sh/v1beta1/queues",
     "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "hypernodes": "/apis/topology.volcano.sh/v1alpha1/hypernodes",
+    "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
+    "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
+    "persistentvolumes": "/api/v1/persistentvolumes",
+    "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
+    "csinodes": "/apis/storage.k8s.io/v1/csinodes",
 }
+#: kinds a cluster may not serve (a CRD not installed): a 404 on list counts as "none of them"
+OPTIONAL = frozenset(
+    {
+        "hypernodes",
+        "poddisruptionbudgets",
+        "persistentvolumeclaims",
+        "persistentvolumes",
+        "storageclasses",
+        "csinodes",
+    }
+)
 
 
 class ConfigMapMeta(msgspec.Struct, rename="camel", frozen=True):
@@ -138,6 +166,13 @@ class Informers:
                 c.upsert_priority_class, c.delete_priority_class, on_change=on_change
             ),
             "hypernodes": KindHandler(c.upsert_hypernode, c.delete_hypernode, on_change=on_change),
+            "poddisruptionbudgets": KindHandler(c.upsert_pdb, c.delete_pdb, on_change=on_change),
+            "persistentvolumeclaims": KindHandler(c.upsert_pvc, c.delete_pvc, on_change=on_change),
+            "persistentvolumes": KindHandler(c.upsert_pv, c.delete_pv, on_change=on_change),
+            "storageclasses": KindHandler(
+                c.upsert_storage_class, c.delete_storage_class, on_change=on_change
+            ),
+            "csinodes": KindHandler(c.upsert_csinode, c.delete_csinode, on_change=on_change),
         }
         kinds: dict[str, type] = {
             "pods": Pod,
@@ -146,6 +181,11 @@ class Informers:
             "queues": Queue,
             "priorityclasses": PriorityClass,
             "hypernodes": HyperNode,
+            "poddisruptionbudgets": PodDisruptionBudget,
+            "persistentvolumeclaims": PersistentVolumeClaim,
+            "persistentvolumes": PersistentVolume,
+            "storageclasses": StorageClass,
+            "csinodes": CSINode,
         }
         self.reflectors: dict[str, Reflector[Any]] = {
             name: Reflector(
@@ -156,7 +196,7 @@ class Informers:
                 name=name,
                 watch_timeout=watch_timeout,
                 on_event=on_event,
-                optional=name == "hypernodes",
+                optional=name in OPTIONAL,
             )
             for name in PATHS
         }

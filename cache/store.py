@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -24,9 +25,22 @@ from caldera.framework.model import (
     TaskInfo,
     TaskStatus,
     node_ready,
+    task_status_of,
 )
 from caldera.framework.nodetable import NodeTable
-from caldera.framework.objects import HyperNode, Node, Pod, PodGroup, PriorityClass, Queue
+from caldera.framework.objects import (
+    CSINode,
+    HyperNode,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    StorageClass,
+)
 from caldera.framework.resource import Resource, ResourceError
 from caldera.framework.session import SessionResult
 from caldera.framework.snapshot import Snapshot
@@ -67,6 +81,13 @@ class ClusterCache:
         self.default_priority = 0
         self._priority_revision = 0
         self.hypernodes: dict[str, HyperNode] = {}
+        #: policy/v1 PodDisruptionBudgets by namespace/name (read by the pdb plugin)
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
+        #: storage objects (the volume predicates and the binder's volume step read them)
+        self.pvcs: dict[str, PersistentVolumeClaim] = {}
+        self.pvs: dict[str, PersistentVolume] = {}
+        self.storage_classes: dict[str, StorageClass] = {}
+        self.csinodes: dict[str, CSINode] = {}
         #: every task the cache knows, ours or not, by pod uid
         self.tasks: dict[str, TaskInfo] = {}
         #: our pods whose PodGroup does not exist (yet), by job key
@@ -330,6 +351,51 @@ class ClusterCache:
             if pc.global_default:
                 self.default_priority = 0
 
+    def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
+        with self._lock:
+            self.revision += 1
+            self.pdbs[f"{pdb.metadata.namespace}/{pdb.metadata.name}"] = pdb
+
+    def delete_pdb(self, pdb: PodDisruptionBudget) -> None:
+        with self._lock:
+            self.revision += 1
+            self.pdbs.pop(f"{pdb.metadata.namespace}/{pdb.metadata.name}", None)
+
+    def _storage(self, kind: str, obj: Any, present: bool) -> None:
+        table: dict[str, Any] = getattr(self, kind)
+        meta = obj.metadata
+        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        with self._lock:
+            self.revision += 1
+            if present:
+                table[key] = obj
+            else:
+                table.pop(key, None)
+
+    def upsert_pvc(self, obj: PersistentVolumeClaim) -> None:
+        self._storage("pvcs", obj, True)
+
+    def delete_pvc(self, obj: PersistentVolumeClaim) -> None:
+        self._storage("pvcs", obj, False)
+
+    def upsert_pv(self, obj: PersistentVolume) -> None:
+        self._storage("pvs", obj, True)
+
+    def delete_pv(self, obj: PersistentVolume) -> None:
+        self._storage("pvs", obj, False)
+
+    def upsert_storage_class(self, obj: StorageClass) -> None:
+        self._storage("storage_classes", obj, True)
+
+    def delete_storage_class(self, obj: StorageClass) -> None:
+        self._storage("storage_classes", obj, False)
+
+    def upsert_csinode(self, obj: CSINode) -> None:
+        self._storage("csinodes", obj, True)
+
+    def delete_csinode(self, obj: CSINode) -> None:
+        self._storage("csinodes", obj, False)
+
     def upsert_hypernode(self, hn: HyperNode) -> None:
         with self._lock:
             self.revision += 1
@@ -408,6 +474,11 @@ class ClusterCache:
                 priority_classes=dict(self.priority_classes),
                 hypernodes=dict(self.hypernodes),
                 revision=self.revision,
+                pdbs=dict(self.pdbs),
+                pvcs=dict(self.pvcs),
+                pvs=dict(self.pvs),
+                storage_classes=dict(self.storage_classes),
+                csinodes=dict(self.csinodes),
             )
 
     # ------------------------------------------------------------------------------------------
@@ -454,6 +525,17 @@ class ClusterCache:
                 return False
             self.revision += 1
             self._set_status(task, TaskStatus.PENDING, "")
+            return True
+
+    def forget_eviction(self, task_uid: str) -> bool:
+        """An eviction was given up (a disruption budget kept refusing it): the pod, still there and
+        not being deleted, holds its node again as the pod's own state says."""
+        with self._lock:
+            task = self.tasks.get(task_uid)
+            if task is None or task.status != TaskStatus.RELEASING or task.pod.metadata.deletion_timestamp:
+                return False
+            self.revision += 1
+            self._set_status(task, task_status_of(task.pod), task.node_name)
             return True
 
     def confirm_bound(self, task_uid: str) -> None:

@@ -172,6 +172,8 @@ class CallbackRegistry:
         self._bulk_predicates: list[BulkPred] | None = None
         #: plugin → whether its bulk score is node-local
         self.score_locality: dict[str, Locality] = {}
+        #: plugin → part → (bulk score, its locality): the parts add up to the plugin's bulk score
+        self.score_parts: dict[str, dict[str, tuple[BulkScore, Locality]]] = {}
         self.event_handlers: list[EventHandler] = []
 
     def add_job_order_fn(self, name: str, fn: JobOrderFn) -> None:
@@ -238,11 +240,37 @@ class CallbackRegistry:
     def add_batch_node_order_fn(self, name: str, fn: BatchNodeOrderFn) -> None:
         self.batch_node_order_fns.add(name, fn)
 
-    def add_bulk_node_order_fn(self, name: str, fn: BulkScore, local: Locality = False) -> None:
+    def add_bulk_node_order_fn(
+        self, name: str, fn: BulkScore, local: Locality = False, part: str = ""
+    ) -> None:
         """A vectorised score over rows. ``local`` as for predicates: a row's score depends on that
-        node alone (no normalisation across the rows given)."""
-        self.bulk_node_order_fns.add(name, fn)
-        self.score_locality[name] = local
+        node alone (no normalisation across the rows given). One plugin may register several
+        ``part``s, each with its own locality; they add up to the plugin's score (so the placement
+        engine can cache the node-local parts and recompute only the others)."""
+        parts = self.score_parts.setdefault(name, {})
+        parts[part] = (fn, local)
+        self.score_locality[name] = local if len(parts) == 1 else False
+        if len(parts) == 1:
+            self.bulk_node_order_fns.add(name, fn)
+            return
+        fns = [f for f, _ in parts.values()]
+
+        def total(task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+            out = fns[0](task, rows)
+            for f in fns[1:]:
+                out = out + f(task, rows)
+            return out
+
+        self.bulk_node_order_fns.add(name, total)
+
+    def split_scores(self, task: TaskInfo) -> tuple[list[BulkScore], list[BulkScore]]:
+        """The enabled bulk score parts for this task: (node-local ones, the others)."""
+        local: list[BulkScore] = []
+        other: list[BulkScore] = []
+        for name in self.bulk_node_order_fns.enabled_plugins():
+            for fn, locality in self.score_parts.get(name, {}).values():
+                (local if is_local(locality, task) else other).append(fn)
+        return local, other
 
     def add_best_node_fn(self, name: str, fn: BestNodeFn) -> None:
         self.best_node_fns.add(name, fn)

@@ -86,6 +86,17 @@ def template_key(pod: Pod, req: Resource) -> bytes:
     """Pods with equal keys are interchangeable for every predicate and score (one equivalence class)."""
     spec = pod.spec
     ports = [p.host_port for c in spec.containers for p in c.ports if p.host_port]
+    # Inter-pod rules (affinity, topology spread) depend on the pod's namespace and labels too;
+    # the cluster's default spread constraints on its workload controller.
+    inter_pod = bool(
+        spec.affinity and (spec.affinity.pod_affinity or spec.affinity.pod_anti_affinity)
+    ) or bool(spec.topology_spread_constraints)
+    owner = ""
+    if not spec.topology_spread_constraints:
+        for ref in pod.metadata.owner_references:
+            if ref.controller and ref.kind in ("ReplicaSet", "StatefulSet", "ReplicationController"):
+                owner = ref.uid
+                break
     return _template_encoder.encode(
         (
             sorted(req.to_dict().items()),
@@ -93,12 +104,12 @@ def template_key(pod: Pod, req: Resource) -> bytes:
             spec.affinity,
             spec.tolerations,
             ports,
-            pod.metadata.namespace
-            if spec.affinity and (spec.affinity.pod_affinity or spec.affinity.pod_anti_affinity)
-            else "",
-            pod.metadata.labels
-            if spec.affinity and (spec.affinity.pod_affinity or spec.affinity.pod_anti_affinity)
-            else {},
+            pod.metadata.namespace if inter_pod or owner else "",
+            pod.metadata.labels if inter_pod else {},
+            spec.topology_spread_constraints,
+            owner,
+            # claims are per namespace: the volume predicates read them
+            [pod.metadata.namespace, spec.volumes] if spec.volumes else None,
         )
     )
 
@@ -206,6 +217,17 @@ class TaskInfo:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def gated(self) -> bool:
+        """A pending pod with scheduling gates (``spec.schedulingGates``): kube-scheduler's
+        SchedulingGates plugin (plugins/schedulinggates, ``PreEnqueue``) keeps it out of the
+        scheduling queue, so no action may place it, reserve room for it or bind it."""
+        return bool(self.pod.spec.scheduling_gates) and self.status == TaskStatus.PENDING
+
+    @property
+    def gates(self) -> list[str]:
+        return [g.name for g in self.pod.spec.scheduling_gates]
 
     def __repr__(self) -> str:
         return f"Task({self.namespace}/{self.name}, {self.status.name}, node={self.node_name or '-'})"
@@ -380,6 +402,31 @@ class JobInfo:
 
     def valid_task_num(self) -> int:
         return self.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED, TaskStatus.PENDING)
+
+    def gated_tasks(self) -> list[TaskInfo]:
+        """Pending tasks held by scheduling gates."""
+        bucket = self.by_status.get(TaskStatus.PENDING)
+        if not bucket:
+            return []
+        return [t for t in bucket.values() if t.pod.spec.scheduling_gates]
+
+    def waits_for_gates(self) -> bool:
+        """The gang cannot reach its minimum (or a role its own) without pods that are still gated:
+        it waits, without partial placement, until their gates are removed."""
+        gated = self.gated_tasks()
+        if not gated:
+            return False
+        if self.valid_task_num() - len(gated) < self.min_available:
+            return True
+        if self.task_min_available:
+            valid: dict[str, int] = {}
+            for t in self.tasks_in(
+                *ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED, TaskStatus.PENDING
+            ):
+                if not t.gated:
+                    valid[t.role] = valid.get(t.role, 0) + 1
+            return any(valid.get(role, 0) < need for role, need in self.task_min_available.items())
+        return False
 
     def ready_by_role(self, *extra: TaskStatus) -> dict[str, int]:
         out: dict[str, int] = {}

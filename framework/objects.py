@@ -132,6 +132,31 @@ class Toleration(_Base, frozen=True):
     toleration_seconds: int | None = None
 
 
+class PodSchedulingGate(_Base, frozen=True):
+    name: str = ""
+
+
+class TopologySpreadConstraint(_Base, frozen=True):
+    max_skew: int = 1
+    topology_key: str = ""
+    when_unsatisfiable: str = "DoNotSchedule"
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] = []
+
+
+class PersistentVolumeClaimVolumeSource(_Base, frozen=True):
+    claim_name: str = ""
+    read_only: bool = False
+
+
+class Volume(_Base, frozen=True):
+    name: str = ""
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+
+
 class PodSpec(_Base, frozen=True):
     node_name: str = ""
     scheduler_name: str = "default-scheduler"
@@ -144,6 +169,9 @@ class PodSpec(_Base, frozen=True):
     init_containers: list[Container] = []
     overhead: ResourceList = {}
     host_network: bool = False
+    scheduling_gates: list[PodSchedulingGate] = []
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
+    volumes: list[Volume] = []
 
 
 class PodCondition(_Base, frozen=True):
@@ -302,6 +330,112 @@ class HyperNode(_Base, frozen=True):
     spec: HyperNodeSpec = HyperNodeSpec()
 
 
+# --- policy/v1 PodDisruptionBudget -----------------------------------------------------------------
+class PodDisruptionBudgetSpec(_Base, frozen=True):
+    selector: LabelSelector | None = None
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+class PodDisruptionBudgetStatus(_Base, frozen=True):
+    disruptions_allowed: int = 0
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+    disrupted_pods: dict[str, str] = {}
+    observed_generation: int = 0
+
+
+class PodDisruptionBudget(_Base, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PodDisruptionBudgetSpec = PodDisruptionBudgetSpec()
+    status: PodDisruptionBudgetStatus = PodDisruptionBudgetStatus()
+
+
+# --- storage: PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode --------------------------
+class PersistentVolumeClaimSpec(_Base, frozen=True):
+    storage_class_name: str | None = None
+    volume_name: str = ""
+
+
+class PersistentVolumeClaimStatus(_Base, frozen=True):
+    phase: str = "Pending"
+
+
+class PersistentVolumeClaim(_Base, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PersistentVolumeClaimSpec = PersistentVolumeClaimSpec()
+    status: PersistentVolumeClaimStatus = PersistentVolumeClaimStatus()
+
+
+class VolumeNodeAffinity(_Base, frozen=True):
+    required: NodeSelector | None = None
+
+
+class CSIPersistentVolumeSource(_Base, frozen=True):
+    driver: str = ""
+    volume_handle: str = ""
+
+
+class ObjectReference(_Base, frozen=True):
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+
+
+class PersistentVolumeSpec(_Base, frozen=True):
+    storage_class_name: str = ""
+    node_affinity: VolumeNodeAffinity | None = None
+    csi: CSIPersistentVolumeSource | None = None
+    claim_ref: ObjectReference | None = None
+
+
+class PersistentVolumeStatus(_Base, frozen=True):
+    phase: str = "Pending"
+
+
+class PersistentVolume(_Base, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PersistentVolumeSpec = PersistentVolumeSpec()
+    status: PersistentVolumeStatus = PersistentVolumeStatus()
+
+
+class TopologySelectorLabelRequirement(_Base, frozen=True):
+    key: str = ""
+    values: list[str] = []
+
+
+class TopologySelectorTerm(_Base, frozen=True):
+    match_label_expressions: list[TopologySelectorLabelRequirement] = []
+
+
+class StorageClass(_Base, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    provisioner: str = ""
+    volume_binding_mode: str = "Immediate"
+    allowed_topologies: list[TopologySelectorTerm] = []
+
+
+class VolumeNodeResources(_Base, frozen=True):
+    count: int | None = None
+
+
+class CSINodeDriver(_Base, frozen=True):
+    name: str = ""
+    node_id: str = ""
+    allocatable: VolumeNodeResources | None = None
+
+
+class CSINodeSpec(_Base, frozen=True):
+    drivers: list[CSINodeDriver] = []
+
+
+class CSINode(_Base, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: CSINodeSpec = CSINodeSpec()
+
+
 # --- decoding --------------------------------------------------------------------------------------
 T = TypeVar("T", bound=_Base)
 
@@ -312,6 +446,11 @@ KINDS: dict[str, type[_Base]] = {
     "Queue": Queue,
     "PriorityClass": PriorityClass,
     "HyperNode": HyperNode,
+    "PodDisruptionBudget": PodDisruptionBudget,
+    "PersistentVolumeClaim": PersistentVolumeClaim,
+    "PersistentVolume": PersistentVolume,
+    "StorageClass": StorageClass,
+    "CSINode": CSINode,
 }
 
 _decoders: dict[type, msgspec.json.Decoder[Any]] = {}

@@ -10,15 +10,20 @@ never node by node in Python, and cached at two levels:
   pod of that template re-evaluates only those rows (:meth:`PlacementEngine.best_placement`). So per-pod
   work grows with the nodes that changed since the template was last placed, not with the cluster.
 
-Predicates that are not node-local (pod affinity across a topology, spread) force a full evaluation of
-the rows asked for; per-node Python predicates and scores work but leave the fast path.
+Predicates and score parts that are not node-local for a task (inter-pod affinity across a topology,
+topology spread: a pod placed on one node changes the answer for others) are laid over the cached
+node-local results on every call (:meth:`PlacementEngine._overlay`), evaluated on the rows the cache
+lets through; the cache of such a template is keyed without what the overlay reads (labels,
+namespace, spread constraints, pod affinity terms), so templates that differ only there share it.
+Per-node Python predicates and scores work but leave the fast path.
 """
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 
-from caldera.framework.callbacks import BulkPred, CallbackRegistry, is_local
+from caldera.framework.callbacks import BulkPred, BulkScore, CallbackRegistry, is_local
 from caldera.framework.model import NodeInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
 
@@ -46,6 +51,8 @@ class PlacementEngine:
         self._static_masks: dict[bytes, np.ndarray] = {}
         self._placements: dict[bytes, _Placement] = {}
         self._incremental: dict[bytes, bool] = {}
+        self._overlays: dict[bytes, tuple[bytes, list[BulkPred], list[BulkScore]]] = {}
+        self._score_split: dict[bytes, tuple[list[BulkScore], list[BulkScore]]] = {}
         order = sorted(range(table.rows), key=lambda r: table.names[r])
         #: each row's rank by node name: ties between equal scores go to the name that sorts first
         self.name_rank = np.empty(table.rows, dtype=np.int64)
@@ -80,17 +87,22 @@ class PlacementEngine:
         return ""
 
     def feasible_mask(
-        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True
+        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True, local_only: bool = False
     ) -> np.ndarray:
         """Which of ``rows`` (default: every node) pass every predicate, as a boolean mask.
-        ``resources=False`` leaves out the predicates that only check free resources (preemption)."""
+        ``resources=False`` leaves out the predicates that only check free resources (preemption);
+        ``local_only`` the dynamic ones that are not node-local for this task (:meth:`_overlay`)."""
         if rows is None:
             rows = self.all_rows
             mask = self.static_mask(task).copy()
         else:
             mask = self.static_mask(task)[rows]
         dynamic = [
-            bp for bp in self.callbacks.bulk_predicates() if not bp.static and (resources or not bp.resource)
+            bp
+            for bp in self.callbacks.bulk_predicates()
+            if not bp.static
+            and (resources or not bp.resource)
+            and (not local_only or is_local(bp.local, task))
         ]
         if dynamic:
             passing = int(np.count_nonzero(mask))
@@ -184,9 +196,14 @@ class PlacementEngine:
         return counts
 
     # -- scores ------------------------------------------------------------------------------------
-    def node_scores(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
-        """Sum of every enabled node-order score for each of ``rows``."""
+    def node_scores(self, task: TaskInfo, rows: np.ndarray, local_only: bool = False) -> np.ndarray:
+        """Sum of every enabled node-order score for each of ``rows`` (``local_only``: the node-local
+        bulk score parts alone, see :meth:`_overlay`)."""
         scores = np.zeros(len(rows))
+        if local_only:
+            for part in self._local_scores(task)[0]:
+                scores += part(task, rows)
+            return scores
         for bulk in self.callbacks.bulk_node_order_fns.flat():
             scores += bulk(task, rows)
         scalar = self.callbacks.node_order_fns.flat()
@@ -223,7 +240,9 @@ class PlacementEngine:
 
     # -- choosing a node ----------------------------------------------------------------------------
     def _incremental_ok(self, task: TaskInfo) -> bool:
-        """Whether every predicate and score for this task is node-local and vectorised."""
+        """Whether every predicate and score for this task is vectorised (no per-node callbacks):
+        then node-local parts are cached per template and patched row by row, and the parts that
+        are not node-local are laid over them on each call (:meth:`_overlay`)."""
         key = task.template
         ok = self._incremental.get(key)
         if ok is None:
@@ -233,20 +252,56 @@ class PlacementEngine:
                 or self.callbacks.batch_node_order_fns.flat()
                 or self.callbacks.best_node_fns.flat()
             )
-            if ok:
-                ok = all(bp.static or is_local(bp.local, task) for bp in self.callbacks.bulk_predicates())
-            if ok:
-                locality = self.callbacks.score_locality
-                ok = all(
-                    is_local(locality.get(name, False), task)
-                    for name in self.callbacks.bulk_node_order_fns.enabled_plugins()
-                )
             self._incremental[key] = ok
         return ok
 
-    def _placement_entry(self, task: TaskInfo) -> _Placement:
+    def _local_scores(self, task: TaskInfo) -> tuple[list[BulkScore], list[BulkScore]]:
+        """The enabled bulk score parts for this task: (node-local ones, the others); per template."""
+        got = self._score_split.get(task.template) if task.template else None
+        if got is None:
+            got = self.callbacks.split_scores(task)
+            if task.template:
+                self._score_split[task.template] = got
+        return got
+
+    def _overlay(self, task: TaskInfo) -> tuple[bytes, list[BulkPred], list[BulkScore]]:
+        """The dynamic predicates and the score parts that are not node-local for this task: a pod
+        placed on one node changes their answer for others (its topology domain, a global minimum,
+        a normalisation), so they are evaluated afresh on every call instead of cached. Also the
+        key of the task's cached node-local results: templates that differ only in what the
+        overlay reads (labels, namespace, spread constraints, pod affinity terms) share them."""
+        got = self._overlays.get(task.template)
+        if got is None:
+            preds = [
+                bp
+                for bp in self.callbacks.bulk_predicates()
+                if not bp.static and not is_local(bp.local, task)
+            ]
+            scores = self._local_scores(task)[1]
+            spec = task.pod.spec
+            if preds or scores:
+                node_affinity = spec.affinity.node_affinity if spec.affinity else None
+                ports = [p.host_port for c in spec.containers for p in c.ports if p.host_port]
+                key = _key_encoder.encode(
+                    (
+                        sorted(task.init_resreq.to_dict().items()),
+                        spec.node_selector,
+                        node_affinity,
+                        spec.tolerations,
+                        ports,
+                        [task.namespace, spec.volumes] if spec.volumes else None,
+                        [id(bp) for bp in preds],
+                        [id(fn) for fn in scores],
+                    )
+                )
+            else:
+                key = task.template
+            got = self._overlays[task.template] = (key, preds, scores)
+        return got
+
+    def _placement_entry(self, task: TaskInfo, key: bytes) -> _Placement:
         table = self.table
-        entry = self._placements.get(task.template)
+        entry = self._placements.get(key)
         log = table.log
         if entry is not None and entry.version == table.version:
             return entry
@@ -256,41 +311,68 @@ class PlacementEngine:
             and table.version - entry.version <= max(8, table.rows // 16)
         ):
             changed = np.unique(np.asarray(log[len(log) - (table.version - entry.version) :], dtype=np.intp))
-            entry.feasible[changed] = self.feasible_mask(task, changed)
+            entry.feasible[changed] = self.feasible_mask(task, changed, local_only=True)
             entry.now[changed] = table.fits(task.init_resreq, changed, future=False)
-            entry.scores[changed] = self.node_scores(task, changed)
+            entry.scores[changed] = self.node_scores(task, changed, local_only=True)
             entry.version = table.version
             return entry
         rows = self.all_rows
-        feasible = self.feasible_mask(task)
+        feasible = self.feasible_mask(task, local_only=True)
         if not self.checks_resources:
             feasible &= table.fits(task.init_resreq, rows)
         entry = _Placement(
             feasible,
             table.fits(task.init_resreq, rows, future=False),
-            self.node_scores(task, rows),
+            self.node_scores(task, rows, local_only=True),
             table.version,
         )
-        self._placements[task.template] = entry
+        self._placements[key] = entry
         return entry
 
     def best_placement(self, task: TaskInfo, rows: np.ndarray | None = None) -> tuple[int, bool] | None:
         """The best node for a task: (row, True) when it fits the node's idle resources now, (row,
         False) when only once releasing pods are gone (pipeline), None when no node passes.
 
-        For a pod template whose predicates and scores are all node-local, results are cached for
-        the session and patched only on the rows that changed since: per-pod work independent of
-        the node count."""
+        For a pod template whose predicates and scores are all vectorised, node-local results are
+        cached for the session and patched only on the rows that changed since (per-pod work
+        independent of the node count); the rest (:meth:`_overlay`) is evaluated on the rows the
+        cache lets through, giving the same answer as a full evaluation."""
         if rows is None and self._incremental_ok(task):
-            entry = self._placement_entry(task)
-            now = entry.feasible & entry.now
+            key, preds, extra_scores = self._overlay(task)
+            entry = self._placement_entry(task, key)
+            feasible = entry.feasible
+            if preds:
+                passing = int(np.count_nonzero(feasible))
+                if passing * 2 > len(feasible):
+                    # most nodes left: evaluate over every row (column views, no gathers)
+                    feasible = feasible.copy()
+                    for bp in preds:
+                        feasible &= bp.fn(task, self.all_rows)
+                elif passing:
+                    cand = np.flatnonzero(feasible)
+                    ok = np.ones(len(cand), dtype=bool)
+                    for bp in preds:
+                        ok &= bp.fn(task, cand)
+                        if not ok.any():
+                            break
+                    feasible = feasible.copy()
+                    feasible[cand[~ok]] = False
+            now = feasible & entry.now
             allocate = bool(now.any())
-            pick = now if allocate else entry.feasible
+            pick = now if allocate else feasible
             if not allocate and not pick.any():
                 return None
-            scores = np.where(pick, entry.scores, -np.inf)
-            top = scores.max()
-            ties = np.flatnonzero(scores >= top)
+            if extra_scores:
+                picked = np.flatnonzero(pick)
+                sub = entry.scores[picked]
+                for fn in extra_scores:
+                    sub = sub + fn(task, picked)
+                top = sub.max()
+                ties = picked[sub >= top]
+            else:
+                scores = np.where(pick, entry.scores, -np.inf)
+                top = scores.max()
+                ties = np.flatnonzero(scores >= top)
             best = int(ties[0]) if len(ties) == 1 else int(ties[np.argmin(self.name_rank[ties])])
             return best, allocate
         cand = self.feasible_rows(task, rows)
@@ -302,3 +384,6 @@ class PlacementEngine:
         allocate = bool(fits_now.any())
         pick = cand[fits_now] if allocate else cand
         return self.best_row(task, pick, self.node_scores(task, pick)), allocate
+
+
+_key_encoder = msgspec.json.Encoder()

@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo
 from caldera.framework.nodetable import NodeTable
-from caldera.framework.objects import HyperNode
+from caldera.framework.objects import (
+    CSINode,
+    HyperNode,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    PodDisruptionBudget,
+    StorageClass,
+)
 
 
 @dataclass
@@ -18,6 +25,13 @@ class Snapshot:
     priority_classes: dict[str, int] = field(default_factory=dict)
     hypernodes: dict[str, HyperNode] = field(default_factory=dict)
     revision: int = 0
+    #: policy/v1 PodDisruptionBudgets by namespace/name (immutable objects, shared)
+    pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    #: storage, for the volume predicates: claims by namespace/name, volumes, classes and CSI nodes by name
+    pvcs: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
+    pvs: dict[str, PersistentVolume] = field(default_factory=dict)
+    storage_classes: dict[str, StorageClass] = field(default_factory=dict)
+    csinodes: dict[str, CSINode] = field(default_factory=dict)
 
     @property
     def node_list(self) -> list[NodeInfo]:

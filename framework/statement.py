@@ -58,6 +58,9 @@ class Statement:
         job = self.ssn.jobs.get(task.job)
         if job is None or job.tasks.get(task.uid) is not task:
             raise StatementError(f"task {task.key} is not a task of job {task.job!r} in this session")
+        if task.pod.spec.scheduling_gates:
+            # The last line of defence: whatever an action decided, a gated pod takes no room.
+            raise StatementError(f"task {task.key} has scheduling gates and cannot be placed")
         record = Operation(op, task, node_name, task.status, task.node_name)
         job.update_task_status(task, status)
         task.node_name = node_name
@@ -96,12 +99,14 @@ class Statement:
             job.update_task_status(task, record.previous_status)
         else:
             task.status = record.previous_status
-        task.node_name = record.previous_node
         if record.op is Op.EVICT:
+            task.node_name = record.previous_node
             node.add_task(task)
             self.ssn._fire(True, task)
         else:
+            # handlers learn which node the task leaves (per-node and per-domain counts)
             self.ssn._fire(False, task)
+            task.node_name = record.previous_node
 
     def discard(self) -> None:
         """Undo every operation, newest first; the session is left exactly as before."""

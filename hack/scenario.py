@@ -87,7 +87,10 @@ def pod_dict(
     extra: dict[str, str] | None = None,
     limits: dict[str, str] | None = None,
     uid: str | None = None,
+    spec_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """A pod; ``spec_extra`` adds any other spec fields as written in a manifest (schedulingGates,
+    topologySpreadConstraints, volumes, ...)."""
     requests: dict[str, str] = {}
     if cpu is not None:
         requests["cpu"] = cpu
@@ -117,6 +120,7 @@ def pod_dict(
         spec["tolerations"] = tolerations
     if affinity:
         spec["affinity"] = affinity
+    spec.update(spec_extra or {})
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -245,7 +249,10 @@ def load(
     podgroups: Iterable[PodGroup] = (),
     queues: Iterable[Queue] = (),
     priority_classes: Iterable[PriorityClass] = (),
+    pdbs: Iterable[Any] = (),
 ) -> ClusterCache:
+    for pdb in pdbs:
+        cache.upsert_pdb(pdb)
     for pc in priority_classes:
         cache.upsert_priority_class(pc)
     for q in queues:
@@ -266,9 +273,32 @@ def cluster(
     queues: Iterable[Queue] = (),
     priority_classes: Iterable[PriorityClass] = (),
     scheduler_names: Iterable[str] = ("caldera",),
+    pdbs: Iterable[Any] = (),
 ) -> Snapshot:
     """A snapshot of a cache loaded with these objects."""
-    return load(ClusterCache(scheduler_names), nodes, pods, podgroups, queues, priority_classes).snapshot()
+    return load(
+        ClusterCache(scheduler_names), nodes, pods, podgroups, queues, priority_classes, pdbs
+    ).snapshot()
+
+
+def pdb(
+    name: str,
+    match_labels: dict[str, str],
+    allowed: int,
+    namespace: str = "default",
+    disrupted: Iterable[str] = (),
+) -> Any:
+    """A PodDisruptionBudget as its controller left it: ``allowed`` disruptions allowed now."""
+    from caldera.framework.objects import PodDisruptionBudget
+
+    return convert(
+        PodDisruptionBudget,
+        {
+            "metadata": {"name": name, "namespace": namespace, "uid": f"pdb-{name}"},
+            "spec": {"selector": {"matchLabels": match_labels}, "minAvailable": 1},
+            "status": {"disruptionsAllowed": allowed, "disruptedPods": {p: _ts() for p in disrupted}},
+        },
+    )
 
 
 # --- running cycles in tests ---------------------------------------------------------------------

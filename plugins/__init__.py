@@ -16,6 +16,7 @@ from caldera.plugins.gang import GangPlugin
 from caldera.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from caldera.plugins.nodeorder import NodeOrderPlugin
 from caldera.plugins.overcommit import OvercommitPlugin
+from caldera.plugins.pdb import PdbPlugin
 from caldera.plugins.predicates import PredicatesPlugin
 from caldera.plugins.priority import PriorityPlugin
 from caldera.plugins.proportion import ProportionPlugin
@@ -29,6 +30,7 @@ ALL: list[type[Plugin]] = [
     ProportionPlugin,
     PredicatesPlugin,
     NodeOrderPlugin,
+    PdbPlugin,
     BinpackPlugin,
     OvercommitPlugin,
     CapacityPlugin,

@@ -1,8 +1,12 @@
 """nodeorder: kube-scheduler's scores (0-100 each), times their ``*.weight`` arguments, vectorised.
 
 least requested, most requested, balanced allocation, preferred node affinity, taint toleration
-(PreferNoSchedule) and preferred inter-pod affinity/anti-affinity. Spec-only scores (node
-affinity, taints) are cached per pod template for the session.
+(PreferNoSchedule), inter-pod affinity (the pod's preferred affinity/anti-affinity terms counted
+per topology domain, and the placed pods' terms that match it, as interpodaffinity/scoring.go) and
+pod topology spread (plugins/spread.py). Spec-only scores (node affinity, taints) are cached per
+pod template for the session. Weights and defaults are Volcano's (nodeorder.go
+``calculateWeight``): leastrequested 1, mostrequested 0, balancedresource 1, nodeaffinity 2,
+podaffinity 2, tainttoleration 3, podtopologyspread 2.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from caldera.framework.model import TaskInfo
+from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
+from caldera.framework.objects import PodAffinityTerm
 from caldera.framework.plugin import Plugin
-from caldera.plugins.helpers import NodeIndex, node_index, term_mask, tolerates
+from caldera.plugins.helpers import NodeIndex, node_index, pod_matches_term, tolerates
+from caldera.plugins.spread import SpreadIndex, spread_index
 
 if TYPE_CHECKING:
     from caldera.framework.nodetable import NodeTable
@@ -75,22 +81,42 @@ class NodeOrderPlugin(Plugin):
         self.least = a.int("leastrequested.weight", 1)
         self.most = a.int("mostrequested.weight", 0)
         self.balanced = a.int("balancedresource.weight", 1)
-        self.node_affinity = a.int("nodeaffinity.weight", 1)
-        self.pod_affinity = a.int("podaffinity.weight", 1)
-        self.taint = a.int("tainttoleration.weight", 1)
+        # Volcano's defaults (nodeorder.go calculateWeight)
+        self.node_affinity = a.int("nodeaffinity.weight", 2)
+        self.pod_affinity = a.int("podaffinity.weight", 2)
+        self.taint = a.int("tainttoleration.weight", 3)
+        self.spread_weight = a.int("podtopologyspread.weight", 2)
         self.ssn = ssn
         self.idx: NodeIndex = node_index(ssn)
+        self.spread: SpreadIndex | None = spread_index(self.idx) if self.spread_weight else None
         self._static_cache: dict[bytes, np.ndarray] = {}
+        self._any_terms: bool | None = None
+        self._existing: dict[str, list[tuple[TaskInfo, int, PodAffinityTerm, float]]] | None = None
         ssn.add_bulk_node_order_fn(self.name, self.score, local=self._node_local)
+        if self.spread is not None:
+            spread = self.spread
+            ssn.add_bulk_node_order_fn(
+                self.name,
+                self.spread_scores,
+                local=lambda task: not spread.has_soft(task),
+                part="podtopologyspread",
+            )
 
     def _node_local(self, task: TaskInfo) -> bool:
-        """Scores depend on each node alone unless preferred pod affinity (normalised across nodes) applies."""
+        """Scores depend on each node alone unless inter-pod affinity scoring (counted per domain,
+        normalised across nodes) applies: the pod's own terms, or other pods' terms in the session."""
         aff = task.pod.spec.affinity
-        return (
-            not self.pod_affinity
-            or aff is None
-            or (aff.pod_affinity is None and aff.pod_anti_affinity is None)
-        )
+        if not self.pod_affinity:
+            return True
+        own = aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
+        return not own and not self._terms_in_session()
+
+    def spread_scores(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        """kube-scheduler's PodTopologySpread score (plugins/spread.py) times Volcano's
+        ``podtopologyspread.weight``; counted per domain and normalised across ``rows``."""
+        if self.spread is None or not self.spread.has_soft(task):
+            return np.zeros(len(rows))
+        return self.spread_weight * self.spread.scores(task, rows)
 
     def score(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         ssn = self.ssn
@@ -147,20 +173,127 @@ class NodeOrderPlugin(Plugin):
             return np.full(idx.rows, MAX_SCORE)
         return MAX_SCORE - count * MAX_SCORE / top
 
+    # -- inter-pod affinity (kube-scheduler's interpodaffinity/scoring.go) ---------------------------
+    def _terms_in_session(self) -> bool:
+        """Whether any pod of the session (placed or pending) carries inter-pod affinity terms that
+        could score another pod (preferred terms, or required affinity terms, which count with
+        kube-scheduler's hardPodAffinityWeight 1). If none does, the score is 0 for every pod
+        without terms of its own, and node-local."""
+        got = self._any_terms
+        if got is None:
+            got = False
+            for job in self.ssn.jobs.values():
+                if any(_scoring_terms(t) for t in job.tasks.values()):
+                    got = True
+                    break
+            if not got:
+                got = any(_scoring_terms(t) for n in self.ssn.node_list for t in n.tasks.values())
+            self._any_terms = got
+        return got
+
+    def _existing_terms(self) -> list[tuple[TaskInfo, int, PodAffinityTerm, float]]:
+        """(pod, row, term, signed weight) of the placed pods' scoring terms, kept in step with the
+        session's placements."""
+        if self._existing is None:
+            self._existing = {}
+            for n in self.ssn.node_list:
+                for t in n.tasks.values():
+                    if t.status in OCCUPYING_STATUSES:
+                        self._existing_add(t, n.row)
+            from caldera.framework.session import EventHandler
+
+            self.ssn.add_event_handler(
+                EventHandler(
+                    allocate=lambda e: self._existing_event(e.task, True),
+                    deallocate=lambda e: self._existing_event(e.task, False),
+                )
+            )
+        return [item for items in self._existing.values() for item in items]
+
+    def _existing_add(self, task: TaskInfo, row: int) -> None:
+        assert self._existing is not None
+        terms = _scoring_terms(task)
+        if terms:
+            self._existing[task.uid] = [(task, row, term, w) for term, w in terms]
+
+    def _existing_event(self, task: TaskInfo, placed: bool) -> None:
+        if self._existing is None or not _scoring_terms(task):
+            return
+        node = self.ssn.nodes.get(task.node_name)
+        if placed and node is not None:
+            self._existing_add(task, node.row)
+        else:
+            self._existing.pop(task.uid, None)
+
     def _pod_affinity(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        """Per node: the weights of the incoming pod's preferred (anti-)affinity terms times the
+        matching pods in the node's domain, plus the placed pods' terms that match the incoming
+        pod (processExistingPod); normalised over ``rows`` between min(0, lowest) and
+        max(0, highest) (NormalizeScore)."""
         aff = task.pod.spec.affinity
         out = np.zeros(len(rows))
-        if aff is None or (aff.pod_affinity is None and aff.pod_anti_affinity is None):
+        own = aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
+        if not own and not self._terms_in_session():
             return out
-        raw = np.zeros(self.idx.rows)
-        if aff.pod_affinity is not None:
-            for w in aff.pod_affinity.preferred_during_scheduling_ignored_during_execution:
-                raw += w.weight * term_mask(self.idx, w.pod_affinity_term, task.namespace)
-        if aff.pod_anti_affinity is not None:
-            for w in aff.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution:
-                raw -= w.weight * term_mask(self.idx, w.pod_affinity_term, task.namespace)
+        idx = self.idx
+        raw = np.zeros(idx.rows)
+        if aff is not None:
+            weighted = []
+            if aff.pod_affinity is not None:
+                weighted += [
+                    (w, 1.0) for w in aff.pod_affinity.preferred_during_scheduling_ignored_during_execution
+                ]
+            if aff.pod_anti_affinity is not None:
+                weighted += [
+                    (w, -1.0)
+                    for w in aff.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution
+                ]
+            for w, sign in weighted:
+                term = w.pod_affinity_term
+                if not w.weight:
+                    continue
+                counts = idx.term_counts(term, task.namespace)
+                dom, n = idx.domains(term.topology_key)
+                valid = dom >= 0
+                if n:
+                    per_domain = np.bincount(dom[valid], weights=counts[valid], minlength=n)
+                    raw[valid] += sign * w.weight * per_domain[dom[valid]]
+        if self._terms_in_session():
+            for other, row, term, weight in self._existing_terms():
+                if other.uid == task.uid or not pod_matches_term(task, term, other.namespace):
+                    continue
+                key = term.topology_key
+                value = self.ssn.node_list[row].labels.get(key)
+                if value is not None:
+                    raw += weight * (idx.label(key) == value)
         sub = raw[rows]
-        lo, hi = (sub.min(), sub.max()) if len(sub) else (0.0, 0.0)
+        if not len(sub):
+            return out
+        hi = max(0.0, float(sub.max()))
+        lo = min(0.0, float(sub.min()))
         if hi > lo:
-            return (sub - lo) * MAX_SCORE / (hi - lo)
+            return np.floor((sub - lo) * MAX_SCORE / (hi - lo))
         return out
+
+
+def _scoring_terms(task: TaskInfo) -> list[tuple[PodAffinityTerm, float]]:
+    """A pod's terms that score other pods (interpodaffinity processExistingPod): required affinity
+    (hardPodAffinityWeight 1), preferred affinity (+weight), preferred anti-affinity (-weight)."""
+    aff = task.pod.spec.affinity
+    if aff is None:
+        return []
+    out: list[tuple[PodAffinityTerm, float]] = []
+    if aff.pod_affinity is not None:
+        out += [(t, 1.0) for t in aff.pod_affinity.required_during_scheduling_ignored_during_execution]
+        out += [
+            (w.pod_affinity_term, float(w.weight))
+            for w in aff.pod_affinity.preferred_during_scheduling_ignored_during_execution
+            if w.weight
+        ]
+    if aff.pod_anti_affinity is not None:
+        out += [
+            (w.pod_affinity_term, -float(w.weight))
+            for w in aff.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution
+            if w.weight
+        ]
+    return out

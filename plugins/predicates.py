@@ -5,8 +5,15 @@ selector and required node affinity, taints and tolerations. Dynamic parts: host
 count and resource fit (against the node's future idle: idle + releasing - pipelined), and
 required inter-pod affinity and anti-affinity (including existing pods' anti-affinity).
 
+Pod topology spread (``DoNotSchedule`` constraints, plugins/spread.py) is not node-local: a pod
+placed in a domain changes the answer for every node of it, so the session evaluates it afresh
+over the rows its per-template cache lets through.
+
 Arguments (Volcano's names): ``predicate.NodeAffinityEnable``, ``predicate.NodePortsEnable``,
-``predicate.TaintTolerationEnable``, ``predicate.PodAffinityEnable`` (all default true).
+``predicate.TaintTolerationEnable``, ``predicate.PodAffinityEnable``,
+``predicate.PodTopologySpreadEnable``, ``predicate.VolumeBindingEnable``,
+``predicate.VolumeZoneEnable``, ``predicate.NodeVolumeLimitsEnable`` (all default true). The
+volume rules are plugins/volumes.py's.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
 from caldera.framework.objects import PodAffinityTerm
 from caldera.framework.plugin import Plugin
 from caldera.plugins.helpers import NodeIndex, node_index, pod_matches_term, term_mask, tolerates
+from caldera.plugins.spread import R_SPREAD, R_SPREAD_LABEL, SpreadIndex, spread_index
+from caldera.plugins.volumes import R_LIMIT, R_ZONE, VolumeIndex
 
 if TYPE_CHECKING:
     from caldera.framework.session import Session
@@ -56,6 +65,10 @@ class PredicatesPlugin(Plugin):
         self.ports_on = args.bool("predicate.NodePortsEnable", True)
         self.taints_on = args.bool("predicate.TaintTolerationEnable", True)
         self.pod_affinity_on = args.bool("predicate.PodAffinityEnable", True)
+        self.spread_on = args.bool("predicate.PodTopologySpreadEnable", True)
+        self.volume_binding_on = args.bool("predicate.VolumeBindingEnable", True)
+        self.volume_zone_on = args.bool("predicate.VolumeZoneEnable", True)
+        self.volume_limits_on = args.bool("predicate.NodeVolumeLimitsEnable", True)
         self.ssn = ssn
         #: placed pods carrying required anti-affinity terms, found on first use this session
         self._anti_terms: list[tuple[TaskInfo, PodAffinityTerm]] | None = None
@@ -76,6 +89,32 @@ class PredicatesPlugin(Plugin):
                 self._pod_affinity_explain,
                 part="podaffinity",
                 local=self._affinity_free,
+            )
+        snap = ssn.snapshot
+        if self.volume_binding_on or self.volume_zone_on or self.volume_limits_on:
+            self.volumes = VolumeIndex(ssn, self.idx)
+            if self.volume_binding_on:
+                ssn.add_pre_predicate_fn(self.name, self._volume_pre_filter)
+            if self.volume_binding_on or self.volume_zone_on:
+                ssn.add_bulk_predicate_fn(
+                    self.name, self._volumes, self._volumes_explain, static=True, part="volumes"
+                )
+            if self.volume_limits_on and snap.csinodes:
+                ssn.add_bulk_predicate_fn(
+                    self.name,
+                    lambda task, rows: ~self.volumes.limit_fails(task, rows),
+                    lambda task, rows: {R_LIMIT: self.volumes.limit_fails(task, rows)},
+                    part="volumelimits",
+                    local=True,
+                )
+        if self.spread_on:
+            self.spread: SpreadIndex = spread_index(self.idx)
+            ssn.add_bulk_predicate_fn(
+                self.name,
+                self._spread,
+                self.spread.fails,
+                part="podtopologyspread",
+                local=lambda task: not self.spread.has_hard(task),
             )
 
     # -- static ------------------------------------------------------------------------------------
@@ -186,6 +225,40 @@ class PredicatesPlugin(Plugin):
 
     def _ports_explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
         return {R_PORTS: self._ports_fails(task, rows)}
+
+    # -- volumes -------------------------------------------------------------------------------------
+    def _volume_pre_filter(self, task: TaskInfo) -> str | None:
+        if not task.pod.spec.volumes:
+            return None
+        return self.volumes.pre_filter(task)
+
+    def _volume_fails(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+        if not task.pod.spec.volumes:
+            return {}
+        out = {}
+        for reason, fails in self.volumes.static_fails(task).items():
+            if reason == R_ZONE and not self.volume_zone_on:
+                continue
+            if reason != R_ZONE and not self.volume_binding_on:
+                continue
+            out[reason] = fails[rows]
+        return out
+
+    def _volumes(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        mask = np.ones(len(rows), dtype=bool)
+        for fails in self._volume_fails(task, rows).values():
+            mask &= ~fails
+        return mask
+
+    def _volumes_explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+        return self._volume_fails(task, rows)
+
+    # -- topology spread ---------------------------------------------------------------------------
+    def _spread(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        if not self.spread.has_hard(task):
+            return np.ones(len(rows), dtype=bool)
+        fails = self.spread.fails(task, rows)
+        return ~(fails[R_SPREAD] | fails[R_SPREAD_LABEL])
 
     # -- inter-pod affinity ------------------------------------------------------------------------
     def _existing_anti_terms(self) -> list[tuple[TaskInfo, PodAffinityTerm]]:

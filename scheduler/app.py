@@ -59,6 +59,7 @@ class Options:
     retry_period: float = 2.0
     default_queue: str = "default"
     bind_workers: int = 16
+    volume_bind_timeout: float = 600.0
     per_pod_events: bool = False
     shutdown_timeout: float = 30.0
     watch_timeout: int = 300
@@ -203,11 +204,12 @@ class SchedulerApp:
         )
         self.conf.client = client
         self.conf.event_sink = self.status.event
-        self.evictor = Evictor(client)
+        self.evictor = Evictor(client, on_abandoned=self.cache.forget_eviction)
         self.binder = Binder(
             client,
             self.cache,
             workers=opts.bind_workers,
+            volume_timeout=opts.volume_bind_timeout,
             observer=self.observatory.bind_observer(self.status),
             evictor=self.evictor,
         )

@@ -4,6 +4,13 @@ The cycle hands placements over without waiting: they go on a queue that a bound
 drains, one POST per pod. Throttling, server errors and timeouts are retried with backoff (honouring
 Retry-After); a permanent answer (409, 404, ...) puts the task back to Pending in the cache and is
 recorded. A pod is never bound twice: a placement for a pod whose bind was already issued is dropped.
+
+Volumes (kube-scheduler's VolumeBinding ``PreBind``, the volume binder's ``BindPodVolumes``): a
+pod whose unbound claims are of a WaitForFirstConsumer class gets its node written on them
+(``volume.kubernetes.io/selected-node``) for the provisioner, and is bound only once they are
+bound to volumes. A gang waits whole: none of its pods of the cycle is bound before all their
+claims are, and if that does not happen within ``volume_timeout`` the attempt is undone (the
+annotations removed from claims still unbound, every pod of it pending again).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from caldera.framework.model import TaskInfo
 from caldera.framework.session import Eviction, Placement
 from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import scheduler as m
+from caldera.plugins.volumes import SELECTED_NODE, claims_to_provision
 
 log = logging.getLogger("caldera.binder")
 
@@ -75,6 +83,7 @@ class Binder:
         max_attempts: int = 10,
         retry_deadline: float = 60.0,
         request_timeout: float = 10.0,
+        volume_timeout: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
@@ -85,7 +94,10 @@ class Binder:
         self.max_attempts = max_attempts
         self.retry_deadline = retry_deadline
         self.request_timeout = request_timeout
+        self.volume_timeout = volume_timeout
         self.clock = clock
+        #: gangs waiting for their claims to be provisioned before their binds are queued
+        self._volume_waits: set[asyncio.Task[None]] = set()
         self._queue: asyncio.Queue[Placement] = asyncio.Queue()
         self._issued: dict[str, float] = {}  # uid → when its bind was issued (in flight or done)
         self._bound: dict[str, float] = {}
@@ -101,6 +113,7 @@ class Binder:
     # -- the Binder protocol (called on the loop, never blocks) ------------------------------------
     def bind(self, placements: list[Placement]) -> None:
         now = self.clock()
+        accepted: list[Placement] = []
         for placement in placements:
             uid = placement.task.uid
             if uid in self._issued:
@@ -113,9 +126,28 @@ class Binder:
                 continue
             self._issued[uid] = now
             self.issued_count += 1
-            gang = self._gangs.setdefault(placement.task.job or placement.task.uid, _Gang())
+            key = placement.task.job or placement.task.uid
+            gang = self._gangs.setdefault(key, _Gang())
             gang.outstanding += 1
-            self._queue.put_nowait(placement)
+            accepted.append(placement)
+        waiting: dict[str, list[Placement]] = {}
+        for placement in accepted:
+            if placement.task.pod.spec.volumes and claims_to_provision(
+                placement.task, self.cache.pvcs, self.cache.storage_classes
+            ):
+                waiting[placement.task.job or placement.task.uid] = []
+        for placement in accepted:
+            group = waiting.get(placement.task.job or placement.task.uid)
+            if group is not None:
+                group.append(placement)
+            else:
+                self._queue.put_nowait(placement)
+        for group in waiting.values():
+            wait = asyncio.get_running_loop().create_task(
+                self._provision_then_bind(group), name="binder-volumes"
+            )
+            self._volume_waits.add(wait)
+            wait.add_done_callback(self._volume_waits.discard)
         m.BIND_QUEUE.set(self._queue.qsize())
         if len(self._bound) > 10_000:
             self._prune(now)
@@ -132,6 +164,69 @@ class Binder:
                 del self._bound[uid]
                 self._issued.pop(uid, None)
 
+    # -- volumes -----------------------------------------------------------------------------------
+    async def _provision_then_bind(self, group: list[Placement]) -> None:
+        """Select the node on the gang's WaitForFirstConsumer claims, wait until they are bound,
+        then queue the binds; undo the attempt when that does not happen in time."""
+        claims: dict[str, tuple[str, str, str]] = {}  # namespace/name → (namespace, name, node)
+        for placement in group:
+            for pvc in claims_to_provision(placement.task, self.cache.pvcs, self.cache.storage_classes):
+                meta = pvc.metadata
+                claims[f"{meta.namespace}/{meta.name}"] = (meta.namespace, meta.name, placement.node)
+        try:
+            deadline = self.clock() + self.volume_timeout
+            failure = ""
+            for namespace, name, node in claims.values():
+                if self.cache.pvcs.get(f"{namespace}/{name}") is not None and (
+                    self.cache.pvcs[f"{namespace}/{name}"].metadata.annotations.get(SELECTED_NODE) == node
+                ):
+                    continue
+                error = await self._with_retries(
+                    group[0].task,
+                    "PATCH",
+                    f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}",
+                    {"metadata": {"annotations": {SELECTED_NODE: node}}},
+                    deadline,
+                    "application/merge-patch+json",
+                )
+                if error is not None:
+                    failure = f"could not select node {node} on claim {namespace}/{name}: {_reason(error)}"
+                    break
+            while not failure:
+                pending = [k for k in claims if not self._claim_bound(k)]
+                if not pending:
+                    break
+                if self.clock() >= deadline or self._aborting:
+                    failure = f"volumes not provisioned within {self.volume_timeout:g}s: claim(s) {', '.join(pending[:5])} unbound"
+                    break
+                await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            for placement in group:
+                self._settle(placement, None)
+            raise
+        if not failure:
+            for placement in group:
+                self._queue.put_nowait(placement)
+            m.BIND_QUEUE.set(self._queue.qsize())
+            return
+        for key, (namespace, name, _node) in claims.items():
+            if not self._claim_bound(key):
+                # Undo the selection, so the claim can be provisioned where the next attempt lands.
+                await self._with_retries(
+                    group[0].task,
+                    "PATCH",
+                    f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}",
+                    {"metadata": {"annotations": {SELECTED_NODE: None}}},
+                    self.clock() + 5.0,
+                    "application/merge-patch+json",
+                )
+        for placement in group:
+            self._settle(placement, failure)
+
+    def _claim_bound(self, key: str) -> bool:
+        pvc = self.cache.pvcs.get(key)
+        return pvc is not None and bool(pvc.spec.volume_name) and pvc.status.phase == "Bound"
+
     # -- workers -----------------------------------------------------------------------------------
     def start(self) -> None:
         for i in range(self.workers):
@@ -143,6 +238,8 @@ class Binder:
 
     async def drain(self, timeout: float = 30.0) -> bool:
         """Finish every bind handed over so far (SIGTERM). True if all finished in time."""
+        if self._volume_waits:
+            await asyncio.wait(set(self._volume_waits), timeout=timeout)
         try:
             await asyncio.wait_for(self._queue.join(), timeout)
             return True
@@ -163,6 +260,13 @@ class Binder:
         await self.stop()
 
     async def stop(self) -> None:
+        for wait in list(self._volume_waits):
+            wait.cancel()
+        for wait in list(self._volume_waits):
+            try:
+                await wait
+            except (asyncio.CancelledError, Exception):
+                pass
         await stop_workers(self._tasks)
         self._tasks.clear()
 

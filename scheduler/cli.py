@@ -81,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--bind-workers", type=int, default=16, help="concurrent bind requests (16)")
     p.add_argument(
+        "--volume-bind-timeout",
+        type=duration,
+        default=600.0,
+        metavar="DURATION",
+        help="how long a gang waits for its WaitForFirstConsumer volumes before the attempt is undone "
+        "(kube-scheduler's VolumeBinding bindTimeoutSeconds, 600s)",
+    )
+    p.add_argument(
         "--per-pod-events", action="store_true", help="also record Scheduled/FailedScheduling per pod"
     )
     p.add_argument("--shutdown-timeout", type=duration, default=30.0, metavar="DURATION")
@@ -131,6 +139,7 @@ def options_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         retry_period=args.leader_elect_retry_period,
         default_queue=args.default_queue,
         bind_workers=args.bind_workers,
+        volume_bind_timeout=args.volume_bind_timeout,
         per_pod_events=args.per_pod_events,
         shutdown_timeout=args.shutdown_timeout,
         enable_controllers=args.enable_controllers,

@@ -210,6 +210,7 @@ class DebugApi:
                     "age_seconds": round(max(0.0, now - job.creation), 3) if job.creation > 0 else 0.0,
                     "tasks": {
                         "pending": job.count(TaskStatus.PENDING),
+                        "gated": len(job.gated_tasks()),
                         "bound": job.count(TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND),
                         "running": job.count(TaskStatus.RUNNING),
                         "succeeded": job.count(TaskStatus.SUCCEEDED),
@@ -246,6 +247,9 @@ class DebugApi:
             "queue_state": {"name": job.queue, "state": "", "held": False, "message": ""},
             "roles": [],
             "topology": None,
+            "gated": [
+                {"pod": t.name, "gates": t.gates} for t in sorted(job.gated_tasks(), key=lambda t: t.name)
+            ],
             "suggestion": "",
         }
 

@@ -1,10 +1,18 @@
 """Evicting pods chosen by preempt and reclaim: the ``eviction`` subresource first (it honours
-PodDisruptionBudgets), else a delete with a uid precondition (never removes a same-named successor)."""
+PodDisruptionBudgets), else a delete with a uid precondition (never removes a same-named successor).
+
+A 429 from the eviction subresource is the API server saying a PodDisruptionBudget allows no
+disruption now: it is retried (honouring Retry-After) for up to ``budget_wait`` seconds, never
+answered with a delete (that would bypass the budget). When the budget still refuses, the eviction
+is given up and ``on_abandoned`` lets the cache take the pod back as running, so the next cycles
+see its resources held (and the pdb plugin will not pick it while the budget is spent)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.framework.session import Eviction
@@ -15,10 +23,20 @@ log = logging.getLogger("caldera.evictor")
 
 
 class Evictor:
-    def __init__(self, client: ApiClient, *, workers: int = 4, max_attempts: int = 6) -> None:
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        workers: int = 4,
+        max_attempts: int = 6,
+        budget_wait: float = 60.0,
+        on_abandoned: Callable[[str], object] | None = None,
+    ) -> None:
         self.client = client
         self.workers = workers
         self.max_attempts = max_attempts
+        self.budget_wait = budget_wait
+        self.on_abandoned = on_abandoned
         self._queue: asyncio.Queue[Eviction] = asyncio.Queue()
         self._issued: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -72,7 +90,10 @@ class Evictor:
             "deleteOptions": {"preconditions": {"uid": task.uid}},
         }
         use_delete = False
-        for attempt in range(self.max_attempts):
+        attempt = 0
+        budget_since: float | None = None
+        while attempt < self.max_attempts:
+            attempt += 1
             try:
                 if use_delete:
                     await self.client.request(
@@ -97,9 +118,36 @@ class Evictor:
                     return "gone"
                 if exc.code == 409:
                     return "gone: replaced by another pod of the same name"
-                if exc.transient or exc.code == 429:
+                if exc.code == 429 and not use_delete:
+                    # A disruption budget (or the server's rate limit) says not now: wait and retry,
+                    # without spending an attempt, for as long as ``budget_wait``.
+                    now = time.monotonic()
+                    budget_since = now if budget_since is None else budget_since
+                    if now - budget_since >= self.budget_wait:
+                        log.info(
+                            "eviction of %s still refused after %.0fs: %s", task.key, now - budget_since, exc
+                        )
+                        self._abandon(task.uid)
+                        return f"blocked: {exc.message or exc}"
+                    attempt -= 1
+                    pause = (
+                        exc.retry_after
+                        if exc.retry_after is not None
+                        else backoff_delay(attempt + 1, 0.5, 2.0)
+                    )
+                    await asyncio.sleep(max(0.05, min(pause, 5.0)))
+                    continue
+                if exc.transient:
                     await asyncio.sleep(exc.retry_after or backoff_delay(attempt, 0.1, 5.0))
                     continue
                 log.warning("eviction of %s failed: %s; deleting instead", task.key, exc)
                 use_delete = True
+        self._abandon(task.uid)
         return "failed: gave up after retries"
+
+    def _abandon(self, uid: str) -> None:
+        if self.on_abandoned is not None:
+            try:
+                self.on_abandoned(uid)
+            except Exception:
+                log.exception("taking back the abandoned eviction of %s failed", uid)

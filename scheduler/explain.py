@@ -61,6 +61,9 @@ def render(doc: dict[str, Any]) -> str:
             f"{gang.get('pipelined')} pipelined, {gang.get('pending')} pending, {gang.get('valid')} valid"
             + (f" (per role: {roles})" if roles else "")
         )
+    for g in doc.get("gated") or []:
+        gates = ", ".join(g.get("gates") or [])
+        lines.append(f"  Gated:      pod {g.get('pod')} waits for scheduling gates {gates}")
     qs = doc.get("queue_state") or {}
     if qs:
         held = "held: " + qs["message"] if qs.get("held") else "not holding the job"

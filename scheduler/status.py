@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from caldera.framework.objects import PodGroup
 from caldera.framework.session import Placement, SessionResult
 from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import scheduler as m
+from caldera.scheduler.events import EventRecorder
 
 log = logging.getLogger("caldera.status")
 
@@ -33,6 +33,9 @@ POD_STATUS_PATH = "/api/v1/namespaces/{ns}/pods/{name}/status"
 EVENTS_PATH = "/api/v1/namespaces/{ns}/events"
 
 UNSCHEDULABLE = "Unschedulable"
+#: PodGroup condition (and reason) of a gang waiting for its pods' scheduling gates; the pods' own
+#: PodScheduled condition carries the same reason, set by the API server.
+GATED = "SchedulingGated"
 SCHEDULED = "Scheduled"
 #: An unchanged event is not repeated sooner than this.
 EVENT_REPEAT = 600.0
@@ -84,7 +87,7 @@ class StatusUpdater:
         self.instance = instance
         self.clock = clock
         self._pending: dict[tuple[str, str, str], _Write] = {}
-        self._events: list[_Write] = []
+        self.events = EventRecorder(component=component, instance=instance, clock=clock)
         self._sent_pg: dict[str, Signature] = {}
         #: per PodGroup, what the last observation was computed from (job copy, version, reasons, PodGroup)
         self._observed: dict[str, tuple[Any, ...]] = {}
@@ -144,8 +147,14 @@ class StatusUpdater:
         pending = [t for t in job.tasks_in(TaskStatus.PENDING)]
         allocated = job.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED)
         ready = allocated >= job.min_available and job.roles_satisfied()
-        unschedulable = bool(pending) and not ready and bool(job.job_fit_error or job.fit_errors)
-        message = gang_message(job) if unschedulable else ""
+        # Waiting for scheduling gates is not a failure to schedule: its own condition, no
+        # FailedScheduling event and no pod condition (the API server set PodScheduled=False,
+        # SchedulingGated on the pods itself).
+        gated = bool(pending) and not ready and job.waits_for_gates()
+        unschedulable = (
+            bool(pending) and not ready and not gated and bool(job.job_fit_error or job.fit_errors)
+        )
+        message = gang_message(job) if unschedulable or gated else ""
 
         if running and unschedulable:
             phase = "Unknown"
@@ -163,6 +172,12 @@ class StatusUpdater:
         for c in pg.status.conditions:
             conds[c.type] = (c.type, c.status, c.reason, c.message)
             old_times[c.type] = (c.status, c.last_transition_time)
+        if gated:
+            conds[GATED] = (GATED, "True", GATED, message)
+            if UNSCHEDULABLE in conds and conds[UNSCHEDULABLE][1] == "True":
+                conds[UNSCHEDULABLE] = (UNSCHEDULABLE, "False", GATED, "")
+        elif GATED in conds and conds[GATED][1] == "True":
+            conds[GATED] = (GATED, "False", "GatesRemoved", "")
         if unschedulable:
             conds[UNSCHEDULABLE] = (UNSCHEDULABLE, "True", "NotEnoughResources", message)
         elif ready and job.tasks:
@@ -209,6 +224,8 @@ class StatusUpdater:
         if unschedulable:
             self.event_for_podgroup(pg, "Warning", "FailedScheduling", message)
             for task in pending:
+                if task.pod.spec.scheduling_gates:
+                    continue  # its PodScheduled condition says SchedulingGated (the API server's)
                 pod_msg = job.fit_errors.get(task.uid) or message
                 self.pod_unschedulable(task, pod_msg)
                 if self.per_pod_events:
@@ -309,6 +326,9 @@ class StatusUpdater:
         self.event(ref, etype, reason, message, force=force)
 
     def event(self, ref: dict[str, str], etype: str, reason: str, message: str, force: bool = False) -> None:
+        """Record an event. An unchanged event (same message) is not an occurrence again sooner than
+        ``EVENT_REPEAT`` unless ``force``d (a bind failure is one each time); every occurrence of the
+        same reason about the same object updates one Event (scheduler/events.py)."""
         key = (f"{ref.get('kind')}/{ref.get('namespace', '')}/{ref.get('name')}/{ref.get('uid', '')}", reason)
         now = self.clock()
         last = self._sent_events.get(key)
@@ -318,26 +338,8 @@ class StatusUpdater:
         if len(self._sent_events) > 20_000:
             for k in list(self._sent_events)[:10_000]:
                 del self._sent_events[k]
-        namespace = ref.get("namespace") or "default"
-        stamp = now_rfc3339()
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{ref.get('name')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": ref,
-            "reason": reason,
-            "message": message[:1024],
-            "type": etype,
-            "source": {"component": self.component},
-            "reportingComponent": self.component,
-            "reportingInstance": self.instance or self.component,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
-        if len(self._events) < 5000:
-            self._events.append(_Write("event", namespace, "", body))
-            self._dirty.set()
+        self.events.record(ref, etype, reason, message)
+        self._dirty.set()
 
     # -- writing -----------------------------------------------------------------------------------
     def _queue(self, write: _Write) -> None:
@@ -346,7 +348,7 @@ class StatusUpdater:
 
     @property
     def pending(self) -> int:
-        return len(self._pending) + len(self._events)
+        return len(self._pending) + len(self.events._dirty)
 
     def start(self) -> None:
         self._task = supervise("status-updater", self._run)
@@ -363,7 +365,15 @@ class StatusUpdater:
 
     async def _run(self) -> None:
         while True:
-            await self._dirty.wait()
+            # Coalesced Event updates fall due later: wake for them even when nothing else happens.
+            wait = self.events.next_due()
+            if wait is None:
+                await self._dirty.wait()
+            else:
+                try:
+                    await asyncio.wait_for(self._dirty.wait(), timeout=max(wait, self.flush_interval))
+                except TimeoutError:
+                    pass
             # Let a busy cycle's wishes pile up (and supersede each other) before writing.
             await asyncio.sleep(self.flush_interval)
             self._dirty.clear()
@@ -375,9 +385,9 @@ class StatusUpdater:
                 log.exception("status flush failed")
 
     async def flush(self) -> None:
-        writes = list(self._pending.values()) + self._events
+        writes: list[_Write] = list(self._pending.values())
         self._pending = {}
-        self._events = []
+        writes.extend(_Write("event", e.namespace, e.name, e.body, e) for e in self.events.due())
         if not writes:
             return
         sem = asyncio.Semaphore(self.concurrency)
@@ -405,19 +415,31 @@ class StatusUpdater:
                     body=w.body,
                     content_type="application/strategic-merge-patch+json",
                 )
-            else:
+            elif w.signature.method == "POST":
                 await self.client.request("POST", EVENTS_PATH.format(ns=w.namespace), body=w.body)
+            else:
+                await self.client.request(
+                    "PATCH",
+                    f"{EVENTS_PATH.format(ns=w.namespace)}/{w.name}",
+                    body=w.body,
+                    content_type="application/merge-patch+json",
+                )
+            if w.kind == "event":
+                self.events.written(w.signature, True)
             m.STATUS_WRITES.labels(w.kind, "ok").inc()
         except ApiError as exc:
             m.STATUS_WRITES.labels(w.kind, "error").inc()
+            if w.kind == "event":
+                if exc.transient:
+                    await asyncio.sleep(backoff_delay(w.attempts + 1, 0.1, 2.0))
+                self.events.written(w.signature, False, exc.code, retry=exc.transient)
+                self._dirty.set()
+                return
             if exc.transient and w.attempts < 5:
                 w.attempts += 1
                 await asyncio.sleep(backoff_delay(w.attempts, 0.1, 2.0))
                 key = (w.kind, w.namespace, w.name)
-                if w.kind == "event":
-                    self._events.append(w)
-                    self._dirty.set()
-                elif key not in self._pending:  # unless a newer wish replaced it
+                if key not in self._pending:  # unless a newer wish replaced it
                     self._pending[key] = w
                     self._dirty.set()
                 return

@@ -17,11 +17,13 @@ from typing import Any
 from aiohttp import web
 
 from .controllers import Kubelet, WorkloadControllers
+from .disruption import DisruptionController
 from .faults import Faults
 from .kubeconfig import write_kubeconfig
 from .nodes import ClusterSpec, NodeTemplate, build_nodes, resource_for
 from .resources import NAMESPACES, NODES, PRIORITY_CLASSES, resource
 from .server import ApiServer
+from .storage import Provisioner
 from .store import Store, rfc3339
 
 log = logging.getLogger("caldera.sim")
@@ -100,6 +102,8 @@ class SimCluster:
             Kubelet(self.store, kubelet_delay, kubelet_stop_delay, kubelet_admission) if kubelet else None
         )
         self.controllers = WorkloadControllers(self.store) if controllers else None
+        self.disruption = DisruptionController(self.store) if controllers else None
+        self.provisioner = Provisioner(self.store) if controllers else None
         self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path else None
         self._tmpdir: str | None = None
         self.kubeconfig_path: Path | None = None
@@ -143,6 +147,10 @@ class SimCluster:
             self.kubelet.start()
         if self.controllers is not None:
             self.controllers.start()
+        if self.disruption is not None:
+            self.disruption.start()
+        if self.provisioner is not None:
+            self.provisioner.start()
         self._tasks.append(loop.create_task(self._bookmarks(), name="sim-bookmarks"))
         self._tasks.append(loop.create_task(self._periodic_faults(), name="sim-faults"))
         self._tasks.append(loop.create_task(self._expire_events(), name="sim-event-ttl"))
@@ -179,6 +187,10 @@ class SimCluster:
             await self.kubelet.stop()
         if self.controllers is not None:
             await self.controllers.stop()
+        if self.disruption is not None:
+            await self.disruption.stop()
+        if self.provisioner is not None:
+            await self.provisioner.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

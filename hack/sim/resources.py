@@ -134,6 +134,15 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",), generation=False),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True, generation=False),
     Resource(
+        "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), frozenset({"status"})
+    ),
+    Resource(
+        "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), frozenset({"status"})
+    ),
+    Resource("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",), frozenset({"status"})),
+    Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",), generation=False),
+    Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False, generation=False),
+    Resource(
         "apps",
         "v1",
         "deployments",

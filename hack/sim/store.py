@@ -1201,7 +1201,22 @@ class Store:
         self.bindings += 1
 
     def evict(self, namespace: str, name: str, eviction: Any) -> None:
+        """The eviction subresource: PodDisruptionBudgets are checked (429 when one would be
+        violated, hack/sim/disruption.py) and charged before the pod is deleted."""
+        from .disruption import PDBS, check_eviction
+
         options = (eviction.get("deleteOptions") if isinstance(eviction, dict) else None) or {}
+        entry = self.kinds[PODS.id].objects.get((namespace, name))
+        if entry is None:
+            raise not_found("pods", name)
+        uid = (options.get("preconditions") or {}).get("uid")
+        if uid and uid != entry.obj["metadata"].get("uid"):
+            raise conflict("pods", name, f"Precondition failed: UID in precondition: {uid}")
+        charge = check_eviction(self, entry.obj)
+        if charge is not None:
+            pdb_key, status = charge
+            pdb_ns, pdb_name = pdb_key.split("/", 1)
+            self.put_status(PDBS, pdb_ns, pdb_name, status)
         self.delete(PODS, namespace, name, options)
 
     # ---- conveniences for controllers, seeds and tests ------------------------------------------------

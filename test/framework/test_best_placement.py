@@ -69,3 +69,89 @@ def test_incremental_choice_equals_full_evaluation_through_many_placements():
     task = next(iter(first.tasks.values()))
     stmt.discard()
     assert ssn.best_placement(task) == ssn.best_placement(task, rows=ssn.all_rows)
+
+
+def test_spread_and_affinity_laid_over_the_cache_agree_with_a_full_evaluation():
+    """Topology spread and inter-pod affinity are not node-local: evaluated over the cached rows on
+    every call, they must still give the answer of a full evaluation as placements accumulate."""
+    rng = random.Random(11)
+    zone = "topology.kubernetes.io/zone"
+    nodes = [
+        node(
+            f"n{i:02d}",
+            cpu=str(rng.choice([4, 8])),
+            memory="16Gi",
+            labels={zone: "abcd"[i % 4], "kubernetes.io/hostname": f"n{i:02d}"} if i % 9 else {},
+        )
+        for i in range(36)
+    ]
+    pods = []
+    jobs = []
+    for j in range(24):
+        app = f"app{j % 3}"
+        kind = j % 4
+        extra: dict = {}
+        affinity = None
+        if kind == 0:
+            extra = {
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": zone,
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"app": app}},
+                    }
+                ]
+            }
+        elif kind == 1:
+            extra = {
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 2,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": {"app": app}},
+                    }
+                ]
+            }
+        elif kind == 2:
+            affinity = {
+                "podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 10,
+                            "podAffinityTerm": {
+                                "topologyKey": zone,
+                                "labelSelector": {"matchLabels": {"app": app}},
+                            },
+                        }
+                    ]
+                }
+            }
+        pg, ps = gang(
+            f"j{j}",
+            rng.randint(1, 3),
+            cpu=rng.choice(["500m", "1", "2"]),
+            labels={"app": app},
+            spec_extra=extra,
+            affinity=affinity,
+        )
+        jobs.append(pg)
+        pods.extend(ps)
+    registry = builtin_registry()
+    conf = parse_conf(DEFAULT_CONF, registry)
+    ssn = open_session(cluster(nodes=nodes, pods=pods, podgroups=jobs), conf.tiers, registry.plugins)
+    stmt = ssn.statement()
+    placed = 0
+    for job in sorted(ssn.jobs.values(), key=lambda j: j.uid):
+        for task in sorted(job.tasks_in(TaskStatus.PENDING), key=lambda t: t.name):
+            assert ssn.placement._incremental_ok(task)
+            fast = ssn.best_placement(task)
+            full = ssn.best_placement(task, rows=ssn.all_rows)
+            assert fast == full, (task.name, fast, full)
+            if fast is None:
+                continue
+            row, now = fast
+            (stmt.allocate if now else stmt.pipeline)(task, ssn.node_list[row].name)
+            placed += 1
+    assert placed > len(pods) // 2

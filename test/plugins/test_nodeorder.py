@@ -92,3 +92,70 @@ def test_preferred_pod_affinity():
     }
     assert where(nodes, pod("p", group="g", affinity=near), [cache], podaffinity=1) == "b"
     assert where(nodes, pod("p", group="g", affinity=far), [cache], podaffinity=1) == "a"
+
+
+def test_preferred_pod_affinity_counts_the_matching_pods_in_each_domain():
+    nodes = [
+        node("a", labels={"zone": "z1"}),
+        node("b", labels={"zone": "z2"}),
+        node("c", labels={"zone": "z3"}),
+    ]
+    caches = [
+        pod("c1", node_name="a", phase="Running", labels={"app": "cache"}, scheduler="other"),
+        pod("c2", node_name="b", phase="Running", labels={"app": "cache"}, scheduler="other"),
+        pod("c3", node_name="b", phase="Running", labels={"app": "cache"}, scheduler="other"),
+    ]
+    term = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "zone"}
+    near = {
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "podAffinityTerm": term}]
+        }
+    }
+    # zone z2 holds two cache pods, z1 one: the count decides, not just presence
+    assert where(nodes, pod("p", group="g", affinity=near), caches, podaffinity=1) == "b"
+
+
+def test_placed_pods_preferred_terms_attract_and_repel_the_incoming_pod():
+    nodes = [node("a", labels={"zone": "z1"}), node("b", labels={"zone": "z2"})]
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
+    likes_web = {
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": term}]
+        }
+    }
+    dislikes_web = {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": term}]
+        }
+    }
+    friend = pod("friend", node_name="b", phase="Running", scheduler="other", affinity=likes_web)
+    enemy = pod("enemy", node_name="a", phase="Running", scheduler="other", affinity=dislikes_web)
+    web = pod("web", group="g", labels={"app": "web"})
+    # the incoming pod has no terms of its own: the placed pods' terms decide (kube's symmetry)
+    assert where(nodes, web, [friend], podaffinity=1) == "b"
+    assert where(nodes, web, [enemy], podaffinity=1) == "b"
+    plain = pod("plain", group="g", labels={"app": "db"})
+    assert where(nodes, plain, [enemy], podaffinity=1) == "a", (
+        "terms that do not match it leave it alone (name order)"
+    )
+
+
+def test_volcano_default_weights():
+    from caldera.framework.plugin import Arguments
+    from caldera.plugins.nodeorder import NodeOrderPlugin
+
+    snap = cluster(nodes=[node("a")])
+    from caldera.framework.session import Session
+
+    plugin = NodeOrderPlugin(Arguments("nodeorder"))
+    plugin.on_session_open(Session(snap, []))
+    weights = (
+        plugin.least,
+        plugin.most,
+        plugin.balanced,
+        plugin.node_affinity,
+        plugin.pod_affinity,
+        plugin.taint,
+    )
+    assert weights == (1, 0, 1, 2, 2, 3)
+    assert plugin.spread_weight == 2

@@ -116,3 +116,77 @@ async def test_a_plugins_queue_event_reaches_the_api_once(recorder) -> None:
     assert len(events) == 1
     assert events[0]["involvedObject"]["kind"] == "Queue" and events[0]["involvedObject"]["name"] == "team-a"
     assert (events[0]["type"], events[0]["reason"], events[0]["message"]) == ("Warning", "GuaranteeScaled", message)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_repeated_bind_failures_update_one_event_instead_of_creating_many(recorder) -> None:
+    """The symptom of issue 15: a pod refused every cycle made 132 Events in six seconds."""
+    rec, client = recorder
+    cache = ClusterCache()
+    pg, pods = gang("refused", 1, cpu="1")
+    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
+    clock = Clock()
+    status = StatusUpdater(client, cache, clock=clock)
+    task = cache.snapshot().jobs["default/refused"].tasks[pods[0].metadata.uid]
+    for second in range(60):  # a bind refused every cycle, one cycle a second, for a minute
+        clock.now = 1000.0 + second
+        status.bind_failed(task, "n1", "409 Conflict: pod has non-empty .spec.schedulingGates")
+        await status.flush()
+    created = rec.of("POST", "/events")
+    updates = [b for m, path, b in rec.requests if m == "PATCH" and "/events/" in path]
+    assert len(created) == 1
+    assert created[0]["reason"] == "FailedScheduling" and created[0]["count"] == 1
+    name = created[0]["metadata"]["name"]
+    assert all(path.endswith(f"/events/{name}") for m, path, _ in rec.requests if "/events/" in path)
+    # coalesced: one update per ten seconds at most, each carrying the count reached so far
+    assert 4 <= len(updates) <= 6
+    assert [u["count"] for u in updates] == sorted(u["count"] for u in updates)
+    assert updates[-1]["count"] >= 50
+
+
+async def test_a_different_reason_is_its_own_event_and_creations_per_object_are_capped(recorder) -> None:
+    rec, client = recorder
+    cache = ClusterCache()
+    pg, pods = gang("noisy", 1, cpu="1")
+    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
+    clock = Clock()
+    status = StatusUpdater(client, cache, clock=clock)
+    pgo = cache.podgroups["default/noisy"]
+    for i in range(20):  # twenty distinct reasons about one object within a second
+        status.event_for_podgroup(pgo, "Warning", f"Reason{i}", "something")
+    await status.flush()
+    assert len(rec.of("POST", "/events")) == 5
+    assert status.events.dropped == 15
+    clock.now += 60.0  # a minute later the budget is back
+    status.event_for_podgroup(pgo, "Warning", "Later", "something")
+    await status.flush()
+    assert len(rec.of("POST", "/events")) == 6
+
+
+async def test_gated_gang_gets_a_gated_condition_and_no_failed_scheduling(recorder) -> None:
+    from caldera.hack.scenario import InProcessCluster, pod
+
+    rec, client = recorder
+    gate = {"schedulingGates": [{"name": "example.com/wait"}]}
+    pg, pods = gang("gated", 2, cpu="1")
+    pods[1] = pod("gated-1", cpu="1", group="gated", spec_extra=gate)
+    sim = InProcessCluster(nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
+    status = StatusUpdater(client, sim.cache)
+    for _ in range(3):
+        status.observe(sim.cycle())
+    await status.flush()
+    assert rec.of("POST", "/events") == []
+    assert rec.of("PATCH", "/pods/") == []
+    patches = rec.of("PATCH", "/podgroups/gated")
+    assert len(patches) == 1
+    conds = {c["type"]: c for c in patches[0]["status"]["conditions"]}
+    assert conds["SchedulingGated"]["status"] == "True"
+    assert "gated-1 (gates: example.com/wait)" in conds["SchedulingGated"]["message"]
+    assert "Unschedulable" not in conds

@@ -404,6 +404,14 @@
     const parts = [h("h1", null, `${ex.namespace}/${ex.name} `, h("small", { text: ex.phase || "" }))];
     if (ex.reason) parts.push(h("p", { class: "reason big", id: "job-reason", text: ex.reason }));
     if (ex.suggestion) parts.push(h("p", { class: "suggestion", id: "job-suggestion" }, h("b", { text: "Suggestion: " }), ex.suggestion));
+    if (ex.gated && ex.gated.length)
+      parts.push(
+        h(
+          "ul",
+          { class: "gated", id: "job-gated" },
+          ...ex.gated.map((g) => h("li", { text: `pod ${g.pod} waits for scheduling gates: ${(g.gates || []).join(", ")}` })),
+        ),
+      );
     const qs = ex.queue_state || {};
     const g = ex.gang || {};
     parts.push(
