@@ -127,10 +127,6 @@ def constraints_of(pod: Pod) -> tuple[list[Constraint], list[Constraint], bool]:
     return [], [_resolve(pod, c, owner) for c in SYSTEM_DEFAULTS], True
 
 
-def has_spread(pod: Pod) -> bool:
-    return bool(pod.spec.topology_spread_constraints) or bool(controller_uid(pod))
-
-
 class Counter:
     """Matching pods per topology domain, over the nodes eligible for one pod template."""
 

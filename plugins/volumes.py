@@ -13,7 +13,8 @@
   joined with ``__`` list several) must hold on the node ("node(s) had no available volume zone").
 - NodeVolumeLimits (plugins/nodevolumelimits/csi.go ``Filter``): for a CSI driver whose CSINode
   entry on a node states ``allocatable.count``, the distinct volumes of that driver used by the
-  node's pods plus the pod's new ones must not exceed it ("node(s) exceed max volume count").
+  node's pods plus the pod's new ones (a claim still to be provisioned counts for its class's
+  driver) must not exceed it ("node(s) exceed max volume count").
   Counts follow the session's placements.
 
 Which claims the binder must annotate with ``volume.kubernetes.io/selected-node`` (unbound
@@ -192,11 +193,18 @@ class VolumeIndex:
 
     # -- CSI volume limits (dynamic, node-local) -----------------------------------------------------
     def _csi_volumes(self, task: TaskInfo) -> dict[str, set[str]]:
-        """Driver → volume handles (PV names) of the pod's bound CSI claims."""
+        """Driver → volume handles of the pod's CSI claims: a bound claim's volume (by PV name), an
+        unbound one's volume to be provisioned by its class's driver (by claim; csi.go
+        ``getCSIDriverInfoFromSC``)."""
         out: dict[str, set[str]] = {}
         for name in claim_names(task):
             pvc = self.pvcs.get(f"{task.namespace}/{name}")
-            if pvc is None or not pvc.spec.volume_name:
+            if pvc is None:
+                continue
+            if not pvc.spec.volume_name:
+                cls = self.classes.get(pvc.spec.storage_class_name or "")
+                if cls is not None and cls.provisioner and cls.provisioner != NO_PROVISIONER:
+                    out.setdefault(cls.provisioner, set()).add(f"claim:{task.namespace}/{name}")
                 continue
             pv = self.pvs.get(pvc.spec.volume_name)
             if pv is not None and pv.spec.csi is not None:

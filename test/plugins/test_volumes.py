@@ -136,3 +136,30 @@ def test_csi_attach_limit_from_csinode():
     ]
     result, _ = run([*running, with_claims("p", "mine")], pvcs=claims, pvs=volumes, csinodes=csinodes)
     assert [(p.task.name, p.node) for p in result.placements] == [("p", "b2")]
+
+
+def test_a_claim_still_to_be_provisioned_counts_against_its_drivers_attach_limit():
+    csinodes = [
+        msgspec.convert(
+            {
+                "metadata": {"name": n},
+                "spec": {"drivers": [{"name": "csi.example.com", "allocatable": {"count": 1}}]},
+            },
+            CSINode,
+        )
+        for n in ("a1", "a2", "b1", "b2")
+    ]
+    running = [
+        with_claims(f"r-{n}", f"used-{n}", node_name=n, phase="Running", scheduler="other")
+        for n in ("a1", "b1", "b2")
+    ]
+    claims = [pvc(f"used-{n}", volume=f"pv-used-{n}") for n in ("a1", "b1", "b2")] + [pvc("new", cls="lazy")]
+    volumes = [pv(f"pv-used-{n}", driver="csi.example.com") for n in ("a1", "b1", "b2")]
+    result, _ = run(
+        [*running, with_claims("p", "new")],
+        pvcs=claims,
+        pvs=volumes,
+        csinodes=csinodes,
+        classes=[storage_class("lazy", provisioner="csi.example.com")],
+    )
+    assert [(p.task.name, p.node) for p in result.placements] == [("p", "a2")]
