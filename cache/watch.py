@@ -273,8 +273,15 @@ class Reflector(Generic[T]):
                     need_list = True
                     continue
                 self._failing()
-                if need_list and exc.code == 404 and self.optional:
-                    # The kind is not served here (a CRD not installed): treat it as empty for now.
+                if need_list and exc.code in (403, 404) and self.optional:
+                    # The kind is not served here (a CRD not installed), or this scheduler may not read
+                    # it (an older RBAC without PDBs or storage): treat it as empty for now, loudly.
+                    if exc.code == 403:
+                        log.warning(
+                            "%s: not allowed to list (%s); scheduling goes on as if there were none",
+                            self.name,
+                            exc,
+                        )
                     self.handler.replace([])
                     self.synced.set()
                     self._error_at = None

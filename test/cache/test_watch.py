@@ -170,3 +170,40 @@ def test_relist_of_unchanged_objects_costs_nothing() -> None:
     assert calls == ["up b"]
     handler.replace([a])
     assert calls == ["up b", "del b"]
+
+
+@pytest.mark.parametrize("code", [403, 404])
+async def test_an_optional_kind_that_cannot_be_listed_counts_as_empty(code: int) -> None:
+    """PDBs and storage kinds are optional: a cluster that does not serve them (404), or an older
+    RBAC that does not let the scheduler read them (403), must not keep the scheduler from syncing."""
+
+    async def refuse(request: web.Request) -> web.Response:
+        status = {"kind": "Status", "code": code, "reason": "Forbidden" if code == 403 else "NotFound"}
+        return web.Response(status=code, body=enc(status))
+
+    app = web.Application()
+    app.router.add_get("/apis/policy/v1/poddisruptionbudgets", refuse)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
+    from caldera.framework.objects import PodDisruptionBudget
+
+    cache = ClusterCache()
+    reflector = Reflector(
+        client,
+        "/apis/policy/v1/poddisruptionbudgets",
+        PodDisruptionBudget,
+        KindHandler(cache.upsert_pdb, cache.delete_pdb),
+        optional=True,
+    )
+    task = asyncio.create_task(reflector.run())
+    try:
+        await until(lambda: reflector.synced.is_set())
+        assert cache.pdbs == {}
+    finally:
+        task.cancel()
+        await client.close()
+        await runner.cleanup()
