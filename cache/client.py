@@ -66,6 +66,14 @@ def error_from(code: int, body: bytes, headers: Mapping[str, str] | None = None)
     return ApiError(code, reason, message, retry_after)
 
 
+class ClusterConfigError(Exception):
+    """No usable way to reach the API server; the message says what is wrong and what to do."""
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 @dataclass
 class ClusterConfig:
     """Where the API server is and how to talk to it."""
@@ -77,21 +85,49 @@ class ClusterConfig:
 
     @classmethod
     async def load(cls, kubeconfig: str | None = None) -> ClusterConfig:
-        """``--kubeconfig PATH``, else in-cluster, else ``$KUBECONFIG`` (or ~/.kube/config)."""
+        """``--kubeconfig PATH``, else in-cluster, else ``$KUBECONFIG`` (or ~/.kube/config).
+        :class:`ClusterConfigError` says in one line what is wrong and what to do."""
         from kubernetes_asyncio import config as kconfig
         from kubernetes_asyncio.client import Configuration
 
         cfg = Configuration()
         if kubeconfig:
-            await kconfig.load_kube_config(
-                config_file=kubeconfig, client_configuration=cfg, persist_config=False
-            )
+            source = f"--kubeconfig {kubeconfig}"
+            path: str | None = kubeconfig
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            kconfig.load_incluster_config(client_configuration=cfg)
+            try:
+                kconfig.load_incluster_config(client_configuration=cfg)
+            except kconfig.ConfigException as exc:
+                raise ClusterConfigError(
+                    f"cannot use the in-cluster service account: {_one_line(exc)}; check that the pod "
+                    "mounts its service account token (automountServiceAccountToken), or pass --kubeconfig PATH"
+                ) from None
+            return cls.from_configuration(cfg)
         else:
             path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+            source = f"$KUBECONFIG ({path})" if path else "~/.kube/config"
+            path = path or os.path.expanduser("~/.kube/config")
+            if not os.path.exists(path):
+                raise ClusterConfigError(
+                    f"no cluster to talk to: not running in a pod and {source} does not exist; "
+                    "pass --kubeconfig PATH (or set $KUBECONFIG)"
+                )
+        # kubernetes-asyncio reads a missing file as an empty config ("Expected key current-context"):
+        # say what is really wrong.
+        if not os.path.isfile(path):
+            raise ClusterConfigError(
+                f"cannot read the kubeconfig: {source}: no such file; pass the path of a kubeconfig file, "
+                "or leave --kubeconfig out to use the in-cluster service account or $KUBECONFIG"
+            )
+        try:
             await kconfig.load_kube_config(config_file=path, client_configuration=cfg, persist_config=False)
-        return cls.from_configuration(cfg)
+            return cls.from_configuration(cfg)
+        except Exception as exc:
+            # Anything: a kubeconfig that is not YAML, lacks a current context, names missing certificate files...
+            raise ClusterConfigError(
+                f"cannot use the kubeconfig {path}: {_one_line(exc)}; check it with "
+                f"`kubectl --kubeconfig {path} config view`"
+            ) from None
 
     @classmethod
     def from_configuration(cls, cfg: Any) -> ClusterConfig:

@@ -3,6 +3,5 @@
 # (caldera-sim with a few dozen nodes, a stream of gang jobs, and caldera-scheduler binding them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+bash hack/install.sh
 exec .venv/bin/caldera-sim demo "$@"

@@ -3,8 +3,7 @@
 # README.md and .ci/run both call this script, so they can never disagree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+bash hack/install.sh test
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

@@ -18,7 +18,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.cache.client import ApiClient, ClusterConfig, ClusterConfigError
 from caldera.cache.informer import Informers
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import ConfError
@@ -32,7 +32,7 @@ from caldera.scheduler.confsource import ConfSource
 from caldera.scheduler.controllers import Controllers
 from caldera.scheduler.debug import DebugApi, Observatory
 from caldera.scheduler.evictor import Evictor
-from caldera.scheduler.http import HttpServer
+from caldera.scheduler.http import HttpServer, ListenError, parse_listen_address
 from caldera.scheduler.leader import ElectionConfig, LeaderElector
 from caldera.scheduler.loop import SchedulerLoop
 from caldera.scheduler.status import StatusUpdater
@@ -42,6 +42,8 @@ log = logging.getLogger("caldera.scheduler")
 EXIT_OK = 0
 EXIT_LOST_LEASE = 1
 EXIT_BAD_CONF = 2
+#: the kubeconfig is unusable or the HTTP address cannot be listened on (one log line says which)
+EXIT_CANNOT_START = 3
 
 
 @dataclass
@@ -188,6 +190,12 @@ class SchedulerApp:
     async def run(self, stop: asyncio.Event) -> int:
         opts = self.options
         try:
+            parse_listen_address(opts.listen_address)
+        except ValueError as exc:
+            log.error("--listen-address %s", exc)
+            self.exit_code = EXIT_CANNOT_START
+            return EXIT_CANNOT_START
+        try:
             if self.conf.kind != "configmap":
                 self.conf.load_initial()
         except ConfError as exc:
@@ -195,7 +203,12 @@ class SchedulerApp:
             self.exit_code = EXIT_BAD_CONF
             return EXIT_BAD_CONF
 
-        cluster = self.cluster or await ClusterConfig.load(opts.kubeconfig)
+        try:
+            cluster = self.cluster or await ClusterConfig.load(opts.kubeconfig)
+        except ClusterConfigError as exc:
+            log.error("%s", exc)
+            self.exit_code = EXIT_CANNOT_START
+            return EXIT_CANNOT_START
         self.client = client = ApiClient(cluster, max_connections=max(100, opts.bind_workers * 2))
         name = opts.scheduler_names[0]
         identity = opts.identity or f"{os.environ.get('POD_NAME') or os.uname().nodename}_{os.getpid()}"
@@ -244,7 +257,12 @@ class SchedulerApp:
         loop_stop = asyncio.Event()
         code = EXIT_OK
         try:
-            await self.http.start()
+            try:
+                await self.http.start()
+            except ListenError as exc:
+                log.error("%s", exc)
+                code = EXIT_CANNOT_START
+                return code
             self.informers.start()
             if self.conf.kind == "file":
                 background.append(asyncio.create_task(self.conf.watch_file(loop_stop), name="conf-file"))

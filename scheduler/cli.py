@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -13,6 +14,9 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from caldera.config.duration import parse_duration
+
+#: a flag value that cannot work (argparse's own code for bad usage)
+EXIT_USAGE = 2
 
 
 def package_version() -> str:
@@ -34,52 +38,121 @@ def duration(text: str) -> float:
     return value
 
 
+EPILOG = """\
+commands:
+  caldera-scheduler explain NAMESPACE/NAME        why a job (PodGroup) is pending
+  caldera-scheduler explain pod NAMESPACE/NAME    why a pod is pending
+      (both ask a running scheduler: --server URL, default http://127.0.0.1:8080;
+       see `caldera-scheduler explain --help`)
+
+exit codes: 0 stopped on SIGTERM/SIGINT; 1 lost the leader Lease (or failed); 2 bad flag or unusable
+scheduler conf; 3 cannot start (kubeconfig unusable, or the listen address cannot be used)
+"""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every flag shows its default (``on``/``off`` for switches); help that names its default
+    itself, or has none to name, is left as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            "default" in text
+            or action.default is argparse.SUPPRESS
+            or not action.option_strings
+            or action.dest == "version"
+        ):
+            return text
+        default = action.default
+        if isinstance(default, bool):
+            shown = "on" if default else "off"
+        elif default is None or default == "":
+            return text
+        else:
+            shown = "%(default)s"
+        return f"{text} (default: {shown})"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="caldera-scheduler", description="Volcano-compatible batch scheduler")
+    p = argparse.ArgumentParser(
+        prog="caldera-scheduler",
+        description="Volcano-compatible batch scheduler for Kubernetes",
+        epilog=EPILOG,
+        formatter_class=_HelpFormatter,
+    )
     p.add_argument("--version", action="store_true", help="print the version and exit")
-    p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig (default: in-cluster, else $KUBECONFIG)")
+    p.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: the in-cluster service account, else $KUBECONFIG or ~/.kube/config)",
+    )
     p.add_argument(
         "--scheduler-name",
         action="append",
         dest="scheduler_names",
         metavar="NAME",
-        help="schedule pods whose spec.schedulerName is NAME (repeatable; default caldera)",
+        help="schedule pods whose spec.schedulerName is NAME (repeatable; default: caldera)",
     )
     p.add_argument(
         "--scheduler-conf",
         metavar="PATH|configmap:NS/NAME[:KEY]",
-        help="the scheduler conf: a file (reloaded when it changes) or a ConfigMap (watched); default built in",
+        help="the scheduler conf in Volcano's format: a file (reloaded when it changes) or a ConfigMap "
+        "(watched) (default: Volcano's default conf, built in)",
     )
+    p.add_argument("--schedule-period", type=duration, default="1s", metavar="DURATION", help="cycle period")
     p.add_argument(
-        "--schedule-period", type=duration, default=1.0, metavar="DURATION", help="cycle period (1s)"
-    )
-    p.add_argument(
-        "--listen-address", default="127.0.0.1:8080", help="HTTP address for /metrics, /healthz, /readyz"
+        "--listen-address",
+        default="127.0.0.1:8080",
+        metavar="HOST:PORT",
+        help="HTTP address for /metrics, /healthz, /readyz, /debug and /ui",
     )
     p.add_argument(
         "--ui",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="serve the read-only web view at /ui on the listen address (default on)",
+        help="serve the read-only web view at /ui on the listen address",
     )
     p.add_argument("--leader-elect", action="store_true", help="run only while holding the leader Lease")
-    p.add_argument("--leader-elect-lease-duration", type=duration, default=15.0, metavar="DURATION")
-    p.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0, metavar="DURATION")
-    p.add_argument("--leader-elect-retry-period", type=duration, default=2.0, metavar="DURATION")
+    p.add_argument(
+        "--leader-elect-lease-duration",
+        type=duration,
+        default="15s",
+        metavar="DURATION",
+        help="how long a leader's Lease lasts without renewal",
+    )
+    p.add_argument(
+        "--leader-elect-renew-deadline",
+        type=duration,
+        default="10s",
+        metavar="DURATION",
+        help="the leader gives up when it cannot renew within this",
+    )
+    p.add_argument(
+        "--leader-elect-retry-period",
+        type=duration,
+        default="2s",
+        metavar="DURATION",
+        help="how often to try to acquire or renew the Lease",
+    )
     p.add_argument(
         "--leader-elect-resource-namespace",
         default="",
-        help="namespace of the Lease (default $POD_NAMESPACE or kube-system)",
+        metavar="NAMESPACE",
+        help="namespace of the Lease (default: $POD_NAMESPACE, else kube-system)",
     )
-    p.add_argument("--leader-elect-resource-name", default="caldera", help="name of the Lease")
-    p.add_argument("--default-queue", default="default", help="queue of PodGroups that name none")
+    p.add_argument(
+        "--leader-elect-resource-name", default="caldera", metavar="NAME", help="name of the Lease"
+    )
+    p.add_argument(
+        "--default-queue", default="default", metavar="QUEUE", help="queue of PodGroups that name none"
+    )
     p.add_argument(
         "--enable-controllers",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="run the PodGroup and Queue controllers for plain workloads (default on)",
+        help="run the PodGroup and Queue controllers for plain workloads",
     )
-    p.add_argument("--bind-workers", type=int, default=16, help="concurrent bind requests (16)")
+    p.add_argument("--bind-workers", type=int, default=16, metavar="N", help="concurrent bind requests")
     p.add_argument(
         "--volume-bind-timeout",
         type=duration,
@@ -91,10 +164,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--per-pod-events", action="store_true", help="also record Scheduled/FailedScheduling per pod"
     )
-    p.add_argument("--shutdown-timeout", type=duration, default=30.0, metavar="DURATION")
-    p.add_argument("--log-format", choices=("text", "json"), default="text")
-    p.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    p.add_argument(
+        "--shutdown-timeout",
+        type=duration,
+        default="30s",
+        metavar="DURATION",
+        help="on SIGTERM, how long in-flight binds may take to finish",
+    )
+    p.add_argument("--log-format", choices=("text", "json"), default="text", help="log line format")
+    p.add_argument(
+        "--log-level",
+        default="info",
+        type=str.lower,
+        choices=("debug", "info", "warning", "error"),
+        help="log level",
+    )
     return p
+
+
+def usage_error(args: argparse.Namespace) -> str | None:
+    """A flag value that parses but cannot work, as one line saying what to do; None when all is well."""
+    from caldera.scheduler.http import parse_listen_address
+
+    try:
+        parse_listen_address(args.listen_address)
+    except ValueError as exc:
+        return f"--listen-address {exc}"
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        what = "is a directory" if os.path.isdir(args.kubeconfig) else "does not exist"
+        return (
+            f"--kubeconfig {args.kubeconfig}: the file {what}; pass the path of a kubeconfig file, or leave "
+            "--kubeconfig out to use the in-cluster service account or $KUBECONFIG"
+        )
+    if args.bind_workers < 1:
+        return f"--bind-workers {args.bind_workers}: must be at least 1"
+    return None
 
 
 class JsonFormatter(logging.Formatter):
@@ -168,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.version:
         print(f"caldera-scheduler {package_version()}")
         return 0
+    problem = usage_error(args)
+    if problem is not None:
+        print(f"caldera-scheduler: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     setup_logging(args.log_format, args.log_level)
     try:
         import uvloop

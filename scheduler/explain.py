@@ -1,5 +1,6 @@
-"""``caldera-scheduler explain NAMESPACE/NAME [--server URL] [--json]``: why a job is pending, from the
-running scheduler's ``/debug/jobs/NAMESPACE/NAME``."""
+"""``caldera-scheduler explain [job] NAMESPACE/NAME`` and ``caldera-scheduler explain pod NAMESPACE/NAME``
+(``--server URL``, ``--json``): why a job or a pod is pending, from the running scheduler's
+``/debug/jobs/NAMESPACE/NAME`` and ``/debug/pods/NAMESPACE/NAME``."""
 
 from __future__ import annotations
 
@@ -15,18 +16,44 @@ DEFAULT_SERVER = "http://127.0.0.1:8080"
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="caldera-scheduler explain", description="Explain why a job (PodGroup) is pending"
+        prog="caldera-scheduler explain",
+        description="Explain why a job (PodGroup) or a pod is pending, asking a running caldera-scheduler",
+        usage="%(prog)s [job|pod] NAMESPACE/NAME [--server URL] [--json]",
     )
-    p.add_argument("job", metavar="NAMESPACE/NAME", help="the PodGroup (namespace default when left out)")
     p.add_argument(
-        "--server", default=DEFAULT_SERVER, help=f"the scheduler's HTTP address ({DEFAULT_SERVER})"
+        "target",
+        nargs="+",
+        metavar="[job|pod] NAMESPACE/NAME",
+        help="a PodGroup (`job` may be left out) or a pod; the namespace is default when left out",
+    )
+    p.add_argument(
+        "--server",
+        default=DEFAULT_SERVER,
+        help=f"the scheduler's HTTP address, its --listen-address (default: {DEFAULT_SERVER})",
     )
     p.add_argument("--json", action="store_true", help="print the explanation document as JSON")
     return p
 
 
-def fetch(server: str, namespace: str, name: str, timeout: float = 10.0) -> tuple[int, dict[str, Any]]:
-    url = f"{server.rstrip('/')}/debug/jobs/{namespace}/{name}"
+def parse_target(words: list[str]) -> tuple[str, str, str]:
+    """``[job|pod] [NAMESPACE/]NAME`` into (kind, namespace, name); ValueError says what is wrong."""
+    if len(words) == 1:
+        kind, ref = "job", words[0]
+    elif len(words) == 2 and words[0] in ("job", "pod"):
+        kind, ref = words
+    else:
+        raise ValueError(f"expected [job|pod] NAMESPACE/NAME, not {' '.join(words)!r}")
+    namespace, _, name = ref.rpartition("/")
+    if not name or "/" in namespace:
+        raise ValueError(f"expected NAMESPACE/NAME, not {ref!r}")
+    return kind, namespace or "default", name
+
+
+def fetch(
+    server: str, namespace: str, name: str, timeout: float = 10.0, kind: str = "job"
+) -> tuple[int, dict[str, Any]]:
+    collection = "pods" if kind == "pod" else "jobs"
+    url = f"{server.rstrip('/')}/debug/{collection}/{namespace}/{name}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             return resp.status, json.loads(resp.read())
@@ -93,20 +120,50 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_pod(doc: dict[str, Any]) -> str:
+    """A pod's explanation as readable lines."""
+    lines = [f"Pod {doc.get('namespace')}/{doc.get('name')} ({doc.get('status') or 'unknown'})"]
+    if doc.get("node"):
+        lines.append(f"  Node:       {doc['node']}")
+    job = doc.get("job") or ""
+    lines.append(f"  Job:        {job or 'none'}")
+    reason = doc.get("reason") or ""
+    lines.append(f"  Reason:     {reason or 'none: the pod is not pending for a reason the scheduler knows'}")
+    if doc.get("job_reason") and doc.get("job_reason") != reason:
+        lines.append(f"  Job reason: {doc['job_reason']}")
+    if doc.get("suggestion"):
+        lines.append(f"  To fit:     {doc['suggestion']}")
+    if job and doc.get("explain_job"):
+        lines.append(f"  More:       caldera-scheduler explain {job}")
+    lines.append(f"  (as of scheduling cycle {doc.get('cycle')})")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    namespace, _, name = args.job.rpartition("/")
-    namespace = namespace or "default"
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
-        status, doc = fetch(args.server, namespace, name)
+        kind, namespace, name = parse_target(args.target)
+    except ValueError as exc:
+        print(f"caldera-scheduler explain: {exc}", file=sys.stderr)
+        return 2
+    try:
+        status, doc = fetch(args.server, namespace, name, kind=kind)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        print(f"cannot reach the scheduler at {args.server}: {exc}", file=sys.stderr)
+        reason = getattr(exc, "reason", exc)
+        print(
+            f"cannot reach the scheduler at {args.server}: {reason}; is caldera-scheduler running there? "
+            "(pass its --listen-address as --server URL)",
+            file=sys.stderr,
+        )
         return 2
     if status != 200:
         print(doc.get("error") or f"HTTP {status}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=True))
+    elif kind == "pod":
+        print(render_pod(doc))
     else:
         print(render(doc))
     return 0

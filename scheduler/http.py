@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +18,24 @@ from caldera.scheduler.debug import DebugApi, NotFound
 log = logging.getLogger("caldera.http")
 
 
+class ListenError(Exception):
+    """The HTTP endpoints cannot listen where they were told to; the message says what to do."""
+
+
+def parse_listen_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6; an empty host means 127.0.0.1) into (host, port);
+    a ValueError names what is wrong with it."""
+    host, sep, port = address.strip().rpartition(":")
+    if not sep:
+        raise ValueError(f"{address!r} is not HOST:PORT (e.g. 127.0.0.1:8080, or 0.0.0.0:8080 inside a pod)")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{address!r} has no valid port: {port!r} is not a number from 0 to 65535")
+    host = host.strip("[]") or "127.0.0.1"
+    if any(c.isspace() for c in host) or ("/" in host):
+        raise ValueError(f"{address!r} has no valid host: {host!r}")
+    return host, int(port)
+
+
 class HttpServer:
     def __init__(
         self,
@@ -25,9 +45,8 @@ class HttpServer:
         debug_api: DebugApi | None = None,
         ui: bool = True,
     ) -> None:
-        host, _, port = address.rpartition(":")
-        self.host = host.strip("[]") or "127.0.0.1"
-        self.port = int(port or 8080)
+        self.address = address
+        self.host, self.port = parse_listen_address(address)
         self.ready = ready
         self.debug = debug
         self.debug_api = debug_api
@@ -51,7 +70,12 @@ class HttpServer:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            raise ListenError(_listen_advice(self.address, exc)) from None
         server = getattr(site, "_server", None)
         if server is not None and server.sockets:
             self.port = server.sockets[0].getsockname()[1]
@@ -121,3 +145,20 @@ class HttpServer:
 
     async def _debug_scheduler(self, request: web.Request) -> web.Response:
         return self._json(self._api().scheduler())
+
+
+def _listen_advice(address: str, exc: OSError) -> str:
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"cannot listen on {address}: the address is already in use (another caldera-scheduler?); "
+            "stop that process or choose another --listen-address"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return (
+            f"cannot listen on {address}: {why}; give an address of this machine in --listen-address "
+            "(127.0.0.1:8080, or 0.0.0.0:8080 inside a pod)"
+        )
+    if exc.errno == errno.EACCES:
+        return f"cannot listen on {address}: {why}; ports below 1024 need privileges, use a port such as 8080"
+    return f"cannot listen on {address}: {why}; choose another --listen-address"
