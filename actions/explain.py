@@ -226,14 +226,43 @@ def _queue_state(ssn: Session, job: JobInfo) -> dict[str, Any]:
     elif f"queue {queue.name} is at its share" in error or f"queue {queue.name} is overused" in error:
         deserved = _resource(shares.deserved)
         allocated = _resource(shares.allocated)
-        state.update(
-            held=True,
-            message=(
-                f"queue {queue.name} is at its deserved share: {human(allocated)} allocated "
-                f"of {human(deserved)} deserved (weight {queue.weight})"
-            ),
+        message = (
+            f"queue {queue.name} is at its deserved share: {human(allocated)} allocated "
+            f"of {human(deserved)} deserved (weight {queue.weight})"
         )
+        # Written by the proportion (and capacity) plugin: {queue: {resource: factor}} for this cycle.
+        factors = ssn.report.queue_guarantee_scaled.get(queue.name)
+        if factors:
+            asked = queue.guarantee or Resource()
+            parts = ", ".join(
+                f"{_one(d, asked.get(d))} to {_one(d, asked.get(d) * f)}" for d, f in sorted(factors.items())
+            )
+            message += (
+                f"; its guarantee was scaled down ({parts}) because the guarantees of all queues add up "
+                "to more than the cluster has, so nothing is left over to share by weight"
+            )
+            state["guarantee_scaled"] = dict(factors)
+        elif _capped(queue.capability, deserved):
+            message += f"; that is its capability ({human(queue.capability or Resource())})"
+            state["at_capability"] = True
+        state.update(held=True, message=message)
     return state
+
+
+def _one(name: str, value: float) -> str:
+    """One dimension in short human form: ``4 cpu``, ``16Gi memory``, ``2 nvidia.com/gpu``."""
+    res = Resource()
+    res.set(name, value)
+    return human(res)
+
+
+def _capped(capability: Resource | None, deserved: Resource) -> bool:
+    """The deserved share reaches the queue's capability in every dimension the capability limits:
+    a larger weight cannot raise it."""
+    if capability is None:
+        return False
+    dims = [d for d in capability.names() if 0 < capability.get(d) < float("inf")]
+    return bool(dims) and all(deserved.get(d) >= capability.get(d) - MIN_RESOURCE for d in dims)
 
 
 def _resource(values: dict[str, float] | None) -> Resource:
@@ -370,6 +399,17 @@ def _suggestion(ssn: Session, job: JobInfo, doc: dict[str, Any]) -> str:
             return (
                 f"raise queue {job.queue}'s capability or wait for its running jobs to finish "
                 f"(the job's minimum is {human(job.min_resources or Resource())})"
+            )
+        if qs.get("guarantee_scaled"):
+            return (
+                "the queues' guarantees together ask more than the cluster has: lower the other queues' "
+                f"guarantees or add nodes, or wait for queue {job.queue}'s running jobs to finish "
+                "(raising its weight does not help while guarantees take the whole cluster)"
+            )
+        if qs.get("at_capability"):
+            return (
+                f"raise queue {job.queue}'s capability or wait for its running jobs to finish "
+                "(its weight does not help: the queue is at its capability)"
             )
         return f"wait for queue {job.queue}'s running jobs to finish, or raise its weight or deserved share"
     topo = doc["topology"]

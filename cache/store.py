@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,49 @@ class _JobCopy:
     copy: JobInfo
 
 
+@dataclass(frozen=True)
+class UnreadablePod:
+    """A pod of ours whose spec the cache could not read (an invalid or negative quantity): it cannot
+    be scheduled, and it must not wait in silence."""
+
+    namespace: str
+    name: str
+    uid: str
+    #: the job its group annotation names ("" when none)
+    job: str
+    reason: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class MissingPodGroup:
+    """Pods of ours whose ``scheduling.k8s.io/group-name`` names a PodGroup the cache does not hold."""
+
+    namespace: str
+    name: str
+    pods: tuple[TaskInfo, ...]
+    #: monotonic time at which the cache first saw a pod waiting for it
+    since: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class CacheProblems:
+    """What the cache holds that no session can schedule, and why (read once per cycle)."""
+
+    missing_podgroups: tuple[MissingPodGroup, ...] = ()
+    unreadable_pods: tuple[UnreadablePod, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.missing_podgroups or self.unreadable_pods)
+
+
 @dataclass
 class CacheStats:
     skipped_objects: int = 0
@@ -92,6 +136,13 @@ class ClusterCache:
         self.tasks: dict[str, TaskInfo] = {}
         #: our pods whose PodGroup does not exist (yet), by job key
         self.waiting: dict[str, dict[str, TaskInfo]] = {}
+        #: when each key of ``waiting`` started waiting (monotonic seconds)
+        self._waiting_since: dict[str, float] = {}
+        #: our pods that cannot be read, by pod uid
+        self.unreadable: dict[str, UnreadablePod] = {}
+        #: bumped whenever ``waiting`` or ``unreadable`` changes, so ``problems()`` is rebuilt only then
+        self._problems_revision = 0
+        self._problems: tuple[int, CacheProblems] = (0, CacheProblems())
         #: our pods with no group annotation at all (for the PodGroup controller)
         self.ungrouped: dict[str, TaskInfo] = {}
         #: tasks bound to a node the cache has not seen (yet), by node name
@@ -166,7 +217,14 @@ class ClusterCache:
                 )
             except ResourceError as exc:
                 self._skip(f"pod {pod.metadata.namespace}/{pod.metadata.name}", exc)
+                if ours:
+                    self.unreadable[uid] = UnreadablePod(
+                        pod.metadata.namespace, pod.metadata.name, uid, job_key or "", str(exc)
+                    )
+                    self._problems_revision += 1
                 return
+            if self.unreadable.pop(uid, None) is not None:
+                self._problems_revision += 1
             if (
                 old is not None
                 and task.status == TaskStatus.PENDING
@@ -189,12 +247,15 @@ class ClusterCache:
                     if job is not None:
                         job.add_task(task)
                     else:
-                        self.waiting.setdefault(job_key, {})[uid] = task
+                        self._wait_for_podgroup(job_key, {uid: task})
             self._attach_to_node(task)
 
     def delete_pod(self, pod: Pod) -> None:
         with self._lock:
             uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+            if self.unreadable.pop(uid, None) is not None:
+                self.revision += 1
+                self._problems_revision += 1
             task = self.tasks.get(uid)
             if task is None:
                 return
@@ -212,8 +273,41 @@ class ClusterCache:
             waiting = self.waiting.get(task.job)
             if waiting is not None:
                 waiting.pop(task.uid, None)
+                self._problems_revision += 1
                 if not waiting:
+                    # ``_waiting_since`` keeps the key until problems() runs: an update of the pod
+                    # (removed, then added again) does not restart the wait.
                     del self.waiting[task.job]
+
+    def _wait_for_podgroup(self, job_key: str, tasks: dict[str, TaskInfo]) -> None:
+        waiting = self.waiting.get(job_key)
+        if waiting is None:
+            waiting = self.waiting[job_key] = {}
+            self._waiting_since.setdefault(job_key, time.monotonic())
+        waiting.update(tasks)
+        self._problems_revision += 1
+
+    def problems(self) -> CacheProblems:
+        """Pods waiting for a PodGroup that does not exist and pods that cannot be read; rebuilt only
+        when either changed since the last call."""
+        with self._lock:
+            revision, cached = self._problems
+            if revision == self._problems_revision:
+                return cached
+            for key in [k for k in self._waiting_since if k not in self.waiting]:
+                del self._waiting_since[key]
+            missing = []
+            for key, tasks in self.waiting.items():
+                namespace, _, name = key.partition("/")
+                pods = tuple(sorted(tasks.values(), key=lambda t: t.name))
+                missing.append(
+                    MissingPodGroup(namespace, name, pods, self._waiting_since.get(key, time.monotonic()))
+                )
+            missing.sort(key=lambda m: m.key)
+            unreadable = tuple(sorted(self.unreadable.values(), key=lambda u: u.key))
+            problems = CacheProblems(tuple(missing), unreadable)
+            self._problems = (self._problems_revision, problems)
+            return problems
 
     # ------------------------------------------------------------------------------------------
     # nodes
@@ -284,6 +378,9 @@ class ClusterCache:
             job = JobInfo.from_podgroup(
                 pg, self._priority_of(pg.spec.priority_class_name), self.default_queue
             )
+            if old is None and key in self.waiting:
+                self._problems_revision += 1
+                self._waiting_since.pop(key, None)
             tasks: Iterable[TaskInfo] = (
                 old.tasks.values() if old is not None else self.waiting.pop(key, {}).values()
             )
@@ -314,7 +411,7 @@ class ClusterCache:
             del self.podgroups[key]
             self._copies.pop(key, None)
             if job.tasks:
-                self.waiting[key] = dict(job.tasks)
+                self._wait_for_podgroup(key, dict(job.tasks))
 
     def upsert_queue(self, queue: Queue) -> None:
         with self._lock:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -60,23 +60,32 @@ def task_status_of(pod: Pod) -> TaskStatus:
 
 def pod_requests(pod: Pod) -> tuple[Resource, Resource]:
     """(request, init request) of a pod; a container's missing request defaults to its limit, as the
-    API server does. The init request is the larger of the running request and any init container."""
+    API server does. The init request is the larger of the running request and any init container.
+    A bad or negative quantity is a :class:`ResourceError` naming the container and the value."""
     req = Resource()
     for c in pod.spec.containers:
-        req.add(Resource.from_resource_list(c.resources.requests or c.resources.limits))
+        req.add(_container_list(c.name, c.resources.requests or c.resources.limits))
         if c.resources.requests and c.resources.limits:
             # Extended resources are often given only as limits (vGPU, GPUs): count them too.
             for name, value in c.resources.limits.items():
                 if name not in c.resources.requests and name not in ("cpu", "memory"):
-                    req.add(Resource.from_resource_list({name: value}))
+                    req.add(_container_list(c.name, {name: value}))
     if pod.spec.overhead:
-        req.add(Resource.from_resource_list(pod.spec.overhead))
+        req.add(_container_list("", pod.spec.overhead))
     init = req.clone()
     for c in pod.spec.init_containers:
-        init.set_max(Resource.from_resource_list(c.resources.requests or c.resources.limits))
+        init.set_max(_container_list(c.name, c.resources.requests or c.resources.limits, init=True))
     req.pods = 1.0
     init.pods = 1.0
     return req, init
+
+
+def _container_list(container: str, items: Mapping[str, Any] | None, init: bool = False) -> Resource:
+    try:
+        return Resource.from_resource_list(items, allow_negative=False)
+    except ResourceError as exc:
+        where = f"{'init ' if init else ''}container {container}" if container else "overhead"
+        raise ResourceError(f"{where}: {exc}") from None
 
 
 _template_encoder = msgspec.json.Encoder()

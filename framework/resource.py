@@ -80,23 +80,34 @@ class Resource:
 
     # -- construction ------------------------------------------------------------------------------
     @classmethod
-    def from_resource_list(cls, items: Mapping[str, str | int | float] | None) -> Resource:
-        """Read a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi", ...}``)."""
+    def from_resource_list(
+        cls, items: Mapping[str, str | int | float] | None, *, allow_negative: bool = True
+    ) -> Resource:
+        """Read a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi", ...}``). With
+        ``allow_negative=False`` a value below zero is a :class:`ResourceError` (the API server refuses
+        a negative request or limit: ``ValidateResourceQuantityValue`` in Kubernetes'
+        pkg/apis/core/validation; one that reached us anyway must not be summed into totals)."""
         res = cls()
         if not items:
             return res
         for name, value in items.items():
             try:
                 if name == CPU:
-                    res.cpu += parse_cpu_millis(value)
+                    amount = parse_cpu_millis(value)
+                    res.cpu += amount
                 elif name == MEMORY:
-                    res.memory += parse_bytes(value)
+                    amount = parse_bytes(value)
+                    res.memory += amount
                 elif name == PODS:
-                    res.pods += float(parse_quantity(value))
+                    amount = float(parse_quantity(value))
+                    res.pods += amount
                 else:
-                    res.scalars[name] = res.scalars.get(name, 0.0) + parse_scalar(name, value)
+                    amount = parse_scalar(name, value)
+                    res.scalars[name] = res.scalars.get(name, 0.0) + amount
             except QuantityError as exc:
                 raise ResourceError(f"resource {name!r}: {exc}") from None
+            if amount < 0 and not allow_negative:
+                raise ResourceError(f"resource {name!r}: negative quantity {value!r} (must be 0 or more)")
         return res
 
     def clone(self) -> Resource:

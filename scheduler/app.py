@@ -22,6 +22,7 @@ from caldera.cache.client import ApiClient, ClusterConfig, ClusterConfigError
 from caldera.cache.informer import Informers
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import ConfError
+from caldera.framework.model import TaskInfo
 from caldera.framework.plugin import Registry
 from caldera.framework.session import SessionResult
 from caldera.metrics import devices as device_metrics
@@ -168,6 +169,13 @@ class SchedulerApp:
             },
         }
 
+    def _find_pod(self, namespace: str, name: str) -> TaskInfo | None:
+        """The cache's task for a pod, by name (a scan: for the debug API, not for the cycle)."""
+        for task in list(self.cache.tasks.values()):
+            if task.name == name and task.namespace == namespace:
+                return task
+        return None
+
     def _watch_states(self) -> list[WatchState]:
         if self.informers is None:
             return []
@@ -180,11 +188,15 @@ class SchedulerApp:
 
     # -- the cycle observer ------------------------------------------------------------------------
     def _on_cycle(self, result: SessionResult | None, duration: float, error: BaseException | None) -> None:
+        # Pods no session sees (no PodGroup, an unreadable spec) are reported with the cycle's result.
+        problems = self.cache.problems()
+        self.observatory.problems = problems
         self.observatory.on_cycle(result, duration, error)
         if error is not None or result is None:
             return
         if self.status is not None:
             self.status.observe(result)
+            self.status.observe_problems(problems)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> int:
@@ -248,7 +260,7 @@ class SchedulerApp:
             opts.listen_address,
             self.readiness,
             self.debug_state,
-            debug_api=DebugApi(self.observatory, self.scheduler_info),
+            debug_api=DebugApi(self.observatory, self.scheduler_info, pod_lookup=self._find_pod),
             ui=opts.ui,
         )
         with contextlib.suppress(ValueError):  # already registered (a second app in one process)

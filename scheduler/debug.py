@@ -12,10 +12,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from caldera.actions.explain import explain_job, wire
-from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskInfo, TaskStatus
+from caldera.cache.store import CacheProblems, MissingPodGroup, UnreadablePod
+from caldera.framework.model import (
+    ALLOCATED_STATUSES,
+    GROUP_NAME_ANNOTATION,
+    JobInfo,
+    NodeInfo,
+    TaskInfo,
+    TaskStatus,
+)
 from caldera.framework.resource import Resource
 from caldera.framework.session import Placement, QueueShare, SessionResult
 from caldera.metrics.cycle import CycleMetrics
+from caldera.scheduler.problems import (
+    INVALID_POD_SPEC,
+    PODGROUP_NOT_FOUND,
+    missing_podgroup_reason,
+    missing_podgroup_suggestion,
+    pending_pods,
+    unreadable_reason,
+    unreadable_suggestion,
+)
 
 #: cycles remembered for /debug/scheduler
 CYCLE_HISTORY = 600
@@ -48,6 +65,8 @@ class Observatory:
         self.last = LastCycle()
         self.cycles: collections.deque[CycleRecord] = collections.deque(maxlen=CYCLE_HISTORY)
         self.number = 0
+        #: the cache's pods that no cycle can schedule (set by the binary before each ``on_cycle``)
+        self.problems = CacheProblems()
 
     def on_cycle(self, result: SessionResult | None, duration: float, error: BaseException | None) -> None:
         self.number += 1
@@ -120,10 +139,15 @@ class DebugApi:
     (identity, leadership, the conf)."""
 
     def __init__(
-        self, observatory: Observatory, scheduler: Callable[[], dict[str, Any]] | None = None
+        self,
+        observatory: Observatory,
+        scheduler: Callable[[], dict[str, Any]] | None = None,
+        pod_lookup: Callable[[str, str], TaskInfo | None] | None = None,
     ) -> None:
         self.obs = observatory
         self.scheduler_info = scheduler
+        #: finds a pod the cache holds, by namespace and name (for /debug/pods)
+        self.pod_lookup = pod_lookup
 
     @property
     def _result(self) -> SessionResult:
@@ -194,12 +218,23 @@ class DebugApi:
             chosen.append(job)
         # newest pending first: pending before running, then the newest
         chosen.sort(key=lambda j: (_job_phase(j) == "Running", -j.creation, j.uid))
+        # Pods no cycle sees (their PodGroup is missing, their spec unreadable) come first: they wait
+        # for a person, not for resources.
+        problems = self._problem_entries() if state != "running" and not queue else []
+        unreadable_by_job = self._unreadable_by_job()
         now = time.time()
         page = []
-        for job in chosen[offset : offset + limit]:
+        for entry in problems[offset : offset + limit]:
+            page.append(entry)
+        for job in chosen[max(0, offset - len(problems)) : max(0, offset + limit - len(problems))]:
             doc = explanations.get(job.uid)
+            reason = doc["reason"] if doc else ""
+            unreadable = unreadable_by_job.get(job.uid)
+            if unreadable:
+                reason = "; ".join([unreadable_reason(unreadable[0]), *([reason] if reason else [])])
             page.append(
                 {
+                    "kind": "job",
                     "namespace": job.namespace,
                     "name": job.name,
                     "queue": job.queue,
@@ -216,18 +251,87 @@ class DebugApi:
                         "succeeded": job.count(TaskStatus.SUCCEEDED),
                         "failed": job.count(TaskStatus.FAILED),
                     },
-                    "reason": doc["reason"] if doc else "",
+                    "reason": reason,
                 }
             )
-        return {"cycle": self.obs.last.number, "total": len(chosen), "jobs": page}
+        return {"cycle": self.obs.last.number, "total": len(problems) + len(chosen), "jobs": page}
+
+    def _unreadable_by_job(self) -> dict[str, list[UnreadablePod]]:
+        out: dict[str, list[UnreadablePod]] = {}
+        for pod in self.obs.problems.unreadable_pods:
+            if pod.job:
+                out.setdefault(pod.job, []).append(pod)
+        return out
+
+    def _problem_entries(self) -> list[dict[str, Any]]:
+        """/debug/jobs rows for a missing PodGroup (named like the job it would be) and an unreadable
+        pod (``kind: pod``), with the same reason as their Events."""
+        out: list[dict[str, Any]] = []
+        now = time.time()
+        for missing in self.obs.problems.missing_podgroups:
+            pending = pending_pods(missing)
+            if not pending:
+                continue
+            oldest = min((t.creation for t in missing.pods if t.creation > 0), default=0.0)
+            out.append(
+                {
+                    "kind": "job",
+                    "problem": PODGROUP_NOT_FOUND,
+                    "namespace": missing.namespace,
+                    "name": missing.name,
+                    "queue": "",
+                    "priority": 0,
+                    "min_member": 0,
+                    "phase": "Pending",
+                    "created": _rfc3339(oldest),
+                    "age_seconds": round(max(0.0, now - oldest), 3) if oldest > 0 else 0.0,
+                    "tasks": {"pending": pending, "bound": 0, "running": 0, "succeeded": 0, "failed": 0},
+                    "reason": missing_podgroup_reason(missing),
+                }
+            )
+        for pod in self.obs.problems.unreadable_pods:
+            out.append(
+                {
+                    "kind": "pod",
+                    "problem": INVALID_POD_SPEC,
+                    "namespace": pod.namespace,
+                    "name": pod.name,
+                    "job": pod.job,
+                    "queue": "",
+                    "priority": 0,
+                    "min_member": 0,
+                    "phase": "Pending",
+                    "created": "",
+                    "age_seconds": 0.0,
+                    "tasks": {"pending": 1, "bound": 0, "running": 0, "succeeded": 0, "failed": 0},
+                    "reason": unreadable_reason(pod),
+                }
+            )
+        return out
 
     def job(self, namespace: str, name: str) -> dict[str, Any]:
         uid = f"{namespace}/{name}"
+        doc = self._job(uid)
+        unreadable = self._unreadable_by_job().get(uid)
+        if unreadable:
+            # The gang waits for pods that no cycle sees: say that before anything about resources.
+            doc = dict(doc)
+            doc["unreadable_pods"] = [{"name": p.name, "reason": p.reason} for p in unreadable]
+            doc["reason"] = "; ".join(
+                [unreadable_reason(unreadable[0]), *([doc["reason"]] if doc["reason"] else [])]
+            )
+            doc["suggestion"] = unreadable_suggestion(unreadable[0])
+        return doc
+
+    def _job(self, uid: str) -> dict[str, Any]:
         doc = self.obs.last.explanations.get(uid)
         if doc is not None:
             return {k: v for k, v in doc.items() if not k.startswith("_")}
         job = self._result.jobs.get(uid)
         if job is None:
+            missing = next((m for m in self.obs.problems.missing_podgroups if m.key == uid), None)
+            if missing is not None:
+                return self._missing_podgroup_doc(missing)
             raise NotFound(f"job {uid} is not known to the scheduler's last cycle")
         return {
             "namespace": job.namespace,
@@ -252,6 +356,101 @@ class DebugApi:
             ],
             "suggestion": "",
         }
+
+    def _missing_podgroup_doc(self, missing: MissingPodGroup) -> dict[str, Any]:
+        return {
+            "namespace": missing.namespace,
+            "name": missing.name,
+            "queue": "",
+            "phase": "Pending",
+            "cycle": self.obs.last.number,
+            "problem": PODGROUP_NOT_FOUND,
+            "reason": missing_podgroup_reason(missing),
+            "gang": {
+                "min_member": 0,
+                "ready": 0,
+                "pipelined": 0,
+                "pending": pending_pods(missing),
+                "valid": 0,
+                "min_task_member": {},
+            },
+            "queue_state": {"name": "", "state": "", "held": False, "message": ""},
+            "roles": [],
+            "topology": None,
+            "suggestion": missing_podgroup_suggestion(missing),
+            "pods": [t.name for t in missing.pods],
+        }
+
+    # -- /debug/pods/NS/NAME ---------------------------------------------------------------------
+    def pod(self, namespace: str, name: str) -> dict[str, Any]:
+        """Why one pod is where it is: a problem that keeps it from every cycle, else its job's
+        explanation and the pod's own fit error."""
+        key = f"{namespace}/{name}"
+        doc: dict[str, Any] = {
+            "kind": "Pod",
+            "namespace": namespace,
+            "name": name,
+            "cycle": self.obs.last.number,
+            "status": "",
+            "node": "",
+            "job": "",
+            "problem": "",
+            "reason": "",
+            "job_reason": "",
+            "suggestion": "",
+            "explain_job": False,
+        }
+        for pod in self.obs.problems.unreadable_pods:
+            if pod.key == key:
+                doc.update(
+                    status="Pending",
+                    job=pod.job,
+                    problem=INVALID_POD_SPEC,
+                    reason=unreadable_reason(pod),
+                    suggestion=unreadable_suggestion(pod),
+                )
+                return doc
+        for missing in self.obs.problems.missing_podgroups:
+            for task in missing.pods:
+                if task.name == name and task.namespace == namespace:
+                    doc.update(
+                        status=_status(task),
+                        node=task.node_name,
+                        job=missing.key,
+                        problem=PODGROUP_NOT_FOUND,
+                        reason=missing_podgroup_reason(missing) if task.status == TaskStatus.PENDING else "",
+                        suggestion=missing_podgroup_suggestion(missing),
+                    )
+                    return doc
+        task = self.pod_lookup(namespace, name) if self.pod_lookup is not None else None
+        if task is None:
+            raise NotFound(f"pod {key} is not known to the scheduler (not in its cache)")
+        doc.update(status=_status(task), node=task.node_name, job=task.job)
+        if not task.job:
+            if task.status == TaskStatus.PENDING:
+                doc["reason"] = (
+                    "the pod belongs to no PodGroup yet (no annotation "
+                    f"{GROUP_NAME_ANNOTATION}), or is not scheduled by this scheduler"
+                )
+                doc["suggestion"] = (
+                    "check spec.schedulerName; with --enable-controllers a PodGroup is made for the pod's owner"
+                )
+            return doc
+        doc["explain_job"] = True
+        try:
+            job_doc = self.job(*task.job.split("/", 1))
+        except NotFound:
+            job_doc = {}
+        job = self._result.jobs.get(task.job)
+        cycle_task = job.tasks.get(task.uid) if job is not None else None
+        fit_error = job.fit_errors.get(task.uid, "") if job is not None else ""
+        doc["job_reason"] = job_doc.get("reason", "")
+        if task.status == TaskStatus.PENDING and (
+            cycle_task is None or cycle_task.status == TaskStatus.PENDING
+        ):
+            doc["reason"] = fit_error or doc["job_reason"]
+            doc["suggestion"] = job_doc.get("suggestion", "")
+        return doc
 
     # -- /debug/nodes ----------------------------------------------------------------------------
     def nodes(self, group_by: str = "") -> dict[str, Any]:
@@ -308,6 +507,10 @@ class DebugApi:
                 for c in self.obs.cycles
             ],
         }
+
+
+def _status(task: TaskInfo) -> str:
+    return task.status.name.capitalize()
 
 
 def _wire_dict(values: dict[str, float] | None) -> dict[str, float]:

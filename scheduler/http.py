@@ -63,6 +63,7 @@ class HttpServer:
         app.router.add_get("/debug/queues", self._debug_queues)
         app.router.add_get("/debug/jobs", self._debug_jobs)
         app.router.add_get("/debug/jobs/{namespace}/{name}", self._debug_job)
+        app.router.add_get("/debug/pods/{namespace}/{name}", self._debug_pod)
         app.router.add_get("/debug/nodes", self._debug_nodes)
         app.router.add_get("/debug/scheduler", self._debug_scheduler)
         if self.ui:
@@ -132,6 +133,13 @@ class HttpServer:
     async def _debug_job(self, request: web.Request) -> web.Response:
         try:
             doc = self._api().job(request.match_info["namespace"], request.match_info["name"])
+        except NotFound as exc:
+            return self._json({"error": str(exc)}, 404)
+        return self._json(doc)
+
+    async def _debug_pod(self, request: web.Request) -> web.Response:
+        try:
+            doc = self._api().pod(request.match_info["namespace"], request.match_info["name"])
         except NotFound as exc:
             return self._json({"error": str(exc)}, 404)
         return self._json(doc)

@@ -18,13 +18,14 @@ from typing import Any
 
 from caldera.actions.explain import one_line
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
-from caldera.cache.store import ClusterCache
+from caldera.cache.store import CacheProblems, ClusterCache
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
 from caldera.framework.objects import PodGroup
 from caldera.framework.session import Placement, SessionResult
 from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import scheduler as m
 from caldera.scheduler.events import EventRecorder
+from caldera.scheduler.problems import missing_podgroup_reason, unreadable_reason
 
 log = logging.getLogger("caldera.status")
 
@@ -39,6 +40,9 @@ GATED = "SchedulingGated"
 SCHEDULED = "Scheduled"
 #: An unchanged event is not repeated sooner than this.
 EVENT_REPEAT = 600.0
+#: Pods may arrive before their PodGroup (watch order, a controller still creating it): a missing
+#: PodGroup is reported once its pods have waited this long.
+MISSING_PODGROUP_GRACE = 5.0
 
 
 def now_rfc3339() -> str:
@@ -77,6 +81,7 @@ class StatusUpdater:
         concurrency: int = 8,
         instance: str = "",
         clock: Callable[[], float] = time.monotonic,
+        missing_podgroup_grace: float = MISSING_PODGROUP_GRACE,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -86,6 +91,9 @@ class StatusUpdater:
         self.concurrency = concurrency
         self.instance = instance
         self.clock = clock
+        self.missing_podgroup_grace = missing_podgroup_grace
+        #: the last problems fully reported (nothing left waiting for its grace): skipped while unchanged
+        self._problems_done: CacheProblems | None = None
         self._pending: dict[tuple[str, str, str], _Write] = {}
         self.events = EventRecorder(component=component, instance=instance, clock=clock)
         self._sent_pg: dict[str, Signature] = {}
@@ -230,6 +238,35 @@ class StatusUpdater:
                 self.pod_unschedulable(task, pod_msg)
                 if self.per_pod_events:
                     self.event_for_pod(task, "Warning", "FailedScheduling", pod_msg)
+
+    def observe_problems(self, problems: CacheProblems) -> None:
+        """A Warning Event (and, where the pod is known, the PodScheduled condition) for every pod no
+        cycle can schedule: its PodGroup does not exist, or its spec cannot be read. Deduplicated like
+        every event: an unchanged message is not sent again within ``EVENT_REPEAT``."""
+        if problems is self._problems_done:
+            return
+        now = self.clock()
+        deferred = False
+        for missing in problems.missing_podgroups:
+            if now - missing.since < self.missing_podgroup_grace:
+                deferred = True
+                continue
+            message = missing_podgroup_reason(missing)
+            for task in missing.pods:
+                if task.status != TaskStatus.PENDING:
+                    continue
+                self.event_for_pod(task, "Warning", "FailedScheduling", message)
+                self.pod_unschedulable(task, message)
+        for pod in problems.unreadable_pods:
+            ref = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod.name,
+                "namespace": pod.namespace,
+                "uid": pod.uid,
+            }
+            self.event(ref, "Warning", "FailedScheduling", unreadable_reason(pod))
+        self._problems_done = None if deferred else problems
 
     def pod_unschedulable(self, task: TaskInfo, message: str) -> None:
         cond: Cond = ("PodScheduled", "False", UNSCHEDULABLE, message)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import ipaddress
 import logging
@@ -24,7 +25,7 @@ from .nodes import ClusterSpec, NodeTemplate, build_nodes, resource_for
 from .resources import NAMESPACES, NODES, PRIORITY_CLASSES, resource
 from .server import ApiServer
 from .storage import Provisioner
-from .store import Store, rfc3339
+from .store import MODIFIED, Store, rfc3339
 
 log = logging.getLogger("caldera.sim")
 
@@ -235,6 +236,26 @@ class SimCluster:
 
     def objects(self, plural: str, namespace: str | None = None, group: str = "") -> list[dict[str, Any]]:
         return self.store.objects(resource(plural, group), namespace)
+
+    def rewrite_stored(
+        self,
+        plural: str,
+        name: str,
+        mutate: Callable[[dict[str, Any]], None],
+        namespace: str = "default",
+        group: str = "",
+    ) -> dict[str, Any]:
+        """Fault injection: change an object in storage without validation or admission, as an object
+        written to etcd directly (or kept from an API server with looser validation) would be; watchers
+        see a MODIFIED event. A real API server would refuse the same change through the API."""
+        res = resource(plural, group)
+        ks = self.store.kind(res)
+        key = (namespace if res.namespaced else "", name)
+        entry = ks.objects[key]
+        obj = copy.deepcopy(entry.obj)
+        mutate(obj)
+        self.store._commit(ks, MODIFIED, key, obj, entry.obj)
+        return obj
 
     def add_request_hook(self, hook: Callable[[web.Request], Awaitable[None]]) -> None:
         """Await `hook(request)` before every resource request (e.g. to fail chosen calls: raise ApiError)."""

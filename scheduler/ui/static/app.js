@@ -340,14 +340,16 @@
     const rows = jobs.map((job) => {
       const t = job.tasks || {};
       const key = `${job.namespace}/${job.name}`;
+      // A pod that no cycle can see (its spec cannot be read) is listed as itself, linked to its own page.
+      const page = job.kind === "pod" ? "pod" : "job";
       const pending = (job.phase || "").toLowerCase() === "pending" || (t.pending || 0) > 0;
       return h(
         "tr",
-        { "data-job": key },
+        { "data-job": key, "data-kind": page, "data-problem": job.problem || null },
         h(
           "td",
           { class: "name" },
-          h("a", { href: `#job/${encodeURIComponent(job.namespace)}/${encodeURIComponent(job.name)}`, text: key }),
+          h("a", { href: `#${page}/${encodeURIComponent(job.namespace)}/${encodeURIComponent(job.name)}`, text: page === "pod" ? `pod ${key}` : key }),
         ),
         h("td", { "data-field": "queue", text: job.queue }),
         h("td", { class: "num", "data-field": "priority", text: job.priority }),
@@ -363,7 +365,7 @@
               pending
                 ? h("a", {
                     class: "explain",
-                    href: `#job/${encodeURIComponent(job.namespace)}/${encodeURIComponent(job.name)}`,
+                    href: `#${page}/${encodeURIComponent(job.namespace)}/${encodeURIComponent(job.name)}`,
                     text: "explain ›",
                   })
                 : null,
@@ -387,7 +389,46 @@
     );
   }
 
+  async function renderPod(signal) {
+    const [ns, name] = state.job;
+    const body = $("job-body");
+    let ex;
+    try {
+      ex = await api(`pods/${encodeURIComponent(ns)}/${encodeURIComponent(name)}`, signal);
+    } catch (e) {
+      if (e.status === 404) {
+        body.replaceChildren(h("h1", { text: `pod ${ns}/${name}` }), h("p", { class: "empty", text: `No such pod: ${e.message}` }));
+        return;
+      }
+      throw e;
+    }
+    setStatus(ex.cycle);
+    const parts = [h("h1", null, `pod ${ex.namespace}/${ex.name} `, h("small", { text: ex.status || "" }))];
+    if (ex.reason) parts.push(h("p", { class: "reason big", id: "job-reason", text: ex.reason }));
+    if (ex.suggestion) parts.push(h("p", { class: "suggestion", id: "job-suggestion" }, h("b", { text: "Suggestion: " }), ex.suggestion));
+    const [jns, jname] = (ex.job || "").split("/");
+    parts.push(
+      h(
+        "div",
+        { class: "cards" },
+        h(
+          "div",
+          { class: "card" },
+          h("h2", { text: "Pod" }),
+          kv([
+            ["status", ex.status || "–", "status"],
+            ["node", ex.node || "–", "node"],
+            ["job", ex.job && jname ? h("a", { href: `#job/${encodeURIComponent(jns)}/${encodeURIComponent(jname)}`, text: ex.job }) : "–", "job"],
+            ex.job_reason && ex.job_reason !== ex.reason ? ["job's reason", ex.job_reason] : null,
+          ]),
+        ),
+      ),
+    );
+    body.replaceChildren(...parts);
+  }
+
   async function renderJob(signal) {
+    if (state.jobKind === "pod") return renderPod(signal);
     const [ns, name] = state.job;
     const body = $("job-body");
     let ex;
@@ -924,10 +965,11 @@
 
   function route() {
     const hash = decodeURIComponent(location.hash.replace(/^#/, ""));
-    const m = /^job\/([^/]+)\/(.+)$/.exec(location.hash.replace(/^#/, ""));
+    const m = /^(job|pod)\/([^/]+)\/(.+)$/.exec(location.hash.replace(/^#/, ""));
     if (m) {
       state.view = "job";
-      state.job = [decodeURIComponent(m[1]), decodeURIComponent(m[2])];
+      state.jobKind = m[1];
+      state.job = [decodeURIComponent(m[2]), decodeURIComponent(m[3])];
     } else {
       state.view = RENDER[hash] ? hash : "queues";
     }
