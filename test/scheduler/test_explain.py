@@ -124,3 +124,52 @@ def test_placed_jobs_are_not_explained():
     pg, pods = gang("ok", 2)
     ssn, _ = run_session(cluster(nodes=[node("n1")], pods=pods, podgroups=[pg]))
     assert explain_session(ssn) == {}
+
+
+def _scaled_queues_scenario():
+    """8 cpu; queues a and b each guarantee 6 cpu (12 in all), so each guarantee is scaled to 4 cpu.
+    Queue a runs 4 cpu already and has one more 2-cpu job pending; queue b's job runs too."""
+    queues = [queue("a", guarantee={"cpu": "6"}, weight=1), queue("b", guarantee={"cpu": "6"}, weight=1)]
+    running = podgroup("a-run", min_member=4, queue="a", phase="Running")
+    pods = [
+        pod(f"a-run-{i}", cpu="1", memory="1Gi", group="a-run", node_name="n1", phase="Running")
+        for i in range(4)
+    ]
+    b_run = podgroup("b-run", min_member=4, queue="b", phase="Running")
+    pods += [
+        pod(f"b-run-{i}", cpu="1", memory="1Gi", group="b-run", node_name="n2", phase="Running")
+        for i in range(3)
+    ]
+    job = podgroup("job", min_member=1, queue="a", phase="Inqueue")
+    pods += [pod("job-0", cpu="1", memory="1Gi", group="job")]
+    nodes = [node("n1", cpu="4", memory="64Gi"), node("n2", cpu="4", memory="64Gi")]
+    return cluster(nodes=nodes, pods=pods, podgroups=[running, b_run, job], queues=queues)
+
+
+def test_a_queue_whose_guarantee_was_scaled_down_says_so_and_weight_is_not_the_remedy():
+    doc = explained(_scaled_queues_scenario())
+    qs = doc["queue_state"]
+    assert qs["held"] is True and qs["guarantee_scaled"] == {"cpu": 4 / 6}
+    assert "its guarantee was scaled down (6 cpu to 4 cpu)" in qs["message"]
+    assert "guarantees of all queues add up to more than the cluster has" in qs["message"]
+    assert "lower the other queues' guarantees or add nodes" in doc["suggestion"]
+    assert "raise its weight" not in doc["suggestion"]
+    assert "raising its weight does not help" in doc["suggestion"]
+
+
+def test_a_queue_at_its_capability_suggests_the_capability_not_the_weight():
+    queues = [queue("a", capability={"cpu": "4"}, weight=1), queue("b", weight=1)]
+    running = podgroup("a-run", min_member=4, queue="a", phase="Running")
+    pods = [
+        pod(f"a-run-{i}", cpu="1", memory="1Gi", group="a-run", node_name="n1", phase="Running")
+        for i in range(4)
+    ]
+    job = podgroup("job", min_member=1, queue="a", phase="Inqueue")
+    pods += [pod("job-0", cpu="1", memory="1Gi", group="job")]
+    nodes = [node("n1", cpu="4", memory="64Gi"), node("n2", cpu="4", memory="64Gi")]
+    doc = explained(cluster(nodes=nodes, pods=pods, podgroups=[running, job], queues=queues))
+    qs = doc["queue_state"]
+    assert qs["held"] is True and qs.get("at_capability") is True
+    assert "that is its capability (4 cpu)" in qs["message"]
+    assert doc["suggestion"].startswith("raise queue a's capability")
+    assert "raise its weight" not in doc["suggestion"]
