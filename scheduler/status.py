@@ -113,7 +113,9 @@ class StatusUpdater:
         self._plugin_events(result)
         observed = self._observed
         for key, job in result.jobs.items():
-            if job.podgroup is None:
+            if job.podgroup is None or not job.tasks:
+                # No pod of ours: the PodGroup is another scheduler's (Volcano's, beside us) or has no
+                # pods yet; its status is not ours to write (running 0 would undo the other's counts).
                 continue
             pg = self.cache.podgroups.get(key) or job.podgroup
             # The same job copy, untouched since, with the same PodGroup object: nothing to recompute.

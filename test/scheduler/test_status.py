@@ -107,7 +107,9 @@ async def test_a_plugins_queue_event_reaches_the_api_once(recorder) -> None:
     rec, client = recorder
     cache = ClusterCache()
     status = StatusUpdater(client, cache, component="caldera")
-    message = "guarantees of all queues exceed the cluster's capacity; guarantee scaled down: cpu to 4 (x0.500)"
+    message = (
+        "guarantees of all queues exceed the cluster's capacity; guarantee scaled down: cpu to 4 (x0.500)"
+    )
     for _ in range(3):
         report = SessionReport(events=[("Queue", "team-a", "GuaranteeScaled", message)])
         status.observe(SessionResult(report=report))
@@ -115,7 +117,11 @@ async def test_a_plugins_queue_event_reaches_the_api_once(recorder) -> None:
     events = rec.of("POST", "/events")
     assert len(events) == 1
     assert events[0]["involvedObject"]["kind"] == "Queue" and events[0]["involvedObject"]["name"] == "team-a"
-    assert (events[0]["type"], events[0]["reason"], events[0]["message"]) == ("Warning", "GuaranteeScaled", message)
+    assert (events[0]["type"], events[0]["reason"], events[0]["message"]) == (
+        "Warning",
+        "GuaranteeScaled",
+        message,
+    )
 
 
 class Clock:
@@ -190,3 +196,18 @@ async def test_gated_gang_gets_a_gated_condition_and_no_failed_scheduling(record
     assert conds["SchedulingGated"]["status"] == "True"
     assert "gated-1 (gates: example.com/wait)" in conds["SchedulingGated"]["message"]
     assert "Unschedulable" not in conds
+
+
+async def test_a_podgroup_without_pods_of_ours_is_left_to_its_own_scheduler(recorder) -> None:
+    """Beside Volcano: a Volcano job's PodGroup (4 running pods, none of them ours) keeps the status
+    Volcano writes; writing ``running: 0`` from our empty view would undo it every cycle."""
+    rec, client = recorder
+    theirs = podgroup_dict("volcano-job", min_member=4, phase="Running")
+    theirs["status"] = {"phase": "Running", "running": 4}
+    cache = load(ClusterCache(), nodes=[node("n1")])
+    cache.upsert_podgroup(msgspec.convert(theirs, PodGroup))
+    status = StatusUpdater(client, cache, component="caldera")
+    for _ in range(3):
+        status.observe(SessionResult(jobs=cache.snapshot().jobs))
+    await status.flush()
+    assert rec.requests == []
