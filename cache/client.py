@@ -93,7 +93,7 @@ class ClusterConfig:
         cfg = Configuration()
         if kubeconfig:
             source = f"--kubeconfig {kubeconfig}"
-            path: str | None = kubeconfig
+            path = kubeconfig
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             try:
                 kconfig.load_incluster_config(client_configuration=cfg)
@@ -104,9 +104,9 @@ class ClusterConfig:
                 ) from None
             return cls.from_configuration(cfg)
         else:
-            path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
-            source = f"$KUBECONFIG ({path})" if path else "~/.kube/config"
-            path = path or os.path.expanduser("~/.kube/config")
+            named = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+            source = f"$KUBECONFIG ({named})" if named else "~/.kube/config"
+            path = named or os.path.expanduser("~/.kube/config")
             if not os.path.exists(path):
                 raise ClusterConfigError(
                     f"no cluster to talk to: not running in a pod and {source} does not exist; "

@@ -422,9 +422,10 @@ class DebugApi:
                         suggestion=missing_podgroup_suggestion(missing),
                     )
                     return doc
-        task = self.pod_lookup(namespace, name) if self.pod_lookup is not None else None
-        if task is None:
+        found = self.pod_lookup(namespace, name) if self.pod_lookup is not None else None
+        if found is None:
             raise NotFound(f"pod {key} is not known to the scheduler (not in its cache)")
+        task = found
         doc.update(status=_status(task), node=task.node_name, job=task.job)
         if not task.job:
             if task.status == TaskStatus.PENDING:
