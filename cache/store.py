@@ -20,6 +20,7 @@ import numpy as np
 from caldera.framework.model import (
     GROUP_NAME_ANNOTATION,
     OCCUPYING_STATUSES,
+    QUEUE_NAME_ANNOTATION,
     JobInfo,
     NodeInfo,
     QueueInfo,
@@ -89,14 +90,33 @@ class MissingPodGroup:
 
 
 @dataclass(frozen=True)
+class UngroupedPod:
+    """A pending pod of ours that names no PodGroup: a controller (ours, or Volcano's beside us) is
+    expected to make one and annotate the pod; until then no session sees it."""
+
+    task: TaskInfo
+    #: the queue its ``scheduling.volcano.sh/queue-name`` annotation names ("" when none)
+    queue: str
+    #: that queue exists in the cache (or no queue is named)
+    queue_exists: bool
+    #: monotonic time at which the cache first saw the pod without a group
+    since: float
+
+    @property
+    def key(self) -> str:
+        return self.task.key
+
+
+@dataclass(frozen=True)
 class CacheProblems:
     """What the cache holds that no session can schedule, and why (read once per cycle)."""
 
     missing_podgroups: tuple[MissingPodGroup, ...] = ()
     unreadable_pods: tuple[UnreadablePod, ...] = ()
+    ungrouped_pods: tuple[UngroupedPod, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.missing_podgroups or self.unreadable_pods)
+        return bool(self.missing_podgroups or self.unreadable_pods or self.ungrouped_pods)
 
 
 @dataclass
@@ -145,6 +165,8 @@ class ClusterCache:
         self._problems: tuple[int, CacheProblems] = (0, CacheProblems())
         #: our pods with no group annotation at all (for the PodGroup controller)
         self.ungrouped: dict[str, TaskInfo] = {}
+        #: when each pod of ``ungrouped`` was first seen without a group (monotonic seconds)
+        self._ungrouped_since: dict[str, float] = {}
         #: tasks bound to a node the cache has not seen (yet), by node name
         self._orphans_by_node: dict[str, dict[str, TaskInfo]] = {}
         self._copies: dict[str, _JobCopy] = {}
@@ -242,6 +264,8 @@ class ClusterCache:
             if ours:
                 if job_key is None:
                     self.ungrouped[uid] = task
+                    self._ungrouped_since.setdefault(uid, time.monotonic())
+                    self._problems_revision += 1
                 else:
                     job = self.jobs.get(job_key)
                     if job is not None:
@@ -264,7 +288,8 @@ class ClusterCache:
 
     def _remove_task(self, task: TaskInfo) -> None:
         self.tasks.pop(task.uid, None)
-        self.ungrouped.pop(task.uid, None)
+        if self.ungrouped.pop(task.uid, None) is not None:
+            self._problems_revision += 1
         self._detach_from_node(task)
         if task.job:
             job = self.jobs.get(task.job)
@@ -296,6 +321,8 @@ class ClusterCache:
                 return cached
             for key in [k for k in self._waiting_since if k not in self.waiting]:
                 del self._waiting_since[key]
+            for uid in [u for u in self._ungrouped_since if u not in self.ungrouped]:
+                del self._ungrouped_since[uid]
             missing = []
             for key, tasks in self.waiting.items():
                 namespace, _, name = key.partition("/")
@@ -305,7 +332,16 @@ class ClusterCache:
                 )
             missing.sort(key=lambda m: m.key)
             unreadable = tuple(sorted(self.unreadable.values(), key=lambda u: u.key))
-            problems = CacheProblems(tuple(missing), unreadable)
+            ungrouped = []
+            for uid, task in self.ungrouped.items():
+                if task.status != TaskStatus.PENDING:
+                    continue
+                queue = task.pod.metadata.annotations.get(QUEUE_NAME_ANNOTATION, "")
+                exists = not queue or queue in self.queues or queue == self.default_queue
+                since = self._ungrouped_since.get(uid, time.monotonic())
+                ungrouped.append(UngroupedPod(task, queue, exists, since))
+            ungrouped.sort(key=lambda u: u.key)
+            problems = CacheProblems(tuple(missing), unreadable, tuple(ungrouped))
             self._problems = (self._problems_revision, problems)
             return problems
 
@@ -416,6 +452,7 @@ class ClusterCache:
     def upsert_queue(self, queue: Queue) -> None:
         with self._lock:
             self.revision += 1
+            self._problems_revision += 1  # a pod may name this queue
             self.queues[queue.metadata.name] = QueueInfo.from_queue(queue)
 
     def delete_queue(self, queue: Queue) -> None:
@@ -430,6 +467,7 @@ class ClusterCache:
             ):
                 return
             self.revision += 1
+            self._problems_revision += 1
             del self.queues[queue.metadata.name]
 
     def upsert_priority_class(self, pc: PriorityClass) -> None:

@@ -225,7 +225,12 @@ class SchedulerApp:
         name = opts.scheduler_names[0]
         identity = opts.identity or f"{os.environ.get('POD_NAME') or os.uname().nodename}_{os.getpid()}"
         self.status = StatusUpdater(
-            client, self.cache, component=name, per_pod_events=opts.per_pod_events, instance=identity
+            client,
+            self.cache,
+            component=name,
+            per_pod_events=opts.per_pod_events,
+            instance=identity,
+            controllers=opts.enable_controllers,
         )
         self.conf.client = client
         self.conf.event_sink = self.status.event
@@ -260,7 +265,12 @@ class SchedulerApp:
             opts.listen_address,
             self.readiness,
             self.debug_state,
-            debug_api=DebugApi(self.observatory, self.scheduler_info, pod_lookup=self._find_pod),
+            debug_api=DebugApi(
+                self.observatory,
+                self.scheduler_info,
+                pod_lookup=self._find_pod,
+                controllers=opts.enable_controllers,
+            ),
             ui=opts.ui,
         )
         with contextlib.suppress(ValueError):  # already registered (a second app in one process)

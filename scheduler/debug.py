@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from caldera.actions.explain import explain_job, wire
-from caldera.cache.store import CacheProblems, MissingPodGroup, UnreadablePod
+from caldera.cache.store import CacheProblems, MissingPodGroup, UngroupedPod, UnreadablePod
 from caldera.framework.model import (
     ALLOCATED_STATUSES,
     GROUP_NAME_ANNOTATION,
@@ -26,10 +26,14 @@ from caldera.framework.session import Placement, QueueShare, SessionResult
 from caldera.metrics.cycle import CycleMetrics
 from caldera.scheduler.problems import (
     INVALID_POD_SPEC,
+    NO_PODGROUP,
+    PODGROUP_GRACE,
     PODGROUP_NOT_FOUND,
     missing_podgroup_reason,
     missing_podgroup_suggestion,
     pending_pods,
+    ungrouped_reason,
+    ungrouped_suggestion,
     unreadable_reason,
     unreadable_suggestion,
 )
@@ -143,11 +147,21 @@ class DebugApi:
         observatory: Observatory,
         scheduler: Callable[[], dict[str, Any]] | None = None,
         pod_lookup: Callable[[str, str], TaskInfo | None] | None = None,
+        controllers: bool = True,
+        grace: float = PODGROUP_GRACE,
     ) -> None:
         self.obs = observatory
         self.scheduler_info = scheduler
         #: finds a pod the cache holds, by namespace and name (for /debug/pods)
         self.pod_lookup = pod_lookup
+        #: whether the binary's PodGroup controller runs (explains a pod left without a PodGroup)
+        self.controllers = controllers
+        #: a pod without a PodGroup is a problem once it has waited this long (as for its Event)
+        self.grace = grace
+
+    def _ungrouped(self) -> list[UngroupedPod]:
+        now = time.monotonic()
+        return [u for u in self.obs.problems.ungrouped_pods if now - u.since >= self.grace]
 
     @property
     def _result(self) -> SessionResult:
@@ -289,6 +303,25 @@ class DebugApi:
                     "reason": missing_podgroup_reason(missing),
                 }
             )
+        for ungrouped in self._ungrouped():
+            task = ungrouped.task
+            out.append(
+                {
+                    "kind": "pod",
+                    "problem": NO_PODGROUP,
+                    "namespace": task.namespace,
+                    "name": task.name,
+                    "job": "",
+                    "queue": ungrouped.queue,
+                    "priority": task.priority,
+                    "min_member": 0,
+                    "phase": "Pending",
+                    "created": _rfc3339(task.creation),
+                    "age_seconds": round(max(0.0, now - task.creation), 3) if task.creation > 0 else 0.0,
+                    "tasks": {"pending": 1, "bound": 0, "running": 0, "succeeded": 0, "failed": 0},
+                    "reason": ungrouped_reason(ungrouped, self.controllers),
+                }
+            )
         for pod in self.obs.problems.unreadable_pods:
             out.append(
                 {
@@ -422,6 +455,15 @@ class DebugApi:
                         suggestion=missing_podgroup_suggestion(missing),
                     )
                     return doc
+        for ungrouped in self._ungrouped():
+            if ungrouped.key == key:
+                doc.update(
+                    status="Pending",
+                    problem=NO_PODGROUP,
+                    reason=ungrouped_reason(ungrouped, self.controllers),
+                    suggestion=ungrouped_suggestion(ungrouped, self.controllers),
+                )
+                return doc
         found = self.pod_lookup(namespace, name) if self.pod_lookup is not None else None
         if found is None:
             raise NotFound(f"pod {key} is not known to the scheduler (not in its cache)")

@@ -4,12 +4,17 @@ view, so an operator who finds the one finds the others."""
 
 from __future__ import annotations
 
-from caldera.cache.store import MissingPodGroup, UnreadablePod
-from caldera.framework.model import GROUP_NAME_ANNOTATION, TaskStatus
+from caldera.cache.store import MissingPodGroup, UngroupedPod, UnreadablePod
+from caldera.framework.model import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, TaskStatus
 
-#: the ``problem`` field of a debug document, and what the Events say in their message
+#: the ``problem`` field of a debug document
 PODGROUP_NOT_FOUND = "PodGroupNotFound"
 INVALID_POD_SPEC = "InvalidPodSpec"
+NO_PODGROUP = "NoPodGroup"
+
+#: Pods may arrive before their PodGroup (watch order, a controller still making it): a missing or
+#: not-yet-made PodGroup is reported once its pods have waited this long.
+PODGROUP_GRACE = 5.0
 
 
 def pending_pods(missing: MissingPodGroup) -> int:
@@ -40,4 +45,34 @@ def unreadable_suggestion(pod: UnreadablePod) -> str:
     return (
         f"re-create pod {pod.key} with valid, non-negative resource quantities "
         "(e.g. cpu: 500m, memory: 1Gi); requests cannot be changed on a running pod"
+    )
+
+
+def ungrouped_reason(pod: UngroupedPod, controllers: bool) -> str:
+    head = f"pod {pod.key} has no PodGroup (no annotation {GROUP_NAME_ANNOTATION})"
+    if not pod.queue_exists:
+        return (
+            f"{head}: it names queue {pod.queue} (annotation {QUEUE_NAME_ANNOTATION}), which does not "
+            "exist, so none is made for it; nothing is scheduled without one"
+        )
+    if not controllers:
+        return (
+            f"{head} and this scheduler's PodGroup controller is off (--no-enable-controllers); "
+            "nothing is scheduled without one"
+        )
+    return f"{head} yet: the PodGroup controller has not made one; nothing is scheduled without one"
+
+
+def ungrouped_suggestion(pod: UngroupedPod, controllers: bool) -> str:
+    if not pod.queue_exists:
+        return f"create queue {pod.queue}, or make the pod's {QUEUE_NAME_ANNOTATION} annotation name an existing queue"
+    if not controllers:
+        name = pod.task.pod.spec.scheduler_name
+        return (
+            f"give Volcano's vc-controller-manager --scheduler-name={name} as well (it makes PodGroups only "
+            "for the scheduler names it is given), or run caldera-scheduler with --enable-controllers"
+        )
+    return (
+        "see caldera-scheduler's log for the PodGroup controller's errors (its RBAC must allow creating "
+        "podgroups and patching pods)"
     )

@@ -25,7 +25,12 @@ from caldera.framework.session import Placement, SessionResult
 from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import scheduler as m
 from caldera.scheduler.events import EventRecorder
-from caldera.scheduler.problems import missing_podgroup_reason, unreadable_reason
+from caldera.scheduler.problems import (
+    PODGROUP_GRACE,
+    missing_podgroup_reason,
+    ungrouped_reason,
+    unreadable_reason,
+)
 
 log = logging.getLogger("caldera.status")
 
@@ -40,9 +45,6 @@ GATED = "SchedulingGated"
 SCHEDULED = "Scheduled"
 #: An unchanged event is not repeated sooner than this.
 EVENT_REPEAT = 600.0
-#: Pods may arrive before their PodGroup (watch order, a controller still creating it): a missing
-#: PodGroup is reported once its pods have waited this long.
-MISSING_PODGROUP_GRACE = 5.0
 
 
 def now_rfc3339() -> str:
@@ -81,7 +83,8 @@ class StatusUpdater:
         concurrency: int = 8,
         instance: str = "",
         clock: Callable[[], float] = time.monotonic,
-        missing_podgroup_grace: float = MISSING_PODGROUP_GRACE,
+        missing_podgroup_grace: float = PODGROUP_GRACE,
+        controllers: bool = True,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -92,6 +95,8 @@ class StatusUpdater:
         self.instance = instance
         self.clock = clock
         self.missing_podgroup_grace = missing_podgroup_grace
+        #: whether this binary's PodGroup controller runs (the reason for an ungrouped pod differs)
+        self.controllers = controllers
         #: the last problems fully reported (nothing left waiting for its grace): skipped while unchanged
         self._problems_done: CacheProblems | None = None
         self._pending: dict[tuple[str, str, str], _Write] = {}
@@ -243,8 +248,9 @@ class StatusUpdater:
 
     def observe_problems(self, problems: CacheProblems) -> None:
         """A Warning Event (and, where the pod is known, the PodScheduled condition) for every pod no
-        cycle can schedule: its PodGroup does not exist, or its spec cannot be read. Deduplicated like
-        every event: an unchanged message is not sent again within ``EVENT_REPEAT``."""
+        cycle can schedule: its PodGroup does not exist or was never made, or its spec cannot be read.
+        Deduplicated like every event: an unchanged message is not sent again within ``EVENT_REPEAT``.
+        A pod without a PodGroup is reported once it has waited ``missing_podgroup_grace``."""
         if problems is self._problems_done:
             return
         now = self.clock()
@@ -268,6 +274,13 @@ class StatusUpdater:
                 "uid": pod.uid,
             }
             self.event(ref, "Warning", "FailedScheduling", unreadable_reason(pod))
+        for ungrouped in problems.ungrouped_pods:
+            if now - ungrouped.since < self.missing_podgroup_grace:
+                deferred = True
+                continue
+            message = ungrouped_reason(ungrouped, self.controllers)
+            self.event_for_pod(ungrouped.task, "Warning", "FailedScheduling", message)
+            self.pod_unschedulable(ungrouped.task, message)
         self._problems_done = None if deferred else problems
 
     def pod_unschedulable(self, task: TaskInfo, message: str) -> None:

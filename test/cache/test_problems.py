@@ -11,7 +11,7 @@ from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskInfo, pod_requests
 from caldera.framework.objects import Pod
 from caldera.framework.resource import Resource, ResourceError
-from caldera.hack.scenario import load, node, pod, podgroup
+from caldera.hack.scenario import load, node, pod, podgroup, queue
 
 
 def with_cpu(p: Pod, cpu: str) -> Pod:
@@ -107,3 +107,19 @@ def with_memory(p: Pod, memory: str) -> Pod:
             p.spec, containers=[msgspec.structs.replace(container, resources=resources)]
         ),
     )
+
+
+def test_a_pending_pod_without_a_group_is_listed_with_the_queue_it_names() -> None:
+    cache = load(ClusterCache(), nodes=[node("n1")])
+    plain = pod("plain-0", annotations={"scheduling.volcano.sh/queue-name": "research"})
+    cache.upsert_pod(plain)
+    (ungrouped,) = cache.problems().ungrouped_pods
+    assert ungrouped.key == "default/plain-0" and ungrouped.queue == "research"
+    assert ungrouped.queue_exists is False
+    since = ungrouped.since
+    cache.upsert_queue(queue("research"))
+    (ungrouped,) = cache.problems().ungrouped_pods
+    assert ungrouped.queue_exists is True and ungrouped.since == since
+    # bound (by anyone): no longer a problem
+    cache.upsert_pod(pod("plain-0", uid=plain.metadata.uid, node_name="n1", phase="Running"))
+    assert not cache.problems()

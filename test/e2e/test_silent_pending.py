@@ -13,7 +13,7 @@ import pytest
 
 from caldera.hack.sim import SimCluster
 
-from .conftest import Api, eventually, needs_sim
+from .conftest import SCHEDULER, Api, eventually, needs_sim
 
 CLI = "from caldera.scheduler.cli import main; raise SystemExit(main())"
 
@@ -172,3 +172,54 @@ async def _bound(api: Api, name: str) -> bool:
 
 
 pytestmark = pytest.mark.e2e
+
+
+async def test_a_plain_pod_whose_queue_does_not_exist(api: Api, start_scheduler) -> None:
+    """A pod without a PodGroup names a missing queue: the PodGroup controller makes no group for it
+    (it refuses a queue that is not open), so the pod is reported instead of waiting in silence."""
+    await api.node("n1", cpu="4")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "plain-0",
+            "namespace": api.ns,
+            "annotations": {"scheduling.volcano.sh/queue-name": "nosuch"},
+        },
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+    await api.create(f"/api/v1/namespaces/{api.ns}/pods", body)
+    running = await start_scheduler()
+    server = f"http://127.0.0.1:{running.app.http.port}"  # type: ignore[union-attr]
+
+    (event,) = await eventually(lambda: warnings_about(api, "Pod", "plain-0"), timeout=20)
+    assert "names queue nosuch" in event["message"] and "does not exist" in event["message"]
+    _, listing = await get_json(f"{server}/debug/jobs")
+    (row,) = [j for j in listing["jobs"] if j["name"] == "plain-0"]
+    assert row["kind"] == "pod" and row["problem"] == "NoPodGroup" and row["reason"] == event["message"]
+    code, text = await run_cli("explain", "pod", f"{api.ns}/plain-0", "--server", server)
+    assert code == 0 and event["message"] in text and "create queue nosuch" in text
+
+    cycles = running.app.observatory.number
+    await eventually(lambda: _after(running.app.observatory, cycles + 20), timeout=20)
+    assert len(await warnings_about(api, "Pod", "plain-0")) == 1
+
+
+async def test_a_plain_pod_with_the_controllers_off_says_who_must_make_its_podgroup(
+    api: Api, start_scheduler
+) -> None:
+    """Beside Volcano (controllers off), a plain pod waits for vc-controller-manager to make its
+    PodGroup; if that controller is not told our scheduler name, the pod says so."""
+    await api.node("n1", cpu="4")
+    await api.pod("plain-1", cpu="1")
+    running = await start_scheduler(enable_controllers=False)
+    server = f"http://127.0.0.1:{running.app.http.port}"  # type: ignore[union-attr]
+
+    (event,) = await eventually(lambda: warnings_about(api, "Pod", "plain-1"), timeout=20)
+    assert "--no-enable-controllers" in event["message"]
+    status, doc = await get_json(f"{server}/debug/pods/{api.ns}/plain-1")
+    assert status == 200 and doc["reason"] == event["message"] and doc["problem"] == "NoPodGroup"
+    assert f"vc-controller-manager --scheduler-name={SCHEDULER}" in doc["suggestion"]
