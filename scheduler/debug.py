@@ -354,6 +354,7 @@ class DebugApi:
                 [unreadable_reason(unreadable[0]), *([doc["reason"]] if doc["reason"] else [])]
             )
             doc["suggestion"] = unreadable_suggestion(unreadable[0])
+            doc["problem"] = INVALID_POD_SPEC
         return doc
 
     def _job(self, uid: str) -> dict[str, Any]:

@@ -80,6 +80,15 @@ def render(doc: dict[str, Any]) -> str:
     ]
     reason = doc.get("reason") or ""
     lines.append(f"  Reason:     {reason or 'none: the job is not pending for a reason the scheduler knows'}")
+    if doc.get("problem") == "PodGroupNotFound":
+        # No PodGroup: no gang, queue or roles to show, only the pods that wait for it.
+        lines[0] = f"PodGroup {doc.get('namespace')}/{doc.get('name')} (does not exist)"
+        lines.append(f"  Pods:       {', '.join(doc.get('pods') or [])}")
+        lines.append(f"  To fix:     {doc.get('suggestion')}")
+        lines.append(f"  (as of scheduling cycle {doc.get('cycle')})")
+        return "\n".join(lines)
+    for pod in doc.get("unreadable_pods") or []:
+        lines.append(f"  Unreadable: pod {pod.get('name')}: {pod.get('reason')}")
     gang = doc.get("gang") or {}
     if gang:
         roles = ", ".join(f"{r}: {n}" for r, n in sorted((gang.get("min_task_member") or {}).items()))
@@ -115,7 +124,8 @@ def render(doc: dict[str, Any]) -> str:
         if more > 0:
             lines.append(f"    ... and {more} more groups")
     if doc.get("suggestion"):
-        lines.append(f"  To fit:     {doc['suggestion']}")
+        label = "To fix:" if doc.get("problem") else "To fit:"
+        lines.append(f"  {label:<11} {doc['suggestion']}")
     lines.append(f"  (as of scheduling cycle {doc.get('cycle')})")
     return "\n".join(lines)
 
@@ -132,7 +142,11 @@ def render_pod(doc: dict[str, Any]) -> str:
     if doc.get("job_reason") and doc.get("job_reason") != reason:
         lines.append(f"  Job reason: {doc['job_reason']}")
     if doc.get("suggestion"):
-        lines.append(f"  To fit:     {doc['suggestion']}")
+        lines.append(
+            f"  To fix:     {doc['suggestion']}"
+            if doc.get("problem")
+            else f"  To fit:     {doc['suggestion']}"
+        )
     if job and doc.get("explain_job"):
         lines.append(f"  More:       caldera-scheduler explain {job}")
     lines.append(f"  (as of scheduling cycle {doc.get('cycle')})")

@@ -44,7 +44,7 @@ def unreadable_reason(pod: UnreadablePod) -> str:
 def unreadable_suggestion(pod: UnreadablePod) -> str:
     return (
         f"re-create pod {pod.key} with valid, non-negative resource quantities "
-        "(e.g. cpu: 500m, memory: 1Gi); requests cannot be changed on a running pod"
+        "(e.g. cpu: 500m, memory: 1Gi): a pod's requests cannot be changed in place"
     )
 
 

@@ -173,3 +173,20 @@ def test_a_queue_at_its_capability_suggests_the_capability_not_the_weight():
     assert "that is its capability (4 cpu)" in qs["message"]
     assert doc["suggestion"].startswith("raise queue a's capability")
     assert "raise its weight" not in doc["suggestion"]
+
+
+def test_a_missing_podgroup_renders_as_such_not_as_an_empty_gang():
+    doc = {
+        "namespace": "default",
+        "name": "ghost",
+        "problem": "PodGroupNotFound",
+        "reason": "PodGroup default/ghost not found: 2 pods wait for it",
+        "suggestion": "create PodGroup ghost in namespace default",
+        "pods": ["ghost-0", "ghost-1"],
+        "gang": {"min_member": 0, "ready": 0, "pipelined": 0, "pending": 2, "valid": 0},
+        "cycle": 3,
+    }
+    text = render(doc)
+    assert text.splitlines()[0] == "PodGroup default/ghost (does not exist)"
+    assert "Pods:       ghost-0, ghost-1" in text and "To fix:     create PodGroup ghost" in text
+    assert "minMember" not in text
