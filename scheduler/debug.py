@@ -32,6 +32,7 @@ from caldera.scheduler.problems import (
     missing_podgroup_reason,
     missing_podgroup_suggestion,
     pending_pods,
+    ungrouped_grace,
     ungrouped_reason,
     ungrouped_suggestion,
     unreadable_reason,
@@ -161,7 +162,11 @@ class DebugApi:
 
     def _ungrouped(self) -> list[UngroupedPod]:
         now = time.monotonic()
-        return [u for u in self.obs.problems.ungrouped_pods if now - u.since >= self.grace]
+        return [
+            u
+            for u in self.obs.problems.ungrouped_pods
+            if now - u.since >= ungrouped_grace(u, self.controllers, self.grace)
+        ]
 
     @property
     def _result(self) -> SessionResult:

@@ -15,6 +15,10 @@ NO_PODGROUP = "NoPodGroup"
 #: Pods may arrive before their PodGroup (watch order, a controller still making it): a missing or
 #: not-yet-made PodGroup is reported once its pods have waited this long.
 PODGROUP_GRACE = 5.0
+#: A pod our own PodGroup controller should have grouped (its queue exists) is only late while that
+#: controller is busy or the API server throttles it: reported after this many graces, so that a
+#: loaded cluster is not given an Event and a status write per pod on top of its load.
+SLOW_CONTROLLER_GRACES = 6
 
 
 def pending_pods(missing: MissingPodGroup) -> int:
@@ -76,3 +80,12 @@ def ungrouped_suggestion(pod: UngroupedPod, controllers: bool) -> str:
         "see caldera-scheduler's log for the PodGroup controller's errors (its RBAC must allow creating "
         "podgroups and patching pods)"
     )
+
+
+def ungrouped_grace(pod: UngroupedPod, controllers: bool, grace: float = PODGROUP_GRACE) -> float:
+    """How long a pod without a PodGroup may wait before it is reported: the grace when the cause is
+    known (its queue does not exist, or no controller of ours runs), longer when our controller is
+    merely late."""
+    if not pod.queue_exists or not controllers:
+        return grace
+    return grace * SLOW_CONTROLLER_GRACES

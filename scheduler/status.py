@@ -28,6 +28,7 @@ from caldera.scheduler.events import EventRecorder
 from caldera.scheduler.problems import (
     PODGROUP_GRACE,
     missing_podgroup_reason,
+    ungrouped_grace,
     ungrouped_reason,
     unreadable_reason,
 )
@@ -275,7 +276,9 @@ class StatusUpdater:
             }
             self.event(ref, "Warning", "FailedScheduling", unreadable_reason(pod))
         for ungrouped in problems.ungrouped_pods:
-            if now - ungrouped.since < self.missing_podgroup_grace:
+            if now - ungrouped.since < ungrouped_grace(
+                ungrouped, self.controllers, self.missing_podgroup_grace
+            ):
                 deferred = True
                 continue
             message = ungrouped_reason(ungrouped, self.controllers)
