@@ -162,7 +162,7 @@ class ClusterCache:
         self.unreadable: dict[str, UnreadablePod] = {}
         #: bumped whenever ``waiting`` or ``unreadable`` changes, so ``problems()`` is rebuilt only then
         self._problems_revision = 0
-        self._problems: tuple[int, CacheProblems] = (0, CacheProblems())
+        self._problems: tuple[int, float, CacheProblems] = (0, 0.0, CacheProblems())
         #: our pods with no group annotation at all (for the PodGroup controller)
         self.ungrouped: dict[str, TaskInfo] = {}
         #: when each pod of ``ungrouped`` was first seen without a group (monotonic seconds)
@@ -312,12 +312,17 @@ class ClusterCache:
         waiting.update(tasks)
         self._problems_revision += 1
 
-    def problems(self) -> CacheProblems:
-        """Pods waiting for a PodGroup that does not exist and pods that cannot be read; rebuilt only
-        when either changed since the last call."""
+    def problems(self, max_age: float = 0.0) -> CacheProblems:
+        """Pods waiting for a PodGroup that does not exist or was never made, and pods that cannot be
+        read; rebuilt only when something changed since the last call, and (``max_age``) not more
+        often than that: plain pods arriving by the thousand change the set every cycle, and what it
+        reports waits seconds anyway."""
         with self._lock:
-            revision, cached = self._problems
+            revision, built_at, cached = self._problems
             if revision == self._problems_revision:
+                return cached
+            now = time.monotonic()
+            if max_age > 0 and now - built_at < max_age:
                 return cached
             for key in [k for k in self._waiting_since if k not in self.waiting]:
                 del self._waiting_since[key]
@@ -342,7 +347,7 @@ class ClusterCache:
                 ungrouped.append(UngroupedPod(task, queue, exists, since))
             ungrouped.sort(key=lambda u: u.key)
             problems = CacheProblems(tuple(missing), unreadable, tuple(ungrouped))
-            self._problems = (self._problems_revision, problems)
+            self._problems = (self._problems_revision, now, problems)
             return problems
 
     # ------------------------------------------------------------------------------------------

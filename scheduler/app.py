@@ -45,6 +45,8 @@ EXIT_LOST_LEASE = 1
 EXIT_BAD_CONF = 2
 #: the kubeconfig is unusable or the HTTP address cannot be listened on (one log line says which)
 EXIT_CANNOT_START = 3
+#: the cache's problem list is rebuilt at most this often (seconds)
+PROBLEMS_MAX_AGE = 1.0
 
 
 @dataclass
@@ -188,8 +190,9 @@ class SchedulerApp:
 
     # -- the cycle observer ------------------------------------------------------------------------
     def _on_cycle(self, result: SessionResult | None, duration: float, error: BaseException | None) -> None:
-        # Pods no session sees (no PodGroup, an unreadable spec) are reported with the cycle's result.
-        problems = self.cache.problems()
+        # Pods no session sees (no PodGroup, an unreadable spec) are reported with the cycle's result;
+        # they wait seconds before they are reported, so a second's staleness costs nothing.
+        problems = self.cache.problems(max_age=PROBLEMS_MAX_AGE)
         self.observatory.problems = problems
         self.observatory.on_cycle(result, duration, error)
         if error is not None or result is None:

@@ -100,6 +100,7 @@ class StatusUpdater:
         self.controllers = controllers
         #: the last problems fully reported (nothing left waiting for its grace): skipped while unchanged
         self._problems_done: CacheProblems | None = None
+        self._problems_due = float("inf")
         self._pending: dict[tuple[str, str, str], _Write] = {}
         self.events = EventRecorder(component=component, instance=instance, clock=clock)
         self._sent_pg: dict[str, Signature] = {}
@@ -252,13 +253,13 @@ class StatusUpdater:
         cycle can schedule: its PodGroup does not exist or was never made, or its spec cannot be read.
         Deduplicated like every event: an unchanged message is not sent again within ``EVENT_REPEAT``.
         A pod without a PodGroup is reported once it has waited ``missing_podgroup_grace``."""
-        if problems is self._problems_done:
-            return
         now = self.clock()
-        deferred = False
+        if problems is self._problems_done and now < self._problems_due:
+            return
+        due = float("inf")
         for missing in problems.missing_podgroups:
             if now - missing.since < self.missing_podgroup_grace:
-                deferred = True
+                due = min(due, missing.since + self.missing_podgroup_grace)
                 continue
             message = missing_podgroup_reason(missing)
             for task in missing.pods:
@@ -276,15 +277,16 @@ class StatusUpdater:
             }
             self.event(ref, "Warning", "FailedScheduling", unreadable_reason(pod))
         for ungrouped in problems.ungrouped_pods:
-            if now - ungrouped.since < ungrouped_grace(
-                ungrouped, self.controllers, self.missing_podgroup_grace
-            ):
-                deferred = True
+            grace = ungrouped_grace(ungrouped, self.controllers, self.missing_podgroup_grace)
+            if now - ungrouped.since < grace:
+                due = min(due, ungrouped.since + grace)
                 continue
             message = ungrouped_reason(ungrouped, self.controllers)
             self.event_for_pod(ungrouped.task, "Warning", "FailedScheduling", message)
             self.pod_unschedulable(ungrouped.task, message)
-        self._problems_done = None if deferred else problems
+        # Until a deferred one comes due, the same problems need no second look.
+        self._problems_done = problems
+        self._problems_due = due
 
     def pod_unschedulable(self, task: TaskInfo, message: str) -> None:
         cond: Cond = ("PodScheduled", "False", UNSCHEDULABLE, message)

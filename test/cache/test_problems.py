@@ -123,3 +123,12 @@ def test_a_pending_pod_without_a_group_is_listed_with_the_queue_it_names() -> No
     # bound (by anyone): no longer a problem
     cache.upsert_pod(pod("plain-0", uid=plain.metadata.uid, node_name="n1", phase="Running"))
     assert not cache.problems()
+
+
+def test_with_a_max_age_the_problems_are_rebuilt_at_most_that_often() -> None:
+    cache = load(ClusterCache(), nodes=[node("n1")])
+    cache.upsert_pod(pod("ghost-0", group="ghost"))
+    first = cache.problems(max_age=3600.0)
+    cache.upsert_pod(pod("ghost-1", group="ghost"))
+    assert cache.problems(max_age=3600.0) is first  # changed, but built less than an hour ago
+    assert len(cache.problems().missing_podgroups[0].pods) == 2  # no max age: rebuilt at once
