@@ -304,7 +304,14 @@ class DebugApi:
                     "phase": "Pending",
                     "created": _rfc3339(oldest),
                     "age_seconds": round(max(0.0, now - oldest), 3) if oldest > 0 else 0.0,
-                    "tasks": {"pending": pending, "bound": 0, "running": 0, "succeeded": 0, "failed": 0},
+                    "tasks": {
+                        "pending": pending,
+                        "gated": 0,
+                        "bound": 0,
+                        "running": 0,
+                        "succeeded": 0,
+                        "failed": 0,
+                    },
                     "reason": missing_podgroup_reason(missing),
                 }
             )
@@ -323,7 +330,14 @@ class DebugApi:
                     "phase": "Pending",
                     "created": _rfc3339(task.creation),
                     "age_seconds": round(max(0.0, now - task.creation), 3) if task.creation > 0 else 0.0,
-                    "tasks": {"pending": 1, "bound": 0, "running": 0, "succeeded": 0, "failed": 0},
+                    "tasks": {
+                        "pending": 1,
+                        "gated": 0,
+                        "bound": 0,
+                        "running": 0,
+                        "succeeded": 0,
+                        "failed": 0,
+                    },
                     "reason": ungrouped_reason(ungrouped, self.controllers),
                 }
             )
@@ -341,7 +355,14 @@ class DebugApi:
                     "phase": "Pending",
                     "created": "",
                     "age_seconds": 0.0,
-                    "tasks": {"pending": 1, "bound": 0, "running": 0, "succeeded": 0, "failed": 0},
+                    "tasks": {
+                        "pending": 1,
+                        "gated": 0,
+                        "bound": 0,
+                        "running": 0,
+                        "succeeded": 0,
+                        "failed": 0,
+                    },
                     "reason": unreadable_reason(pod),
                 }
             )
@@ -416,6 +437,7 @@ class DebugApi:
             "queue_state": {"name": "", "state": "", "held": False, "message": ""},
             "roles": [],
             "topology": None,
+            "gated": [],
             "suggestion": missing_podgroup_suggestion(missing),
             "pods": [t.name for t in missing.pods],
         }
