@@ -3,9 +3,10 @@ accepted as it says, its manifests are created in the order it gives them, calde
 with the command line it shows, and the workload it moves is scheduled by Caldera while the pods it
 leaves with Volcano (and the one switched back) are never touched.
 
-Its kubectl lines are not run: kubectl (client-go) does not send a bearer token over plain HTTP, which
-is how caldera-sim serves. What they apply is checked instead: the overlay they name renders and
-validates (test/scheduler/test_deploy.py), and the paths exist."""
+Its kubectl lines are not run: the kubectl seen on this machine (v1.32.4) sends no Authorization header
+to caldera-sim's plain-HTTP address (its -v=9 request log shows none), so the simulator answers 401.
+What they apply is checked instead: the overlay they name renders and validates
+(test/scheduler/test_deploy.py), and the paths they name exist."""
 
 from __future__ import annotations
 
