@@ -14,7 +14,7 @@ class Resource:
     kind: str
     namespaced: bool
     short_names: tuple[str, ...] = ()
-    # Subresources served besides the object itself: "status", "binding", "eviction".
+    # Subresources served besides the object itself: "status", "binding", "eviction", "token".
     subresources: frozenset[str] = frozenset()
     # Field selectors a real server accepts for this kind besides metadata.name and metadata.namespace.
     field_labels: frozenset[str] = frozenset()
@@ -162,6 +162,20 @@ RESOURCES: tuple[Resource, ...] = (
         frozenset({"status", "scale"}),
         categories=("all",),
     ),
+    Resource(
+        "", "v1", "serviceaccounts", "ServiceAccount", True, ("sa",), frozenset({"token"}), generation=False
+    ),
+    Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True, generation=False),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, generation=False),
+    Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, generation=False),
+    Resource(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        False,
+        generation=False,
+    ),
     # Volcano's PodGroup CRD declares no status subresource: its status is written through the object itself.
     Resource(
         "scheduling.volcano.sh",
@@ -212,6 +226,11 @@ NAMESPACES = resource("namespaces")
 DEPLOYMENTS = resource("deployments", "apps")
 REPLICASETS = resource("replicasets", "apps")
 PRIORITY_CLASSES = resource("priorityclasses", "scheduling.k8s.io")
+SERVICE_ACCOUNTS = resource("serviceaccounts")
+ROLES = resource("roles", "rbac.authorization.k8s.io")
+CLUSTER_ROLES = resource("clusterroles", "rbac.authorization.k8s.io")
+ROLE_BINDINGS = resource("rolebindings", "rbac.authorization.k8s.io")
+CLUSTER_ROLE_BINDINGS = resource("clusterrolebindings", "rbac.authorization.k8s.io")
 CORE_EVENTS = resource("events")
 EVENTS_V1 = resource("events", "events.k8s.io")
 
@@ -283,6 +302,18 @@ def _resource_list_entries(r: Resource) -> list[dict[str, Any]]:
                     "version": "v1",
                     "kind": "Scale",
                     "verbs": ["get", "patch", "update"],
+                }
+            )
+        elif sub == "token":
+            entries.append(
+                {
+                    "name": f"{r.plural}/token",
+                    "singularName": "",
+                    "namespaced": True,
+                    "group": "authentication.k8s.io",
+                    "version": "v1",
+                    "kind": "TokenRequest",
+                    "verbs": ["create"],
                 }
             )
         elif sub == "finalize":

@@ -15,6 +15,7 @@ from aiohttp import web
 from . import resources as R
 from .errors import ApiError, bad_request, status_dict
 from .faults import Faults
+from .rbac import Attributes, Authorizer, User, attributes
 from .resources import Resource
 from .store import Store, Watcher
 
@@ -70,7 +71,8 @@ class ApiServer:
     ):
         self.store = store
         self.token = token
-        self._auth = f"Bearer {token}"
+        # Who each bearer token is, and what RBAC lets them do; `authz.record` has every decision.
+        self.authz = Authorizer(store, token)
         self.faults = faults
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
@@ -118,17 +120,22 @@ class ApiServer:
             return web.Response(body=public, content_type="text/plain")
         if path == "/version":
             return _json(self._discovery[path])
-        if request.headers.get("Authorization") != self._auth:
+        user = self.authz.authenticate(request.headers.get("Authorization"))
+        if user is None:
             return _error(ApiError(401, "Unauthorized", "Unauthorized"))
         doc = self._discovery.get(path.rstrip("/"))
         if doc is not None:
             if request.method != "GET":
                 return _error(ApiError(405, "MethodNotAllowed", "the server does not allow this method"))
-            return _json(doc)
+            return _json(doc)  # discovery: open to every authenticated user (system:discovery)
         if path.startswith("/sim/"):
+            try:
+                self.authz.authorize(user, Attributes(request.method.lower(), path=path))
+            except ApiError as err:
+                return _error(err)
             return await self._control(request, path)
         try:
-            return await self._resource_request(request, path)
+            return await self._resource_request(request, path, user)
         except _Throttled as err:
             return _error(err, {"Retry-After": str(err.retry_after)})
         except ApiError as err:
@@ -137,7 +144,7 @@ class ApiServer:
             log.exception("%s %s failed", request.method, path)
             return _error(ApiError(500, "InternalError", f"Internal error occurred: {exc!r}"))
 
-    async def _resource_request(self, request: web.Request, path: str) -> web.StreamResponse:
+    async def _resource_request(self, request: web.Request, path: str, user: User) -> web.StreamResponse:
         parts = path.strip("/").split("/")
         if parts[0] == "api" and len(parts) >= 3:
             group, version, rest = "", parts[1], parts[2:]
@@ -159,6 +166,7 @@ class ApiServer:
             namespace = rest[1]
             rest = rest[2:]
         if not group and namespace is not None and rest[0] == "bindings" and len(rest) == 1:
+            self.authz.authorize(user, Attributes("create", "", "bindings", "", namespace))
             await self._fault(request)
             self.requests[request.method] += 1
             body = await _body(request)
@@ -176,8 +184,21 @@ class ApiServer:
             raise _NOT_FOUND_PATH
         if res.namespaced and name is not None and namespace is None:
             raise _NOT_FOUND_PATH
-        await self._fault(request)
         method = request.method
+        self.authz.authorize(
+            user,
+            attributes(
+                method,
+                group,
+                res.plural,
+                sub,
+                namespace,
+                name,
+                watch_path or (method == "GET" and name is None and request.query.get("watch") in _TRUE),
+                request.query.get("fieldSelector"),
+            ),
+        )
+        await self._fault(request)
         self.requests[method] += 1
         if method != "GET" and request.query.get("dryRun"):
             raise bad_request("dryRun is not supported by caldera-sim")
@@ -205,6 +226,8 @@ class ApiServer:
             if sub == "binding":
                 self.store.bind(ns, name, await _body(request))
                 return web.Response(body=_CREATED_STATUS, status=201, content_type=_JSON)
+            if sub == "token":
+                return _json(orjson.dumps(self.authz.mint(ns, name, await _body(request))), 201)
             if sub == "eviction":
                 self.store.evict(ns, name, await _body(request) or {})
                 return web.Response(body=_CREATED_STATUS, status=201, content_type=_JSON)

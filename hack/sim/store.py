@@ -30,7 +30,21 @@ from .patch import (
     merge_patch,
     strategic_merge_patch,
 )
-from .resources import CORE_EVENTS, EVENTS_V1, NAMESPACES, PODS, PRIORITY_CLASSES, RESOURCES, Resource
+from .quantity import parse_quantity
+from .resources import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    CORE_EVENTS,
+    EVENTS_V1,
+    NAMESPACES,
+    PODS,
+    PRIORITY_CLASSES,
+    RESOURCES,
+    ROLE_BINDINGS,
+    ROLES,
+    Resource,
+)
+from .schema import crd_files, load_crd_schemas, prune_and_default
 from .selectors import Predicate, make_filter
 from .views import event_to_core, event_to_view
 
@@ -46,13 +60,36 @@ _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _TERMINAL = ("Succeeded", "Failed")
-# Pod spec fields a real API server lets an update change; anything else is 422.
-_POD_MUTABLE_SPEC = (
-    "activeDeadlineSeconds",
-    "tolerations",
-    "terminationGracePeriodSeconds",
-    "schedulingGates",
+# Pod spec fields a real API server lets an update change, each under its own rule (ValidatePodUpdate in
+# pkg/apis/core/validation/validation.go); anything else is 422.
+_POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "schedulingGates")
+_POD_UPDATABLE = (
+    "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
+    "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
 )
+# The regular expression a real server names when a quantity does not parse (k8s.io/apimachinery
+# pkg/api/resource/quantity.go, ErrFormatWrong).
+_QUANTITY_FORMAT = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+# DefaultTolerationSeconds admission (plugin/pkg/admission/defaulttolerationseconds): every pod tolerates a
+# not-ready or unreachable node for 300 s unless it already tolerates those taints.
+_DEFAULT_TOLERATIONS = (
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+)
+_RBAC = "rbac.authorization.k8s.io"
 
 _ts_cache: tuple[int, str] = (0, "")
 
@@ -273,11 +310,172 @@ def _default_requests(container: dict[str, Any]) -> dict[str, Any]:
     return {**container, "resources": {**resources, "requests": requests}}
 
 
+def _check_quantities(name: str, spec: dict[str, Any]) -> None:
+    """Requests and limits must parse (else 400, at decoding) and not be negative (else 422), as in
+    ValidateResourceRequirements / ValidateNonnegativeQuantity (pkg/apis/core/validation/validation.go)."""
+    places: list[tuple[str, Any]] = []
+    for group in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(group) or ()):
+            resources = (c.get("resources") or {}) if isinstance(c, dict) else {}
+            for kind in ("limits", "requests"):
+                for res_name, q in (resources.get(kind) or {}).items():
+                    places.append((f"spec.{group}[{i}].resources.{kind}[{res_name}]", q))
+    for res_name, q in (spec.get("overhead") or {}).items():
+        places.append((f"spec.overhead[{res_name}]", q))
+    for where, q in places:
+        try:
+            value = parse_quantity(q)
+        except ValueError:
+            raise bad_request(f'Pod in version "v1" cannot be handled as a Pod: {_QUANTITY_FORMAT}') from None
+        if value < 0:
+            raise invalid(
+                "Pod",
+                name,
+                [(where, "FieldValueInvalid", f'Invalid value: "{q}": must be greater than or equal to 0')],
+            )
+
+
+def _default_tolerations(spec: dict[str, Any]) -> None:
+    tolerations = list(spec.get("tolerations") or ())
+    for default in _DEFAULT_TOLERATIONS:
+        if not any(
+            t.get("key", "") in ("", default["key"]) and t.get("effect", "") in ("", "NoExecute")
+            for t in tolerations
+        ):
+            tolerations.append(dict(default))
+    spec["tolerations"] = tolerations
+
+
+def _check_rbac(res: Resource, name: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    """The checks of pkg/apis/rbac/validation (ValidatePolicyRule, ValidateRoleBinding...) the simulator makes."""
+    if res is ROLES or res is CLUSTER_ROLES:
+        rules = obj.get("rules") or []
+        if not isinstance(rules, list):
+            raise bad_request(
+                f"json: cannot unmarshal into Go struct field {res.kind}.rules of type []v1.PolicyRule"
+            )
+        for i, rule in enumerate(rules):
+            field = f"rules[{i}]"
+            if not isinstance(rule, dict):
+                raise bad_request(
+                    f"json: cannot unmarshal into Go struct field {res.kind}.{field} of type v1.PolicyRule"
+                )
+            problem: tuple[str, str, str] | None = None
+            if not rule.get("verbs"):
+                problem = (
+                    f"{field}.verbs",
+                    "FieldValueRequired",
+                    "Required value: verbs must contain at least one value",
+                )
+            elif rule.get("nonResourceURLs"):
+                if res is ROLES:
+                    problem = (
+                        f"{field}.nonResourceURLs",
+                        "FieldValueInvalid",
+                        f"Invalid value: {orjson.dumps(rule['nonResourceURLs']).decode()}: "
+                        "namespaced rules cannot apply to non-resource URLs",
+                    )
+                elif rule.get("apiGroups") or rule.get("resources") or rule.get("resourceNames"):
+                    problem = (
+                        f"{field}.nonResourceURLs",
+                        "FieldValueInvalid",
+                        f"Invalid value: {orjson.dumps(rule['nonResourceURLs']).decode()}: "
+                        "rules cannot apply to both regular resources and non-resource URLs",
+                    )
+            elif not rule.get("apiGroups"):
+                problem = (
+                    f"{field}.apiGroups",
+                    "FieldValueRequired",
+                    "Required value: resource rules must supply at least one api group",
+                )
+            elif not rule.get("resources"):
+                problem = (
+                    f"{field}.resources",
+                    "FieldValueRequired",
+                    "Required value: resource rules must supply at least one resource",
+                )
+            if problem is not None:
+                raise invalid(res.kind, name, [problem], _RBAC)
+        return
+    ref = obj.get("roleRef") or {}
+    kinds = ("ClusterRole",) if res is CLUSTER_ROLE_BINDINGS else ("Role", "ClusterRole")
+    if ref.get("kind") not in kinds:
+        supported = ", ".join(f'"{k}"' for k in kinds)
+        raise invalid(
+            res.kind,
+            name,
+            [
+                (
+                    "roleRef.kind",
+                    "FieldValueNotSupported",
+                    f'Unsupported value: "{ref.get("kind", "")}": supported values: {supported}',
+                )
+            ],
+            _RBAC,
+        )
+    if not ref.get("name"):
+        raise invalid(res.kind, name, [("roleRef.name", "FieldValueRequired", "Required value")], _RBAC)
+    if ref.get("apiGroup") != _RBAC:
+        raise invalid(
+            res.kind,
+            name,
+            [
+                (
+                    "roleRef.apiGroup",
+                    "FieldValueNotSupported",
+                    f'Unsupported value: "{ref.get("apiGroup", "")}": supported values: "{_RBAC}"',
+                )
+            ],
+            _RBAC,
+        )
+    for i, subject in enumerate(obj.get("subjects") or ()):
+        kind = (subject or {}).get("kind")
+        if kind not in ("ServiceAccount", "User", "Group"):
+            raise invalid(
+                res.kind,
+                name,
+                [
+                    (
+                        f"subjects[{i}].kind",
+                        "FieldValueNotSupported",
+                        f'Unsupported value: "{kind}": supported values: "Group", "ServiceAccount", "User"',
+                    )
+                ],
+                _RBAC,
+            )
+        if kind == "ServiceAccount" and res is CLUSTER_ROLE_BINDINGS and not subject.get("namespace"):
+            raise invalid(
+                res.kind, name, [(f"subjects[{i}].namespace", "FieldValueRequired", "Required value")], _RBAC
+            )
+    if old is not None and (old.get("roleRef") or {}) != ref:
+        raise invalid(
+            res.kind,
+            name,
+            [
+                (
+                    "roleRef",
+                    "FieldValueInvalid",
+                    f"Invalid value: {orjson.dumps(ref).decode()}: cannot change roleRef",
+                )
+            ],
+            _RBAC,
+        )
+
+
+_RBAC_KINDS = frozenset({ROLES.id, CLUSTER_ROLES.id, ROLE_BINDINGS.id, CLUSTER_ROLE_BINDINGS.id})
+
+
 class Store:
     def __init__(
-        self, history_size: int = 10_000, seed: int | None = None, watch_buffer_lines: int = 200_000
+        self,
+        history_size: int = 10_000,
+        seed: int | None = None,
+        watch_buffer_lines: int = 200_000,
+        crd_dir: str | None = None,
     ):
         self.rv = 0
+        # Structural schemas of the custom resources (plural.group -> openAPIV3Schema), from deploy/crds.
+        self.schemas: dict[str, dict[str, Any]] = _schemas(crd_dir)
         self.kinds: dict[str, KindStore] = {r.id: KindStore(r, history_size) for r in RESOURCES}
         # view id -> (stored resource, to storage form, to view form)
         self.views: dict[
@@ -629,6 +827,9 @@ class Store:
         obj["kind"] = res.kind
         obj["metadata"] = meta
         self._admit_create(res, obj)
+        schema = self.schemas.get(res.id) if res.custom else None
+        if schema is not None:
+            obj = prune_and_default(obj, schema)
         return self._commit_created(ks, key, obj)
 
     def _commit_created(self, ks: KindStore, key: Key, obj: dict[str, Any]) -> Entry:
@@ -675,6 +876,7 @@ class Store:
             obj.pop("status", None)
         if res is PODS:
             spec = dict(obj.get("spec") or {})
+            _check_quantities(name, spec)
             containers = spec.get("containers")
             if not containers:
                 raise invalid("Pod", name, [("spec.containers", "FieldValueRequired", "Required value")])
@@ -695,9 +897,23 @@ class Store:
             spec.setdefault("terminationGracePeriodSeconds", 30)
             spec.setdefault("dnsPolicy", "ClusterFirst")
             spec.setdefault("securityContext", {})
+            spec.setdefault("enableServiceLinks", True)
             self._admit_priority(name, spec)
+            _default_tolerations(spec)
             obj["spec"] = spec
             obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+            if spec.get("schedulingGates"):
+                # The pod strategy's PrepareForCreate (pkg/registry/core/pod/strategy.go) marks a gated pod.
+                obj["status"]["conditions"] = [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "lastProbeTime": None,
+                        "lastTransitionTime": rfc3339(),
+                        "reason": "SchedulingGated",
+                        "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    }
+                ]
         elif res is NAMESPACES:
             labels = dict(meta.get("labels") or {})
             labels["kubernetes.io/metadata.name"] = name
@@ -739,10 +955,12 @@ class Store:
             obj["spec"] = spec
             # ReplicaSetStatus.replicas is not omitempty in the real API types.
             obj["status"] = {"replicas": 0} if res.kind == "ReplicaSet" else {}
-        elif res.kind == "PodGroup":
+        elif res.kind == "PodGroup" and res.id not in self.schemas:
             spec = dict(obj.get("spec") or {})
-            spec.setdefault("queue", "default")  # the CRD schema's default
+            spec.setdefault("queue", "default")  # the CRD schema's default, when no CRD was loaded
             obj["spec"] = spec
+        elif res.id in _RBAC_KINDS:
+            _check_rbac(res, name, obj, None)
         elif res is PRIORITY_CLASSES:
             if not isinstance(obj.get("value"), int):
                 raise invalid(
@@ -769,8 +987,10 @@ class Store:
             if entry.obj.get("globalDefault"):
                 spec["priorityClassName"] = entry.obj["metadata"]["name"]
                 spec["priority"] = entry.obj.get("value", 0)
+                spec.setdefault("preemptionPolicy", entry.obj.get("preemptionPolicy", "PreemptLowerPriority"))
                 return
         spec["priority"] = 0
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
     def replace(
         self, res: Resource, namespace: str, name: str, body: Any, subresource: str | None = None
@@ -898,8 +1118,14 @@ class Store:
             if res is NAMESPACES:
                 result["spec"] = old.get("spec", {})
             if res is PODS:
+                _check_quantities(name, result.get("spec") or {})
                 self._check_pod_update(name, old.get("spec") or {}, result.get("spec") or {})
+            elif res.id in _RBAC_KINDS:
+                _check_rbac(res, name, result, old)
         result["metadata"] = meta
+        schema = self.schemas.get(res.id) if res.custom else None
+        if schema is not None:
+            result = prune_and_default(result, schema)
         if subresource != "status":
             _validate_metadata(res, name, meta)
         if "generation" in meta:
@@ -929,6 +1155,54 @@ class Store:
 
     @staticmethod
     def _check_pod_update(name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """ValidatePodUpdate (pkg/apis/core/validation/validation.go): only images, a lowered or first
+        activeDeadlineSeconds, added tolerations (existing ones may change only their tolerationSeconds) and
+        removed scheduling gates may change."""
+
+        def fail(field: str, reason: str, message: str) -> ApiError:
+            return invalid("Pod", name, [(field, reason, message)])
+
+        old_gates = {g.get("name") for g in old.get("schedulingGates") or ()}
+        for i, gate in enumerate(new.get("schedulingGates") or ()):
+            if gate.get("name") not in old_gates:
+                raise fail(
+                    f"spec.schedulingGates[{i}].name",
+                    "FieldValueForbidden",
+                    f"Forbidden: only deletion is allowed, but found new scheduling gate '{gate.get('name')}'",
+                )
+        new_tolerations = new.get("tolerations") or []
+        for t in old.get("tolerations") or ():
+            if not any(
+                {**t, "tolerationSeconds": n.get("tolerationSeconds")}
+                == {**n, "tolerationSeconds": n.get("tolerationSeconds")}
+                for n in new_tolerations
+            ):
+                raise fail(
+                    "spec.tolerations",
+                    "FieldValueForbidden",
+                    "Forbidden: existing toleration can not be modified except its tolerationSeconds",
+                )
+        new_ads, old_ads = new.get("activeDeadlineSeconds"), old.get("activeDeadlineSeconds")
+        if new_ads is not None:
+            if not isinstance(new_ads, int) or new_ads < 0 or new_ads > 2**31 - 1:
+                raise fail(
+                    "spec.activeDeadlineSeconds",
+                    "FieldValueInvalid",
+                    f"Invalid value: {new_ads}: must be between 0 and 2147483647, inclusive",
+                )
+            if old_ads is not None and old_ads < new_ads:
+                raise fail(
+                    "spec.activeDeadlineSeconds",
+                    "FieldValueInvalid",
+                    f"Invalid value: {new_ads}: must be less than or equal to previous value",
+                )
+        elif old_ads is not None:
+            raise fail(
+                "spec.activeDeadlineSeconds",
+                "FieldValueInvalid",
+                'Invalid value: "null": must not update from a positive integer to nil value',
+            )
+
         def normal(spec: dict[str, Any]) -> dict[str, Any]:
             out = {k: v for k, v in spec.items() if k not in _POD_MUTABLE_SPEC}
             out["containers"] = [
@@ -939,19 +1213,13 @@ class Store:
             ]
             return out
 
-        if normal(old) != normal(new):
-            raise invalid(
-                "Pod",
-                name,
-                [
-                    (
-                        "spec",
-                        "FieldValueForbidden",
-                        "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
-                        "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
-                        "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds`",
-                    )
-                ],
+        before, after = normal(old), normal(new)
+        if before != after:
+            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            raise fail(
+                "spec",
+                "FieldValueForbidden",
+                f"Forbidden: {_POD_UPDATABLE}\n  changed: " + ", ".join(f"spec.{k}" for k in changed),
             )
 
     def delete(
@@ -1184,6 +1452,9 @@ class Store:
             raise conflict(
                 "pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
             )
+        if spec.get("schedulingGates"):
+            # setPodNodeAndMetadata in pkg/registry/core/pod/storage/storage.go
+            raise conflict("pods/binding", name, f"pod {name} has non-empty .spec.schedulingGates")
         status = pod.get("status") or {}
         conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
         conditions.append(
@@ -1237,3 +1508,18 @@ class Store:
     def dependents(self, owner_uid: str, res: Resource | None = None) -> Iterable[tuple[str, Key]]:
         deps = self.owners.get(owner_uid, ())
         return [d for d in deps if res is None or d[0] == res.id]
+
+
+_SCHEMA_CACHE: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+def _schemas(crd_dir: str | None) -> dict[str, dict[str, Any]]:
+    """The CRD schemas of a folder (deploy/crds by default), read once per process."""
+    key = crd_dir or ""
+    cached = _SCHEMA_CACHE.get(key)
+    if cached is None:
+        from pathlib import Path
+
+        cached = load_crd_schemas(crd_files(Path(crd_dir) if crd_dir else None))
+        _SCHEMA_CACHE[key] = cached
+    return cached
