@@ -1,5 +1,11 @@
 """End-to-end fixtures: a simulated cluster (or the one ``CALDERA_E2E_KUBECONFIG`` names), an API
-helper that sees what a user sees, and caldera-scheduler running in-process against it."""
+helper that sees what a user sees, and caldera-scheduler running in-process against it.
+
+The scheduler runs as deployed: ``deploy/namespace.yaml`` and ``deploy/rbac.yaml`` are applied to the cluster
+and the scheduler talks to it with a token of its ServiceAccount (minted by the TokenRequest API), so it holds
+only the permissions the manifests grant. The test set-up (the ``api`` helper) is an administrator. Against the
+simulator, every request of the scheduler that RBAC refused fails the test that made it, and the requests of
+the whole suite are kept for test_zz_rbac_rules.py to compare with the manifest's rules."""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import yaml
 
 from caldera.cache.client import ApiClient, ApiError, ClusterConfig
 from caldera.config.conf import parse_conf
@@ -20,11 +27,45 @@ from caldera.framework.model import TaskStatus
 from caldera.framework.plugin import Action, Registry
 from caldera.framework.session import Session
 from caldera.hack.sim import SimCluster
+from caldera.hack.sim.rbac import Record, RuleUse
 from caldera.scheduler.app import Options, SchedulerApp
 from caldera.scheduler.registry import builtin_registry
 
 REAL_KUBECONFIG = os.environ.get("CALDERA_E2E_KUBECONFIG")
 SCHEDULER = "caldera-e2e"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+# The deployed scheduler's identity and home (deploy/rbac.yaml): leases and the conf ConfigMap live there.
+DEPLOY_NS = "caldera-system"
+SERVICE_ACCOUNT = "caldera-scheduler"
+SCHEDULER_USER = f"system:serviceaccount:{DEPLOY_NS}:{SERVICE_ACCOUNT}"
+_PLURALS = {
+    "Namespace": "namespaces",
+    "ServiceAccount": "serviceaccounts",
+    "Role": "roles",
+    "ClusterRole": "clusterroles",
+    "RoleBinding": "rolebindings",
+    "ClusterRoleBinding": "clusterrolebindings",
+}
+
+
+class SuiteRecord:
+    """The scheduler's requests over the e2e session, as the simulator's authorizer recorded them."""
+
+    def __init__(self) -> None:
+        self.requests: dict[Record, int] = {}
+        self.rules_used: set[RuleUse] = set()
+        self.tests: set[str] = set()
+
+    def add(self, sim: SimCluster, test: str) -> None:
+        authz = sim.server.authz
+        for rec, n in authz.record.items():
+            if rec.user == SCHEDULER_USER:
+                self.requests[rec] = self.requests.get(rec, 0) + n
+        self.rules_used.update(authz.rules_used)
+        self.tests.add(test)
+
+
+SUITE = SuiteRecord()
 
 pytestmark = pytest.mark.e2e
 
@@ -213,13 +254,71 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
+def deploy_manifests() -> list[dict[str, Any]]:
+    """deploy/namespace.yaml and deploy/rbac.yaml, as kubectl would apply them."""
+    docs: list[dict[str, Any]] = []
+    for name in ("namespace.yaml", "rbac.yaml"):
+        docs.extend(d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d)
+    return docs
+
+
+def manifest_path(doc: dict[str, Any]) -> str:
+    group_version = doc["apiVersion"]
+    base = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
+    ns = doc["metadata"].get("namespace")
+    return base + (f"/namespaces/{ns}" if ns else "") + "/" + _PLURALS[doc["kind"]]
+
+
+async def apply_deploy_rbac(client: ApiClient) -> None:
+    """Create deploy/'s namespace and RBAC objects (those already there are kept)."""
+    for doc in deploy_manifests():
+        try:
+            await client.request("POST", manifest_path(doc), body=doc)
+        except ApiError as exc:
+            if exc.code != 409:
+                raise
+
+
+async def scheduler_token(client: ApiClient) -> str:
+    raw = await client.request(
+        "POST",
+        f"/api/v1/namespaces/{DEPLOY_NS}/serviceaccounts/{SERVICE_ACCOUNT}/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    return msgspec.json.decode(raw)["status"]["token"]  # type: ignore[no-any-return]
+
+
+def token_kubeconfig(admin_kubeconfig: str, token: str, target: Path) -> str:
+    """The admin kubeconfig with its current user replaced by a bearer token."""
+    config = yaml.safe_load(Path(admin_kubeconfig).read_text())
+    current = config["current-context"]
+    context = next(c["context"] for c in config["contexts"] if c["name"] == current)
+    config["users"] = [{"name": "caldera-scheduler", "user": {"token": token}}]
+    context["user"] = "caldera-scheduler"
+    config["contexts"] = [{"name": current, "context": context}]
+    target.write_text(yaml.safe_dump(config))
+    target.chmod(0o600)
+    return str(target)
+
+
 @pytest.fixture
-async def sim() -> AsyncIterator[SimCluster | None]:
+async def sim(request: pytest.FixtureRequest) -> AsyncIterator[SimCluster | None]:
     if REAL_KUBECONFIG:
         yield None
         return
     async with SimCluster(nodes=0, kubelet_delay=0.05, seed=3) as cluster:
         yield cluster
+        SUITE.add(cluster, request.node.nodeid)
+        refused = {
+            rec: n
+            for rec, n in cluster.server.authz.record.items()
+            if rec.user == SCHEDULER_USER and not rec.allowed
+        }
+        assert not refused, f"RBAC (deploy/rbac.yaml) refused requests the scheduler made: {refused}"
 
 
 def needs_sim(sim: SimCluster | None) -> SimCluster:
@@ -229,13 +328,26 @@ def needs_sim(sim: SimCluster | None) -> SimCluster:
 
 
 @pytest.fixture
-def kubeconfig(sim: SimCluster | None) -> str:
+def admin_kubeconfig(sim: SimCluster | None) -> str:
+    """For test set-up: the cluster's administrator."""
     return REAL_KUBECONFIG or str(sim.kubeconfig_path)  # type: ignore[union-attr]
 
 
 @pytest.fixture
-async def api(kubeconfig: str) -> AsyncIterator[Api]:
-    client = ApiClient(await ClusterConfig.load(kubeconfig), user_agent="caldera-e2e")
+async def kubeconfig(admin_kubeconfig: str, tmp_path: Path) -> str:
+    """For the scheduler: deploy/'s namespace and RBAC applied, a token of its ServiceAccount."""
+    client = ApiClient(await ClusterConfig.load(admin_kubeconfig), user_agent="caldera-e2e-setup")
+    try:
+        await apply_deploy_rbac(client)
+        token = await scheduler_token(client)
+    finally:
+        await client.close()
+    return token_kubeconfig(admin_kubeconfig, token, tmp_path / "scheduler.kubeconfig")
+
+
+@pytest.fixture
+async def api(admin_kubeconfig: str) -> AsyncIterator[Api]:
+    client = ApiClient(await ClusterConfig.load(admin_kubeconfig), user_agent="caldera-e2e")
     namespace = "default"
     created_ns = False
     if REAL_KUBECONFIG:

@@ -87,14 +87,14 @@ async def test_dropped_watches_resume_and_miss_nothing(
 
 
 async def test_429_and_500_storms_bind_every_pod_exactly_once(
-    sim: SimCluster | None, api: Api, start_scheduler, kubeconfig: str
+    sim: SimCluster | None, api: Api, start_scheduler, admin_kubeconfig: str
 ) -> None:
     sim = needs_sim(sim)
     for i in range(4):
         await api.node(f"n{i}", cpu="16")
     # A watcher of our own counts how often each pod goes from no node to a node.
     bindings: dict[str, int] = {}
-    watch_client = ApiClient(await ClusterConfig.load(kubeconfig))
+    watch_client = ApiClient(await ClusterConfig.load(admin_kubeconfig))
     rv = msgspec.json.decode(await watch_client.request("GET", "/api/v1/namespaces/default/pods"))[
         "metadata"
     ]["resourceVersion"]

@@ -19,10 +19,11 @@ from caldera.framework.session import Session
 from caldera.hack.sim import SimCluster
 from caldera.hack.sim.resources import PODS
 
-from .conftest import SCHEDULER, Api, e2e_registry, eventually, needs_sim
+from .conftest import DEPLOY_NS, SCHEDULER, Api, e2e_registry, eventually, needs_sim
 from .test_faults import _create_pod
 
-LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+# The lease and the conf ConfigMap where deploy/ puts them (its Role grants them there, by name).
+LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{DEPLOY_NS}/leases"
 
 
 def free_port() -> int:
@@ -61,7 +62,7 @@ async def spawn(
 LEADER_FLAGS = (
     "--leader-elect",
     "--leader-elect-resource-namespace",
-    "default",
+    DEPLOY_NS,
     "--leader-elect-lease-duration",
     "2s",
     "--leader-elect-renew-deadline",
@@ -116,7 +117,7 @@ async def test_a_replica_that_loses_the_lease_stops_at_once(api: Api, start_sche
     await api.node("n1", cpu="64")
     running = await start_scheduler(
         leader_elect=True,
-        lease_namespace="default",
+        lease_namespace=DEPLOY_NS,
         lease_duration=2.0,
         renew_deadline=1.5,
         retry_period=0.2,
@@ -182,24 +183,27 @@ async def test_conf_file_hot_reload_good_and_bad(api: Api, start_scheduler, conf
 async def test_conf_from_a_configmap_hot_reload(api: Api, start_scheduler, conf_file) -> None:
     _, path = conf_file
     good = path.read_text()
-    cm_path = f"/api/v1/namespaces/{api.ns}/configmaps"
-    await api.create(cm_path, {"metadata": {"name": "caldera-conf"}, "data": {"conf": good}})
+    cm_path = f"/api/v1/namespaces/{DEPLOY_NS}/configmaps"
+    await api.create(cm_path, {"metadata": {"name": "caldera-scheduler-conf"}, "data": {"conf": good}})
     await api.node("n1", cpu="64")
-    running = await start_scheduler(scheduler_conf=f"configmap:{api.ns}/caldera-conf:conf")
+    running = await start_scheduler(scheduler_conf=f"configmap:{DEPLOY_NS}/caldera-scheduler-conf:conf")
     await api.gang("a", 1)
     await eventually(lambda: _bound(api, "a-0"))
-    cm = await api.get(f"{cm_path}/caldera-conf")
+    cm = await api.get(f"{cm_path}/caldera-scheduler-conf")
     cm["data"]["conf"] = "actions: nonsense-action\n"
-    await api.client.request("PUT", f"{cm_path}/caldera-conf", body=cm)
-    event = await eventually(lambda: _event(api, "ConfRejected"))
+    await api.client.request("PUT", f"{cm_path}/caldera-scheduler-conf", body=cm)
+    event = await eventually(lambda: _event(api, "ConfRejected", DEPLOY_NS))
     assert event["involvedObject"]["kind"] == "ConfigMap" and "nonsense-action" in event["message"]
     await api.gang("b", 1)
     await eventually(lambda: _bound(api, "b-0"))
     assert running.app.conf.rejected == 1
 
 
-async def _event(api: Api, reason: str) -> dict:
-    for e in await api.events():
+async def _event(api: Api, reason: str, namespace: str | None = None) -> dict:
+    events = (
+        await api.events() if namespace is None else await api.items(f"/api/v1/namespaces/{namespace}/events")
+    )
+    for e in events:
         if e["reason"] == reason:
             return e
     return {}
