@@ -193,7 +193,9 @@ def forbidden(user: User, attrs: Attributes, reason: str = "") -> ApiError:
         if attrs.name
         else f"{qualified} is forbidden: {text}"
     )
-    details: dict[str, Any] = {"group": attrs.api_group, "kind": attrs.resource}
+    details: dict[str, Any] = {"kind": attrs.resource}  # StatusDetails: empty fields are omitted
+    if attrs.api_group:
+        details["group"] = attrs.api_group
     if attrs.name:
         details["name"] = attrs.name
     return ApiError(403, "Forbidden", message, details)

@@ -162,7 +162,7 @@ class ApiServer:
             if not rest:
                 raise _NOT_FOUND_PATH
         namespace: str | None = None
-        if rest[0] == "namespaces" and len(rest) >= 3 and (rest[2] in kinds or rest[2] == "bindings"):
+        if rest[0] == "namespaces" and len(rest) >= 3 and (group or rest[2] not in R.NAMESPACES.subresources):
             namespace = rest[1]
             rest = rest[2:]
         if not group and namespace is not None and rest[0] == "bindings" and len(rest) == 1:
@@ -175,6 +175,20 @@ class ApiServer:
             return web.Response(body=_CREATED_STATUS, status=201, content_type=_JSON)
         res = kinds.get(rest[0])
         if res is None or len(rest) > 3:
+            # A real server authorizes before it routes: a kind it does not serve is 403 to whom RBAC refuses it.
+            self.authz.authorize(
+                user,
+                attributes(
+                    request.method,
+                    group,
+                    rest[0],
+                    rest[2] if len(rest) > 2 else None,
+                    namespace,
+                    rest[1] if len(rest) > 1 else None,
+                    watch_path,
+                    request.query.get("fieldSelector"),
+                ),
+            )
             raise _NOT_FOUND_PATH
         if res.namespaced is False and namespace is not None:
             raise _NOT_FOUND_PATH
