@@ -471,3 +471,40 @@ class Checker:
             for m in mirrors:
                 m.cancel()
             await asyncio.gather(*mirrors, return_exceptions=True)
+
+
+Metrics = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def _binds(m: Metrics) -> float:
+    return sum(v for lab, v in m.get("caldera_binds_total", ()) if lab.get("result") == "bound")
+
+
+def bind_counter_window(
+    live_before: set[int],
+    before: dict[int, Metrics | None],
+    live_after: set[int],
+    after: dict[int, Metrics | None],
+) -> tuple[float | None, str]:
+    """How much `caldera_binds_total{result=bound}` rose over a window, summed over the replicas, or None
+    with the reason the window cannot tell.
+
+    The counter lives in a process: a replica that exits (a lost lease under load, a restart) takes its count
+    with it, and one that starts in the window starts from 0. So the sum is exact only when every replica live
+    at the start is still live and readable at the end; replicas that started during the window count from 0.
+    A replica live at the start whose counters could not be read would count its whole life."""
+    for pid in sorted(live_before):
+        if before.get(pid) is None:
+            return None, f"the counters of replica pid {pid} could not be read at the start of the window"
+        if pid not in live_after:
+            return None, f"replica pid {pid} exited during the window (its counter went with it)"
+    delta = 0.0
+    for pid in sorted(live_after):
+        m = after.get(pid)
+        if m is None:
+            return None, f"the counters of replica pid {pid} could not be read at the end of the window"
+        if "caldera_binds_total" not in m:
+            continue
+        start = before.get(pid) if pid in live_before else None
+        delta += _binds(m) - (_binds(start) if start is not None else 0.0)
+    return delta, ""

@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 
 from caldera.hack.sim.quantity import pod_requests
-from caldera.hack.soak.checker import Checker
+from caldera.hack.soak.checker import Checker, bind_counter_window
 from caldera.hack.soak.options import Options
 from caldera.hack.soak.report import Summary
 from caldera.hack.soak.scrape import Metrics, scrape, value
@@ -229,27 +229,25 @@ class MetricChecks:
         )
 
     def compare_binds(
-        self, before: dict[int, Metrics | None], after: dict[int, Metrics | None], seen: int
-    ) -> None:
+        self,
+        before: dict[int, Metrics | None],
+        after: dict[int, Metrics | None],
+        seen: int,
+    ) -> str:
         """caldera_binds_total{result=bound} summed over the replicas rose by the `seen` bindings (scraped
-        `before` and `after` a quiet window)."""
-        delta = 0.0
-        have = False
-        for pid, m in after.items():
-            b = before.get(pid)
-            if m is None or "caldera_binds_total" not in m:
-                continue
-            have = True
-            v1 = value(m, "caldera_binds_total", result="bound") or 0.0
-            v0 = (value(b, "caldera_binds_total", result="bound") or 0.0) if b else 0.0
-            delta += v1 - v0
-        if have:
-            self.note_checked("caldera_binds_total{result=bound} (against bindings seen, probe window)")
-            if int(delta) != seen:
-                self.checker.violate(
-                    "metrics",
-                    "caldera_binds_total",
-                    f"counters rose by {delta:g}, the API shows {seen} bindings",
-                )
-        else:
+        `before` and `after` a quiet window; the keys are the replicas live then). Returns "" once judged (or
+        when the counter is not exported), else why this window cannot be judged."""
+        if not any(m is not None and "caldera_binds_total" in m for m in after.values()):
             self.note_skipped("caldera_binds_total")
+            return ""
+        delta, reason = bind_counter_window(set(before), before, set(after), after)
+        if delta is None:
+            return reason
+        self.note_checked("caldera_binds_total{result=bound} (against bindings seen, probe window)")
+        if int(delta) != seen:
+            self.checker.violate(
+                "metrics",
+                "caldera_binds_total",
+                f"counters rose by {delta:g}, the API shows {seen} bindings",
+            )
+        return ""
