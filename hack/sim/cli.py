@@ -82,6 +82,11 @@ def register(subparsers: Any) -> None:
         default=60.0,
         help="seconds between full garbage collections (0: Python's default)",
     )
+    behaviour.add_argument(
+        "--crds",
+        metavar="DIR",
+        help="folder of CRD manifests whose schemas prune and default custom resources (default: deploy/crds)",
+    )
     p.add_argument("--seed", type=int)
     p.add_argument("--log-level", default="INFO")
     p.set_defaults(func=run)
@@ -119,6 +124,7 @@ def cluster_from_args(args: argparse.Namespace) -> SimCluster:
         history_size=args.history_size,
         bookmark_interval=args.bookmark_interval,
         gc_full_interval=args.gc_full_interval or None,
+        crd_dir=args.crds,
         seed=args.seed,
     )
 

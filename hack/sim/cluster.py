@@ -80,6 +80,7 @@ class SimCluster:
         watch_timeout: tuple[float, float] = (1800.0, 3600.0),
         event_ttl: float = 3600.0,
         gc_full_interval: float | None = None,
+        crd_dir: str | Path | None = None,
         seed: int | None = None,
     ):
         check_loopback(host)
@@ -97,7 +98,7 @@ class SimCluster:
         self.port = port
         self.token = token or secrets.token_hex(16)
         self.faults = faults or Faults()
-        self.store = Store(history_size=history_size, seed=seed)
+        self.store = Store(history_size=history_size, seed=seed, crd_dir=str(crd_dir) if crd_dir else None)
         self.server = ApiServer(self.store, self.token, self.faults, bookmark_interval, watch_timeout)
         self.kubelet = (
             Kubelet(self.store, kubelet_delay, kubelet_stop_delay, kubelet_admission) if kubelet else None
