@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ApiError
 from .resources import (
@@ -61,8 +61,7 @@ class User:
         return MASTERS in self.groups
 
 
-@dataclass(frozen=True)
-class Attributes:
+class Attributes(NamedTuple):
     """What the authorizer is asked about one request (a resource request, or a non-resource path)."""
 
     verb: str
@@ -78,8 +77,7 @@ class Attributes:
         return bool(self.resource)
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One kind of request the server authorized or refused (counted in `Authorizer.record`)."""
 
     user: str
@@ -91,8 +89,7 @@ class Record:
     allowed: bool
 
 
-@dataclass(frozen=True)
-class RuleUse:
+class RuleUse(NamedTuple):
     """A rule that allowed a request, with what the request asked (counted in `Authorizer.rules_used`)."""
 
     role_kind: str  # Role or ClusterRole
@@ -111,6 +108,7 @@ class _Token:
     name: str
     uid: str
     expires: float
+    user: User
 
 
 def service_account_user(namespace: str, name: str) -> User:
@@ -231,7 +229,7 @@ class Authorizer:
         sa = self.store.get_obj(SERVICE_ACCOUNTS, token.namespace, token.name)
         if sa is None or sa["metadata"].get("uid") != token.uid:
             return None  # the ServiceAccount is gone: its bound tokens are no longer valid
-        return service_account_user(token.namespace, token.name)
+        return token.user
 
     def mint(self, namespace: str, name: str, request: Any) -> dict[str, Any]:
         """POST serviceaccounts/NAME/token: a TokenRequest answered with a bearer token for the account."""
@@ -259,7 +257,9 @@ class Authorizer:
         spec.setdefault("audiences", ["https://kubernetes.default.svc.cluster.local"])
         token = "sim-sa-" + secrets.token_urlsafe(24)
         expires = self.clock() + seconds
-        self._tokens[token] = _Token(namespace, name, sa["metadata"]["uid"], expires)
+        self._tokens[token] = _Token(
+            namespace, name, sa["metadata"]["uid"], expires, service_account_user(namespace, name)
+        )
         return {
             "kind": "TokenRequest",
             "apiVersion": "authentication.k8s.io/v1",
