@@ -157,3 +157,52 @@ async def test_a_queue_gets_volcano_s_defaults(cluster: Cluster) -> None:
     }
     created = await c.create(f"{V1BETA1}/queues", body, cluster_scoped=True)
     assert created["spec"] == {"weight": 1, "dequeueStrategy": "traverse"}
+
+
+# A HyperNode with every field of Volcano's v1alpha1 HyperNode.
+FULL_HYPERNODE_SPEC = {
+    "tier": 2,
+    "tierName": "spine",
+    "members": [
+        {"type": "HyperNode", "selector": {"exactMatch": {"name": "leaf-a"}}},
+        {"type": "Node", "selector": {"regexMatch": {"pattern": "^gpu-[0-9]+$"}}},
+        {
+            "type": "Node",
+            "selector": {
+                "labelMatch": {
+                    "matchLabels": {"rack": "r1"},
+                    "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
+                }
+            },
+        },
+    ],
+}
+
+
+async def test_a_hypernode_with_every_volcano_field_round_trips_unchanged(cluster: Cluster) -> None:
+    c = cluster
+    name = c.name("spine")
+    body = {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": copy.deepcopy(FULL_HYPERNODE_SPEC),
+    }
+    created = await c.create("/apis/topology.volcano.sh/v1alpha1/hypernodes", body, cluster_scoped=True)
+    assert created["spec"] == FULL_HYPERNODE_SPEC
+    status = {
+        "nodeCount": 3,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "observedGeneration": 1,
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+                "reason": "Synced",
+                "message": "members resolved",
+            }
+        ],
+    }
+    created["status"] = status
+    written = await c.http.ok("PUT", f"/apis/topology.volcano.sh/v1alpha1/hypernodes/{name}/status", created)
+    assert written["status"] == status
