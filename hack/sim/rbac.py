@@ -49,6 +49,24 @@ MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
 ADMIN_USER = "caldera-sim:admin"
 RBAC_GROUP = "rbac.authorization.k8s.io"
+# The rules of the default ClusterRoles system:discovery and system:public-info-viewer, which a real server
+# binds to every authenticated user (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go).
+DISCOVERY_RULE = {
+    "verbs": ["get"],
+    "nonResourceURLs": [
+        "/api",
+        "/api/*",
+        "/apis",
+        "/apis/*",
+        "/openapi",
+        "/openapi/*",
+        "/version",
+        "/version/",
+        "/healthz",
+        "/livez",
+        "/readyz",
+    ],
+}
 
 
 @dataclass(frozen=True)
@@ -286,6 +304,8 @@ class Authorizer:
             raise forbidden(user, attrs, reason)
 
     def _allows(self, user: User, attrs: Attributes) -> tuple[bool, str]:
+        if not attrs.resource_request and AUTHENTICATED in user.groups and rule_allows(DISCOVERY_RULE, attrs):
+            return True, ""
         errors: list[str] = []
         for role_kind, role_ns, role_name, rules in self._roles_for(user, attrs.namespace, errors):
             for i, rule in enumerate(rules):

@@ -127,7 +127,11 @@ class ApiServer:
         if doc is not None:
             if request.method != "GET":
                 return _error(ApiError(405, "MethodNotAllowed", "the server does not allow this method"))
-            return _json(doc)  # discovery: open to every authenticated user (system:discovery)
+            try:  # open to every authenticated user (system:discovery), and recorded
+                self.authz.authorize(user, Attributes("get", path=path))
+            except ApiError as err:
+                return _error(err)
+            return _json(doc)
         if path.startswith("/sim/"):
             try:
                 self.authz.authorize(user, Attributes(request.method.lower(), path=path))

@@ -251,3 +251,12 @@ async def test_the_simulator_records_each_request_it_authorized_or_refused(clust
     assert record[Record(user, "delete", "", "pods", "", c.ns, False)] == 1
     (use,) = [u for u in sim.server.authz.rules_used if u.role_name == "recorded"]
     assert (use.role_kind, use.rule_index, use.verb, use.resource) == ("Role", 0, "list", "pods")
+
+
+async def test_discovery_is_open_to_every_authenticated_user(cluster: Cluster) -> None:
+    c = cluster
+    token, _ = await account(c, "discoverer")
+    for path in ("/api", "/apis", "/api/v1", "/apis/scheduling.k8s.io/v1"):
+        code, doc = await c.http("GET", path, token=token)
+        assert code == 200, (path, doc)
+    assert (await c.http("GET", "/api", token="not-a-token"))[0] == 401
