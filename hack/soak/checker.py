@@ -196,6 +196,20 @@ class Checker:
         self._seen_violation.add((invariant, subject))
         self.violations.append(Violation(round(self.now(), 2), invariant, f"{subject}: {detail}"))
 
+    async def mirror_caught_up(self) -> bool:
+        """Whether the pod mirror shows every binding a fresh list of the API shows. A watch that is behind (a
+        busy machine delivers events late) makes `bound_total` lag the bindings made, by as many as it holds."""
+        try:
+            items, _rv = await self.pods.api.list(self.pods.path)
+        except Exception:
+            return False
+        mirrored = self.pods.objects
+        return all(
+            (mirrored.get(key_of(o)) or {}).get("spec", {}).get("nodeName") == o["spec"].get("nodeName")
+            for o in items
+            if o["spec"].get("nodeName")
+        )
+
     def ours(self, pod: dict[str, Any]) -> bool:
         return (pod.get("spec") or {}).get("schedulerName", "default-scheduler") in self.config.schedulers
 
@@ -220,8 +234,12 @@ class Checker:
         elif first != node:
             self.violate("bind-once", key, f"bound to {first}, then to {node}")
 
-    def add_fault(self, kind: str, start: float, end: float) -> None:
-        self.faults.append(FaultWindow(kind, start, end))
+    def add_fault(self, kind: str, start: float, end: float) -> FaultWindow:
+        """Register a fault window. Register it when the fault starts (and move `end` later if need be): the
+        invariants are checked meanwhile, and a fault known only once it is over is excused too late."""
+        window = FaultWindow(kind, start, end)
+        self.faults.append(window)
+        return window
 
     def fault_extension(self, start: float, end: float) -> float:
         """Seconds of fault overlapping [start, end]: time the scheduler could not be expected to act."""
@@ -476,7 +494,8 @@ class Checker:
 Metrics = dict[str, list[tuple[dict[str, str], float]]]
 
 
-def _binds(m: Metrics) -> float:
+def binds_bound(m: Metrics) -> float:
+    """caldera_binds_total{result=bound} of one replica's scrape."""
     return sum(v for lab, v in m.get("caldera_binds_total", ()) if lab.get("result") == "bound")
 
 
@@ -489,6 +508,8 @@ def bind_counter_window(
     """How much `caldera_binds_total{result=bound}` rose over a window, summed over the replicas, or None
     with the reason the window cannot tell.
 
+    Both ends must be quiet points (see `Soak.quiet_point`): bindings answered but not yet seen by the watch,
+    or seen but whose answer is still on its way to the binder, would count on one side only.
     The counter lives in a process: a replica that exits (a lost lease under load, a restart) takes its count
     with it, and one that starts in the window starts from 0. So the sum is exact only when every replica live
     at the start is still live and readable at the end; replicas that started during the window count from 0.
@@ -506,5 +527,5 @@ def bind_counter_window(
         if "caldera_binds_total" not in m:
             continue
         start = before.get(pid) if pid in live_before else None
-        delta += _binds(m) - (_binds(start) if start is not None else 0.0)
+        delta += binds_bound(m) - (binds_bound(start) if start is not None else 0.0)
     return delta, ""

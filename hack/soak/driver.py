@@ -14,7 +14,7 @@ import aiohttp
 import yaml
 
 from caldera.config.duration import parse_duration
-from caldera.hack.soak.checker import Checker, CheckerConfig
+from caldera.hack.soak.checker import Checker, CheckerConfig, FaultWindow, binds_bound
 from caldera.hack.soak.cluster import SOAK_CONF, cluster_file, create_foreign_pods
 from caldera.hack.soak.faults import FaultInjector
 from caldera.hack.soak.metric_checks import MetricChecks
@@ -22,7 +22,7 @@ from caldera.hack.soak.options import Options
 from caldera.hack.soak.procs import SimProcess
 from caldera.hack.soak.report import Summary, text, write
 from caldera.hack.soak.sampler import Sampler
-from caldera.hack.soak.scrape import scrape
+from caldera.hack.soak.scrape import Metrics, scrape
 from caldera.hack.soak.supervisor import Supervisor
 from caldera.hack.soak.timeline import Timeline
 from caldera.hack.stats import percentile
@@ -92,10 +92,14 @@ class Soak:
             await create_foreign_pods(api, checker)
             for _ in range(opts.replicas):
                 supervisor.start_replica()
+            # Until a leader is ready nothing can be scheduled; starting the replicas takes seconds on a busy
+            # machine, and the checker excuses that time as it does a fault's.
+            startup = checker.add_fault("startup", 0.0, float("inf"))
             tasks = [
                 asyncio.create_task(checker.run(stop), name="checker"),
                 asyncio.create_task(supervisor.supervise(stop, checker), name="supervisor"),
                 asyncio.create_task(sampler.run(api, stop), name="sampler"),
+                asyncio.create_task(self.end_startup(api, startup, stop), name="startup"),
             ]
             load_seconds = opts.load_fraction * self.duration
             shape = ClusterShape(ib_groups=opts.ib_groups, nodes=opts.nodes)
@@ -174,21 +178,67 @@ class Soak:
             elif time.monotonic() - since >= seconds:
                 return
 
+    async def end_startup(self, api: Api, window: FaultWindow, stop: asyncio.Event) -> None:
+        """Close the startup window once the Lease names a live replica that answers /readyz."""
+        assert self.supervisor is not None
+        async with aiohttp.ClientSession() as http:
+            while not stop.is_set():
+                leader = await self.supervisor.safe_leader(api)
+                if leader is not None:
+                    try:
+                        async with http.get(
+                            leader.sched.base + "/readyz", timeout=aiohttp.ClientTimeout(total=2)
+                        ) as r:
+                            if r.status == 200:
+                                window.end = self.timeline.now()
+                                self.timeline.log(f"{leader.sched.name} leads and is ready")
+                                return
+                    except (TimeoutError, aiohttp.ClientError, OSError):
+                        pass
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.2)
+        window.end = self.timeline.now()
+
+    async def quiet_point(
+        self, http: aiohttp.ClientSession, timeout: float = 10.0
+    ) -> tuple[dict[int, Metrics | None], int] | None:
+        """A moment when the bind counters and the bindings seen stand still together: every replica scraped,
+        the pod mirror caught up with a fresh list, and nothing changed over a second. Returns the scrapes (by
+        pid) and `bound_total` then, or None if the cluster never stood still within `timeout`."""
+        assert self.checker is not None and self.supervisor is not None
+        c = self.checker
+        deadline = time.monotonic() + timeout
+        prev: object = None
+        while time.monotonic() < deadline:
+            scraped = {p.sched.pid: await scrape(http, p.sched.base) for p in self.supervisor.live()}
+            caught_up = await c.mirror_caught_up()
+            readable = all(m is not None for m in scraped.values())
+            state = (
+                sorted(scraped),
+                [binds_bound(m) if m is not None else None for _, m in sorted(scraped.items())],
+                c.bound_total,
+            )
+            if caught_up and readable and state == prev:
+                return scraped, c.bound_total
+            prev = state if caught_up and readable else None
+            await asyncio.sleep(1.0)
+        return None
+
     async def probe(self, api: Api) -> None:
         """Bind counters against the bindings the API shows, over a quiet window with probe pods; then the
         final (exact) metric checks.
 
-        A window in which a replica exited (a lost lease on a busy machine: it is replaced, and its counter
-        starts again from 0) or could not be scraped cannot be judged; another window is tried then."""
+        The window runs between two quiet points (counters and the watch's view agreeing and standing still),
+        since a binding counted on one side only at either end would show as a mismatch; and a window in which
+        a replica exited (a lost lease on a busy machine: it is replaced, and its counter starts again from 0)
+        or could not be scraped cannot be judged. Another window is tried then."""
         assert self.checker is not None and self.supervisor is not None and self.metric_checks is not None
         c = self.checker
-        live = self.supervisor.live
         await self.settle(2.0, 30.0)
         reason = ""
         for window in range(3):
             async with aiohttp.ClientSession() as http:
-                before = {p.sched.pid: await scrape(http, p.sched.base) for p in live()}
-                bound_before = c.bound_total
+                start = await self.quiet_point(http)
                 names = [f"probe-{window}-{i:03d}" for i in range(self.opts.probe_pods)]
                 for n in names:
                     await api.create(
@@ -203,13 +253,17 @@ class Soak:
                         break
                     await asyncio.sleep(0.2)
                 await self.settle(2.0, 20.0)
-                after = {p.sched.pid: await scrape(http, p.sched.base) for p in live()}
+                end = await self.quiet_point(http)
             unbound = [
                 n for n in names if not c.pods.objects.get(f"soak/{n}", {}).get("spec", {}).get("nodeName")
             ]
             if unbound:
                 c.violate("fits-bound", "probe", f"{len(unbound)} probe pods unbound after 30s")
-            reason = self.metric_checks.compare_binds(before, after, c.bound_total - bound_before)
+            if start is None or end is None:
+                reason = "the cluster never stood still (bindings still in flight)"
+            else:
+                (before, bound_before), (after, bound_after) = start, end
+                reason = self.metric_checks.compare_binds(before, after, bound_after - bound_before)
             if not reason:
                 break
             self.timeline.log(

@@ -100,6 +100,9 @@ class FaultInjector:
                 if target is None:
                     live = self.supervisor.live()
                     target = live[0] if live else None
+                # Known to the checker from its start: a graceful stop on a busy machine takes seconds, and
+                # the invariants are checked meanwhile.
+                window = self.checker.add_fault(kind, start, start + 5.0)
                 if target is not None:
                     target.expected_exit = True
                     if kind == "restart":
@@ -107,8 +110,9 @@ class FaultInjector:
                     else:
                         target.sched.kill()
                     detail = f"{target.sched.name} (pid {target.sched.pid}) {'SIGTERM' if kind == 'restart' else 'SIGKILL'}"
-                    end = start + 5.0  # lease duration: the standby may wait for expiry
-            if kind not in ("429-storm", "500-storm"):
+                # The lease duration from the moment the leader is gone: the standby may wait for expiry.
+                end = window.end = max(window.end, self.timeline.now() + 5.0)
+            if kind not in ("429-storm", "500-storm", "restart", "failover"):
                 self.checker.add_fault(kind, start, end)
             self.faults.append(
                 {"kind": kind, "start": round(start, 1), "end": round(end, 1), "detail": detail}

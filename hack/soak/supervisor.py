@@ -83,6 +83,11 @@ class Supervisor:
                 if code is not None and not p.expected_exit:
                     p.expected_exit = True
                     if code == 1:
+                        # A leader starved of CPU misses its renew deadline and exits (as it must); a standby
+                        # takes over within the lease duration: a failover the soak did not inject, excused the
+                        # same way (it was seen up to a poll late).
+                        now = self.timeline.now()
+                        checker.add_fault("failover", now - 0.5, now + 5.0)
                         self.timeline.log(f"{p.sched.name} exited 1 (lost its lease): replaced")
                     else:
                         checker.violate("scheduler-exit", p.sched.name, f"exited with code {code}")
