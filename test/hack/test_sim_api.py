@@ -126,10 +126,8 @@ async def test_list_with_label_and_field_selectors(core: client.CoreV1Api, sim: 
     await core.create_namespaced_pod(
         "kube-system", pod_manifest("c", labels={"app": "db"}, scheduler_name="caldera")
     )
-    # Bound to a node that does not exist, so the simulated kubelet never starts it: it stays Pending for
-    # the status.phase selector below however slow the machine is (node-0 raced the 50 ms kubelet delay).
     await core.create_namespaced_pod_binding(
-        "a", "default", {"metadata": {"name": "a"}, "target": {"name": "node-9"}}, _preload_content=False
+        "a", "default", {"metadata": {"name": "a"}, "target": {"name": "node-0"}}, _preload_content=False
     )
 
     async def names(**kwargs: str) -> list[str]:
@@ -142,7 +140,7 @@ async def test_list_with_label_and_field_selectors(core: client.CoreV1Api, sim: 
     assert await names(label_selector="!tier") == ["b", "c"]
     assert await names(field_selector="spec.schedulerName=caldera") == ["b", "c"]
     assert await names(field_selector="spec.nodeName=") == ["b", "c"]
-    assert await names(field_selector="spec.nodeName=node-9") == ["a"]
+    assert await names(field_selector="spec.nodeName=node-0") == ["a"]
     assert await names(field_selector="metadata.name=b") == ["b"]
     # "a" is bound, so the kubelet may have started it by now: its phase is Pending or Running, never Failed.
     assert await names(field_selector="status.phase!=Failed,spec.schedulerName!=caldera") == ["a"]
