@@ -1,7 +1,7 @@
 """End-to-end fixtures: a simulated cluster (or the one ``CALDERA_E2E_KUBECONFIG`` names), an API
 helper that sees what a user sees, and caldera-scheduler running in-process against it.
 
-The scheduler runs as deployed: ``deploy/namespace.yaml`` and ``deploy/rbac.yaml`` are applied to the cluster
+The scheduler runs as deployed: ``deploy/base/namespace.yaml`` and ``deploy/base/rbac.yaml`` are applied to the cluster
 and the scheduler talks to it with a token of its ServiceAccount (minted by the TokenRequest API), so it holds
 only the permissions the manifests grant. The test set-up (the ``api`` helper) is an administrator. Against the
 simulator, every request of the scheduler that RBAC refused fails the test that made it, and the requests of
@@ -33,8 +33,8 @@ from caldera.scheduler.registry import builtin_registry
 
 REAL_KUBECONFIG = os.environ.get("CALDERA_E2E_KUBECONFIG")
 SCHEDULER = "caldera-e2e"
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-# The deployed scheduler's identity and home (deploy/rbac.yaml): leases and the conf ConfigMap live there.
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "base"
+# The deployed scheduler's identity and home (deploy/base/rbac.yaml): leases and the conf ConfigMap live there.
 DEPLOY_NS = "caldera-system"
 SERVICE_ACCOUNT = "caldera-scheduler"
 SCHEDULER_USER = f"system:serviceaccount:{DEPLOY_NS}:{SERVICE_ACCOUNT}"
@@ -255,7 +255,7 @@ async def eventually(
 
 
 def deploy_manifests() -> list[dict[str, Any]]:
-    """deploy/namespace.yaml and deploy/rbac.yaml, as kubectl would apply them."""
+    """deploy/base/namespace.yaml and deploy/base/rbac.yaml, as kubectl would apply them."""
     docs: list[dict[str, Any]] = []
     for name in ("namespace.yaml", "rbac.yaml"):
         docs.extend(d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d)
@@ -318,7 +318,7 @@ async def sim(request: pytest.FixtureRequest) -> AsyncIterator[SimCluster | None
             for rec, n in cluster.server.authz.record.items()
             if rec.user == SCHEDULER_USER and not rec.allowed
         }
-        assert not refused, f"RBAC (deploy/rbac.yaml) refused requests the scheduler made: {refused}"
+        assert not refused, f"RBAC (deploy/base/rbac.yaml) refused requests the scheduler made: {refused}"
 
 
 def needs_sim(sim: SimCluster | None) -> SimCluster:

@@ -1,4 +1,4 @@
-"""deploy/rbac.yaml against what the scheduler did over the e2e suite (the simulator's record of requests).
+"""deploy/base/rbac.yaml against what the scheduler did over the e2e suite (the simulator's record of requests).
 
 Runs last (file order). Every request the scheduler made was allowed (each test also fails at once on a
 refused one), and every rule of the manifest was used: each verb on each resource (and each named object of a
@@ -28,7 +28,7 @@ def _whole_suite_ran(session: pytest.Session) -> bool:
 
 
 def _grants() -> list[RuleUse]:
-    """Every (rule, verb, group, resource[, name]) that deploy/rbac.yaml grants to the scheduler."""
+    """Every (rule, verb, group, resource[, name]) that deploy/base/rbac.yaml grants to the scheduler."""
     grants = []
     for doc in deploy_manifests():
         if doc["kind"] not in ("Role", "ClusterRole"):
@@ -53,14 +53,14 @@ def test_every_request_allowed_and_every_rule_used(request: pytest.FixtureReques
     if not _whole_suite_ran(request.session) or not SUITE.requests:
         pytest.skip("compares the whole e2e suite's requests with the rules: run test/e2e in full")
     refused = {rec: n for rec, n in SUITE.requests.items() if not rec.allowed}
-    assert not refused, f"requests deploy/rbac.yaml does not allow: {refused}"
+    assert not refused, f"requests deploy/base/rbac.yaml does not allow: {refused}"
     assert all(rec.user == SCHEDULER_USER for rec in SUITE.requests)
     grants = _grants()
-    assert grants, "deploy/rbac.yaml grants nothing"
+    assert grants, "deploy/base/rbac.yaml grants nothing"
     unused = [g for g in grants if g not in SUITE.rules_used]
     used_lines = sorted({(r.verb, r.api_group, r.resource, r.name) for r in SUITE.rules_used})
     assert not unused, (
-        "rules of deploy/rbac.yaml that no request of the scheduler needed over the e2e suite: "
+        "rules of deploy/base/rbac.yaml that no request of the scheduler needed over the e2e suite: "
         + "; ".join(
             f"{g.role_kind} {g.role_name} rule {g.rule_index}: {g.verb} {g.api_group or 'core'}/{g.resource}"
             + (f" {g.name}" if g.name else "")
