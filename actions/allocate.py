@@ -29,7 +29,7 @@ from caldera.actions.helpers import (
 )
 from caldera.actions.topology import allocate_topology_job
 from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from caldera.framework.plugin import Action
+from caldera.framework.plugin import Action, unsupported
 from caldera.framework.session import Session
 from caldera.framework.statement import Statement
 
@@ -53,43 +53,72 @@ def place_tasks(
     stop_when_ready: bool = False,
     stats: _Stats | None = None,
 ) -> bool:
-    """Place ``tasks`` (consumed from the front) through ``stmt``. Returns False when a task could
-    not be placed (its reason is recorded on the job); True when all were placed or the job became
-    ready with tasks left (``stop_when_ready``)."""
+    """Place ``tasks`` (consumed from the front) through ``stmt``. A task that cannot be placed has
+    its reason recorded on the job; as in Volcano's ``allocateResourcesForTasks``
+    (pkg/scheduler/actions/allocate/allocate.go), allocate then goes on with the job's other tasks
+    while the job can still reach its minimum (``JobInfo.need_continue_allocating``), skips a task
+    whose role already failed (``TaskHasFitErrors``), and skips a task its queue cannot take now.
+    Returns False when it stopped at a task that sinks the job; True when all tasks were tried or
+    the job became ready with tasks left (``stop_when_ready``)."""
     node_list = ssn.node_list
     table = ssn.table
     unfit = ssn.unfit_templates
+    failed_roles: set[str] | None = None
+    share_message = ""
+
+    def failed(task: TaskInfo, message: str) -> bool:
+        """Record the failure; True when allocate should go on with the job's next task."""
+        nonlocal failed_roles
+        job.fit_errors[task.uid] = message
+        job.job_fit_error = message
+        if task.role:
+            if failed_roles is None:
+                failed_roles = set()
+            failed_roles.add(task.role)
+        if job.need_continue_allocating():
+            tasks.pop(0)
+            return True
+        return False
+
     while tasks:
         task = tasks[0]
         if stats is not None:
             stats.tasks += 1
         if not ssn.allocatable(queue, task):
-            message = f"queue {queue.name} is at its share for task {task.name}"
-            cand = ssn.feasible_rows(task, rows)
-            if not len(cand) or not fit_mask(ssn, task, cand).any():
-                message = f"{explain(ssn, task, rows)} ({message})"
+            # Volcano: "Queue is overused when considering task, ignore it" (continue)
+            if not share_message:
+                share_message = f"queue {queue.name} is at its share for task {task.name}"
+                cand = ssn.feasible_rows(task, rows)
+                if not len(cand) or not fit_mask(ssn, task, cand).any():
+                    share_message = f"{explain(ssn, task, rows)} ({share_message})"
+            job.fit_errors[task.uid] = share_message
+            job.job_fit_error = share_message
+            tasks.pop(0)
+            continue
+        if task.role and failed_roles is not None and task.role in failed_roles:
+            message = job.fit_errors.get(task.uid) or job.job_fit_error
             job.fit_errors[task.uid] = message
-            job.job_fit_error = message
-            return False
+            tasks.pop(0)
+            continue
         reason = ssn.pre_predicate(task)
         if reason:
-            job.fit_errors[task.uid] = reason
-            job.job_fit_error = reason
+            if failed(task, reason):
+                continue
             return False
         # A pod template that fitted nowhere fits nowhere until some node changes: an unschedulable
         # backlog of identical pods costs one evaluation per cycle, not one per pod.
         cached = unfit.get(task.template) if rows is None and task.template else None
         if cached is not None and cached[0] == table.version:
-            job.fit_errors[task.uid] = cached[1]
-            job.job_fit_error = cached[1]
+            if failed(task, cached[1]):
+                continue
             return False
         choice = ssn.best_placement(task, rows)
         if choice is None:
             message = explain(ssn, task, rows)
             if rows is None and task.template:
                 unfit[task.template] = (table.version, message)
-            job.fit_errors[task.uid] = message
-            job.job_fit_error = message
+            if failed(task, message):
+                continue
             return False
         best, now = choice
         if now:
@@ -124,6 +153,12 @@ def allocate_job(ssn: Session, job: JobInfo, rows: np.ndarray | None = None) -> 
 
 class AllocateAction(Action):
     name: ClassVar[str] = "allocate"
+    # Volcano's conf.EnablePredicateErrCacheKey: Caldera always caches a pod template's failures per cycle
+    arguments_schema: ClassVar[dict[str, type]] = {
+        "predicateErrorCacheEnable": unsupported(
+            bool, "predicate failures are always cached per pod template", True
+        ),
+    }
 
     def execute(self, ssn: Session) -> None:
         started = time.perf_counter()

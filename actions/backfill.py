@@ -6,12 +6,18 @@ from typing import ClassVar
 
 from caldera.actions.helpers import explain, job_considered, job_valid, pending_tasks
 from caldera.framework.model import TaskStatus
-from caldera.framework.plugin import Action
+from caldera.framework.plugin import Action, unsupported
 from caldera.framework.session import Session
 
 
 class BackfillAction(Action):
     name: ClassVar[str] = "backfill"
+    # Volcano's conf.EnablePredicateErrCacheKey: Caldera always caches a pod template's failures per cycle
+    arguments_schema: ClassVar[dict[str, type]] = {
+        "predicateErrorCacheEnable": unsupported(
+            bool, "predicate failures are always cached per pod template", True
+        ),
+    }
 
     def execute(self, ssn: Session) -> None:
         node_list = ssn.node_list

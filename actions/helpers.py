@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus, parse_preemptable
 from caldera.framework.resource import Resource
 from caldera.framework.session import Session
 from caldera.framework.statement import Statement
@@ -142,21 +142,75 @@ def ordered_rows(ssn: Session, task: TaskInfo, rows: np.ndarray) -> list[int]:
 
 
 def evictable_by_row(ssn: Session) -> dict[int, list[TaskInfo]]:
-    """Per node row, its tasks that could ever be victims (running or bound, with requests, marked
-    preemptable): built once per session, so a preemptor does not scan every pod of every node."""
+    """Per node row, its tasks that could ever be victims (running or bound, marked preemptable or
+    unmarked, which Volcano's ``GetPodPreemptable`` takes as preemptable): built once per session,
+    so a preemptor does not scan every pod of every node."""
     index = ssn.evictable_by_row
     if index is None:
         index = {}
         for node in ssn.node_list:
-            tasks = [
-                t
-                for t in node.tasks.values()
-                if t.status in EVICTABLE_STATUSES and t.preemptable and not t.best_effort
-            ]
+            tasks = [t for t in node.tasks.values() if t.status in EVICTABLE_STATUSES and t.preemptable]
             if tasks:
                 index[node.row] = tasks
         ssn.evictable_by_row = index
     return index
+
+
+def preemption_allowed(task: TaskInfo) -> bool:
+    """A pod with ``preemptionPolicy: Never`` never evicts anything. Volcano:
+    ``taskEligibleToPreempt`` in pkg/scheduler/actions/preempt/preempt.go, and the same check in
+    ``Execute`` of pkg/scheduler/actions/reclaim/reclaim.go."""
+    return task.pod.spec.preemption_policy != "Never"
+
+
+def victim_order_key(ssn: Session, preemptor: TaskInfo) -> Callable[[TaskInfo], Any]:
+    """Victims first-to-go first. Volcano: ``Session.BuildVictimsPriorityQueue``
+    (pkg/scheduler/framework/session_plugins.go): within a job, the reverse of task order; tasks
+    whose job is gone first; across queues, ``VictimQueueOrderFn``; else the reverse of job order
+    with the reverse of task order as a tie-break."""
+    jobs = ssn.jobs
+    queues = ssn.queues
+    pjob = jobs.get(preemptor.job)
+    pqueue = queues.get(pjob.queue) if pjob is not None else None
+
+    def before(left: TaskInfo, right: TaskInfo) -> bool:
+        if left.job == right.job:
+            return ssn.task_order(right, left)
+        lj, rj = jobs.get(left.job), jobs.get(right.job)
+        if lj is None or rj is None:
+            if lj is None and rj is None:
+                return ssn.task_order(right, left)
+            return lj is None
+        if pqueue is not None and lj.queue != rj.queue:
+            lq, rq = queues.get(lj.queue), queues.get(rj.queue)
+            if lq is not None and rq is not None:
+                return ssn.victim_queue_order(lq, rq, pqueue)
+        if ssn.job_order(rj, lj):
+            return True
+        if ssn.job_order(lj, rj):
+            return False
+        return ssn.task_order(right, left)
+
+    return ssn._cmp_key(before)
+
+
+def whole_gang(job: JobInfo, candidate: Callable[[TaskInfo], bool]) -> list[TaskInfo] | None:
+    """Every running task of ``job`` when each one may be a victim (preemptable, passes
+    ``candidate``), else None. A victim its gang cannot spare takes the whole gang with it, wherever
+    its tasks run, so that a gang is never left partly running: Volcano 1.15's "whole" bundle
+    (``CreateJobBundles`` in pkg/scheduler/actions/utils/bundle.go); the tasks a gang can spare
+    (its surplus over minAvailable) go first, one at a time, as its "safe" bundle."""
+    pg = job.podgroup
+    # Volcano ``IsJobPreemptableForGangEviction`` (pkg/scheduler/actions/utils/util.go): a PodGroup
+    # marked volcano.sh/preemptable: "false" is never evicted whole; unmarked, it may be.
+    if pg is not None and not parse_preemptable(
+        pg.metadata.annotations, pg.metadata.labels, True, f"podgroup {job.uid}"
+    ):
+        return None
+    running = list(job.tasks_in(*EVICTABLE_STATUSES))
+    if not running or not all(t.preemptable and candidate(t) for t in running):
+        return None
+    return running
 
 
 def evict_and_pipeline(
@@ -167,13 +221,25 @@ def evict_and_pipeline(
     choose: Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]],
     reason: str,
     without_eviction: bool = True,
+    queue: QueueInfo | None = None,
+    scored: bool = True,
+    whole_needs_priority: bool = False,
 ) -> bool:
-    """Make room for ``task`` and pipeline it there. A node whose future idle already holds it
-    needs no victim (taken only when ``without_eviction``: the caller says whether the task may
-    simply be placed, e.g. its queue is within its share). Otherwise, on the best-scoring node where
-    evicting victims (chosen by ``choose`` among the node's tasks that pass ``candidate``) makes
-    room, evict the fewest, lowest-ordered first. Returns False (and changes nothing) when no node
+    """Make room for ``task`` and pipeline it there.
+
+    A node whose future idle already holds it needs no victim (taken only when
+    ``without_eviction``: the caller says whether the task may simply be placed, e.g. its queue is
+    within its share). Otherwise nodes are tried best score first (``scored``; reclaim takes them
+    in node order as Volcano's reclaim does); on each, the victims the plugins choose among the
+    node's tasks that pass ``candidate`` are evicted lowest-ordered first until the task fits: its
+    queue allows it (when ``queue`` is given: Volcano's ``preemptorFitsOnNode``), the node's future
+    idle holds it and its predicates pass. Victims of a gang are taken from its surplus first; a
+    victim its gang cannot spare takes the whole gang (``GangLedger``). A node where the task still
+    does not fit is left untouched; with ``whole_needs_priority`` (preempt) a gang is taken whole
+    only for a preemptor job of higher priority. Returns False (and changes nothing) when no node
     works."""
+    if not preemption_allowed(task):
+        return False
     index = evictable_by_row(ssn)
     if not index and not without_eviction:
         return False  # no victim anywhere and no free room to take: nothing to look at
@@ -191,47 +257,96 @@ def evict_and_pipeline(
     if not index:
         return False
     rows = rows[np.isin(rows, np.fromiter(index, dtype=np.intp, count=len(index)))]
-    for r in ordered_rows(ssn, task, rows):
+    order = ordered_rows(ssn, task, rows) if scored else sorted(int(r) for r in rows)
+    key = victim_order_key(ssn, task)
+
+    def fits(node: NodeInfo) -> bool:
+        if queue is not None and not ssn.allocatable(queue, task):
+            return False
+        if not need.less_equal(node.future_idle):
+            return False
+        return bool(ssn.feasible_mask(task, np.asarray([node.row], dtype=np.intp), resources=False)[0])
+
+    mine = ssn.jobs.get(task.job)
+    whole_ok: dict[str, list[TaskInfo] | None] = {}
+
+    def whole_of(job: JobInfo) -> list[TaskInfo] | None:
+        """The job's running pods when the gang may be taken whole for this preemptor, else None.
+        Volcano 1.15 gangpreempt (``selectDomainBundles``) takes a gang whole only for a preemptor
+        job of higher priority; a job of min member 1 is one pod, as in the legacy preempt."""
+        if job.uid not in whole_ok:
+            allowed = (
+                not whole_needs_priority
+                or job.min_available <= 1
+                or (mine is not None and mine.priority > job.priority)
+            )
+            whole_ok[job.uid] = whole_gang(job, candidate) if allowed else None
+        got = whole_ok[job.uid]
+        return None if got is None else [t for t in got if t.status in EVICTABLE_STATUSES]
+
+    for r in order:
         node = node_list[r]
-        preemptees = [t for t in index[r] if t.node_name == node.name and candidate(t)]
+        preemptees = [
+            t
+            for t in index[r]
+            if t.node_name == node.name and t.status in EVICTABLE_STATUSES and candidate(t)
+        ]
         if not preemptees:
             continue
-        victims = keep_gangs_whole(ssn, choose(task, preemptees))
+        chosen = choose(task, preemptees)
+        # keep only the victims the gang rule lets go: a job's surplus, a gang already broken, or
+        # a gang that may be taken whole
+        victims = []
+        spare: dict[str, int] = {}
+        for v in chosen:
+            job = ssn.jobs.get(v.job)
+            if job is None:
+                victims.append(v)
+                continue
+            left = spare.get(job.uid)
+            if left is None:
+                left = job.ready_task_num() - job.min_available
+            if left > 0:
+                spare[job.uid] = left - 1
+                victims.append(v)
+            elif left < 0 or whole_of(job) is not None:
+                spare[job.uid] = left
+                victims.append(v)
         if not victims:
             continue
+        # Volcano ``util.ValidateVictims``: the node's future idle plus every victim must hold the task
         room = node.future_idle
         for v in victims:
             room.add(v.resreq)
         if not need.less_equal(room):
             continue
-        victims.sort(key=ssn.task_key, reverse=True)
+        victims.sort(key=key)
+        node_stmt = ssn.statement()
+        ok = fits(node)
         for v in victims:
-            if need.less_equal(node.future_idle):
+            if ok:
                 break
-            stmt.evict(v, reason)
-        stmt.pipeline(task, node.name)
-        return True
+            if v.status not in EVICTABLE_STATUSES:
+                continue  # already taken with its whole gang
+            job = ssn.jobs.get(v.job)
+            if job is None or job.ready_task_num() != job.min_available:
+                # surplus over the minimum, or a gang already below it: "safe", one task at a time
+                node_stmt.evict(v, reason)
+            else:
+                whole = whole_of(job)
+                if not whole:
+                    continue
+                for t in whole:
+                    node_stmt.evict(t, reason)
+            ok = fits(node)
+        # Volcano's reclaimForTask pipelines on a node with reclaimees even when no eviction is
+        # needed there; preempt (``queue`` given) takes free room only through ``without_eviction``
+        if ok and (len(node_stmt) or queue is None):
+            node_stmt.pipeline(task, node.name)
+            stmt.merge(node_stmt)
+            return True
+        node_stmt.discard()
     return False
-
-
-def keep_gangs_whole(ssn: Session, victims: list[TaskInfo]) -> list[TaskInfo]:
-    """Drop victims that would take a running job below its minimum member. The plugins' votes
-    decide tier by tier, so a later tier (drf) may select victims an earlier one (gang) refused:
-    this is the action's own guarantee that a running gang is never broken."""
-    left: dict[str, int] = {}
-    out = []
-    for v in victims:
-        job = ssn.jobs.get(v.job)
-        if job is None:
-            out.append(v)
-            continue
-        if v.job not in left:
-            left[v.job] = job.ready_task_num()
-        # As Volcano's gang rule: a job of min member 1 may lose its pod; a larger gang only its surplus.
-        if job.min_available <= 1 or left[v.job] > job.min_available:
-            left[v.job] -= 1
-            out.append(v)
-    return out
 
 
 def resreq_of(tasks: Iterable[TaskInfo]) -> Resource:

@@ -109,21 +109,62 @@ class Arguments(Mapping[str, Any]):
         return self.get_typed(key, list, default)  # type: ignore[no-any-return]
 
 
+class UnsupportedArgument:
+    """Base of the schema entries made by :func:`unsupported` (never instantiated)."""
+
+    kind: type = bool
+    reason: str = ""
+    #: the one value that asks for what Caldera does anyway (``_ANY`` when no value is accepted)
+    accepted: Any = None
+
+
+_NO_VALUE = object()
+
+
+def unsupported(kind: type, reason: str, accepted: Any = _NO_VALUE) -> type:
+    """A schema entry for an argument Volcano documents and Caldera does not implement: the conf is
+    refused with ``reason`` unless the value is ``accepted`` (the value that asks for Caldera's own
+    behaviour, e.g. ``enableTopologyAwarePreemption: false``). A type, so schemas stay
+    ``dict[str, type]``."""
+    return builtins.type(
+        "Unsupported",
+        (UnsupportedArgument,),
+        {"kind": kind, "reason": reason, "accepted": accepted},
+    )
+
+
+def _lookup(schema: Mapping[str, type], key: str) -> type | None:
+    kind = schema.get(key)
+    if kind is None:
+        for pattern, pkind in schema.items():
+            if pattern.endswith("*") and key.startswith(pattern[:-1]):
+                return pkind
+    return kind
+
+
 def check_arguments(owner: str, schema: Mapping[str, type], values: Mapping[str, Any]) -> Arguments:
-    """Validate ``values`` against ``schema``: a known key with a value of the wrong type is an error
-    naming it; unknown keys are kept (Volcano ignores them too) and logged once."""
+    """Validate ``values`` against ``schema``. Every argument is implemented or refused: an unknown
+    name, a value of the wrong type, or an argument Caldera does not implement (:func:`unsupported`)
+    is an :class:`ArgumentError` naming it, so no argument is ever accepted and ignored."""
     checked: dict[str, Any] = {}
     for key, value in values.items():
-        kind = schema.get(key)
+        kind = _lookup(schema, key)
         if kind is None:
-            for pattern, pkind in schema.items():
-                if pattern.endswith("*") and key.startswith(pattern[:-1]):
-                    kind = pkind
-                    break
-        if kind is None:
-            if schema:
-                log.warning("%s: unknown argument %r ignored", owner, key)
-            checked[key] = value
+            known = ", ".join(sorted(k for k, v in schema.items() if not _is_unsupported(v)))
+            raise ArgumentError(
+                f"{owner} has no argument {key!r}"
+                + (f" (its arguments: {known})" if known else " (it takes no arguments)")
+            )
+        if _is_unsupported(kind):
+            spec: builtins.type[UnsupportedArgument] = kind  # type: ignore[assignment]
+            got = coerce(owner, key, value, spec.kind) if value is not None else None
+            if spec.accepted is _NO_VALUE or got != spec.accepted:
+                raise ArgumentError(f"argument {key!r} of {owner} is not supported by Caldera: {spec.reason}")
+            checked[key] = got
             continue
         checked[key] = coerce(owner, key, value, kind) if value is not None else None
     return Arguments(owner, checked)
+
+
+def _is_unsupported(kind: type) -> bool:
+    return isinstance(kind, builtins.type) and issubclass(kind, UnsupportedArgument)

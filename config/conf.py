@@ -11,7 +11,14 @@ from typing import Any, ClassVar, Protocol
 import yaml
 
 from caldera.config.arguments import ArgumentError, Arguments, check_arguments
-from caldera.config.model import SWITCH_KEYS, PluginOption, SchedulerConf, Tier
+from caldera.config.model import (
+    HIERARCHY_PLUGINS,
+    SWITCH_KEYS,
+    UNSUPPORTED_SWITCHES,
+    PluginOption,
+    SchedulerConf,
+    Tier,
+)
 
 
 class _Declares(Protocol):
@@ -119,12 +126,24 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
             for key, value in pmap.items():
                 if key in ("name", "arguments"):
                     continue
+                if key in UNSUPPORTED_SWITCHES:
+                    raise ConfError(
+                        f"option {key!r} of plugin {name!r} is not supported by Caldera: {UNSUPPORTED_SWITCHES[key]}"
+                    )
                 if key not in SWITCH_KEYS:
                     raise ConfError(f"plugin {name!r} in tier {ti} has an unknown option {key!r}")
                 if not isinstance(value, bool):
                     raise ConfError(f"option {key!r} of plugin {name!r} must be true or false, got {value!r}")
                 switches[key] = value
             args_raw = _mapping(pmap.get("arguments"), f"arguments of plugin {name!r}")
+            if switches.get("enableHierarchy"):
+                if name not in HIERARCHY_PLUGINS:
+                    reason = "only capacity and drf (hdrf) have a hierarchical mode"
+                    raise ConfError(
+                        f"option 'enableHierarchy' of plugin {name!r} is not supported by Caldera: {reason}"
+                    )
+                # Volcano reads capacity's and drf's hierarchy from the plugin option: hand it to the plugin
+                args_raw = {**args_raw, "enableHierarchy": True}
             try:
                 args = check_arguments(f"plugin {name!r}", cls.arguments_schema, args_raw)
             except ArgumentError as exc:

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from caldera.config.arguments import Arguments
 
-#: Callback kind → the conf key that switches it for one plugin (Volcano's names).
+#: Callback kind → the conf key that switches it for one plugin (Volcano's names, PluginOption in
+#: pkg/scheduler/conf/scheduler_conf.go).
 SWITCHES: dict[str, str] = {
     "job_order": "enableJobOrder",
-    "namespace_order": "enableNamespaceOrder",
     "hierarchy": "enableHierarchy",
     "job_ready": "enableJobReady",
     "job_pipelined": "enableJobPipelined",
@@ -17,7 +17,6 @@ SWITCHES: dict[str, str] = {
     "preemptable": "enablePreemptable",
     "reclaimable": "enableReclaimable",
     "queue_order": "enableQueueOrder",
-    "victim_queue_order": "enableVictimQueueOrder",
     "predicate": "enablePredicate",
     "pre_predicate": "enablePredicate",
     "best_node": "enableBestNode",
@@ -25,17 +24,37 @@ SWITCHES: dict[str, str] = {
     "batch_node_order": "enableNodeOrder",
     "job_enqueueable": "enableJobEnqueued",
     "job_enqueued": "enableJobEnqueued",
-    "victim_tasks": "enabledVictim",
     "job_starving": "enableJobStarving",
-    "overused": "enableOverused",
-    "allocatable": "enableAllocatable",
+    "overused": "enabledOverused",
+    "allocatable": "enabledAllocatable",
     "preemptive": "enablePreemptive",
-    "target_job": "enableTargetJob",
-    "reserved_nodes": "enableReservedNodes",
     "job_valid": "enableJobValid",
 }
+#: Earlier Caldera spellings of Volcano's ``enabledOverused``/``enabledAllocatable``, still read.
+SWITCH_ALIASES: dict[str, str] = {
+    "enableOverused": "enabledOverused",
+    "enableAllocatable": "enabledAllocatable",
+}
+#: Switches Volcano's conf carries (or once carried) that switch nothing in Caldera: a conf that
+#: sets them is refused with the reason, so that no option is accepted and ignored.
+UNSUPPORTED_SWITCHES: dict[str, str] = {
+    "enableNamespaceOrder": "no action orders namespaces (Volcano's current actions have no namespace order either)",
+    "enableTargetJob": "no action asks for a target job (Volcano's actions do not call TargetJob either)",
+    "enableReservedNodes": "no action reserves nodes (Volcano's actions do not call ReservedNodes either)",
+    "enabledVictim": "victim tasks are chosen only by Volcano's shuffle action, which Caldera does not have",
+    "enabledClusterOrder": "Caldera schedules one cluster",
+    "enableClusterOrder": "Caldera schedules one cluster",
+    "enabledHyperNodeOrder": "hypernode order is network-topology-aware's own scoring in Caldera",
+    "enabledSubJobReady": "sub-jobs (subGroupPolicy) are not implemented",
+    "enabledSubJobPipelined": "sub-jobs (subGroupPolicy) are not implemented",
+    "enabledSubJobOrder": "sub-jobs (subGroupPolicy) are not implemented",
+    "enabledHyperNodeGradient": "hypernode gradients are not implemented",
+}
+#: Plugins for which ``enableHierarchy: true`` means something: capacity (hierarchical queues)
+#: and drf (Volcano's hdrf); the switch is handed to them as an argument.
+HIERARCHY_PLUGINS = frozenset({"capacity", "drf"})
 #: Every switch key a conf may carry.
-SWITCH_KEYS = frozenset(SWITCHES.values()) | {"enableClusterOrder"}
+SWITCH_KEYS = frozenset(SWITCHES.values()) | frozenset(SWITCH_ALIASES)
 
 
 @dataclass
@@ -49,6 +68,11 @@ class PluginOption:
         if key is None:
             return True
         return self.switches.get(key, True)
+
+    def __post_init__(self) -> None:
+        for old, new in SWITCH_ALIASES.items():
+            if old in self.switches:
+                self.switches.setdefault(new, self.switches.pop(old))
 
 
 @dataclass

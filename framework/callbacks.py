@@ -34,7 +34,6 @@ QueueOrderFn = Callable[[QueueInfo, QueueInfo], int]
 #: (left, right, the preemptor's queue) → order of victim queues
 VictimQueueOrderFn = Callable[[QueueInfo, QueueInfo, QueueInfo], int]
 TaskOrderFn = Callable[[TaskInfo, TaskInfo], int]
-NamespaceOrderFn = Callable[[str, str], int]
 #: None when the task may be placed at all, else the reason
 PrePredicateFn = Callable[[TaskInfo], str | None]
 #: None when the task fits the node, else the reason (kube-scheduler's words)
@@ -49,11 +48,8 @@ JobValidFn = Callable[[JobInfo], "ValidateResult | None"]
 JobEnqueuedFn = Callable[[JobInfo], None]
 #: (actor, candidates) → (chosen victims, vote)
 VictimsFn = Callable[[TaskInfo, list[TaskInfo]], tuple[list[TaskInfo], int]]
-VictimTasksFn = Callable[[list[TaskInfo]], list[TaskInfo]]
 QueueTestFn = Callable[[QueueInfo], bool]
 QueueTaskTestFn = Callable[[QueueInfo, TaskInfo], bool]
-TargetJobFn = Callable[[list[JobInfo]], JobInfo | None]
-ReservedNodesFn = Callable[[], None]
 
 F = TypeVar("F")
 
@@ -146,7 +142,6 @@ class CallbackRegistry:
         self.queue_order_fns = CallbackPoint[QueueOrderFn]("queue_order", tiers)
         self.victim_queue_order_fns = CallbackPoint[VictimQueueOrderFn]("victim_queue_order", tiers)
         self.task_order_fns = CallbackPoint[TaskOrderFn]("task_order", tiers)
-        self.namespace_order_fns = CallbackPoint[NamespaceOrderFn]("namespace_order", tiers)
         self.pre_predicate_fns = CallbackPoint[PrePredicateFn]("pre_predicate", tiers)
         self.predicate_fns = CallbackPoint[PredicateFn]("predicate", tiers)
         self.node_order_fns = CallbackPoint[NodeOrderFn]("node_order", tiers)
@@ -161,12 +156,9 @@ class CallbackRegistry:
         self.job_starving_fns = CallbackPoint[JobTestFn]("job_starving", tiers)
         self.preemptable_fns = CallbackPoint[VictimsFn]("preemptable", tiers)
         self.reclaimable_fns = CallbackPoint[VictimsFn]("reclaimable", tiers)
-        self.victim_tasks_fns = CallbackPoint[VictimTasksFn]("victim_tasks", tiers)
         self.overused_fns = CallbackPoint[QueueTestFn]("overused", tiers)
         self.allocatable_fns = CallbackPoint[QueueTaskTestFn]("allocatable", tiers)
         self.preemptive_fns = CallbackPoint[QueueTaskTestFn]("preemptive", tiers)
-        self.target_job_fns = CallbackPoint[TargetJobFn]("target_job", tiers)
-        self.reserved_nodes_fns = CallbackPoint[ReservedNodesFn]("reserved_nodes", tiers)
         #: plugin → part → bulk predicate (one plugin may register several)
         self.bulk_predicate_fns: dict[str, dict[str, BulkPred]] = {}
         self._bulk_predicates: list[BulkPred] | None = None
@@ -187,9 +179,6 @@ class CallbackRegistry:
 
     def add_task_order_fn(self, name: str, fn: TaskOrderFn) -> None:
         self.task_order_fns.add(name, fn)
-
-    def add_namespace_order_fn(self, name: str, fn: NamespaceOrderFn) -> None:
-        self.namespace_order_fns.add(name, fn)
 
     def add_pre_predicate_fn(self, name: str, fn: PrePredicateFn) -> None:
         self.pre_predicate_fns.add(name, fn)
@@ -299,9 +288,6 @@ class CallbackRegistry:
     def add_reclaimable_fn(self, name: str, fn: VictimsFn) -> None:
         self.reclaimable_fns.add(name, fn)
 
-    def add_victim_tasks_fn(self, name: str, fn: VictimTasksFn) -> None:
-        self.victim_tasks_fns.add(name, fn)
-
     def add_overused_fn(self, name: str, fn: QueueTestFn) -> None:
         self.overused_fns.add(name, fn)
 
@@ -310,12 +296,6 @@ class CallbackRegistry:
 
     def add_preemptive_fn(self, name: str, fn: QueueTaskTestFn) -> None:
         self.preemptive_fns.add(name, fn)
-
-    def add_target_job_fn(self, name: str, fn: TargetJobFn) -> None:
-        self.target_job_fns.add(name, fn)
-
-    def add_reserved_nodes_fn(self, name: str, fn: ReservedNodesFn) -> None:
-        self.reserved_nodes_fns.add(name, fn)
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)

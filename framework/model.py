@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -16,6 +17,35 @@ GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
+
+log = logging.getLogger(__name__)
+
+# Go's strconv.ParseBool, which Volcano uses to read boolean annotations and labels.
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def parse_preemptable(annotations: dict[str, str], labels: dict[str, str], default: bool, what: str) -> bool:
+    """``volcano.sh/preemptable`` from the annotation, else the label, else ``default``; a value
+    that is not a Go boolean is false, with a warning. Volcano: ``GetPodPreemptable`` in
+    pkg/scheduler/api/pod_info.go (default true for pods) and ``JobInfo.extractPreemptable`` in
+    pkg/scheduler/api/job_info.go (default false for PodGroups)."""
+    value = annotations.get(PREEMPTABLE_ANNOTATION)
+    if value is None:
+        value = labels.get(PREEMPTABLE_ANNOTATION)
+        if value is None:
+            return default
+    if value in _GO_TRUE:
+        return True
+    if value not in _GO_FALSE:
+        log.warning("%s: invalid %s=%s, taken as false", what, PREEMPTABLE_ANNOTATION, value)
+    return False
+
+
+def task_role_of(annotations: dict[str, str], labels: dict[str, str]) -> str:
+    """``volcano.sh/task-spec`` from the annotation, else the label (the job controller sets both).
+    Volcano: ``getTaskRole`` in pkg/scheduler/api/job_info.go."""
+    return annotations.get(TASK_SPEC_ANNOTATION) or labels.get(TASK_SPEC_ANNOTATION) or ""
 
 
 class TaskStatus(enum.IntEnum):
@@ -159,7 +189,7 @@ class TaskInfo:
         creation: float = 0.0,
         pod: Pod | None = None,
         template: bytes = b"",
-        preemptable: bool = False,
+        preemptable: bool = True,
     ) -> None:
         self.uid = uid
         self.name = name
@@ -194,14 +224,13 @@ class TaskInfo:
             status=task_status_of(pod),
             node_name=pod.spec.node_name,
             priority=prio,
-            role=annotations.get(TASK_SPEC_ANNOTATION, ""),
+            role=task_role_of(annotations, meta.labels),
             creation=parse_timestamp(meta.creation_timestamp),
             pod=pod,
             template=template_key(pod, init),
-            preemptable=(
-                annotations.get(PREEMPTABLE_ANNOTATION) or meta.labels.get(PREEMPTABLE_ANNOTATION, "")
-            )
-            == "true",
+            preemptable=parse_preemptable(
+                annotations, meta.labels, True, f"pod {meta.namespace}/{meta.name}"
+            ),
         )
 
     def clone(self) -> TaskInfo:
@@ -319,7 +348,7 @@ class JobInfo:
                 min_res = Resource.from_resource_list(spec.min_resources)
             except ResourceError:
                 min_res = None
-        return cls(
+        job = cls(
             uid=f"{meta.namespace}/{meta.name}",
             name=meta.name,
             namespace=meta.namespace,
@@ -334,6 +363,10 @@ class JobInfo:
             network_topology=spec.network_topology,
             priority_class=spec.priority_class_name,
         )
+        job.preemptable = parse_preemptable(
+            meta.annotations, meta.labels, False, f"podgroup {meta.namespace}/{meta.name}"
+        )
+        return job
 
     # -- tasks -------------------------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
@@ -443,8 +476,13 @@ class JobInfo:
             out[task.role] = out.get(task.role, 0) + 1
         return out
 
+    def roles_bypassed(self) -> bool:
+        """Role minimums are not enforced when minMember is below their sum. Volcano:
+        ``CheckTaskReady``/``CheckTaskPipelined``/``CheckTaskValid`` in pkg/scheduler/api/job_info.go."""
+        return self.min_available < sum(self.task_min_available.values())
+
     def roles_satisfied(self, *extra: TaskStatus) -> bool:
-        if not self.task_min_available:
+        if not self.task_min_available or self.roles_bypassed():
             return True
         ready = self.ready_by_role(*extra)
         return all(ready.get(role, 0) >= need for role, need in self.task_min_available.items())
@@ -460,9 +498,38 @@ class JobInfo:
     def is_starving(self) -> bool:
         return self.waiting_task_num() + self.ready_task_num() < self.min_available
 
+    def fit_failed_roles(self) -> set[str]:
+        """Roles of the tasks that failed to fit in this session (Volcano: ``JobInfo.FitFailedRoles``)."""
+        tasks = self.tasks
+        return {tasks[uid].role for uid in self.fit_errors if uid in tasks}
+
+    def need_continue_allocating(self) -> bool:
+        """After one of its tasks failed to fit, may allocate go on with the job's other tasks?
+        Only while the job can still reach its minimum. Volcano: ``JobInfo.NeedContinueAllocating``
+        in pkg/scheduler/api/job_info.go."""
+        if self.min_available == len(self.tasks):
+            return False  # every pod must run: one that cannot fit sinks the gang
+        failed = self.fit_failed_roles()
+        total_role_min = sum(self.task_min_available.values())
+        if self.min_available < total_role_min:
+            # role minimums not all enforced: count the pending tasks of roles that have not failed
+            left = sum(1 for t in self.tasks_in(TaskStatus.PENDING) if t.role not in failed)
+            return self.ready_task_num() + left >= self.min_available
+        allocated: dict[str, int] = {}
+        for t in self.tasks_in(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED):
+            allocated[t.role] = allocated.get(t.role, 0) + 1
+        for t in self.tasks_in(TaskStatus.PENDING):
+            if t.init_resreq.is_empty():
+                allocated[t.role] = allocated.get(t.role, 0) + 1
+        for role in failed:
+            need = self.task_min_available.get(role, 0)
+            if need and allocated.get(role, 0) < need:
+                return False
+        return True
+
     def check_task_min_available(self) -> bool:
         """Enough valid tasks per role to ever satisfy the role minimums."""
-        if not self.task_min_available:
+        if not self.task_min_available or self.roles_bypassed():
             return True
         valid: dict[str, int] = {}
         for t in self.tasks_in(

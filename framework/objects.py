@@ -162,6 +162,8 @@ class PodSpec(_Base, frozen=True):
     scheduler_name: str = "default-scheduler"
     priority: int | None = None
     priority_class_name: str = ""
+    #: admission copies it from the PriorityClass; "Never": the pod never preempts (issue 14)
+    preemption_policy: str = ""
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
     tolerations: list[Toleration] = []

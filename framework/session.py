@@ -248,12 +248,14 @@ class Session(CallbackRegistry):
         return left.name < right.name
 
     def victim_queue_order(self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo) -> bool:
+        """True when victims of ``left`` go before those of ``right`` (actions/helpers.py victim
+        order). Volcano: ``Session.VictimQueueOrderFn``, falling back to the reverse of queue order."""
         for level in self.victim_queue_order_fns.levels():
             for fn in level:
                 result = fn(left, right, preemptor)
                 if result != 0:
                     return result < 0
-        return left.name > right.name
+        return not self.queue_order(left, right)
 
     def task_order(self, left: TaskInfo, right: TaskInfo) -> bool:
         result = self._order(self.task_order_fns, left, right)
@@ -262,12 +264,6 @@ class Session(CallbackRegistry):
         if left.creation != right.creation:
             return left.creation < right.creation
         return left.uid < right.uid
-
-    def namespace_order(self, left: str, right: str) -> bool:
-        result = self._order(self.namespace_order_fns, left, right)
-        if result:
-            return result < 0
-        return left < right
 
     @staticmethod
     def _cmp_key(less: Callable[[Any, Any], bool]) -> Callable[[Any], Any]:
@@ -385,13 +381,6 @@ class Session(CallbackRegistry):
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims(self.reclaimable_fns, reclaimer, reclaimees)
 
-    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
-        out: dict[str, TaskInfo] = {}
-        for fn in self.victim_tasks_fns.flat():
-            for t in fn(tasks):
-                out[t.uid] = t
-        return list(out.values())
-
     # -- queue-level -------------------------------------------------------------------------------
     def overused(self, queue: QueueInfo) -> bool:
         return any(fn(queue) for fn in self.overused_fns.flat())
@@ -401,15 +390,6 @@ class Session(CallbackRegistry):
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return all(fn(queue, task) for fn in self.preemptive_fns.flat())
-
-    def target_job(self, jobs: list[JobInfo]) -> JobInfo | None:
-        for fn in self.target_job_fns.flat():
-            return fn(jobs)
-        return None
-
-    def reserved_nodes(self) -> None:
-        for fn in self.reserved_nodes_fns.flat():
-            fn()
 
     # ---------------------------------------------------------------------------------------------
     # state changes (called by Statement only)

@@ -88,6 +88,7 @@ def pod_dict(
     limits: dict[str, str] | None = None,
     uid: str | None = None,
     spec_extra: dict[str, Any] | None = None,
+    preemption_policy: str = "",
 ) -> dict[str, Any]:
     """A pod; ``spec_extra`` adds any other spec fields as written in a manifest (schedulingGates,
     topologySpreadConstraints, volumes, ...)."""
@@ -114,6 +115,8 @@ def pod_dict(
         spec["priority"] = priority
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if preemption_policy:
+        spec["preemptionPolicy"] = preemption_policy
     if node_selector:
         spec["nodeSelector"] = node_selector
     if tolerations:
@@ -189,8 +192,11 @@ def queue_dict(
     state: str = "Open",
     parent: str = "",
     deserved: dict[str, str] | None = None,
+    priority: int = 0,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"weight": weight}
+    if priority:
+        spec["priority"] = priority
     if capability:
         spec["capability"] = capability
     if guarantee:

@@ -51,15 +51,18 @@ class BinpackPlugin(Plugin):
             req = task.resreq.get(name)
             if w <= 0 or req <= 0:
                 continue
+            # Volcano's BinPackingScore / ResourceBinPackingScore (pkg/scheduler/plugins/binpack/
+            # binpack.go): a requested resource the node lacks scores 0 but its weight still counts;
+            # one the node has but cannot hold makes the node's score 0.
+            weights += w
             col = t.dims.get(name)
             if col is None:
                 continue
             alloc = t.allocatable[rows, col]
             used = t.used[rows, col] + req
-            fits &= (used <= alloc) & (alloc > 0)
+            fits &= (alloc <= 0) | (used <= alloc)
             with np.errstate(divide="ignore", invalid="ignore"):
                 total += w * np.where(alloc > 0, used / np.where(alloc > 0, alloc, 1.0), 0.0)
-            weights += w
         if weights == 0:
             return total
         return np.where(fits, total / weights * 100.0 * self.weight, 0.0)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
-from caldera.framework.plugin import Plugin
-from caldera.framework.resource import Resource
+from caldera.framework.plugin import Plugin, unsupported
+from caldera.framework.resource import MIN_RESOURCE, Resource
 from caldera.plugins.helpers import safe_sub
 from caldera.plugins.proportion import QueueAttr, dims_of, queue_share, scale_guarantees
 
@@ -27,7 +27,18 @@ ROOT = "root"
 
 class CapacityPlugin(Plugin):
     name: ClassVar[str] = "capacity"
-    arguments_schema: ClassVar[dict[str, type]] = {"enableHierarchy": bool}
+    arguments_schema: ClassVar[dict[str, type]] = {
+        # also set by the plugin option ``enableHierarchy: true`` (config/conf.py), as Volcano reads it
+        "enableHierarchy": bool,
+        # Volcano's (pkg/scheduler/plugins/capacity/capacity.go)
+        "ancestorReclaimLevel": unsupported(int, "reclaim between ancestor queues is not implemented"),
+        "capacity.DynamicResourceAllocationEnable": unsupported(
+            bool, "dynamic resource allocation is not implemented", False
+        ),
+        "capacity.DRAConsumableCapacityEnable": unsupported(
+            bool, "dynamic resource allocation is not implemented", False
+        ),
+    }
 
     def on_session_open(self, ssn: Session) -> None:
         from caldera.framework.session import EventHandler
@@ -97,6 +108,9 @@ class CapacityPlugin(Plugin):
             attr.update_share()
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
+        self.parents_of: set[str] = set(self.parent.values())
+        if hierarchy:
+            ssn.add_victim_queue_order_fn(self.name, self.victim_queue_order)
         ssn.add_allocatable_fn(self.name, self.allocatable)
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
@@ -120,16 +134,52 @@ class CapacityPlugin(Plugin):
         return sorted(self.attrs, key=lambda n: len(self.chain(n)))
 
     def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        """Volcano's capacity QueueOrderFn: higher spec.priority first, then the lower share, then a
+        queue with a deserved share before one without (``compareShareWithDeserved``)."""
+        if left.priority != right.priority:
+            return -1 if left.priority > right.priority else 1
         la, ra = self.attrs.get(left.name), self.attrs.get(right.name)
         ls = la.share if la else 0.0
         rs = ra.share if ra else 0.0
         if ls == rs:
-            return 0
+            lhas = la is not None and not la.deserved.is_empty()
+            rhas = ra is not None and not ra.deserved.is_empty()
+            if lhas == rhas:
+                return 0
+            return -1 if lhas else 1
         return -1 if ls < rs else 1
+
+    def ancestors(self, name: str) -> list[str]:
+        """The queue's ancestors, root first."""
+        return list(reversed(self.chain(name)[1:]))
+
+    def victim_queue_order(self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo) -> int:
+        """Victims of the queue that shares the deeper ancestor with the preemptor's go first.
+        Volcano: the VictimQueueOrderFn and ``getQueueLevel`` of pkg/scheduler/plugins/capacity/capacity.go."""
+        mine = self.ancestors(preemptor.name)
+
+        def level(name: str) -> int:
+            out = 0
+            for i, (a, b) in enumerate(zip(self.ancestors(name), mine, strict=False)):
+                if a != b:
+                    break
+                out = i
+            return out
+
+        ll, rl = level(left.name), level(right.name)
+        if ll == rl:
+            return 0
+        return -1 if ll > rl else 1
+
+    def is_leaf(self, name: str) -> bool:
+        """In hierarchical mode only leaf queues take jobs (Volcano's ``isLeafQueue``)."""
+        return not self.hierarchy or name not in self.parents_of
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if queue.name not in self.attrs:
             return True
+        if not self.is_leaf(queue.name):
+            return False
         dims = dims_of(task.resreq)
         for name in self.chain(queue.name):
             attr = self.attrs[name]
@@ -138,30 +188,63 @@ class CapacityPlugin(Plugin):
         return True
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """May the queue reclaim for this task? Its future use must stay within its real capability
+        and be within its deserved share on at least one requested dimension that either side has.
+        Volcano: the PreemptiveFn of pkg/scheduler/plugins/capacity/capacity.go
+        (``LessEqualPartlyWithDimensionZeroFiltered``)."""
         attr = self.attrs.get(queue.name)
         if attr is None:
             return True
-        return attr.allocated.clone().add(task.resreq).less_equal_in(attr.deserved, dims_of(task.resreq))
+        dims = dims_of(task.resreq)
+        future = attr.allocated.clone().add(task.resreq)
+        if not future.less_equal_in(attr.real_capability, dims):
+            return False
+        deserved = attr.deserved
+        relevant = [n for n in dims if not (future.get(n) < MIN_RESOURCE and deserved.get(n) < MIN_RESOURCE)]
+        return any(future.get(n) <= deserved.get(n) + MIN_RESOURCE for n in relevant)
 
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+        """Volcano's capacity ReclaimableFn: a reclaimee sharing no requested dimension with the
+        reclaimer is skipped; its queue must keep its guarantee without it; it is a victim when it
+        asks for nothing its queue deserves ("immediate victim"), or when its queue's allocation
+        (less the victims already chosen) is over deserved on a dimension the reclaimee uses and
+        the queue deserves (``GreaterPartlyWithRelevantDimensions``)."""
         victims: list[TaskInfo] = []
         left: dict[str, Resource] = {}
+        wanted = set(dims_of(reclaimer.init_resreq))
         for t in reclaimees:
             job = self.ssn.jobs.get(t.job)
             attr = self.attrs.get(job.queue) if job is not None else None
             if job is None or attr is None:
                 continue
+            uses = dims_of(t.resreq)
+            if not wanted.intersection(uses):
+                continue
             allocated = left.get(job.queue)
             if allocated is None:
                 allocated = left[job.queue] = attr.allocated.clone()
-            if allocated.less_equal(attr.deserved, "infinity"):
+            without = safe_sub(allocated, t.resreq)
+            if not attr.guarantee.less_equal(without, "zero"):
                 continue
-            left[job.queue] = safe_sub(allocated, t.resreq)
+            deserved = attr.deserved
+            deserved_dims = set(dims_of(deserved))
+            if deserved_dims.intersection(uses):
+                relevant = [
+                    n
+                    for n in uses
+                    if (n in deserved.scalars) or (n in ("cpu", "memory") and deserved.get(n) >= MIN_RESOURCE)
+                ]
+                if not any(allocated.get(n) > deserved.get(n) + MIN_RESOURCE for n in relevant):
+                    continue
+            left[job.queue] = without
             victims.append(t)
         return victims, PERMIT
 
     def enqueueable(self, job: JobInfo) -> int:
         need = job.min_resources
+        if job.queue in self.attrs and not self.is_leaf(job.queue):
+            job.job_fit_error = f"queue {job.queue} is not a leaf queue"
+            return REJECT
         if job.queue not in self.attrs or need is None or need.is_empty():
             return PERMIT
         for name in self.chain(job.queue):

@@ -54,7 +54,7 @@ from caldera.framework.devices import (
 )
 from caldera.framework.model import TaskInfo, TaskStatus
 from caldera.framework.objects import Pod
-from caldera.framework.plugin import Plugin
+from caldera.framework.plugin import Plugin, unsupported
 
 if TYPE_CHECKING:
     from caldera.framework.session import Event, Session
@@ -89,10 +89,17 @@ class DeviceSharePlugin(Plugin):
         "deviceshare.VGPUEnable": bool,
         "deviceshare.SchedulePolicy": str,
         "deviceshare.ScheduleWeight": int,
-        "deviceshare.GPUSharingEnable": bool,
-        "deviceshare.GPUNumberEnable": bool,
-        "deviceshare.NodeLockEnable": bool,
-        "deviceshare.*": str,
+        # Volcano's other names (pkg/scheduler/plugins/deviceshare/deviceshare.go): only vGPU is implemented
+        "deviceshare.GPUSharingEnable": unsupported(
+            bool, "GPU sharing by gpu-memory is not implemented", False
+        ),
+        "deviceshare.GPUNumberEnable": unsupported(bool, "GPU number sharing is not implemented", False),
+        "deviceshare.NodeLockEnable": unsupported(bool, "node locks are not implemented", False),
+        "deviceshare.AscendMindClusterVNPUEnable": unsupported(bool, "Ascend vNPU is not implemented", False),
+        "deviceshare.AscendHAMiVNPUEnable": unsupported(bool, "Ascend vNPU is not implemented", False),
+        "deviceshare.KnownGeometriesCMName": unsupported(str, "MIG geometries are not implemented"),
+        "deviceshare.KnownGeometriesCMNamespace": unsupported(str, "MIG geometries are not implemented"),
+        "deviceshare.GPUExclusiveRules": unsupported(str, "GPU exclusive rules are not implemented"),
     }
 
     def on_session_open(self, ssn: Session) -> None:

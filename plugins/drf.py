@@ -1,11 +1,18 @@
 """drf: dominant resource fairness between jobs: the job with the smallest dominant share goes
-first, and a job may preempt another only while its share stays at or below the other's."""
+first, and a job may preempt another only while its share stays at or below the other's.
+
+With ``enableHierarchy: true`` (Volcano's hdrf, pkg/scheduler/plugins/drf/drf.go): queues carry a
+path ``volcano.sh/hierarchy: root/eng/dev`` and weights ``volcano.sh/hierarchy-weights: 100/50/50``;
+jobs are the leaves of that tree, each inner node's share is its children's allocations rescaled
+to the smallest unsaturated child's dominant share, queues go in order of the first level where
+their paths' weighted shares differ (saturated nodes last), and a queue may reclaim from another
+while its weighted share stays below the other's after the move."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from caldera.framework.plugin import Plugin
 from caldera.framework.resource import Resource
 from caldera.plugins.helpers import safe_sub, share
@@ -15,14 +22,65 @@ if TYPE_CHECKING:
 
 PERMIT = 1
 SHARE_DELTA = 0.000001
+HIERARCHY_ANNOTATION = "volcano.sh/hierarchy"
+HIERARCHY_WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"
+
+
+class HNode:
+    """A node of the hdrf tree: an inner node (a hierarchy level) or a leaf (a job)."""
+
+    __slots__ = ("allocated", "children", "name", "parent", "request", "saturated", "share", "weight")
+
+    def __init__(self, name: str, weight: float = 1.0, parent: HNode | None = None) -> None:
+        self.name = name
+        self.weight = weight
+        self.parent = parent
+        self.allocated = Resource()
+        self.request = Resource()
+        self.share = 0.0
+        self.saturated = False
+        self.children: dict[str, HNode] | None = {}
+
+    def clone(self, parent: HNode | None = None) -> HNode:
+        node = HNode(self.name, self.weight, parent)
+        node.allocated = self.allocated.clone()
+        node.request = self.request.clone()
+        node.share = self.share
+        node.saturated = self.saturated
+        node.children = (
+            None if self.children is None else {k: c.clone(node) for k, c in self.children.items()}
+        )
+        return node
+
+
+def queue_path(queue: QueueInfo) -> tuple[list[str], list[str]]:
+    ann = queue.queue.metadata.annotations if queue.queue is not None else {}
+    return ann.get(HIERARCHY_ANNOTATION, "").split("/"), ann.get(HIERARCHY_WEIGHTS_ANNOTATION, "").split("/")
+
+
+def _saturated(allocated: Resource, request: Resource, demanding: set[str]) -> bool:
+    # Volcano's resourceSaturated
+    for name, value in allocated.items():
+        if value <= 0:
+            continue
+        want = request.get(name)
+        if want and value >= want:
+            return True
+        if name not in demanding and want:
+            return True
+    return False
 
 
 class DrfPlugin(Plugin):
     name: ClassVar[str] = "drf"
+    #: set by the plugin option ``enableHierarchy: true`` (config/conf.py), as Volcano reads it
+    arguments_schema: ClassVar[dict[str, type]] = {"enableHierarchy": bool}
 
     def on_session_open(self, ssn: Session) -> None:
         from caldera.framework.session import EventHandler
 
+        self.ssn = ssn
+        self.hierarchy = self.arguments.bool("enableHierarchy", False)
         self.total = ssn.total_resource
         self.allocated: dict[str, Resource] = {}
         self.shares: dict[str, float] = {}
@@ -59,6 +117,15 @@ class DrfPlugin(Plugin):
         ssn.add_job_order_fn(self.name, job_order)
         ssn.add_preemptable_fn(self.name, preemptable)
         ssn.add_event_handler(EventHandler(allocate=on_allocate, deallocate=on_deallocate))
+        if self.hierarchy:
+            self.root = HNode("root")
+            self.total_allocated = Resource()
+            for job in ssn.jobs.values():
+                if job.queue in ssn.queues:
+                    self.total_allocated.add(self.allocated[job.uid])
+                    self._update_tree(self.root, self.total_allocated, job, self.allocated[job.uid])
+            ssn.add_queue_order_fn(self.name, self._queue_order)
+            ssn.add_reclaimable_fn(self.name, self._reclaimable)
 
     def _change(self, task: TaskInfo, add: bool) -> None:
         alloc = self.allocated.get(task.job)
@@ -69,6 +136,116 @@ class DrfPlugin(Plugin):
         else:
             self.allocated[task.job] = alloc = safe_sub(alloc, task.resreq)
         self.shares[task.job] = share(alloc, self.total)
+        if self.hierarchy:
+            job = self.ssn.jobs.get(task.job)
+            if job is not None and job.queue in self.ssn.queues:
+                if add:
+                    self.total_allocated.add(task.resreq)
+                else:
+                    self.total_allocated = safe_sub(self.total_allocated, task.resreq)
+                self._update_tree(self.root, self.total_allocated, job, alloc)
+
+    # -- hierarchical DRF (Volcano's hdrf) ----------------------------------------------------------
+    def _update_tree(self, root: HNode, total_allocated: Resource, job: JobInfo, alloc: Resource) -> None:
+        """Volcano's ``UpdateHierarchicalShare``: (re)place the job's leaf, then recompute bottom up."""
+        demanding = {n for n, v in self.total.items() if total_allocated.get(n) < v}
+        paths, weights = queue_path(self.ssn.queues[job.queue])
+        node = root
+        for i in range(1, len(paths)):
+            assert node.children is not None
+            child = node.children.get(paths[i])
+            if child is None:
+                try:
+                    weight = float(weights[i]) if i < len(weights) else 1.0
+                except ValueError:
+                    weight = 1.0
+                child = HNode(paths[i], max(weight, 1.0), node)
+                node.children[paths[i]] = child
+            node = child
+        leaf = HNode(job.uid, 1.0, node)
+        leaf.children = None
+        leaf.allocated = alloc
+        leaf.share = share(alloc, self.total)
+        leaf.request = job.total_request.clone()
+        assert node.children is not None
+        node.children[job.uid] = leaf
+        self._recompute(root, demanding)
+
+    def _recompute(self, node: HNode, demanding: set[str]) -> None:
+        """Volcano's ``updateHierarchicalShare``."""
+        if node.children is None:
+            node.share = share(node.allocated, self.total)
+            node.saturated = _saturated(node.allocated, node.request, demanding)
+            return
+        smallest = 1.0
+        for child in node.children.values():
+            self._recompute(child, demanding)
+            if child.share != 0 and not child.saturated:
+                smallest = min(smallest, share(child.allocated, self.total))
+        total = Resource()
+        saturated = True
+        for child in node.children.values():
+            if not child.saturated:
+                saturated = False
+            if child.share != 0:
+                if child.saturated:
+                    total.add(child.allocated)
+                else:
+                    total.add(child.allocated.clone().multiply(smallest / child.share))
+        node.allocated = total
+        node.share = share(total, self.total)
+        node.saturated = saturated
+
+    def _compare_queues(self, root: HNode, left: QueueInfo, right: QueueInfo) -> float:
+        """Volcano's ``compareQueues``: walk both paths while the weighted shares tie."""
+        lpaths, _ = queue_path(left)
+        rpaths, _ = queue_path(right)
+        lnode: HNode | None = root
+        rnode: HNode | None = root
+        depth = min(len(lpaths), len(rpaths))
+        for i in range(depth):
+            if lnode is None or rnode is None:
+                return 0.0
+            if not lnode.saturated and rnode.saturated:
+                return -1.0
+            if lnode.saturated and not rnode.saturated:
+                return 1.0
+            lw, rw = lnode.share / lnode.weight, rnode.share / rnode.weight
+            if lw != rw:
+                return lw - rw
+            if i < depth - 1:
+                lnode = (lnode.children or {}).get(lpaths[i + 1])
+                rnode = (rnode.children or {}).get(rpaths[i + 1])
+        return 0.0
+
+    def _queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        got = self._compare_queues(self.root, left, right)
+        return -1 if got < 0 else (1 if got > 0 else 0)
+
+    def _reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+        """Volcano's hdrf ReclaimableFn: on a copy of the tree, a reclaimee is a victim while the
+        reclaimer's queue, holding the task, stays below the reclaimee's queue without it."""
+        ssn = self.ssn
+        victims: list[TaskInfo] = []
+        ljob = ssn.jobs.get(reclaimer.job)
+        lqueue = ssn.queues.get(ljob.queue) if ljob is not None else None
+        if ljob is None or lqueue is None:
+            return victims, PERMIT
+        root = self.root.clone()
+        total_allocated = self.total_allocated.clone().add(reclaimer.resreq)
+        self._update_tree(root, total_allocated, ljob, self.allocated[ljob.uid].clone().add(reclaimer.resreq))
+        for t in reclaimees:
+            rjob = ssn.jobs.get(t.job)
+            rqueue = ssn.queues.get(rjob.queue) if rjob is not None else None
+            if rjob is None or rqueue is None or rjob.uid not in self.allocated:
+                continue
+            less = safe_sub(total_allocated, t.resreq)
+            self._update_tree(root, less, rjob, safe_sub(self.allocated[rjob.uid], t.resreq))
+            got = self._compare_queues(root, lqueue, rqueue)
+            self._update_tree(root, total_allocated, rjob, self.allocated[rjob.uid].clone())
+            if got < 0:
+                victims.append(t)
+        return victims, PERMIT
 
     def on_session_close(self, ssn: Session) -> None:
         # For the binary's volcano_job_share and volcano_namespace_share gauges.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from caldera.framework.plugin import ArgumentError, Arguments, Plugin
+from caldera.framework.plugin import ArgumentError, Arguments, Plugin, unsupported
 from caldera.framework.topology import HARD, SOFT, TopologySettings, build_topology
 
 if TYPE_CHECKING:
@@ -36,6 +36,26 @@ class NetworkTopologyAwarePlugin(Plugin):
         "defaultMode": str,
         "defaultHighestTierAllowed": int,
         "scorePolicy": str,
+        # Volcano's (pkg/scheduler/plugins/network-topology-aware/network_topology_aware.go):
+        # Caldera's topology score is set by scorePolicy, not by these
+        "weight": unsupported(int, "the topology score's weight is not configurable; see scorePolicy"),
+        "hypernode.binpack.cpu": unsupported(
+            int, "hypernode binpacking weights are not implemented; see scorePolicy"
+        ),
+        "hypernode.binpack.memory": unsupported(
+            int, "hypernode binpacking weights are not implemented; see scorePolicy"
+        ),
+        "hypernode.binpack.resources": unsupported(str, "hypernode binpacking weights are not implemented"),
+        "hypernode.binpack.resources.*": unsupported(int, "hypernode binpacking weights are not implemented"),
+        "hypernode.binpack.normal-pod.enable": unsupported(
+            bool, "hypernode binpacking of normal pods is not implemented"
+        ),
+        "hypernode.binpack.normal-pod.fading": unsupported(
+            float, "hypernode binpacking of normal pods is not implemented"
+        ),
+        "hypernode.gradient.evict.max-hypernodes": unsupported(
+            int, "hypernode gradients are not implemented"
+        ),
     }
 
     def __init__(self, arguments: Arguments) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
 from caldera.framework.objects import PodAffinityTerm
-from caldera.framework.plugin import Plugin
+from caldera.framework.plugin import Plugin, unsupported
 from caldera.plugins.helpers import NodeIndex, node_index, pod_matches_term, tolerates
 from caldera.plugins.spread import SpreadIndex, spread_index
 
@@ -71,9 +71,14 @@ class NodeOrderPlugin(Plugin):
         "nodeaffinity.weight": int,
         "podaffinity.weight": int,
         "tainttoleration.weight": int,
-        "imagelocality.weight": int,
         "podtopologyspread.weight": int,
-        "selectorspread.weight": int,
+        # not implemented: refused unless 0 (issue 14, no argument accepted and ignored)
+        "imagelocality.weight": unsupported(
+            int, "image locality scoring is not implemented (0 turns it off)", 0
+        ),
+        "selectorspread.weight": unsupported(
+            int, "selector spread scoring is not implemented (0 turns it off)", 0
+        ),
     }
 
     def on_session_open(self, ssn: Session) -> None:

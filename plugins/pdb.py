@@ -62,7 +62,6 @@ class PdbPlugin(Plugin):
                 allocate=lambda e: self._evicted(e.task, -1), deallocate=lambda e: self._evicted(e.task, 1)
             )
         )
-        ssn.add_victim_tasks_fn(self.name, self.filter)
         ssn.add_preemptable_fn(self.name, lambda _actor, tasks: (self.filter(tasks), PERMIT))
         ssn.add_reclaimable_fn(self.name, lambda _actor, tasks: (self.filter(tasks), PERMIT))
 

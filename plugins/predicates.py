@@ -24,7 +24,7 @@ import numpy as np
 
 from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
 from caldera.framework.objects import PodAffinityTerm
-from caldera.framework.plugin import Plugin
+from caldera.framework.plugin import Plugin, unsupported
 from caldera.plugins.helpers import NodeIndex, node_index, pod_matches_term, term_mask, tolerates
 from caldera.plugins.spread import R_SPREAD, R_SPREAD_LABEL, SpreadIndex, spread_index
 from caldera.plugins.volumes import R_LIMIT, R_ZONE, VolumeIndex
@@ -57,7 +57,24 @@ def resource_fit(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
 
 class PredicatesPlugin(Plugin):
     name: ClassVar[str] = "predicates"
-    arguments_schema: ClassVar[dict[str, type]] = {"predicate.*": bool}
+    # Volcano's names (pkg/scheduler/plugins/predicates/predicates.go); volume and DRA checks are
+    # not implemented, so only ``false`` (what Caldera does) is accepted for them.
+    arguments_schema: ClassVar[dict[str, type]] = {
+        "predicate.NodeAffinityEnable": bool,
+        "predicate.NodePortsEnable": bool,
+        "predicate.TaintTolerationEnable": bool,
+        "predicate.PodAffinityEnable": bool,
+        "predicate.PodTopologySpreadEnable": bool,
+        "predicate.NodeVolumeLimitsEnable": bool,
+        "predicate.VolumeZoneEnable": bool,
+        "predicate.VolumeBindingEnable": bool,
+        "predicate.DynamicResourceAllocationEnable": unsupported(
+            bool, "dynamic resource allocation is not implemented", False
+        ),
+        "predicate.CacheEnable": unsupported(
+            bool, "template-level predicate results are always cached per session", True
+        ),
+    }
 
     def on_session_open(self, ssn: Session) -> None:
         args = self.arguments

@@ -99,6 +99,14 @@ class QueueAttr:
         self.share = queue_share(self.allocated, self.deserved)
 
 
+def without_pods(res: Resource) -> Resource:
+    """Volcano keeps ``pods`` out of a Resource's comparisons (``NewResource`` puts it in
+    ``MaxTaskNum``, which ``LessEqual`` never reads), so deserved, allocated and overused are
+    judged on cpu, memory and scalars only."""
+    res.pods = 0.0
+    return res
+
+
 def scale_guarantees(attrs: dict[str, QueueAttr], total: Resource) -> dict[str, dict[str, float]]:
     """Scale guarantees down, per dimension, so that they add up to at most the cluster's total.
     Returns queue → dimension → factor applied, for the queues that were scaled."""
@@ -162,7 +170,7 @@ class ProportionPlugin(Plugin):
 
         global _last_scaled
         self.ssn = ssn
-        total = ssn.total_resource.clone()
+        total = without_pods(ssn.total_resource.clone())
         self.total = total
         attrs: dict[str, QueueAttr] = {q.name: QueueAttr(q) for q in ssn.queues.values()}
         self.attrs = attrs
@@ -177,6 +185,11 @@ class ProportionPlugin(Plugin):
                 attr.request.add(task.resreq)
             if job.phase == "Inqueue" and job.min_resources is not None:
                 attr.inqueue.add(safe_sub(job.min_resources, job.allocated))
+        for attr in attrs.values():
+            without_pods(attr.allocated)
+            without_pods(attr.request)
+            without_pods(attr.inqueue)
+            without_pods(attr.guarantee)
 
         self.cluster_known = not total.is_empty()
         ssn.report.cluster_empty = not self.cluster_known
@@ -202,6 +215,7 @@ class ProportionPlugin(Plugin):
         ssn.add_queue_order_fn(self.name, self.queue_order)
         ssn.add_overused_fn(self.name, self.overused)
         ssn.add_allocatable_fn(self.name, self.allocatable)
+        ssn.add_preemptive_fn(self.name, self.allocatable)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.enqueued)
@@ -240,6 +254,9 @@ class ProportionPlugin(Plugin):
 
     # -- callbacks ---------------------------------------------------------------------------------
     def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        # Volcano's proportion QueueOrderFn: higher spec.priority first, then the lower share
+        if left.priority != right.priority:
+            return -1 if left.priority > right.priority else 1
         la, ra = self.attrs.get(left.name), self.attrs.get(right.name)
         ls = la.share if la else 0.0
         rs = ra.share if ra else 0.0
@@ -263,6 +280,10 @@ class ProportionPlugin(Plugin):
         return future.less_equal_in(attr.deserved, dims_of(task.resreq))
 
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+        """A reclaimee is a victim while its queue's allocation (less the victims already chosen)
+        is not within its deserved share. Volcano: the ReclaimableFn of
+        pkg/scheduler/plugins/proportion/proportion.go; the queue may end below its deserved
+        share, as there."""
         victims: list[TaskInfo] = []
         left: dict[str, Resource] = {}
         for t in reclaimees:
@@ -275,15 +296,9 @@ class ProportionPlugin(Plugin):
             allocated = left.get(job.queue)
             if allocated is None:
                 allocated = left[job.queue] = attr.allocated.clone()
-            if allocated.less_partly(reclaimer.resreq):
-                continue
-            without = safe_sub(allocated, t.resreq)
-            if allocated.less_equal(attr.deserved, "infinity") or not attr.deserved.less_equal_partly(
-                without
-            ):
-                continue
-            left[job.queue] = without
-            victims.append(t)
+            if not allocated.less_equal(attr.deserved, "zero"):
+                left[job.queue] = without_pods(safe_sub(allocated, t.resreq))
+                victims.append(t)
         return victims, PERMIT
 
     def enqueueable(self, job: JobInfo) -> int:
@@ -304,6 +319,7 @@ class ProportionPlugin(Plugin):
         attr = self.attrs.get(job.queue)
         if attr is not None and job.min_resources is not None:
             attr.inqueue.add(job.min_resources)
+            attr.inqueue.pods = 0.0
 
     def _on_allocate(self, event: Event) -> None:
         self._change(event.task, True)
@@ -320,6 +336,7 @@ class ProportionPlugin(Plugin):
             attr.allocated.add(task.resreq)
         else:
             attr.allocated = safe_sub(attr.allocated, task.resreq)
+        attr.allocated.pods = 0.0
         attr.update_share()
 
     def on_session_close(self, ssn: Session) -> None:

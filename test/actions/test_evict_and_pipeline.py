@@ -1,5 +1,6 @@
 """The eviction step of preempt and reclaim: free room is only taken when the caller allows a plain
-placement (the queue is within its share); victims come only from preemptable running pods."""
+placement (the queue is within its share); victims come only from running pods not marked
+``volcano.sh/preemptable: "false"`` (unmarked pods are preemptable, as Volcano's GetPodPreemptable)."""
 
 from caldera.actions.helpers import evict_and_pipeline, evictable_by_row
 from caldera.config.conf import DEFAULT_CONF, parse_conf
@@ -35,15 +36,15 @@ def test_free_room_is_taken_only_when_allowed():
 
 def test_victims_come_from_preemptable_running_pods_only():
     running = [
-        pod("keep", cpu="4", group="old", node_name="n1", phase="Running"),
         pod(
-            "go",
+            "keep",
             cpu="4",
-            group="old2",
-            node_name="n2",
+            group="old",
+            node_name="n1",
             phase="Running",
-            annotations={"volcano.sh/preemptable": "true"},
+            annotations={"volcano.sh/preemptable": "false"},
         ),
+        pod("go", cpu="4", group="old2", node_name="n2", phase="Running"),
     ]
     pg, pods = gang("new", 1, cpu="3")
     ssn = session(running + pods, [pg, podgroup("old"), podgroup("old2")])

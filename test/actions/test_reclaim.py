@@ -65,7 +65,7 @@ def test_queue_marked_not_reclaimable_keeps_its_pods():
     assert sim.cycle().evictions == []
 
 
-def test_pods_not_marked_preemptable_are_not_reclaimed():
-    sim = InProcessCluster(CONF, **greedy(annotations={}))
+def test_pods_marked_not_preemptable_are_not_reclaimed():
+    sim = InProcessCluster(CONF, **greedy(annotations={"volcano.sh/preemptable": "false"}))
     sim.add(**newcomer())
     assert sim.cycle().evictions == []

@@ -250,22 +250,20 @@ def test_overused_any_allocatable_all():
     assert not ssn.allocatable(q, t)
 
 
-def test_job_valid_first_failure_and_starving_and_target_job():
+def test_job_valid_first_failure_and_starving():
     def first(ssn):
         ssn.add_job_valid_fn("first", lambda job: ValidateResult(True))
         ssn.add_job_starving_fn("first", lambda job: True)
-        ssn.add_target_job_fn("first", lambda jobs: jobs[-1])
 
     def third(ssn):
         ssn.add_job_valid_fn("third", lambda job: ValidateResult(False, "NotEnoughPods", "needs 3"))
         ssn.add_job_starving_fn("third", lambda job: False)
 
     ssn = session(TWO_TIERS, {"first": first, "second": lambda s: None, "third": third})
-    a, b = ssn.jobs["default/a"], ssn.jobs["default/b"]
+    a = ssn.jobs["default/a"]
     result = ssn.job_valid(a)
     assert result is not None and result.reason == "NotEnoughPods"
     assert ssn.job_starving(a)  # tier 1 answered
-    assert ssn.target_job([a, b]) is b
     empty = session(TWO_TIERS, {"first": lambda s: None, "second": lambda s: None, "third": lambda s: None})
     assert not empty.job_starving(empty.jobs["default/a"])  # nobody says starving: not starving
 

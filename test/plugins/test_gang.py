@@ -14,10 +14,22 @@ def test_job_with_fewer_pods_than_its_minimum_is_not_scheduled():
 
 
 def test_role_minimums_are_required():
+    pg = podgroup("roles", min_member=3, min_task_member={"ps": 1, "worker": 2})
+    pods = [
+        pod("roles-w0", group="roles", role="worker"),
+        pod("roles-ps", group="roles", role="ps"),
+        pod("roles-ps2", group="roles", role="ps"),
+    ]
+    _, result = run_session(cluster(nodes=[node("n1")], pods=pods, podgroups=[pg]))
+    assert result.placements == []
+
+
+def test_role_minimums_are_not_enforced_when_min_member_is_below_their_sum():
+    """Volcano's CheckTaskReady/CheckTaskValid skip the role check when minMember < sum of role minimums."""
     pg = podgroup("roles", min_member=2, min_task_member={"ps": 1, "worker": 2})
     pods = [pod("roles-w0", group="roles", role="worker"), pod("roles-ps", group="roles", role="ps")]
     _, result = run_session(cluster(nodes=[node("n1")], pods=pods, podgroups=[pg]))
-    assert result.placements == []
+    assert len(result.placements) == 2
 
 
 def test_two_gangs_compete_and_only_whole_ones_are_placed():
