@@ -99,14 +99,6 @@ class QueueAttr:
         self.share = queue_share(self.allocated, self.deserved)
 
 
-def without_pods(res: Resource) -> Resource:
-    """Volcano keeps ``pods`` out of a Resource's comparisons (``NewResource`` puts it in
-    ``MaxTaskNum``, which ``LessEqual`` never reads), so deserved, allocated and overused are
-    judged on cpu, memory and scalars only."""
-    res.pods = 0.0
-    return res
-
-
 def scale_guarantees(attrs: dict[str, QueueAttr], total: Resource) -> dict[str, dict[str, float]]:
     """Scale guarantees down, per dimension, so that they add up to at most the cluster's total.
     Returns queue → dimension → factor applied, for the queues that were scaled."""
@@ -150,6 +142,12 @@ def water_fill(attrs: dict[str, QueueAttr], total: Resource) -> None:
             attr.deserved.add(remaining.clone().multiply(attr.weight / weight))
             attr.deserved.min_dimension(attr.real_capability, "infinity")
             attr.deserved.min_dimension(attr.request, "zero")
+            # Volcano's MinDimensionResource caps every scalar, ``pods`` included (a pod's request
+            # carries pods: 1, GetPodResourceRequest in pkg/scheduler/api/pod_info.go); without
+            # this a queue's deserved pod count stays far above its request and it is never overused
+            if attr.real_capability.pods > 0:
+                attr.deserved.pods = min(attr.deserved.pods, attr.real_capability.pods)
+            attr.deserved.pods = min(attr.deserved.pods, attr.request.pods)
             attr.deserved.set_max(attr.guarantee)
             attr.update_share()
             if attr.request.less_equal(attr.deserved, "zero") or attr.deserved == old:
@@ -170,7 +168,7 @@ class ProportionPlugin(Plugin):
 
         global _last_scaled
         self.ssn = ssn
-        total = without_pods(ssn.total_resource.clone())
+        total = ssn.total_resource.clone()
         self.total = total
         attrs: dict[str, QueueAttr] = {q.name: QueueAttr(q) for q in ssn.queues.values()}
         self.attrs = attrs
@@ -185,11 +183,6 @@ class ProportionPlugin(Plugin):
                 attr.request.add(task.resreq)
             if job.phase == "Inqueue" and job.min_resources is not None:
                 attr.inqueue.add(safe_sub(job.min_resources, job.allocated))
-        for attr in attrs.values():
-            without_pods(attr.allocated)
-            without_pods(attr.request)
-            without_pods(attr.inqueue)
-            without_pods(attr.guarantee)
 
         self.cluster_known = not total.is_empty()
         ssn.report.cluster_empty = not self.cluster_known
@@ -297,7 +290,7 @@ class ProportionPlugin(Plugin):
             if allocated is None:
                 allocated = left[job.queue] = attr.allocated.clone()
             if not allocated.less_equal(attr.deserved, "zero"):
-                left[job.queue] = without_pods(safe_sub(allocated, t.resreq))
+                left[job.queue] = safe_sub(allocated, t.resreq)
                 victims.append(t)
         return victims, PERMIT
 
@@ -319,7 +312,6 @@ class ProportionPlugin(Plugin):
         attr = self.attrs.get(job.queue)
         if attr is not None and job.min_resources is not None:
             attr.inqueue.add(job.min_resources)
-            attr.inqueue.pods = 0.0
 
     def _on_allocate(self, event: Event) -> None:
         self._change(event.task, True)
@@ -336,7 +328,6 @@ class ProportionPlugin(Plugin):
             attr.allocated.add(task.resreq)
         else:
             attr.allocated = safe_sub(attr.allocated, task.resreq)
-        attr.allocated.pods = 0.0
         attr.update_share()
 
     def on_session_close(self, ssn: Session) -> None:

@@ -188,9 +188,13 @@ def test_item5_queues_are_ordered_by_spec_priority():
     assert [p.task.name for p in result.placements] == ["b-0", "a-0"]
 
 
-def test_item5_pods_are_left_out_of_deserved_and_allocated():
-    """Queue a runs 2 cpu, its deserved share of a 4-cpu cluster shared with b, and has a pod
-    pending: at its cpu share it is overused, whatever the pod count says (cpu-only pods)."""
+def test_item5_pods_count_in_deserved_and_allocated_as_in_volcano():
+    """Issue 14 saw ``overused`` differ and blamed ``pods``; Volcano's source does count pods
+    (GetPodResourceRequest in pkg/scheduler/api/pod_info.go adds pods: 1 to every request, NewResource
+    keeps node ``pods`` as a scalar, Resource.LessEqual compares scalars) but caps a queue's deserved
+    pods by its request (MinDimensionResource), which Caldera did not: its deserved pod count stayed
+    at a share of every node's pod slots, so a queue at its share was never overused. A queue at its
+    cpu share with a pod still pending is not overused; with none pending it is."""
     snap = cluster(
         nodes=[node("n1", cpu="4")],
         queues=[queue("a"), queue("b")],
@@ -202,8 +206,17 @@ def test_item5_pods_are_left_out_of_deserved_and_allocated():
     registry = builtin_registry()
     conf = parse_conf(DEFAULT_CONF, registry)
     ssn = open_session(snap, conf.tiers, registry.plugins)
-    assert ssn.overused(ssn.queues["a"])
-    assert not ssn.overused(ssn.queues["b"])
+    assert not ssn.overused(ssn.queues["a"])
+    # without the pending pod its pod count is reached too: overused
+    snap2 = cluster(
+        nodes=[node("n1", cpu="4")],
+        queues=[queue("a"), queue("b")],
+        podgroups=[podgroup("ja", queue="a", phase="Running"), podgroup("jb", queue="b")],
+        pods=low_running(2, group="ja", memory=None)
+        + [pod(f"jb-{i}", cpu="1", memory=None, group="jb") for i in range(2)],
+    )
+    ssn2 = open_session(snap2, conf.tiers, registry.plugins)
+    assert ssn2.overused(ssn2.queues["a"])
 
 
 # -- item 6: task-spec label -------------------------------------------------------------------------
