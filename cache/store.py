@@ -1,8 +1,17 @@
 """The cluster cache: one incremental, indexed mirror of pods, nodes, PodGroups, queues and
 priority classes, and the per-cycle snapshot a session reads.
 
-Watches (or tests) feed it object by object; it never rebuilds the world. ``snapshot()`` copies the
-node table in bulk and re-uses last cycle's job copies that nothing has touched since.
+Watches (or tests) feed it object by object; it never rebuilds the world.
+
+``snapshot()`` is copy-on-write across cycles. The cache keeps two sets of copies ("slots") and
+hands them out in turn: the session that runs now gets one, the last finished session (whose result
+the binary publishes to /debug, the metrics and the status updater) keeps the other. When a slot is
+handed out again, only what changed since it was last used is copied afresh: nodes and jobs the cache
+changed since (kept as per-slot dirty sets by every write), nodes the last session of that slot wrote
+(the rows in its table's write log) or whose tasks it loaded, and jobs whose task statuses that
+session changed. Everything else is handed over as it is: nothing has touched it. So a session's
+objects are never shared with the session before it or with a reader of that session's result, and
+a session's changes never reach another session (its dirty objects are dropped, not reused).
 """
 
 from __future__ import annotations
@@ -50,11 +59,41 @@ from caldera.framework.snapshot import Snapshot
 log = logging.getLogger("caldera.cache")
 
 
-@dataclass
-class _JobCopy:
-    source_version: int
-    priority_revision: int
-    copy: JobInfo
+class _Slot:
+    """One set of per-session copies: a node table, node and job copies, and what changed since."""
+
+    __slots__ = (
+        "dirty_jobs",
+        "dirty_nodes",
+        "handed",
+        "jobs",
+        "layout",
+        "loaded",
+        "node_list",
+        "nodes",
+        "priority_revision",
+        "rows",
+        "table",
+    )
+
+    def __init__(self) -> None:
+        self.table = NodeTable(capacity=1)
+        self.nodes: dict[str, NodeInfo] = {}
+        #: the copies in row order (row i of the table is node_list[i])
+        self.node_list: list[NodeInfo] = []
+        #: the cache's table row of each entry of node_list
+        self.rows: np.ndarray = np.zeros(0, dtype=np.intp)
+        #: the cache's node layout revision the node copies were made for (-1: none yet)
+        self.layout = -1
+        self.jobs: dict[str, JobInfo] = {}
+        self.priority_revision = -1
+        #: names of nodes / keys of jobs the cache changed since this slot was last handed out
+        self.dirty_nodes: set[str] = set()
+        self.dirty_jobs: set[str] = set()
+        #: names of nodes whose tasks a session loaded (they hold that session's task copies)
+        self.loaded: list[str] = []
+        #: the jobs dict of the last snapshot built from this slot (to know a result's slot)
+        self.handed: dict[str, JobInfo] | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +164,8 @@ class CacheStats:
     snapshots: int = 0
     reused_jobs: int = 0
     copied_jobs: int = 0
+    reused_nodes: int = 0
+    copied_nodes: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -169,7 +210,13 @@ class ClusterCache:
         self._ungrouped_since: dict[str, float] = {}
         #: tasks bound to a node the cache has not seen (yet), by node name
         self._orphans_by_node: dict[str, dict[str, TaskInfo]] = {}
-        self._copies: dict[str, _JobCopy] = {}
+        #: two sets of session copies handed out in turn (see the module's docstring)
+        self._slots = (_Slot(), _Slot())
+        #: the slot of the last session whose result was applied (its readers may still hold it)
+        self._published: _Slot | None = None
+        self._last_slot: _Slot | None = None
+        #: bumped when a node is added or deleted (rows of the snapshot's table move)
+        self._layout = 0
         self.revision = 0
         self.stats = CacheStats()
 
@@ -198,6 +245,14 @@ class ClusterCache:
             return self.priority_classes.get(class_name, self.default_priority)
         return self.default_priority
 
+    def _node_changed(self, name: str) -> None:
+        for slot in self._slots:
+            slot.dirty_nodes.add(name)
+
+    def _job_changed(self, key: str) -> None:
+        for slot in self._slots:
+            slot.dirty_jobs.add(key)
+
     def _attach_to_node(self, task: TaskInfo) -> None:
         if not task.node_name or task.status not in OCCUPYING_STATUSES:
             return
@@ -206,6 +261,7 @@ class ClusterCache:
             self._orphans_by_node.setdefault(task.node_name, {})[task.uid] = task
         else:
             node.add_task(task)
+            self._node_changed(task.node_name)
 
     def _detach_from_node(self, task: TaskInfo) -> None:
         if not task.node_name:
@@ -213,6 +269,7 @@ class ClusterCache:
         node = self.nodes.get(task.node_name)
         if node is not None:
             node.remove_task(task)
+            self._node_changed(task.node_name)
         orphans = self._orphans_by_node.get(task.node_name)
         if orphans is not None:
             orphans.pop(task.uid, None)
@@ -270,6 +327,7 @@ class ClusterCache:
                     job = self.jobs.get(job_key)
                     if job is not None:
                         job.add_task(task)
+                        self._job_changed(job_key)
                     else:
                         self._wait_for_podgroup(job_key, {uid: task})
             self._attach_to_node(task)
@@ -295,6 +353,7 @@ class ClusterCache:
             job = self.jobs.get(task.job)
             if job is not None:
                 job.remove_task(task)
+                self._job_changed(task.job)
             waiting = self.waiting.get(task.job)
             if waiting is not None:
                 waiting.pop(task.uid, None)
@@ -379,6 +438,9 @@ class ClusterCache:
                 else:
                     info = NodeInfo(name, alloc, self.table, node)
                 self.nodes[name] = info
+                self._layout += 1
+            else:
+                self._node_changed(name)
             info.node = node
             info.labels = dict(node.metadata.labels)
             info.taints = list(node.spec.taints)
@@ -399,6 +461,7 @@ class ClusterCache:
             if info is None:
                 return
             self.revision += 1
+            self._layout += 1
             # Pods still bound there keep their node name; they wait in case the node comes back.
             for task in list(info.tasks.values()):
                 self._orphans_by_node.setdefault(name, {})[task.uid] = task
@@ -431,6 +494,7 @@ class ClusterCache:
                 job.version = old.version + 1
             self.jobs[key] = job
             self.podgroups[key] = pg
+            self._job_changed(key)
 
     def delete_podgroup(self, pg: PodGroup) -> None:
         """Forget a PodGroup, unless the cache already holds a newer one of the same name."""
@@ -450,7 +514,7 @@ class ClusterCache:
             self.revision += 1
             job = self.jobs.pop(key)
             del self.podgroups[key]
-            self._copies.pop(key, None)
+            self._job_changed(key)
             if job.tasks:
                 self._wait_for_podgroup(key, dict(job.tasks))
 
@@ -550,66 +614,22 @@ class ClusterCache:
     # snapshot
     # ------------------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
+        """A private view for one session; copies only what changed since its slot was last used."""
         with self._lock:
             self.stats.snapshots += 1
-            live = sorted(self.nodes.values(), key=lambda n: n.row)
-            rows = np.fromiter((n.row for n in live), dtype=np.intp, count=len(live))
-            table = NodeTable.__new__(NodeTable)
-            table.dims = dict(self.table.dims)
-            table.rows = len(live)
-            table.names = [n.name for n in live]
-            table.allocatable = self.table.allocatable[rows]
-            table.idle = self.table.idle[rows]
-            table.used = self.table.used[rows]
-            table.releasing = self.table.releasing[rows]
-            table.pipelined = self.table.pipelined[rows]
-            table.future = self.table.future[rows]
-            table._all_rows = None
-            table.version = 0
-            table.log = None
-            table.ready = self.table.ready[rows]
-            table.unschedulable = self.table.unschedulable[rows]
-
-            jobs: dict[str, JobInfo] = {}
-            copies: dict[str, _JobCopy] = {}
-            for key, job in self.jobs.items():
-                entry = self._copies.get(key)
-                if (
-                    entry is not None
-                    and entry.source_version == job.version
-                    and entry.priority_revision == self._priority_revision
-                    and entry.copy.version == 0
-                ):
-                    copy = entry.copy
-                    copy.fit_errors = {}
-                    copy.job_fit_error = ""
-                    self.stats.reused_jobs += 1
-                else:
-                    copy = job.clone()
-                    copy.priority = self._priority_of(job.priority_class)
-                    for task in copy.tasks.values():
-                        if task.pod.spec.priority is None:
-                            task.priority = self._priority_of(task.pod.spec.priority_class_name)
-                    self.stats.copied_jobs += 1
-                    entry = _JobCopy(job.version, self._priority_revision, copy)
-                copies[key] = entry
-                jobs[key] = copy
-            self._copies = copies
-
-            nodes: dict[str, NodeInfo] = {}
-            for position, info in enumerate(live):
-                held = dict(info.tasks)
-                clone = info.clone_into(table, _TaskLoader(held, jobs))
-                clone.row = position
-                nodes[info.name] = clone
+            slot = self._pick_slot()
+            self._refresh_nodes(slot)
+            self._refresh_jobs(slot)
             queues = dict(self.queues)
             if self.default_queue not in queues:
                 # The default queue exists implicitly until its object arrives (the queue controller creates it).
                 queues[self.default_queue] = QueueInfo(self.default_queue)
+            # Fresh dicts (a C-speed copy): a holder of an older snapshot never sees its keys change.
+            slot.handed = dict(slot.jobs)
             return Snapshot(
-                jobs=jobs,
-                nodes=nodes,
-                table=table,
+                jobs=slot.handed,
+                nodes=dict(slot.nodes),
+                table=slot.table,
                 queues=queues,
                 priority_classes=dict(self.priority_classes),
                 hypernodes=dict(self.hypernodes),
@@ -619,7 +639,124 @@ class ClusterCache:
                 pvs=dict(self.pvs),
                 storage_classes=dict(self.storage_classes),
                 csinodes=dict(self.csinodes),
+                rows=list(slot.node_list),
             )
+
+    def _pick_slot(self) -> _Slot:
+        """Never the slot of the last published result (readers may hold it); else never the slot
+        handed out last, so that two sessions in a row share nothing even when nothing is published."""
+        first, second = self._slots
+        if self._published is not None:
+            slot = second if self._published is first else first
+        else:
+            slot = second if self._last_slot is first else first
+        self._last_slot = slot
+        return slot
+
+    def reset_copies(self) -> None:
+        """Forget every session copy: the next snapshots copy everything (benchmarks, tests)."""
+        with self._lock:
+            self._slots = (_Slot(), _Slot())
+            self._published = None
+            self._last_slot = None
+
+    def _refresh_nodes(self, slot: _Slot) -> None:
+        table = slot.table
+        if slot.layout != self._layout:
+            # Nodes came or went: rows move, so every copy is made afresh (rare).
+            live = sorted(self.nodes.values(), key=lambda n: n.row)
+            slot.rows = np.fromiter((n.row for n in live), dtype=np.intp, count=len(live))
+            table = slot.table = NodeTable.__new__(NodeTable)
+            table.rows = len(live)
+            table.names = [n.name for n in live]
+            self._fill_table(table, slot.rows)
+            slot.nodes = {}
+            slot.node_list = []
+            for position, info in enumerate(live):
+                clone = info.clone_into(table, _TaskLoader(dict(info.tasks), slot, info.name))
+                clone.row = position
+                slot.nodes[info.name] = clone
+                slot.node_list.append(clone)
+            self.stats.copied_nodes += len(live)
+            slot.layout = self._layout
+        else:
+            # What changed since this slot was last handed out: by the cache (its dirty set), by
+            # that slot's session (the rows its table's write log names, the nodes whose tasks it
+            # loaded). Nothing else has been written since those copies were made.
+            dirty = slot.dirty_nodes
+            if table.log:
+                names = table.names
+                dirty.update(names[row] for row in set(table.log) if row < len(names))
+            dirty.update(slot.loaded)
+            self._fill_table(table, slot.rows)
+            for name in dirty:
+                old = slot.nodes.get(name)
+                info = self.nodes.get(name)
+                if old is None or info is None:
+                    continue
+                clone = info.clone_into(table, _TaskLoader(dict(info.tasks), slot, name))
+                clone.row = old.row
+                slot.nodes[name] = clone
+                slot.node_list[old.row] = clone
+            self.stats.copied_nodes += len(dirty)
+            self.stats.reused_nodes += len(slot.node_list) - len(dirty)
+        slot.dirty_nodes = set()
+        slot.loaded = []
+        table.log = []
+
+    def _fill_table(self, table: NodeTable, rows: np.ndarray) -> None:
+        """The cache's rows ``rows``, in that order, into ``table`` (fresh arrays: numpy copies)."""
+        source = self.table
+        table.dims = dict(source.dims)
+        table.allocatable = source.allocatable[rows]
+        table.idle = source.idle[rows]
+        table.used = source.used[rows]
+        table.releasing = source.releasing[rows]
+        table.pipelined = source.pipelined[rows]
+        table.future = source.future[rows]
+        table.ready = source.ready[rows]
+        table.unschedulable = source.unschedulable[rows]
+        table._all_rows = None
+        table.version = 0
+
+    def _refresh_jobs(self, slot: _Slot) -> None:
+        jobs = slot.jobs
+        if slot.priority_revision != self._priority_revision:
+            jobs.clear()  # every job's (and task's) priority may differ
+            slot.dirty_jobs = set(self.jobs)
+            slot.priority_revision = self._priority_revision
+        dirty = slot.dirty_jobs
+        reused = 0
+        for key, copy in jobs.items():
+            if copy.version:
+                # That slot's session changed task statuses (even if it discarded them after).
+                dirty.add(key)
+            elif key not in dirty:
+                # Per-session scratch fields: what that session wrote there is not this one's.
+                reused += 1
+                if copy.fit_errors:
+                    copy.fit_errors = {}
+                copy.job_fit_error = ""
+                source = self.jobs.get(key)
+                if source is not None and copy.phase != source.phase:
+                    copy.phase = source.phase
+        for key in sorted(dirty):  # sorted: new jobs join in the same order every run
+            job = self.jobs.get(key)
+            if job is None:
+                jobs.pop(key, None)
+                continue
+            jobs[key] = self._copy_job(job)
+        self.stats.copied_jobs += len(dirty)
+        self.stats.reused_jobs += reused
+        slot.dirty_jobs = set()
+
+    def _copy_job(self, job: JobInfo) -> JobInfo:
+        copy = job.clone()
+        copy.priority = self._priority_of(job.priority_class)
+        for task in copy.tasks.values():
+            if task.pod.spec.priority is None:
+                task.priority = self._priority_of(task.pod.spec.priority_class_name)
+        return copy
 
     # ------------------------------------------------------------------------------------------
     # results of a session
@@ -630,6 +767,18 @@ class ClusterCache:
         assumed: list[TaskInfo] = []
         with self._lock:
             self.revision += 1
+            for slot in self._slots:
+                if slot.handed is result.jobs:
+                    # Its result is about to be published: the next session must not use these copies.
+                    self._published = slot
+            for key, job in result.jobs.items():
+                if job.phase == "Inqueue":
+                    # Enqueued by the session: assumed until the PodGroup's status comes back from
+                    # the API (Volcano's cache keeps the job's new phase the same way).
+                    source = self.jobs.get(key)
+                    if source is not None and source.phase != "Inqueue":
+                        source.phase = "Inqueue"
+                        self._job_changed(key)
             for placement in result.placements:
                 task = self.tasks.get(placement.task.uid)
                 if task is None or task.status != TaskStatus.PENDING or placement.node not in self.nodes:
@@ -652,6 +801,7 @@ class ClusterCache:
         job = self.jobs.get(task.job) if task.job else None
         if job is not None and job.tasks.get(task.uid) is task:
             job.update_task_status(task, status)
+            self._job_changed(task.job)
         else:
             task.status = status
         task.node_name = node_name
@@ -688,6 +838,7 @@ class ClusterCache:
             job = self.jobs.get(task.job) if task.job else None
             if job is not None and job.tasks.get(task.uid) is task:
                 job.update_task_status(task, TaskStatus.BOUND)
+                self._job_changed(task.job)
             else:
                 task.status = TaskStatus.BOUND
 
@@ -702,18 +853,22 @@ def _with_annotations(pod: Pod, annotations: dict[str, str]) -> Pod:
 
 
 class _TaskLoader:
-    """Resolves a node's tasks to the snapshot's own task copies, on first use only."""
+    """Resolves a node's tasks to the current session's own task copies, on first use only (and
+    tells the slot: a node whose tasks were loaded holds that session's copies, so it is not reused)."""
 
-    __slots__ = ("held", "jobs")
+    __slots__ = ("held", "name", "slot")
 
-    def __init__(self, held: dict[str, TaskInfo], jobs: dict[str, JobInfo]) -> None:
+    def __init__(self, held: dict[str, TaskInfo], slot: _Slot, name: str) -> None:
         self.held = held
-        self.jobs = jobs
+        self.slot = slot
+        self.name = name
 
     def __call__(self) -> dict[str, TaskInfo]:
+        self.slot.loaded.append(self.name)
+        jobs = self.slot.jobs
         out: dict[str, TaskInfo] = {}
         for uid, task in self.held.items():
-            job = self.jobs.get(task.job) if task.job else None
+            job = jobs.get(task.job) if task.job else None
             own = job.tasks.get(uid) if job is not None else None
             out[uid] = own if own is not None else task.clone()
         return out

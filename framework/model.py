@@ -285,6 +285,7 @@ class JobInfo:
         "name",
         "namespace",
         "network_topology",
+        "origin",
         "phase",
         "podgroup",
         "preemptable",
@@ -337,6 +338,9 @@ class JobInfo:
         self.fit_errors: dict[str, str] = {}
         self.job_fit_error = ""
         self.version = 0
+        #: for a copy: the job it was copied from and that job's version then. Two copies with equal
+        #: origins and version 0 hold the same tasks and statuses (for consumers' memos).
+        self.origin: tuple[JobInfo, int] | None = None
 
     @classmethod
     def from_podgroup(cls, pg: PodGroup, priority: int = 0, default_queue: str = "default") -> JobInfo:
@@ -570,6 +574,7 @@ class JobInfo:
         j.fit_errors = {}
         j.job_fit_error = ""
         j.version = 0
+        j.origin = (self, self.version)
         return j
 
     def __repr__(self) -> str:

@@ -32,10 +32,14 @@ class Snapshot:
     pvs: dict[str, PersistentVolume] = field(default_factory=dict)
     storage_classes: dict[str, StorageClass] = field(default_factory=dict)
     csinodes: dict[str, CSINode] = field(default_factory=dict)
+    #: the nodes in row order, when the builder has them at hand (else derived from ``nodes``)
+    rows: list[NodeInfo] | None = None
 
     @property
     def node_list(self) -> list[NodeInfo]:
         """Nodes in row order (row i of the table is node_list[i])."""
+        if self.rows is not None:
+            return self.rows
         out: list[NodeInfo] = [None] * self.table.rows  # type: ignore[list-item]
         for node in self.nodes.values():
             out[node.row] = node

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     cache.snapshot()
-    fresh = timeit(lambda: (cache._copies.clear(), cache.snapshot()), 3)
+    fresh = timeit(lambda: (cache.reset_copies(), cache.snapshot()), 3)
     reused = timeit(cache.snapshot, 5)
     print(f"snapshot, every job copied:       {fresh * 1e3:8.1f} ms")
     print(f"snapshot, unchanged jobs reused:  {reused * 1e3:8.1f} ms")

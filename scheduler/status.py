@@ -125,8 +125,9 @@ class StatusUpdater:
                 # pods yet; its status is not ours to write (running 0 would undo the other's counts).
                 continue
             pg = self.cache.podgroups.get(key) or job.podgroup
-            # The same job copy, untouched since, with the same PodGroup object: nothing to recompute.
-            memo = (job, job.version, job.job_fit_error, len(job.fit_errors), pg)
+            # A copy of the same job state (the cache hands out two sets of copies in turn),
+            # untouched since, with the same PodGroup object: nothing to recompute.
+            memo = (job.origin or job, job.version, job.job_fit_error, len(job.fit_errors), pg)
             seen = observed.get(key)
             if seen is not None and all(a is b or a == b for a, b in zip(seen, memo, strict=True)):
                 continue

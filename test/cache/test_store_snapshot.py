@@ -68,24 +68,78 @@ def test_delete_of_an_older_podgroup_never_drops_the_newer_one():
     assert "default/flip" in cache.waiting  # its pod still exists and waits
 
 
-def test_unchanged_jobs_are_reused_between_snapshots_and_changed_ones_copied():
+def test_consecutive_snapshots_share_no_object_and_unchanged_copies_return_a_cycle_later():
     pg1, pods1 = gang("a", 3)
     pg2, pods2 = gang("b", 3)
-    cache = load(ClusterCache(), nodes=[node("n1")], pods=pods1 + pods2, podgroups=[pg1, pg2])
+    cache = load(ClusterCache(), nodes=[node("n1"), node("n2")], pods=pods1 + pods2, podgroups=[pg1, pg2])
     first = cache.snapshot()
     second = cache.snapshot()
-    assert second.jobs["default/a"] is first.jobs["default/a"]
-    # a session touched b (even if it discarded): it is copied afresh
+    # the next session never shares an object with the one before (whose result may still be read)
+    assert not _objects(first) & _objects(second)
+    # a session touched b (even if it discarded) and node n1
     b = second.jobs["default/b"]
     t = next(iter(b.tasks.values()))
     b.update_task_status(t, TaskStatus.ALLOCATED)
     b.update_task_status(t, TaskStatus.PENDING)
+    second.nodes["n1"].add_task(t)
+    second.nodes["n1"].remove_task(t)
     # the cache changed a
     cache.upsert_pod(pod("a-3", group="a"))
-    third = cache.snapshot()
-    assert third.jobs["default/a"] is not second.jobs["default/a"]
+    third = cache.snapshot()  # first's slot again: a changed in the cache, n1 and n2 untouched
+    assert third.jobs["default/a"] is not first.jobs["default/a"]
     assert len(third.jobs["default/a"].tasks) == 4
-    assert third.jobs["default/b"] is not b
+    assert third.jobs["default/b"] is first.jobs["default/b"]
+    assert third.nodes["n1"] is first.nodes["n1"] and third.nodes["n2"] is first.nodes["n2"]
+    fourth = cache.snapshot()  # second's slot again: what its session touched is copied afresh
+    assert fourth.jobs["default/b"] is not b
+    assert fourth.jobs["default/b"].count(TaskStatus.PENDING) == 3
+    assert fourth.nodes["n1"] is not second.nodes["n1"]
+    assert fourth.nodes["n2"] is second.nodes["n2"]
+    assert not _objects(third) & _objects(fourth)
+
+
+def test_what_a_session_writes_on_its_copies_never_reaches_a_later_session():
+    pg = podgroup("job", min_member=2, phase="Pending")
+    pods = [pod(f"job-{i}", cpu="1", group="job") for i in range(2)]
+    cache = load(ClusterCache(), nodes=[node("n1", cpu="4")], pods=pods, podgroups=[pg])
+    first = cache.snapshot()
+    job = first.jobs["default/job"]
+    job.fit_errors["x"] = "0/1 nodes are available"
+    job.job_fit_error = "gang unschedulable"
+    job.phase = "Inqueue"
+    assert len(first.nodes["n1"].tasks) == 0  # loads the node's tasks (this session's copies)
+    cache.snapshot()
+    third = cache.snapshot()  # first's slot again
+    again = third.jobs["default/job"]
+    assert (again.fit_errors, again.job_fit_error, again.phase) == ({}, "", "Pending")
+    assert third.nodes["n1"] is not first.nodes["n1"]
+
+
+def test_a_node_added_or_removed_between_snapshots_moves_rows_consistently():
+    cache = load(ClusterCache(), nodes=[node("n1", cpu="1"), node("n2", cpu="2")])
+    cache.snapshot()
+    cache.snapshot()
+    cache.delete_node(node("n1"))
+    cache.upsert_node(node("n3", cpu="3"))
+    for _ in range(3):
+        snap = cache.snapshot()
+        assert {n.name: snap.table.idle[n.row, 0] for n in snap.node_list} == {"n3": 3000, "n2": 2000}
+        assert [n.row for n in snap.node_list] == [0, 1]
+        assert snap.table.names == [n.name for n in snap.node_list]
+
+
+def _objects(snap) -> set[int]:
+    """Ids of every mutable object a session can write: jobs, tasks, nodes and their usage."""
+    out: set[int] = set()
+    for job in snap.jobs.values():
+        out |= {id(job), id(job.allocated), id(job.fit_errors), id(job.by_status)}
+        out |= {id(t) for t in job.tasks.values()}
+    for n in snap.nodes.values():
+        out |= {id(n), id(n.idle), id(n.used), id(n.releasing), id(n.pipelined)}
+        if n._tasks is not None:  # without loading them (loading marks the node as written)
+            out |= {id(n._tasks)} | {id(t) for t in n._tasks.values()}
+    out |= {id(snap.table), id(snap.table.idle), id(snap.table.future)}
+    return out
 
 
 def test_priority_from_priority_class_even_when_it_arrives_later():
