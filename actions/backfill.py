@@ -21,8 +21,15 @@ class BackfillAction(Action):
 
     def execute(self, ssn: Session) -> None:
         node_list = ssn.node_list
-        for job in sorted(ssn.jobs.values(), key=ssn.job_key):
-            if not job.count(TaskStatus.PENDING) or job_considered(ssn, job) is None:
+        # Only jobs with a pending best-effort task are sorted: ordering every job of the cluster
+        # (plugin comparators, O(J log J)) each cycle was most of an idle cycle's cost.
+        candidates = [
+            job
+            for job in ssn.jobs.values()
+            if job.count(TaskStatus.PENDING) and any(t.best_effort for t in job.tasks_in(TaskStatus.PENDING))
+        ]
+        for job in sorted(candidates, key=ssn.job_key):
+            if job_considered(ssn, job) is None:
                 continue
             tasks = pending_tasks(ssn, job, best_effort=True)
             if not tasks or not job_valid(ssn, job):

@@ -766,7 +766,9 @@ class ClusterCache:
         Returns the cache tasks that were assumed; placements whose pod vanished are dropped."""
         assumed: list[TaskInfo] = []
         with self._lock:
-            self.revision += 1
+            # The revision moves only when something is assumed: a cycle that decided nothing leaves
+            # the cache as it was (the loop skips periods while nothing changes).
+            before = self.revision
             for slot in self._slots:
                 if slot.handed is result.jobs:
                     # Its result is about to be published: the next session must not use these copies.
@@ -779,6 +781,7 @@ class ClusterCache:
                     if source is not None and source.phase != "Inqueue":
                         source.phase = "Inqueue"
                         self._job_changed(key)
+                        self.revision = before + 1
             for placement in result.placements:
                 task = self.tasks.get(placement.task.uid)
                 if task is None or task.status != TaskStatus.PENDING or placement.node not in self.nodes:
@@ -788,12 +791,14 @@ class ClusterCache:
                     # assumption: the next snapshot must see it before the watch brings it back.
                     task.pod = _with_annotations(task.pod, placement.annotations)
                 self._set_status(task, TaskStatus.BINDING, placement.node)
+                self.revision = before + 1
                 assumed.append(task)
             for eviction in result.evictions:
                 task = self.tasks.get(eviction.task.uid)
                 if task is None or task.status not in OCCUPYING_STATUSES:
                     continue
                 self._set_status(task, TaskStatus.RELEASING, task.node_name)
+                self.revision = before + 1
         return assumed
 
     def _set_status(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:

@@ -200,6 +200,18 @@ class NodeTable:
             out["Too many pods" if name == PODS else f"Insufficient {name}"] = fails
         return out
 
+    def total(self, array: np.ndarray, mask: np.ndarray | None = None) -> Resource:
+        """The sum of ``array``'s rows (those where ``mask`` holds) as a Resource, in one pass."""
+        rows = array[: self.rows]
+        if mask is not None:
+            rows = rows[mask[: self.rows]]
+        sums = rows.sum(axis=0) if len(rows) else np.zeros(array.shape[1])
+        out = Resource(float(sums[0]), float(sums[1]), float(sums[2]))
+        for name, col in self.dims.items():
+            if col >= len(BASE_DIMS) and sums[col]:
+                out.scalars[name] = float(sums[col])
+        return out
+
     def request_vector(self, res: Resource) -> tuple[np.ndarray, np.ndarray]:
         """(columns, values) of the dimensions this request asks for (value above zero)."""
         cols = []

@@ -30,7 +30,6 @@ from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo, Task
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.placement import PlacementEngine
 from caldera.framework.plugin import Plugin
-from caldera.framework.resource import Resource
 from caldera.framework.snapshot import Snapshot
 from caldera.framework.tiers import PluginOption, Tier
 from caldera.framework.topology import Topology, TopologySettings
@@ -179,10 +178,8 @@ class Session(CallbackRegistry):
         #: deallocate handlers); a committed placement carries its task's entry to the binder
         self.task_annotations: dict[str, dict[str, str]] = {}
         self.evictions: list[Eviction] = []
-        self.total_resource = Resource()
-        for node in self.nodes.values():
-            if node.ready:
-                self.total_resource.add(node.allocatable)
+        # Every ready node's allocatable, summed over the table's column (not a loop over nodes).
+        self.total_resource = self.table.total(self.table.allocatable, self.table.ready)
         self.plugin_errors: list[str] = []
         self.report = SessionReport()
         # -- state actions share within the session --------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
+from caldera.framework.model import JobInfo, QueueInfo, TaskInfo
 from caldera.framework.plugin import Plugin, unsupported
 from caldera.framework.resource import MIN_RESOURCE, Resource
 from caldera.plugins.helpers import safe_sub
@@ -67,9 +67,7 @@ class CapacityPlugin(Plugin):
         for job in ssn.jobs.values():
             if job.queue not in attrs:
                 continue
-            alloc = Resource()
-            for task in job.tasks_in(*ALLOCATED_STATUSES):
-                alloc.add(task.resreq)
+            alloc = job.allocated  # kept by the job for its allocated statuses (read only here)
             inq = (
                 safe_sub(job.min_resources, job.allocated)
                 if job.phase == "Inqueue" and job.min_resources is not None

@@ -28,9 +28,7 @@ class OvercommitPlugin(Plugin):
         if factor < 1.0:
             log.warning("overcommit-factor %g is below 1; using 1.2", factor)
             factor = 1.2
-        used = Resource()
-        for node in ssn.nodes.values():
-            used.add(node.used)
+        used = ssn.table.total(ssn.table.used)
         self.idle = safe_sub(ssn.total_resource.clone().multiply(factor), used)
         self.inqueue = Resource()
         for job in ssn.jobs.values():

@@ -19,6 +19,9 @@ from caldera.framework.tiers import SchedulerConf
 
 log = logging.getLogger("caldera.loop")
 
+#: the longest a quiet scheduler goes without a cycle (seconds), whatever the period
+QUIET_RECHECK = 1.0
+
 
 class SnapshotSource(Protocol):
     def snapshot(self) -> Snapshot: ...
@@ -55,6 +58,8 @@ class CycleStats:
     last_error: str = ""
     last_duration: float = 0.0
     bound: int = 0
+    #: periods with no cycle: nothing had changed since a cycle that decided nothing
+    skipped: int = 0
 
 
 class SchedulerLoop:
@@ -76,6 +81,11 @@ class SchedulerLoop:
         self.ready = ready
         self.on_cycle = on_cycle
         self.stats = CycleStats()
+        #: (cache revision, conf) of the last cycle when it decided nothing, else None
+        self._quiet: tuple[int, object] | None = None
+        self._last_cycle_at = 0.0
+        self._conf_used: object = None
+        self._snapshot_revision = -1
         #: last cycle's pending-job explanations, reused while a job's reason does not change
         self._explanations: dict[str, dict[str, Any]] = {}
 
@@ -91,9 +101,11 @@ class SchedulerLoop:
         because a session reads nothing but its own snapshot."""
         self.stats.cycles += 1
         conf = self.conf()
+        self._conf_used = conf
         try:
             opened = time.perf_counter()
             snapshot = self.cache.snapshot()
+            self._snapshot_revision = snapshot.revision
             ssn = open_session(snapshot, conf.tiers, self.registry.plugins, conf.configurations)
             ssn.report.open_session_seconds = time.perf_counter() - opened
             ssn.report.node_list = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
@@ -127,6 +139,11 @@ class SchedulerLoop:
 
     def hand_over(self, result: SessionResult | None, error: BaseException | None, started: float) -> None:
         """Assume the placements in the cache and give them to the binder (on the event loop's thread)."""
+        if result is not None and not result.placements and not result.evictions:
+            # The cache's revision its snapshot was taken at: later changes make the next cycle run.
+            self._quiet = (self._snapshot_revision, self._conf_used)
+        else:
+            self._quiet = None
         if result is not None:
             self.cache.apply(result)
             if result.placements:
@@ -141,12 +158,25 @@ class SchedulerLoop:
             except Exception:
                 log.exception("cycle observer failed")
 
+    def unchanged(self, now: float) -> bool:
+        """Nothing to decide: the last cycle decided nothing, and since then the cache has not
+        changed, the conf is the same, and less than QUIET_RECHECK seconds have passed (plugins that
+        read the clock, such as sla, see time pass at least that often)."""
+        quiet = self._quiet
+        if quiet is None or now - self._last_cycle_at >= QUIET_RECHECK:
+            return False
+        return quiet == (getattr(self.cache, "revision", None), self.conf())
+
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle every period until ``stop`` is set. The CPU-bound decision runs in a worker thread so
-        the event loop keeps draining watches meanwhile; the hand-over runs back on the loop."""
+        the event loop keeps draining watches meanwhile; the hand-over runs back on the loop. A period
+        in which nothing can have changed since a cycle that decided nothing is skipped."""
         while not stop.is_set():
             started = time.monotonic()
-            if self.ready():
+            if self.ready() and self.unchanged(started):
+                self.stats.skipped += 1
+            elif self.ready():
+                self._last_cycle_at = started
                 t0 = time.perf_counter()
                 result, error = await asyncio.to_thread(self.decide)
                 self.hand_over(result, error, t0)

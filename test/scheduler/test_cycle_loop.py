@@ -120,3 +120,29 @@ async def test_loop_waits_until_ready():
     stop.set()
     await asyncio.wait_for(task, 2)
     assert binder.placements
+
+
+async def test_periods_are_skipped_while_nothing_changed_since_a_cycle_that_decided_nothing():
+    # "big" needs 5 cpu on a 4-cpu node: every cycle decides nothing, so nothing changes in the cache.
+    pg, pods = gang("big", 5, cpu="1")
+    cache = load(ClusterCache(), nodes=[node("n1", cpu="4")], pods=pods, podgroups=[pg])
+    loop, binder = make_loop(cache)
+    stop = asyncio.Event()
+    task = asyncio.create_task(loop.run(stop))
+    for _ in range(300):
+        if loop.stats.skipped >= 5:
+            break
+        await asyncio.sleep(0.01)
+    assert loop.stats.skipped >= 5
+    cycles = loop.stats.cycles
+    assert cycles < loop.stats.skipped  # one quiet cycle, then skipped periods
+    # a second node arrives: the next period runs a cycle, which places the gang
+    cache.upsert_node(node("n2", cpu="4"))
+    for _ in range(300):
+        if binder.placements:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 2)
+    assert loop.stats.cycles > cycles
+    assert sorted(p.task.name for p in binder.placements) == [f"big-{i}" for i in range(5)]
