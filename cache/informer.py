@@ -3,6 +3,10 @@
 Each kind's handler remembers the objects it has passed on (references only), so a re-list after a
 410 or an outage is reconciled: unchanged objects (same resourceVersion) cost nothing, changed ones
 are upserted, and ones that vanished meanwhile are deleted from the cache.
+
+Other consumers of the same kinds (the PodGroup and Queue controllers) subscribe to these watches
+instead of running their own: every event is received and decoded once, and each subscriber gets the
+same decoded object after the cache.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import msgspec
 
 from caldera.cache.client import ApiClient
 from caldera.cache.store import ClusterCache
-from caldera.cache.watch import Reflector
+from caldera.cache.watch import Handler, Reflector
 from caldera.framework.objects import (
     CSINode,
     HyperNode,
@@ -98,6 +102,8 @@ class KindHandler(Generic[T]):
         self._keyfn = key
         self.known: dict[str, T] = {}
         self.on_change = on_change
+        #: further consumers of this kind's events (same objects, after the cache)
+        self.subscribers: list[Handler[T]] = []
 
     def replace(self, objects: list[T]) -> None:
         seen: dict[str, T] = {}
@@ -113,12 +119,16 @@ class KindHandler(Generic[T]):
                 log.info("forgetting %s, deleted while we were not watching", k)
                 self._guard(self._delete, old)
         self.known = seen
+        for sub in self.subscribers:
+            self._guard_all(sub.replace, objects)
         if self.on_change is not None:
             self.on_change()
 
     def upsert(self, obj: T) -> None:
         self.known[self._keyfn(obj)] = obj
         self._guard(self._upsert, obj)
+        for sub in self.subscribers:
+            self._guard(sub.upsert, obj)
         if self.on_change is not None:
             self.on_change()
 
@@ -131,8 +141,19 @@ class KindHandler(Generic[T]):
             if not (cur_uid and new_uid and cur_uid != new_uid):
                 del self.known[k]
         self._guard(self._delete, obj)
+        for sub in self.subscribers:
+            self._guard(sub.delete, obj)
         if self.on_change is not None:
             self.on_change()
+
+    def subscribe(self, handler: Handler[T]) -> None:
+        """Send this kind's events to ``handler`` too, starting with what is known now."""
+        self.subscribers.append(handler)
+        self._guard_all(handler.replace, list(self.known.values()))
+
+    def unsubscribe(self, handler: Handler[T]) -> None:
+        if handler in self.subscribers:
+            self.subscribers.remove(handler)
 
     @staticmethod
     def _guard(fn: Callable[[T], None], obj: T) -> None:
@@ -140,6 +161,13 @@ class KindHandler(Generic[T]):
             fn(obj)
         except Exception:
             log.exception("cache rejected %s; skipping it", _key(obj))
+
+    @staticmethod
+    def _guard_all(fn: Callable[[list[T]], None], objects: list[T]) -> None:
+        try:
+            fn(objects)
+        except Exception:
+            log.exception("a subscriber rejected a list of %d objects; skipping it", len(objects))
 
 
 class Informers:
@@ -214,8 +242,16 @@ class Informers:
         await stop_workers(self._tasks)
         self._tasks.clear()
 
-    def synced(self) -> bool:
-        return all(r.synced.is_set() for r in self.reflectors.values())
+    def synced(self, kinds: list[str] | None = None) -> bool:
+        names = self.reflectors if kinds is None else kinds
+        return all(self.reflectors[name].synced.is_set() for name in names)
+
+    def subscribe(self, kind: str, handler: Handler[Any]) -> None:
+        """Feed ``handler`` (replace / upsert / delete) from this kind's watch (see the module doc)."""
+        self.handlers[kind].subscribe(handler)
+
+    def unsubscribe(self, kind: str, handler: Handler[Any]) -> None:
+        self.handlers[kind].unsubscribe(handler)
 
     def fresh(self) -> bool:
         """Every kind listed and currently connected (or only briefly cut off)."""

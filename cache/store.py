@@ -690,14 +690,14 @@ class ClusterCache:
             dirty.update(slot.loaded)
             self._fill_table(table, slot.rows)
             for name in dirty:
-                old = slot.nodes.get(name)
-                info = self.nodes.get(name)
-                if old is None or info is None:
+                previous = slot.nodes.get(name)
+                source = self.nodes.get(name)
+                if previous is None or source is None:
                     continue
-                clone = info.clone_into(table, _TaskLoader(dict(info.tasks), slot, name))
-                clone.row = old.row
+                clone = source.clone_into(table, _TaskLoader(dict(source.tasks), slot, name))
+                clone.row = previous.row
                 slot.nodes[name] = clone
-                slot.node_list[old.row] = clone
+                slot.node_list[previous.row] = clone
             self.stats.copied_nodes += len(dirty)
             self.stats.reused_nodes += len(slot.node_list) - len(dirty)
         slot.dirty_nodes = set()

@@ -275,6 +275,8 @@ class QueueSpec(_Base, frozen=True):
     reclaimable: bool | None = None
     parent: str = ""
     priority: int = 0
+    #: the desired state the queue controller acts on ("" or "Open", or "Closed")
+    state: str = ""
 
 
 class QueueStatus(_Base, frozen=True):

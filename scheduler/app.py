@@ -326,6 +326,8 @@ class SchedulerApp:
                     watch_timeout=opts.watch_timeout,
                     # The status updater already writes PodGroup phase and counts: one writer per field.
                     update_podgroup_status=False,
+                    # The cache's watches feed them: each pod, PodGroup and Queue event decoded once.
+                    source=self.informers,
                 )
                 background.append(asyncio.create_task(self.controllers.run(loop_stop), name="controllers"))
             loop_task = asyncio.create_task(self.loop.run(loop_stop), name="cycles")

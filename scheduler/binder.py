@@ -299,12 +299,9 @@ class Binder:
             if failure is not None:
                 self._settle(placement, f"could not annotate the pod before binding: {failure}")
                 return
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": task.name, "namespace": task.namespace, "uid": task.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
-        }
+        body = _binding_encoder.encode(
+            _Binding(_BindingMeta(task.name, task.namespace, task.uid), _Target(placement.node))
+        )
         failure = await self._with_retries(task, "POST", pod_path + "/binding", body, deadline)
         if failure is None:
             self._settle(placement, None, ok=True)
@@ -329,9 +326,14 @@ class Binder:
         while True:
             try:
                 self.requests += 1
-                await self.client.request(
-                    method, path, body=body, content_type=content_type, timeout=self.request_timeout
-                )
+                if isinstance(body, bytes):
+                    await self.client.request(
+                        method, path, data=body, content_type=content_type, timeout=self.request_timeout
+                    )
+                else:
+                    await self.client.request(
+                        method, path, body=body, content_type=content_type, timeout=self.request_timeout
+                    )
                 return None
             except ApiError as exc:
                 if (
@@ -411,6 +413,28 @@ class Binder:
                 self.observer.gang_partly_bound(task.job, gang.bound, gang.failed)
         elif gang.bound and self.observer is not None:
             self.observer.gang_bound(task.job, gang.bound)
+
+
+class _BindingMeta(msgspec.Struct):
+    name: str
+    namespace: str
+    uid: str
+
+
+class _Target(msgspec.Struct, tag_field="kind", tag="Node", rename="camel"):
+    name: str
+    api_version: str = "v1"
+
+
+class _Binding(msgspec.Struct, tag_field="kind", tag="Binding", rename="camel"):
+    """A v1 Binding, encoded straight to bytes (no dict per bind)."""
+
+    metadata: _BindingMeta
+    target: _Target
+    api_version: str = "v1"
+
+
+_binding_encoder = msgspec.json.Encoder()
 
 
 def _reason(exc: ApiError) -> str:

@@ -1,9 +1,11 @@
 """Controllers that let plain workloads (bare pods, Deployments, StatefulSets, Jobs) use Caldera
 without a Volcano job controller: PodGroups for pods that name none, and Queue state.
 
-``Controllers(client, ...).run(stop)`` lists and watches pods, PodGroups and queues itself, waits
-until all three have synced (a decision on half the picture could delete a group a pod needs), then
-works through changed keys with a bounded set of workers, one key at a time per key.
+``Controllers(client, ...).run(stop)`` waits until pods, PodGroups and queues have synced (a decision
+on half the picture could delete a group a pod needs), then works through changed keys with a bounded
+set of workers, one key at a time per key. In the scheduler the three kinds come from the cache's own
+watches (``source=``: one watch and one decode per event for both); without a source the controllers
+list and watch them themselves.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
-from caldera.cache.watch import Reflector
+from caldera.cache.informer import Informers
+from caldera.cache.watch import Handler, Reflector
 from caldera.framework.supervise import stop_workers, supervise
 from caldera.scheduler.controllers.podgroup import PodGroupController
 from caldera.scheduler.controllers.queue import QueueController
@@ -50,8 +53,10 @@ class Controllers:
         watch_timeout: int = 300,
         queue_drain_finalizer: bool = True,
         update_podgroup_status: bool = True,
+        source: Informers | None = None,
     ) -> None:
         self.client = client
+        self.source = source
         self.scheduler_names = tuple(scheduler_names) or ("caldera",)
         self.workers = max(1, workers)
         self.resync_period = resync_period
@@ -66,7 +71,21 @@ class Controllers:
         if len(self.scheduler_names) == 1:
             # Only our pods: the watch costs the API server (and us) nothing for everyone else's.
             params["fieldSelector"] = f"spec.schedulerName={self.scheduler_names[0]}"
-        self.reflectors: dict[str, Reflector[Any]] = {
+        self._feeds: dict[str, Handler[Any]] = {
+            "pods": self.state.pods_handler,
+            "podgroups": self.state.podgroups_handler,
+            "queues": self.state.queues_handler,
+        }
+        self.reflectors: dict[str, Reflector[Any]] = {}
+        if source is None:
+            self.reflectors = self._own_reflectors(client, params, watch_timeout)
+        self._failures: dict[object, int] = {}
+        self.errors = 0
+
+    def _own_reflectors(
+        self, client: ApiClient, params: dict[str, str], watch_timeout: int
+    ) -> dict[str, Reflector[Any]]:
+        return {
             "pods": Reflector(
                 client,
                 PODS_PATH,
@@ -93,11 +112,11 @@ class Controllers:
                 watch_timeout=watch_timeout,
             ),
         }
-        self._failures: dict[object, int] = {}
-        self.errors = 0
 
     @property
     def synced(self) -> bool:
+        if self.source is not None:
+            return self.source.synced(list(self._feeds))
         return all(r.synced.is_set() for r in self.reflectors.values())
 
     @property
@@ -111,6 +130,9 @@ class Controllers:
             supervise(f"controllers-watch-{name}", functools.partial(r.run, stop))
             for name, r in self.reflectors.items()
         ]
+        if self.source is not None:
+            for kind, handler in self._feeds.items():
+                self.source.subscribe(kind, handler)
         try:
             while not self.synced:
                 if stop.is_set():
@@ -143,6 +165,9 @@ class Controllers:
             tasks.append(supervise("controllers-resync", functools.partial(self._resync, stop)))
             await stop.wait()
         finally:
+            if self.source is not None:
+                for kind, handler in self._feeds.items():
+                    self.source.unsubscribe(kind, handler)
             self.podgroup_queue.close()
             self.queue_queue.close()
             await stop_workers(tasks)
