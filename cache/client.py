@@ -87,7 +87,14 @@ class ClusterConfig:
     @classmethod
     async def load(cls, kubeconfig: str | None = None) -> ClusterConfig:
         """``--kubeconfig PATH``, else in-cluster, else ``$KUBECONFIG`` (or ~/.kube/config).
-        :class:`ClusterConfigError` says in one line what is wrong and what to do."""
+        :class:`ClusterConfigError` says in one line what is wrong and what to do.
+
+        Read without kubernetes-asyncio where it can be (cache/kubeconfig.py): its import costs about
+        a second before the first cycle. Whatever the fast reading does not handle, or fails on, goes
+        the kubernetes-asyncio way below, which also words the errors."""
+        fast = _fast_config(kubeconfig)
+        if fast is not None:
+            return cls(**fast)
         from kubernetes_asyncio import config as kconfig
         from kubernetes_asyncio.client import Configuration
 
@@ -154,6 +161,21 @@ class ClusterConfig:
                 if cfg.tls_server_name:
                     ctx.check_hostname = True
         return cls(host=cfg.host.rstrip("/"), token=token, ssl_context=ctx, headers=headers)
+
+
+def _fast_config(kubeconfig: str | None) -> dict[str, Any] | None:
+    from caldera.cache.kubeconfig import SERVICE_ACCOUNT, load_incluster, load_kubeconfig
+
+    try:
+        if kubeconfig:
+            return load_kubeconfig(kubeconfig) if os.path.isfile(kubeconfig) else None
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return load_incluster() if (SERVICE_ACCOUNT / "token").is_file() else None
+        path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser("~/.kube/config")
+        return load_kubeconfig(path) if os.path.isfile(path) else None
+    except Exception as exc:  # the kubernetes-asyncio path reads it again and words the error
+        log.info("kubeconfig: the fast reading gave up (%s); reading it with kubernetes-asyncio", exc)
+        return None
 
 
 def backoff_delay(attempt: int, base: float = 0.1, cap: float = 10.0) -> float:

@@ -293,6 +293,7 @@ class ClusterCache:
                     pod,
                     job=job_key or "",
                     priority=self._priority_of(pod.spec.priority_class_name, pod.spec.priority),
+                    previous=old,
                 )
             except ResourceError as exc:
                 self._skip(f"pod {pod.metadata.namespace}/{pod.metadata.name}", exc)
