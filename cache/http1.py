@@ -1,0 +1,162 @@
+"""A lean HTTP/1.1 client for the scheduler's small writes (bindings, status patches, events).
+
+aiohttp costs a few hundred microseconds of Python per request (URL and header objects, tracing
+hooks, a response object with its own parsers); a binding is a 200-byte POST answered by a small
+Status. Here a request is one pre-built byte string written on a pooled keep-alive connection and
+the answer is read with the stream reader: a status line, headers, and a body by Content-Length or
+chunked transfer coding (RFC 9112 sections 6 and 7.1). Watches and lists stay on aiohttp.
+
+Errors surface as :class:`ConnectionError` / :class:`TimeoutError`; callers map them to their own.
+A connection that was idle for longer than ``idle_timeout`` is not reused (servers close idle
+keep-alive connections; a write on one that was closed meanwhile would fail for nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from urllib.parse import urlsplit
+
+
+class _Conn:
+    __slots__ = ("reader", "used", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.used = time.monotonic()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Http1Pool:
+    def __init__(
+        self,
+        base_url: str,
+        headers: dict[str, str],
+        ssl_context: ssl.SSLContext | bool | None = None,
+        max_connections: int = 100,
+        idle_timeout: float = 30.0,
+    ) -> None:
+        parts = urlsplit(base_url)
+        self.tls = parts.scheme == "https"
+        self.host = parts.hostname or "localhost"
+        self.port = parts.port or (443 if self.tls else 80)
+        self.prefix = parts.path.rstrip("/")
+        self.ssl: ssl.SSLContext | None = None
+        if self.tls:
+            if isinstance(ssl_context, ssl.SSLContext):
+                self.ssl = ssl_context
+            elif ssl_context is False:
+                self.ssl = ssl.create_default_context()
+                self.ssl.check_hostname = False
+                self.ssl.verify_mode = ssl.CERT_NONE
+            else:
+                self.ssl = ssl.create_default_context()
+        host_header = parts.netloc.rsplit("@", 1)[-1]
+        fixed = {"Host": host_header, **headers}
+        self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
+        self._idle: list[_Conn] = []
+        self._slots = asyncio.Semaphore(max_connections)
+        self.idle_timeout = idle_timeout
+        self.opened = 0
+
+    async def _connect(self) -> _Conn:
+        reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl, limit=1 << 20)
+        self.opened += 1
+        return _Conn(reader, writer)
+
+    def _take(self) -> _Conn | None:
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if now - conn.used < self.idle_timeout and not conn.reader.at_eof():
+                return conn
+            conn.close()
+        return None
+
+    async def request(
+        self, method: str, path: str, body: bytes | None, content_type: str, timeout: float
+    ) -> tuple[int, dict[str, str], bytes]:
+        """(status, headers with lower-case names, body)."""
+        head = f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode("latin-1") + self._fixed
+        if body is not None:
+            head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1")
+            payload = head + body
+        else:
+            payload = head + b"Content-Length: 0\r\n\r\n"
+        async with self._slots:
+            conn = self._take()
+            try:
+                async with asyncio.timeout(timeout):
+                    if conn is None:
+                        conn = await self._connect()
+                    conn.writer.write(payload)
+                    status, headers, data, keep = await _read_response(conn.reader, method)
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
+            if keep:
+                conn.used = time.monotonic()
+                self._idle.append(conn)
+            else:
+                conn.close()
+            return status, headers, data
+
+    def close(self) -> None:
+        for conn in self._idle:
+            conn.close()
+        self._idle.clear()
+
+
+async def _read_response(
+    reader: asyncio.StreamReader, method: str
+) -> tuple[int, dict[str, str], bytes, bool]:
+    while True:
+        try:
+            raw = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            raise ConnectionResetError("connection closed before a response") from exc
+        lines = raw.decode("latin-1").split("\r\n")
+        status_line = lines[0].split(" ", 2)
+        if len(status_line) < 2 or not status_line[0].startswith("HTTP/1."):
+            raise ConnectionError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+        status = int(status_line[1])
+        if 100 <= status < 200:
+            continue  # interim (100 Continue): the real answer follows
+        break
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    keep = headers.get("connection", "").lower() != "close" and status_line[0] != "HTTP/1.0"
+    try:
+        if method == "HEAD" or status in (204, 304):
+            data = b""
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            data = await _read_chunked(reader)
+        elif "content-length" in headers:
+            data = await reader.readexactly(int(headers["content-length"]))
+        else:
+            data = await reader.read()  # delimited by the close
+            keep = False
+    except asyncio.IncompleteReadError as exc:
+        raise ConnectionResetError("connection closed in the middle of a response") from exc
+    return status, headers, data, keep
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        size_line = await reader.readuntil(b"\r\n")
+        size = int(size_line.split(b";", 1)[0].strip(), 16)
+        if size == 0:
+            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailer fields, then the end
+                pass
+            return b"".join(parts)
+        parts.append(await reader.readexactly(size))
+        await reader.readexactly(2)
