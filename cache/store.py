@@ -208,6 +208,8 @@ class ClusterCache:
         self.ungrouped: dict[str, TaskInfo] = {}
         #: when each pod of ``ungrouped`` was first seen without a group (monotonic seconds)
         self._ungrouped_since: dict[str, float] = {}
+        #: tasks whose pods carry required pod anti-affinity terms, by uid (usually few)
+        self._anti_affinity: dict[str, TaskInfo] = {}
         #: tasks bound to a node the cache has not seen (yet), by node name
         self._orphans_by_node: dict[str, dict[str, TaskInfo]] = {}
         #: two sets of session copies handed out in turn (see the module's docstring)
@@ -319,6 +321,13 @@ class ClusterCache:
                 task.node_name = old.node_name
                 task.pod = _with_annotations(task.pod, old.pod.metadata.annotations)
             self.tasks[uid] = task
+            affinity = pod.spec.affinity
+            if (
+                affinity is not None
+                and affinity.pod_anti_affinity is not None
+                and affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+            ):
+                self._anti_affinity[uid] = task
             if ours:
                 if job_key is None:
                     self.ungrouped[uid] = task
@@ -347,6 +356,7 @@ class ClusterCache:
 
     def _remove_task(self, task: TaskInfo) -> None:
         self.tasks.pop(task.uid, None)
+        self._anti_affinity.pop(task.uid, None)
         if self.ungrouped.pop(task.uid, None) is not None:
             self._problems_revision += 1
         self._detach_from_node(task)
@@ -641,6 +651,11 @@ class ClusterCache:
                 storage_classes=dict(self.storage_classes),
                 csinodes=dict(self.csinodes),
                 rows=list(slot.node_list),
+                anti_affinity_nodes=frozenset(
+                    t.node_name
+                    for t in self._anti_affinity.values()
+                    if t.node_name and t.status in OCCUPYING_STATUSES
+                ),
             )
 
     def _pick_slot(self) -> _Slot:

@@ -153,6 +153,29 @@ def template_key(pod: Pod, req: Resource) -> bytes:
     )
 
 
+def _same_template_inputs(old: Pod, new: Pod) -> bool:
+    """Equal requests and template key for sure: every field pod_requests and template_key read is
+    equal (C-level compares of the decoded structs)."""
+    a, b = old.spec, new.spec
+    om, nm = old.metadata, new.metadata
+    if not (
+        om.namespace == nm.namespace and om.labels == nm.labels and om.owner_references == nm.owner_references
+    ):
+        return False
+    if a is b:
+        return True
+    return (
+        a.containers == b.containers
+        and a.init_containers == b.init_containers
+        and a.overhead == b.overhead
+        and a.node_selector == b.node_selector
+        and a.affinity == b.affinity
+        and a.tolerations == b.tolerations
+        and a.topology_spread_constraints == b.topology_spread_constraints
+        and a.volumes == b.volumes
+    )
+
+
 class TaskInfo:
     """One pod as the scheduler sees it."""
 
@@ -208,10 +231,18 @@ class TaskInfo:
         self.best_effort = resreq.is_empty()
 
     @classmethod
-    def from_pod(cls, pod: Pod, job: str = "", priority: int | None = None) -> TaskInfo:
-        """Build a task from a pod; :class:`ResourceError` names a bad quantity."""
+    def from_pod(
+        cls, pod: Pod, job: str = "", priority: int | None = None, previous: TaskInfo | None = None
+    ) -> TaskInfo:
+        """Build a task from a pod; :class:`ResourceError` names a bad quantity. ``previous`` is the
+        task of an earlier version of the same pod: its requests and template are reused when what
+        they derive from is unchanged (an update is mostly a status or the binding)."""
         meta = pod.metadata
-        req, init = pod_requests(pod)
+        if previous is not None and _same_template_inputs(previous.pod, pod):
+            req, init, template = previous.resreq, previous.init_resreq, previous.template
+        else:
+            req, init = pod_requests(pod)
+            template = template_key(pod, init)
         prio = priority if priority is not None else (pod.spec.priority or 0)
         annotations = meta.annotations
         return cls(
@@ -227,7 +258,7 @@ class TaskInfo:
             role=task_role_of(annotations, meta.labels),
             creation=parse_timestamp(meta.creation_timestamp),
             pod=pod,
-            template=template_key(pod, init),
+            template=template,
             preemptable=parse_preemptable(
                 annotations, meta.labels, True, f"pod {meta.namespace}/{meta.name}"
             ),

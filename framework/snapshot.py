@@ -34,6 +34,9 @@ class Snapshot:
     csinodes: dict[str, CSINode] = field(default_factory=dict)
     #: the nodes in row order, when the builder has them at hand (else derived from ``nodes``)
     rows: list[NodeInfo] | None = None
+    #: names of the nodes holding a pod with required pod anti-affinity terms (None: not known, look
+    #: at every node); lets the predicates find existing anti-affinity without reading every pod
+    anti_affinity_nodes: frozenset[str] | None = None
 
     @property
     def node_list(self) -> list[NodeInfo]:

@@ -14,14 +14,14 @@ import gc
 import resource
 import statistics
 import time
-import tracemalloc
 from typing import Any
+
+import msgspec
 
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.objects import Pod, PodGroup
 from caldera.hack.scenario import gang, node
-from caldera.hack.stats import percentile
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 from caldera.scheduler.registry import builtin_registry
 
@@ -50,64 +50,38 @@ def cpu_time() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-ZONE = "topology.kubernetes.io/zone"
-ZONES = 10
+#: Pod templates the benchmarks cycle through, as a real mix has them: request shapes, and some
+#: with a node selector (every node carries a ``bench/zone`` label, four zones).
+TEMPLATES: list[dict[str, Any]] = [
+    {"cpu": "1", "memory": "2Gi"},
+    {"cpu": "500m", "memory": "1Gi"},
+    {"cpu": "2", "memory": "4Gi"},
+    {"cpu": "250m", "memory": "512Mi", "node_selector": {"bench/zone": "z1"}},
+    {"cpu": "1", "memory": "8Gi"},
+    {"cpu": "100m", "memory": "128Mi", "node_selector": {"bench/zone": "z2"}},
+]
 
 
-def make_cache(nodes: int, groups: int = 0, zones: int = 0) -> ClusterCache:
+def make_cache(nodes: int, groups: int = 0) -> ClusterCache:
     cache = ClusterCache()
     for i in range(nodes):
-        labels = {"bench/group": f"g{i * groups // nodes:03d}"} if groups else {}
-        if zones:
-            labels[ZONE] = f"zone-{i % zones}"
-            labels["kubernetes.io/hostname"] = f"node-{i:05d}"
+        labels = {"bench/zone": f"z{i % 4}"}
+        if groups:
+            labels["bench/group"] = f"g{i * groups // nodes:03d}"
         cache.upsert_node(node(f"node-{i:05d}", cpu="32", memory="128Gi", pods="110", labels=labels))
     return cache
 
 
-def spread_constraints(app: str) -> dict[str, Any]:
-    """What a spread workload carries: its pods evenly over zones (hard) and hosts (soft)."""
-    selector = {"matchLabels": {"app": app}}
-    return {
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": ZONE,
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": selector,
-            },
-            {
-                "maxSkew": 1,
-                "topologyKey": "kubernetes.io/hostname",
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": selector,
-            },
-        ]
-    }
-
-
 def make_jobs(
-    count: int, size: int, cpu: str = "1", memory: str = "2Gi", prefix: str = "job", spread: int = 0
+    count: int, size: int, cpu: str = "", memory: str = "", prefix: str = "job", start: int = 0
 ) -> list[tuple[PodGroup, list[Pod]]]:
-    """``count`` gangs of ``size``; ``spread`` percent of them carry topology spread constraints
-    (single pods in workloads of 20, a gang as one workload)."""
+    """Gangs of ``size``; each takes the next of TEMPLATES unless cpu/memory are given."""
     out = []
-    for j in range(count):
-        name = f"{prefix}-{j:06d}"
-        if spread and (j % 100) < spread:
-            app = f"{prefix}-app-{j // 20:05d}" if size == 1 else name
-            out.append(
-                gang(
-                    name,
-                    size,
-                    cpu=cpu,
-                    memory=memory,
-                    labels={"app": app},
-                    spec_extra=spread_constraints(app),
-                )
-            )
-        else:
-            out.append(gang(name, size, cpu=cpu, memory=memory))
+    for j in range(start, start + count):
+        template = dict(TEMPLATES[j % len(TEMPLATES)])
+        if cpu:
+            template = {"cpu": cpu, "memory": memory or "2Gi"}
+        out.append(gang(f"{prefix}-{j:06d}", size, **template))
     return out
 
 
@@ -137,14 +111,20 @@ def drain(
     return time.perf_counter() - wall0, cpu_time() - cpu0, cycles
 
 
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
 def run_scenario(
-    title: str, conf_text: str, nodes: int, jobs: int, size: int, groups: int = 0, spread: int = -1
+    title: str, conf_text: str, nodes: int, jobs: int, size: int, groups: int = 0
 ) -> dict[str, Any]:
-    """``spread`` >= 0: nodes carry zone labels and that percentage of the jobs spread constraints."""
     registry = builtin_registry()
     conf = parse_conf(conf_text, registry)
-    cache = make_cache(nodes, groups, zones=ZONES if spread >= 0 else 0)
-    want = load_jobs(cache, make_jobs(jobs, size, spread=max(spread, 0)))
+    cache = make_cache(nodes, groups)
+    want = load_jobs(cache, make_jobs(jobs, size))
     binder = RecordingBinder()
     loop = SchedulerLoop(cache, lambda: conf, registry, binder)
     wall, cpu, cycles = drain(loop, binder, want)
@@ -157,21 +137,110 @@ def run_scenario(
     return {"bound": bound, "wall": wall, "cpu": cpu, "cycles": cycles, "rate": rate}
 
 
-def cycle_latency(nodes: int, pending: int, repeats: int) -> None:
-    """Cycle latency while ``pending`` tasks wait: the placing cycle, then steady cycles with a full cluster."""
+def rss() -> int:
+    """This process's resident set (bytes), from /proc (0 where there is none)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def steady_cycles(nodes: int, cycles: int, arrivals: int, size: int, lifetime: int) -> None:
+    """``cycles`` cycles of a running cluster: each period ``arrivals`` new gangs of ``size`` (the
+    templates in turn) arrive, what the last cycle placed is confirmed bound (as the watch would),
+    and gangs placed ``lifetime`` cycles ago finish (their pods are deleted)."""
     registry = builtin_registry()
     conf = parse_conf(DEFAULT_CONF, registry)
-    placing: list[float] = []
-    for _ in range(repeats):
-        cache = make_cache(nodes)
-        load_jobs(cache, make_jobs(pending // 8, 8))
-        binder = RecordingBinder()
-        loop = SchedulerLoop(cache, lambda: conf, registry, binder)
-        gc.collect()
-        t = time.perf_counter()
+    cache = make_cache(nodes)
+    binder = RecordingBinder()
+    loop = SchedulerLoop(cache, lambda: conf, registry, binder)
+    placed_at: list[list[Pod]] = []
+    by_uid: dict[str, Pod] = {}
+    walls: list[float] = []
+    cpus: list[float] = []
+    snapshots: list[float] = []
+    seen = 0
+    gc.collect()
+    for c in range(cycles):
+        for pg, pods in make_jobs(arrivals, size, prefix=f"c{c:04d}", start=c * arrivals):
+            cache.upsert_podgroup(pg)
+            for p in pods:
+                cache.upsert_pod(p)
+                by_uid[p.metadata.uid] = p
+        if len(placed_at) > lifetime:
+            for p in placed_at.pop(0):
+                cache.delete_pod(p)
+        t, cpu = time.perf_counter(), cpu_time()
         loop.run_once()
-        placing.append(time.perf_counter() - t)
-    # Full cluster: every node taken by pods of another scheduler, so the pending tasks stay pending.
+        walls.append(time.perf_counter() - t)
+        cpus.append(cpu_time() - cpu)
+        snapshots.append(cache.stats.snapshots)
+        fresh = binder.placements[seen:]
+        seen = len(binder.placements)
+        for placement in fresh:
+            cache.confirm_bound(placement.task.uid)
+        placed_at.append([by_uid[p.task.uid] for p in fresh])
+    placed = len(binder.placements)
+    print(
+        f"steady state, {nodes} nodes, {arrivals} gangs of {size} arriving per cycle ({len(TEMPLATES)}"
+        f" templates), finishing after {lifetime} cycles: {cycles} cycles, {placed} pods placed;"
+        f" cycle p50 {pct(walls, 50) * 1e3:.1f} ms, p90 {pct(walls, 90) * 1e3:.1f} ms,"
+        f" p99 {pct(walls, 99) * 1e3:.1f} ms, max {max(walls) * 1e3:.1f} ms;"
+        f" {sum(cpus) / max(placed, 1) * 1e3:.3f} ms CPU per placed pod"
+        f" (copied per cycle: {cache.stats.copied_nodes / cycles:.0f} nodes,"
+        f" {cache.stats.copied_jobs / cycles:.0f} jobs; reused {cache.stats.reused_nodes / cycles:.0f},"
+        f" {cache.stats.reused_jobs / cycles:.0f})"
+    )
+
+
+def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> None:
+    """The snapshot alone: every object copied (a cold start), then with ``changed`` jobs and nodes
+    changed since the slot was last used (a pod bound on each)."""
+    cache = make_cache(nodes)
+    load_jobs(cache, make_jobs(jobs, size))
+    cold: list[float] = []
+    for _ in range(3):
+        cache.reset_copies()
+        t = time.perf_counter()
+        cache.snapshot()
+        cold.append(time.perf_counter() - t)
+    cache.snapshot()
+    warm: list[float] = []
+    keys = list(cache.jobs)
+    names = list(cache.nodes)
+    for i in range(20):
+        for k in range(changed):
+            job = cache.jobs[keys[(i * changed + k) % len(keys)]]
+            task = next(iter(job.tasks.values()))
+            cache.upsert_pod(
+                msgspec.structs.replace(
+                    task.pod,
+                    spec=msgspec.structs.replace(
+                        task.pod.spec, node_name=names[(i * changed + k) % len(names)]
+                    ),
+                )
+            )
+        t = time.perf_counter()
+        cache.snapshot()
+        warm.append(time.perf_counter() - t)
+    print(
+        f"snapshot, {nodes} nodes, {jobs * size} tasks: every object copied {min(cold) * 1e3:.1f} ms;"
+        f" {changed} jobs and nodes changed since: p50 {pct(warm, 50) * 1e3:.2f} ms,"
+        f" max {max(warm) * 1e3:.2f} ms"
+    )
+
+
+def cycle_latency(nodes: int, pending: int, repeats: int) -> None:
+    """A cluster whose every node is taken by pods of another scheduler, ``pending`` tasks waiting:
+    the memory that takes and how long a cycle over them (nothing fits) lasts."""
+    registry = builtin_registry()
+    conf = parse_conf(DEFAULT_CONF, registry)
+    gc.collect()
+    base = rss()
     cache = make_cache(nodes)
     from caldera.hack.scenario import pod
 
@@ -186,64 +255,33 @@ def cycle_latency(nodes: int, pending: int, repeats: int) -> None:
                 phase="Running",
             )
         )
-    load_jobs(cache, make_jobs(pending // 8, 8))
+    gc.collect()
+    with_nodes = rss()
+    load_jobs(cache, make_jobs(pending // 10, 10))
+    gc.collect()
+    with_pods = rss()
     binder = RecordingBinder()
     loop = SchedulerLoop(cache, lambda: conf, registry, binder)
     steady = []
-    for _ in range(max(5, repeats * 2)):
+    for _ in range(max(5, repeats)):
         t = time.perf_counter()
         loop.run_once()
         steady.append(time.perf_counter() - t)
     print(
-        f"cycle latency, {pending} pending tasks on {nodes} nodes: placing cycle p50 {statistics.median(placing) * 1e3:.0f} ms "
-        f"p99 {percentile(placing, 99) * 1e3:.0f} ms; cluster full (nothing fits) p50 {statistics.median(steady) * 1e3:.0f} ms "
-        f"p99 {percentile(steady, 99) * 1e3:.0f} ms"
+        f"{pending} pending pods on {nodes} full nodes: process RSS {rss() / 2**20:.0f} MiB"
+        f" ({(with_nodes - base) / nodes * 1000 / 2**20:.1f} MiB per 1,000 nodes,"
+        f" {(with_pods - with_nodes) / pending * 10_000 / 2**20:.1f} MiB per 10,000 pods in the cache);"
+        f" cycle over them p50 {statistics.median(steady) * 1e3:.0f} ms, p99 {pct(steady, 99) * 1e3:.0f} ms"
+        f" over {len(steady)} cycles"
     )
-
-
-def memory_per_pods(pods: int) -> None:
-    gc.collect()
-    tracemalloc.start()
-    cache = make_cache(0)
-    load_jobs(cache, make_jobs(pods // 10, 10))
-    cache.snapshot()
-    current, _ = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    print(
-        f"memory: {current / 2**20:.1f} MiB for {pods} pods in the cache plus one snapshot ({current / pods / 1024:.2f} KiB/pod)"
-    )
-
-
-def run_spread(args: argparse.Namespace) -> int:
-    """The same workloads on the same zoned nodes, without and with topology spread constraints on
-    ``--spread`` percent of the jobs; prints both and their ratio (CPU per bound pod)."""
-    n = args.nodes
-    print(f"caldera core benchmark, topology spread: {n} nodes of 32 cpu / 128Gi in {ZONES} zones")
-    for title, jobs, size in (
-        (f"{args.single} single pods", args.single, 1),
-        (f"{args.gangs} gangs of {args.gang_size}", args.gangs, args.gang_size),
-    ):
-        base = run_scenario(f"{title}, no spread constraints", DEFAULT_CONF, n, jobs, size, spread=0)
-        with_spread = run_scenario(
-            f"{title}, {args.spread}% with spread constraints",
-            DEFAULT_CONF,
-            n,
-            jobs,
-            size,
-            spread=args.spread,
-        )
-        per_pod = [r["cpu"] / max(r["bound"], 1) for r in (base, with_spread)]
-        print(
-            f"  {title}: CPU per bound pod with spread / without = {per_pod[1] / max(per_pod[0], 1e-12):.2f}x"
-        )
-    return 0
 
 
 def run_core(args: argparse.Namespace) -> int:
-    if args.spread:
-        return run_spread(args)
     n = args.nodes
-    print(f"caldera core benchmark: {n} nodes of 32 cpu / 128Gi, in process, recording binder")
+    print(
+        f"caldera core benchmark: {n} nodes of 32 cpu / 128Gi, in process, recording binder,"
+        f" {len(TEMPLATES)} pod templates in turn"
+    )
     run_scenario(f"{args.single} single pods (default conf)", DEFAULT_CONF, n, args.single, 1)
     run_scenario(
         f"{args.gangs} gangs of {args.gang_size} (default conf)", DEFAULT_CONF, n, args.gangs, args.gang_size
@@ -259,20 +297,14 @@ def run_core(args: argparse.Namespace) -> int:
         )
     else:
         print("topology allocate: plugin network-topology-aware not available in this build")
+    steady_cycles(n, args.cycles, args.arrivals, args.gang_size, args.lifetime)
+    snapshot_cost(n, args.pending // args.gang_size, args.gang_size, changed=50)
     cycle_latency(n, args.pending, args.repeats)
-    memory_per_pods(10_000)
     return 0
 
 
 def run_e2e(args: argparse.Namespace) -> int:
-    import os
-
     from caldera.hack.bench_e2e import run as run_e2e_bench
-
-    if args.period:
-        os.environ["CALDERA_BENCH_PERIOD"] = args.period
-    if args.rate:
-        os.environ["CALDERA_BENCH_RATE"] = str(args.rate)
 
     return run_e2e_bench(args)
 
@@ -286,15 +318,16 @@ def register(subparsers: Any) -> None:
     core.add_argument("--gangs", type=int, default=1000)
     core.add_argument("--gang-size", type=int, default=8)
     core.add_argument("--groups", type=int, default=100)
-    core.add_argument("--pending", type=int, default=20_000)
-    core.add_argument("--repeats", type=int, default=3)
     core.add_argument(
-        "--spread",
+        "--pending",
         type=int,
-        default=0,
-        metavar="PCT",
-        help="compare the figures without and with topology spread constraints on PCT%% of the jobs",
+        default=20_000,
+        help="pending pods for the memory and full-cluster cycle figures",
     )
+    core.add_argument("--repeats", type=int, default=5, help="cycles over the pending pods (p50/p99)")
+    core.add_argument("--cycles", type=int, default=120, help="steady-state cycles (percentiles over them)")
+    core.add_argument("--arrivals", type=int, default=20, help="steady state: gangs arriving per cycle")
+    core.add_argument("--lifetime", type=int, default=30, help="steady state: cycles a placed gang runs")
     core.set_defaults(func=run_core)
     e2e = sub.add_parser("e2e", help="end to end through caldera-sim: creation to bound")
     e2e.add_argument("--nodes", type=int, default=1000)
@@ -302,6 +335,23 @@ def register(subparsers: Any) -> None:
     e2e.add_argument("--gang-size", type=int, default=10)
     e2e.add_argument("--period", default=None, help="the scheduler's --schedule-period (default 100ms)")
     e2e.add_argument(
-        "--rate", type=float, default=None, help="pods created per second (default: as fast as possible)"
+        "--rate",
+        type=float,
+        default=None,
+        help="stream: pods created per second (default: as fast as possible)",
+    )
+    e2e.add_argument(
+        "--shape",
+        choices=("backlog", "stream", "both"),
+        default="both",
+        help="backlog: everything created first, then the scheduler starts; stream: created while it"
+        " schedules (default: both)",
+    )
+    e2e.add_argument("--repeat", type=int, default=1, help="runs of each shape (default 1)")
+    e2e.add_argument(
+        "--profile",
+        default=None,
+        metavar="PATH",
+        help="attach py-spy to the scheduler and write folded stacks to PATH-SHAPE-N.txt (needs py-spy)",
     )
     e2e.set_defaults(func=run_e2e)

@@ -1,15 +1,24 @@
-"""`caldera-sim bench e2e`: pods per second from creation to bound, end to end through caldera-sim.
+"""`caldera-sim bench e2e`: scheduler CPU per bound pod and pods per second, end to end through caldera-sim.
 
-Three processes: the simulated cluster, the real `caldera-scheduler`, and this driver. The driver creates
-the PodGroups, then every pod as fast as the API server takes them (one keep-alive aiohttp session), and
-watches the pods: a pod's latency is from the moment its create request was answered to the moment the
-watch shows it bound. The scheduler's CPU time comes from its own accounting (/proc/PID/stat, utime+stime),
-read when the first pod is created and when the last is seen bound. Figures only: no pass/fail.
+Three processes: the simulated cluster, the real `caldera-scheduler`, and this driver. Two shapes:
 
-Tunables besides the flags (environment): CALDERA_BENCH_PERIOD (schedule period, default 100ms),
-CALDERA_BENCH_CONF (a conf file), CALDERA_BENCH_KUBELET_DELAY (default 0.5 s), CALDERA_BENCH_CONCURRENCY
-(creates in flight, default 32), CALDERA_BENCH_RATE (pods created per second, to measure latency below
-saturation; default 0 = as fast as possible), CALDERA_BENCH_BOTH=1 (also single pods without PodGroups).
+* ``--shape backlog``: every PodGroup and pod is created first, then the scheduler starts, as a restart
+  finds them. CPU is counted from the scheduler's process start (imports, list, decode included).
+* ``--shape stream``: the scheduler runs (synced, nodes only) and the pods are created meanwhile.
+  CPU is counted from the first create.
+
+In both, CPU is the scheduler's own accounting (/proc/PID/stat, utime+stime) until it is idle: every
+pod seen bound by the driver's watch and then a second in which the scheduler used at most 5% of a
+core (status writes and events included). A pod's latency is from its create request being answered
+(stream) or from the scheduler's start (backlog) to the watch showing it bound. Figures only: no pass/fail.
+
+``--profile PATH`` attaches py-spy (``pip install py-spy``, or the ``profile`` extra) to the scheduler for
+the measured window and writes its folded stacks to PATH (flamegraph.pl or speedscope read them), then
+prints the functions with the most samples.
+
+Tunables besides the flags (environment): CALDERA_BENCH_CONF (a conf file), CALDERA_BENCH_KUBELET_DELAY
+(default 0.5 s), CALDERA_BENCH_CONCURRENCY (creates in flight, default 32), CALDERA_BENCH_BOTH=1 (also
+single pods without PodGroups), CALDERA_BENCH_SCHEDULER_ARGS (extra scheduler flags).
 """
 
 from __future__ import annotations
@@ -18,8 +27,13 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,11 +41,13 @@ import aiohttp
 import orjson
 
 from caldera.hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
-from caldera.hack.stats import percentile
-from caldera.hack.workload.client import Api, podgroups_path, pods_path
-from caldera.hack.workload.manifests import pod_manifest, podgroup_manifest
+from caldera.hack.workload import Api, pod_manifest, podgroup_manifest, podgroups_path, pods_path
 
 NAMESPACE = "bench-e2e"
+SHAPES = ("backlog", "stream")
+#: idle: the scheduler used at most this share of one core over IDLE_WINDOW seconds
+IDLE_SHARE = 0.05
+IDLE_WINDOW = 1.0
 
 
 @dataclass
@@ -40,15 +56,30 @@ class E2EResult:
     nodes: int
     gang_size: int
     period: str
+    shape: str = "stream"
     created_seconds: float = 0.0
-    wall_seconds: float = 0.0  # first create sent -> last pod seen bound
+    wall_seconds: float = (
+        0.0  # stream: first create sent -> last pod seen bound; backlog: start -> last bound
+    )
     bound: int = 0
     latencies: list[float] = field(default_factory=list)
     scheduler_cpu: float | None = None
+    idle_after: float = 0.0  # seconds from the last bind until the scheduler was idle
     sim_cpu: float | None = None
     scheduler_rss: int | None = None
+    rss_before_pods: int | None = None  # stream: synced with the nodes only
+    first_cycle: float | None = None  # process start -> end of its first cycle, seconds
     retries: int = 0
     rate_limit: float = 0.0  # pods created per second (0: as fast as the API server takes them)
+    profile: str = ""
+    profile_top: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def pct(values: list[float], p: float) -> float:
+        if not values:
+            return float("nan")
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
     @property
     def rate(self) -> float:
@@ -62,33 +93,53 @@ class E2EResult:
 
     def report(self) -> str:
         cpu = self.cpu_ms_per_pod
+        kind = "single pods" if self.gang_size <= 1 else f"gangs of {self.gang_size}"
+        if self.shape == "backlog":
+            how = "all created first, then the scheduler started"
+            span = "scheduler start -> last bound"
+        else:
+            how = "created while scheduling" + (
+                f" at {self.rate_limit:g}/s" if self.rate_limit else ", as fast as possible"
+            )
+            span = "first create -> last bound"
         lines = [
-            f"e2e: {self.pods} pods ({'single pods' if self.gang_size <= 1 else f'gangs of {self.gang_size}'})"
-            f" on {self.nodes} nodes, schedule period {self.period}"
-            + (f", created at {self.rate_limit:g}/s" if self.rate_limit else ", created as fast as possible"),
+            f"e2e [{self.shape}]: {self.pods} pods ({kind}) on {self.nodes} nodes, schedule period"
+            f" {self.period}, {how}",
             f"  created in {self.created_seconds:.2f}s ({self.pods / max(self.created_seconds, 1e-9):.0f}/s)",
-            f"  bound: {self.bound}/{self.pods} in {self.wall_seconds:.2f}s = {self.rate:.0f} pods/s"
-            " (first create -> last bound)",
-            f"  creation-to-bound latency: p50={percentile(self.latencies, 50) * 1000:.0f}ms"
-            f" p99={percentile(self.latencies, 99) * 1000:.0f}ms max={max(self.latencies or [0]) * 1000:.0f}ms",
+            f"  bound: {self.bound}/{self.pods} in {self.wall_seconds:.2f}s = {self.rate:.0f} pods/s ({span})",
+            f"  latency to bound: p50={self.pct(self.latencies, 50) * 1000:.0f}ms"
+            f" p99={self.pct(self.latencies, 99) * 1000:.0f}ms max={max(self.latencies or [0]) * 1000:.0f}ms",
         ]
         if cpu is not None and self.scheduler_cpu is not None:
+            start = "process start" if self.shape == "backlog" else "first create"
             lines.append(
                 f"  scheduler CPU: {self.scheduler_cpu:.2f}s = {cpu:.3f} ms per bound pod"
-                f" (utime+stime of caldera-scheduler over the run)"
+                f" (utime+stime, {start} -> idle {self.idle_after:.1f}s after the last bind)"
             )
+        if self.first_cycle is not None:
+            lines.append(f"  scheduler start-up: process start -> end of first cycle {self.first_cycle:.2f}s")
         if self.sim_cpu is not None:
             lines.append(
                 f"  caldera-sim CPU: {self.sim_cpu:.2f}s = {self.sim_cpu / max(1, self.bound) * 1000:.3f} ms per pod"
             )
         if self.scheduler_rss is not None:
-            lines.append(f"  scheduler RSS at the end: {self.scheduler_rss / 2**20:.0f} MiB")
+            line = f"  scheduler RSS at the end: {self.scheduler_rss / 2**20:.0f} MiB"
+            if self.rss_before_pods is not None and self.pods:
+                per = (self.scheduler_rss - self.rss_before_pods) / self.pods * 10_000
+                line += (
+                    f" ({self.rss_before_pods / 2**20:.0f} MiB with the {self.nodes} nodes only:"
+                    f" {per / 2**20:.1f} MiB per 10,000 pods)"
+                )
+            lines.append(line)
         if self.retries:
             lines.append(f"  driver retries (429/5xx/resets): {self.retries}")
+        if self.profile:
+            lines.append(f"  profile (py-spy folded stacks): {self.profile}; most samples:")
+            lines.extend(f"    {line}" for line in self.profile_top)
         return "\n".join(lines)
 
 
-async def _wait_ready(base: str, timeout: float = 60.0) -> None:
+async def _wait_ready(base: str, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     async with aiohttp.ClientSession() as http:
         while time.monotonic() < deadline:
@@ -100,38 +151,159 @@ async def _wait_ready(base: str, timeout: float = 60.0) -> None:
     raise RuntimeError("caldera-scheduler did not become ready")
 
 
-async def drive(
-    api: Api, result: E2EResult, sched: SchedulerProcess, sim: SimProcess, concurrency: int
-) -> None:
-    await api.create(
-        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    )
+async def _first_cycle_at(base: str) -> float | None:
+    """Wall-clock time the scheduler's first remembered cycle ended (its /debug/scheduler history)."""
+    with contextlib.suppress(aiohttp.ClientError, OSError, ValueError, KeyError):
+        async with aiohttp.ClientSession() as http, http.get(base + "/debug/scheduler") as r:
+            cycles = orjson.loads(await r.read()).get("cycles") or []
+            return float(cycles[0]["at"]) if cycles else None
+    return None
+
+
+async def _wait_idle(pid: int, timeout: float = 60.0) -> tuple[float | None, float]:
+    """Poll the scheduler's CPU until it used at most IDLE_SHARE of a core over IDLE_WINDOW seconds;
+    returns (CPU seconds at the start of that quiet window, its monotonic start time)."""
+    t0 = time.monotonic()
+    samples: list[tuple[float, float]] = []
+    while time.monotonic() - t0 < timeout:
+        now, cpu = time.monotonic(), cpu_seconds(pid)
+        if cpu is None:
+            return None, now
+        samples.append((now, cpu))
+        for when, used in samples:
+            if now - when >= IDLE_WINDOW:
+                if cpu - used <= IDLE_SHARE * (now - when):
+                    return used, when
+        samples = [(w, c) for w, c in samples if now - w < IDLE_WINDOW * 1.5]
+        await asyncio.sleep(0.1)
+    return cpu_seconds(pid), time.monotonic()
+
+
+class Profiler:
+    """py-spy attached to a running process (samples every thread without pausing it)."""
+
+    def __init__(self, pid: int, path: Path) -> None:
+        exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        if not Path(exe).exists():
+            raise SystemExit("--profile needs py-spy: pip install py-spy (or the 'profile' extra)")
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                "200",
+                "--nonblocking",
+                "--format",
+                "raw",
+                "-o",
+                str(path),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def stop(self) -> list[str]:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return ["py-spy did not stop"]
+        if not self.path.exists():
+            return [f"py-spy wrote nothing: {err.decode(errors='replace')[-300:]}"]
+        return top_functions(self.path)
+
+
+def top_functions(path: Path, n: int = 25) -> list[str]:
+    """The functions with the most samples in a folded-stacks file: own (leaf) and total."""
+    own: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    samples = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        k = int(count)
+        samples += k
+        frames = [_frame(f) for f in stack.split(";")]
+        if frames:
+            own[frames[-1]] += k
+        for frame in set(frames):
+            total[frame] += k
+    if not samples:
+        return ["no samples"]
+    out = [f"{samples} samples; own time:"]
+    out += [f"  {c / samples:6.1%}  {f}" for f, c in own.most_common(n)]
+    out.append("total time (incl. callees):")
+    out += [f"  {c / samples:6.1%}  {f}" for f, c in total.most_common(n)]
+    return out
+
+
+def _frame(text: str) -> str:
+    """``func (path/to/file.py:123)`` -> ``func (file.py)``: one entry per function, not per line."""
+    name, _, where = text.partition(" (")
+    where = where.rstrip(")").rsplit(":", 1)[0].rsplit("/", 1)[-1]
+    return f"{name} ({where})" if where else name
+
+
+def _manifests(result: E2EResult) -> tuple[list[str], list[bytes], list[dict[str, object]]]:
     gang = result.gang_size
     groups = result.pods // gang if gang > 1 else 0
     names = [f"p-{i:06d}" for i in range(result.pods)]
+    # Varied templates, as real workloads have: a few request shapes.
+    shapes = [("100m", "128Mi"), ("200m", "256Mi"), ("250m", "64Mi"), ("50m", "512Mi")]
     pods = []
     for i, name in enumerate(names):
-        group = f"g-{i // gang:05d}" if gang > 1 else ""
+        group_index = i // gang if gang > 1 else i
+        cpu, memory = shapes[group_index % len(shapes)]
         pods.append(
             orjson.dumps(
                 pod_manifest(
                     name,
                     NAMESPACE,
                     workload="bench",
-                    group=group,
-                    requests={"cpu": "100m", "memory": "128Mi"},
+                    group=f"g-{group_index:05d}" if gang > 1 else "",
+                    requests={"cpu": cpu, "memory": memory},
                 )
             )
         )
-    _, rv = await api.list(pods_path(NAMESPACE), limit="1")
-    created: dict[str, float] = {}
-    bound_at: dict[str, float] = {}
-    done = asyncio.Event()
+    pgs = [podgroup_manifest(f"g-{g:05d}", NAMESPACE, gang, workload="bench") for g in range(groups)]
+    return names, pods, pgs
 
-    async def watch() -> None:
-        nonlocal rv
-        while not done.is_set():
-            url = f"{api.url}{pods_path(NAMESPACE)}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+
+class Driver:
+    """Creates the objects and watches the pods until every one is bound."""
+
+    def __init__(self, api: Api, result: E2EResult, concurrency: int) -> None:
+        self.api = api
+        self.result = result
+        self.concurrency = concurrency
+        self.names, self.pods, self.podgroups = _manifests(result)
+        self.created: dict[str, float] = {}
+        self.bound_at: dict[str, float] = {}
+        self.done = asyncio.Event()
+        self.rv = ""
+        self.watcher: asyncio.Task[None] | None = None
+
+    async def prepare(self) -> None:
+        await self.api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
+        _, self.rv = await self.api.list(pods_path(NAMESPACE), limit="1")
+
+    def start_watch(self) -> None:
+        self.watcher = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        api = self.api
+        while not self.done.is_set():
+            url = (
+                f"{api.url}{pods_path(NAMESPACE)}?watch=1&allowWatchBookmarks=true&resourceVersion={self.rv}"
+            )
             try:
                 async with api.session.get(
                     url, timeout=aiohttp.ClientTimeout(total=None, sock_read=None)
@@ -142,85 +314,82 @@ async def drive(
                         obj = ev["object"]
                         if ev["type"] == "ERROR":
                             raise RuntimeError(f"watch error {obj}")
-                        rv = obj["metadata"].get("resourceVersion", rv)
+                        self.rv = obj["metadata"].get("resourceVersion", self.rv)
                         if ev["type"] == "BOOKMARK":
                             continue
                         name = obj["metadata"]["name"]
-                        if obj["spec"].get("nodeName") and name not in bound_at:
-                            bound_at[name] = now
-                            if len(bound_at) >= result.pods:
-                                done.set()
+                        if obj["spec"].get("nodeName") and name not in self.bound_at:
+                            self.bound_at[name] = now
+                            if len(self.bound_at) >= self.result.pods:
+                                self.done.set()
                                 return
             except (TimeoutError, aiohttp.ClientError):
                 await asyncio.sleep(0.05)
 
-    watcher = asyncio.create_task(watch())
-    await asyncio.sleep(0.2)
-    for g in range(groups):
-        await api.create(
-            podgroups_path(NAMESPACE), podgroup_manifest(f"g-{g:05d}", NAMESPACE, gang, workload="bench")
-        )
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(result.pods):
-        queue.put_nowait(i)
-    path = api.url + pods_path(NAMESPACE)
+    async def create_all(self) -> float:
+        """Every PodGroup, then every pod; returns the monotonic time the first create was sent."""
+        api = self.api
+        t0 = time.monotonic()
+        for pg in self.podgroups:
+            await api.create(podgroups_path(NAMESPACE), pg)
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(len(self.pods)):
+            queue.put_nowait(i)
+        path = api.url + pods_path(NAMESPACE)
+        rate = self.result.rate_limit
 
-    async def creator() -> None:
-        while not queue.empty():
-            i = queue.get_nowait()
-            if rate:  # paced: pod i is due at t0 + i/rate
-                delay = t0 + i / rate - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-            for _attempt in range(20):
-                async with api.session.post(
-                    path, data=pods[i], headers={"Content-Type": "application/json"}
-                ) as r:
-                    await r.read()
-                    if r.status in (201, 409):
-                        created.setdefault(names[i], time.monotonic())
-                        break
-                    api.retries += 1
-                await asyncio.sleep(0.05)
+        async def creator() -> None:
+            while not queue.empty():
+                i = queue.get_nowait()
+                if rate:  # paced: pod i is due at t0 + i/rate
+                    delay = t0 + i / rate - time.monotonic()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                for _attempt in range(20):
+                    async with api.session.post(
+                        path, data=self.pods[i], headers={"Content-Type": "application/json"}
+                    ) as r:
+                        await r.read()
+                        if r.status in (201, 409):
+                            self.created.setdefault(self.names[i], time.monotonic())
+                            break
+                        api.retries += 1
+                    await asyncio.sleep(0.05)
 
-    rate = result.rate_limit
-    cpu0 = cpu_seconds(sched.pid)
-    sim_cpu0 = cpu_seconds(sim.pid)
-    t0 = time.monotonic()
-    await asyncio.gather(*(creator() for _ in range(concurrency)))
-    result.created_seconds = time.monotonic() - t0
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(done.wait(), timeout=max(60.0, result.pods / 100))
-    t_end = max(bound_at.values()) if bound_at else time.monotonic()
-    cpu1 = cpu_seconds(sched.pid)
-    sim_cpu1 = cpu_seconds(sim.pid)
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await watcher
-    result.wall_seconds = t_end - t0
-    result.bound = len(bound_at)
-    result.latencies = [bound_at[n] - created[n] for n in bound_at if n in created]
-    if cpu0 is not None and cpu1 is not None:
-        result.scheduler_cpu = cpu1 - cpu0
-    if sim_cpu0 is not None and sim_cpu1 is not None:
-        result.sim_cpu = sim_cpu1 - sim_cpu0
-    result.scheduler_rss = rss_bytes(sched.pid)
-    result.retries = api.retries
+        await asyncio.gather(*(creator() for _ in range(self.concurrency)))
+        self.result.created_seconds = time.monotonic() - t0
+        return t0
+
+    async def wait_bound(self) -> float:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.done.wait(), timeout=max(120.0, self.result.pods / 50))
+        return max(self.bound_at.values()) if self.bound_at else time.monotonic()
+
+    async def stop(self) -> None:
+        if self.watcher is not None:
+            self.watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.watcher
 
 
 def bench(
-    nodes: int, pods: int, gang_size: int, period: str | None = None, conf: str | None = None
+    nodes: int,
+    pods: int,
+    gang_size: int,
+    period: str | None = None,
+    conf: str | None = None,
+    shape: str = "stream",
+    profile: str | None = None,
+    rate: float = 0.0,
 ) -> E2EResult:
-    period = period or os.environ.get("CALDERA_BENCH_PERIOD", "100ms")
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {', '.join(SHAPES)}, not {shape!r}")
+    period = period or "100ms"
     conf = conf or os.environ.get("CALDERA_BENCH_CONF") or None
     kubelet_delay = float(os.environ.get("CALDERA_BENCH_KUBELET_DELAY", "0.5"))
     concurrency = int(os.environ.get("CALDERA_BENCH_CONCURRENCY", "32"))
     result = E2EResult(
-        pods=pods,
-        nodes=nodes,
-        gang_size=gang_size,
-        period=period,
-        rate_limit=float(os.environ.get("CALDERA_BENCH_RATE", "0")),
+        pods=pods, nodes=nodes, gang_size=gang_size, period=period, shape=shape, rate_limit=rate
     )
     with tempfile.TemporaryDirectory(prefix="caldera-bench-e2e-") as workdir:
         sim = SimProcess.start(
@@ -231,9 +400,13 @@ def bench(
             history_size=max(10_000, pods * 4),
             kubelet_delay=kubelet_delay,
         )
-        sched = None
-        try:
-            sched = SchedulerProcess.start(
+        sched: SchedulerProcess | None = None
+        profiler: Profiler | None = None
+
+        def start_scheduler() -> tuple[SchedulerProcess, float]:
+            nonlocal profiler
+            wall = time.time()
+            proc = SchedulerProcess.start(
                 "bench",
                 sim.kubeconfig,
                 period=period,
@@ -241,13 +414,59 @@ def bench(
                 log_path=Path(workdir) / "scheduler.log",
                 extra=os.environ.get("CALDERA_BENCH_SCHEDULER_ARGS", "").split(),
             )
-            asyncio.run(_wait_ready(sched.base))
+            if profile:
+                profiler = Profiler(proc.pid, Path(profile))
+            return proc, wall
+
+        try:
 
             async def go() -> None:
+                nonlocal sched
                 async with Api(sim.url, sim.token, concurrency=concurrency + 8) as api:
-                    await drive(api, result, sched, sim, concurrency)  # type: ignore[arg-type]
+                    driver = Driver(api, result, concurrency)
+                    await driver.prepare()
+                    driver.start_watch()
+                    sim_cpu0 = cpu_seconds(sim.pid)
+                    if shape == "backlog":
+                        await driver.create_all()
+                        sim_cpu0 = cpu_seconds(sim.pid)
+                        sched, wall0 = start_scheduler()
+                        t0 = time.monotonic()
+                        cpu0: float | None = 0.0  # from the process start
+                        created = dict.fromkeys(driver.names, t0)
+                    else:
+                        sched, wall0 = start_scheduler()
+                        await _wait_ready(sched.base)
+                        await asyncio.sleep(0.5)  # a few idle cycles: the steady state before pods
+                        result.rss_before_pods = rss_bytes(sched.pid)
+                        cpu0 = cpu_seconds(sched.pid)
+                        t0 = await driver.create_all()
+                        created = driver.created
+                    t_end = await driver.wait_bound()
+                    cpu_idle, quiet_since = await _wait_idle(sched.pid)
+                    sim_cpu1 = cpu_seconds(sim.pid)
+                    result.idle_after = max(0.0, quiet_since - t_end)
+                    await driver.stop()
+                    result.wall_seconds = t_end - t0
+                    result.bound = len(driver.bound_at)
+                    result.latencies = [
+                        driver.bound_at[n] - created[n] for n in driver.bound_at if n in created
+                    ]
+                    if cpu0 is not None and cpu_idle is not None:
+                        result.scheduler_cpu = cpu_idle - cpu0
+                    if sim_cpu0 is not None and sim_cpu1 is not None:
+                        result.sim_cpu = sim_cpu1 - sim_cpu0
+                    result.scheduler_rss = rss_bytes(sched.pid)
+                    result.retries = api.retries
+                    first = await _first_cycle_at(sched.base)
+                    if first is not None:
+                        result.first_cycle = first - wall0
 
             asyncio.run(go())
+            if profiler is not None:
+                result.profile = str(profiler.path)
+                result.profile_top = profiler.stop()
+                profiler = None
         except BaseException:
             if sched is not None:
                 log = Path(workdir) / "scheduler.log"
@@ -255,6 +474,8 @@ def bench(
                     print(log.read_text()[-3000:])
             raise
         finally:
+            if profiler is not None:
+                profiler.stop()
             if sched is not None:
                 sched.stop()
             sim.stop()
@@ -265,10 +486,36 @@ def run(args: argparse.Namespace) -> int:
     nodes = int(getattr(args, "nodes", 1000))
     pods = int(getattr(args, "pods", 5000))
     gang = int(getattr(args, "gang_size", 10))
-    print(f"caldera-sim bench e2e: {pods} pods, gang size {gang}, {nodes} nodes", flush=True)
+    shape = getattr(args, "shape", "both") or "both"
+    shapes = list(SHAPES) if shape == "both" else [shape]
+    repeat = max(1, int(getattr(args, "repeat", 1) or 1))
+    profile = getattr(args, "profile", None)
+    period = getattr(args, "period", None) or os.environ.get("CALDERA_BENCH_PERIOD") or "100ms"
+    rate = float(getattr(args, "rate", None) or os.environ.get("CALDERA_BENCH_RATE") or 0)
+    print(
+        f"caldera-sim bench e2e: {pods} pods, gang size {gang}, {nodes} nodes, shapes {', '.join(shapes)},"
+        f" {repeat} run(s) each",
+        flush=True,
+    )
     sizes: list[int] = [gang] if gang > 1 else [1]
     if os.environ.get("CALDERA_BENCH_BOTH") == "1" and gang > 1:
         sizes.append(1)
+    summary: dict[str, list[float]] = {}
     for size in sizes:
-        print(bench(nodes, pods, size).report(), flush=True)
+        for sh in shapes:
+            for i in range(repeat):
+                path = None
+                if profile:
+                    base = Path(profile)
+                    path = str(base.with_name(f"{base.stem}-{sh}-{i + 1}{base.suffix or '.txt'}"))
+                res = bench(nodes, pods, size, period=period, shape=sh, profile=path, rate=rate)
+                print(res.report(), flush=True)
+                if res.cpu_ms_per_pod is not None:
+                    summary.setdefault(
+                        f"{sh}, {'gangs of ' + str(size) if size > 1 else 'single pods'}", []
+                    ).append(res.cpu_ms_per_pod)
+    if repeat > 1 or len(summary) > 1:
+        print("summary: scheduler CPU per bound pod (ms), per run")
+        for key, values in summary.items():
+            print(f"  {key}: " + ", ".join(f"{v:.3f}" for v in values) + f" (max {max(values):.3f})")
     return 0
