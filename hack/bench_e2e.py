@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -151,13 +152,12 @@ async def _wait_ready(base: str, timeout: float = 120.0) -> None:
     raise RuntimeError("caldera-scheduler did not become ready")
 
 
-async def _first_cycle_at(base: str) -> float | None:
-    """Wall-clock time the scheduler's first remembered cycle ended (its /debug/scheduler history)."""
-    with contextlib.suppress(aiohttp.ClientError, OSError, ValueError, KeyError):
-        async with aiohttp.ClientSession() as http, http.get(base + "/debug/scheduler") as r:
-            cycles = orjson.loads(await r.read()).get("cycles") or []
-            return float(cycles[0]["at"]) if cycles else None
-    return None
+def _first_cycle(log: Path) -> float | None:
+    """Process start to the end of the first cycle, as the scheduler logged it."""
+    if not log.exists():
+        return None
+    match = re.search(r"first cycle done ([0-9.]+)s after process start", log.read_text(errors="replace"))
+    return float(match.group(1)) if match else None
 
 
 async def _wait_idle(pid: int, timeout: float = 60.0) -> tuple[float | None, float]:
@@ -403,20 +403,20 @@ def bench(
         sched: SchedulerProcess | None = None
         profiler: Profiler | None = None
 
-        def start_scheduler() -> tuple[SchedulerProcess, float]:
+        def start_scheduler() -> SchedulerProcess:
             nonlocal profiler
-            wall = time.time()
             proc = SchedulerProcess.start(
                 "bench",
                 sim.kubeconfig,
                 period=period,
                 conf=conf,
                 log_path=Path(workdir) / "scheduler.log",
-                extra=os.environ.get("CALDERA_BENCH_SCHEDULER_ARGS", "").split(),
+                # info: the scheduler's own "first cycle done ... after process start" line
+                extra=["--log-level", "info", *os.environ.get("CALDERA_BENCH_SCHEDULER_ARGS", "").split()],
             )
             if profile:
                 profiler = Profiler(proc.pid, Path(profile))
-            return proc, wall
+            return proc
 
         try:
 
@@ -430,12 +430,12 @@ def bench(
                     if shape == "backlog":
                         await driver.create_all()
                         sim_cpu0 = cpu_seconds(sim.pid)
-                        sched, wall0 = start_scheduler()
+                        sched = start_scheduler()
                         t0 = time.monotonic()
                         cpu0: float | None = 0.0  # from the process start
                         created = dict.fromkeys(driver.names, t0)
                     else:
-                        sched, wall0 = start_scheduler()
+                        sched = start_scheduler()
                         await _wait_ready(sched.base)
                         await asyncio.sleep(0.5)  # a few idle cycles: the steady state before pods
                         result.rss_before_pods = rss_bytes(sched.pid)
@@ -458,9 +458,7 @@ def bench(
                         result.sim_cpu = sim_cpu1 - sim_cpu0
                     result.scheduler_rss = rss_bytes(sched.pid)
                     result.retries = api.retries
-                    first = await _first_cycle_at(sched.base)
-                    if first is not None:
-                        result.first_cycle = first - wall0
+                    result.first_cycle = _first_cycle(Path(workdir) / "scheduler.log")
 
             asyncio.run(go())
             if profiler is not None:

@@ -40,6 +40,7 @@ from caldera.scheduler.status import StatusUpdater
 
 log = logging.getLogger("caldera.scheduler")
 
+
 def process_age() -> float:
     """Seconds since this process started (from the kernel's accounting; since import elsewhere)."""
     try:
@@ -52,6 +53,17 @@ def process_age() -> float:
 
 
 _IMPORTED = time.monotonic()
+
+#: labelled children of the watch-event counter, looked up once per (kind, type), not per event
+_watch_event_counters: dict[tuple[str, str], Any] = {}
+
+
+def _count_watch_event(kind: str, etype: str) -> None:
+    counter = _watch_event_counters.get((kind, etype))
+    if counter is None:
+        counter = _watch_event_counters[(kind, etype)] = m.WATCH_EVENTS.labels(kind, etype)
+    counter.inc()
+
 
 EXIT_OK = 0
 EXIT_LOST_LEASE = 1
@@ -272,7 +284,7 @@ class SchedulerApp:
             client,
             self.cache,
             watch_timeout=opts.watch_timeout,
-            on_event=lambda kind, etype: m.WATCH_EVENTS.labels(kind, etype).inc(),
+            on_event=_count_watch_event,
         )
         if self.conf.kind == "configmap":
             self.informers.add("conf", self.conf.reflector_for(client))

@@ -16,6 +16,7 @@ annotations removed from claims still unbound, every pod of it pending again).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -371,7 +372,7 @@ class Binder:
             self.bound_count += 1
             self._bound[uid] = self.clock()
             self.cache.confirm_bound(uid)
-            m.BINDS.labels("bound").inc()
+            _bound_counter().inc()
             if gang is not None:
                 gang.bound.append(placement)
             if self.observer is not None:
@@ -435,6 +436,12 @@ class _Binding(msgspec.Struct, tag_field="kind", tag="Binding", rename="camel"):
 
 
 _binding_encoder = msgspec.json.Encoder()
+
+
+@functools.cache
+def _bound_counter() -> Any:
+    """The binds{result="bound"} child, looked up once (label lookups cost per bind)."""
+    return m.BINDS.labels("bound")
 
 
 def _reason(exc: ApiError) -> str:
