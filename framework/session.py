@@ -262,25 +262,16 @@ class Session(CallbackRegistry):
             return left.creation < right.creation
         return left.uid < right.uid
 
-    @staticmethod
-    def _cmp_key(less: Callable[[Any, Any], bool]) -> Callable[[Any], Any]:
-        def cmp(a: Any, b: Any) -> int:
-            if less(a, b):
-                return -1
-            if less(b, a):
-                return 1
-            return 0
-
-        return functools.cmp_to_key(cmp)
-
-    def _three_way_key(self, kind: str, tie: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        """The same order as ``_cmp_key`` of the matching ``*_order``, with one walk of the plugins'
-        order functions per comparison instead of up to two (sorting pending work is most of a
-        cycle over a large backlog)."""
+    def _three_way_key(
+        self, point: CallbackPoint[Callable[[Any, Any], int]], tie: Callable[[Any], Any]
+    ) -> Callable[[Any], Any]:
+        """A sort key giving the order of the matching ``*_order`` method, with one walk of the
+        plugins' order functions per comparison instead of up to two (sorting pending work is most
+        of a cycle over a large backlog)."""
         order = self._order
 
         def cmp(a: Any, b: Any) -> int:
-            result = order(kind, a, b)
+            result = order(point, a, b)
             if result:
                 return result
             ta, tb = tie(a), tie(b)
@@ -291,15 +282,15 @@ class Session(CallbackRegistry):
     @property
     def job_key(self) -> Callable[[JobInfo], Any]:
         """A sort key giving job order (for ``sorted`` and heaps)."""
-        return self._three_way_key("job_order", _creation_uid)
+        return self._three_way_key(self.job_order_fns, _creation_uid)
 
     @property
     def task_key(self) -> Callable[[TaskInfo], Any]:
-        return self._three_way_key("task_order", _creation_uid)
+        return self._three_way_key(self.task_order_fns, _creation_uid)
 
     @property
     def queue_key(self) -> Callable[[QueueInfo], Any]:
-        return self._three_way_key("queue_order", _creation_name)
+        return self._three_way_key(self.queue_order_fns, _creation_name)
 
     # -- predicates --------------------------------------------------------------------------------
     def pre_predicate(self, task: TaskInfo) -> str | None:

@@ -23,6 +23,7 @@ from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.objects import Pod, PodGroup
 from caldera.hack.scenario import gang, node
+from caldera.hack.stats import percentile
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 from caldera.scheduler.registry import builtin_registry
 
@@ -112,13 +113,6 @@ def drain(
     return time.perf_counter() - wall0, cpu_time() - cpu0, cycles
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
 def run_scenario(
     title: str, conf_text: str, nodes: int, jobs: int, size: int, groups: int = 0
 ) -> dict[str, Any]:
@@ -189,8 +183,8 @@ def steady_cycles(nodes: int, cycles: int, arrivals: int, size: int, lifetime: i
     print(
         f"steady state, {nodes} nodes, {arrivals} gangs of {size} arriving per cycle ({len(TEMPLATES)}"
         f" templates), finishing after {lifetime} cycles: {cycles} cycles, {placed} pods placed;"
-        f" cycle p50 {pct(walls, 50) * 1e3:.1f} ms, p90 {pct(walls, 90) * 1e3:.1f} ms,"
-        f" p99 {pct(walls, 99) * 1e3:.1f} ms, max {max(walls) * 1e3:.1f} ms;"
+        f" cycle p50 {percentile(walls, 50) * 1e3:.1f} ms, p90 {percentile(walls, 90) * 1e3:.1f} ms,"
+        f" p99 {percentile(walls, 99) * 1e3:.1f} ms, max {max(walls) * 1e3:.1f} ms;"
         f" {sum(cpus) / max(placed, 1) * 1e3:.3f} ms CPU per placed pod"
         f" (copied per cycle: {cache.stats.copied_nodes / cycles:.0f} nodes,"
         f" {cache.stats.copied_jobs / cycles:.0f} jobs; reused {cache.stats.reused_nodes / cycles:.0f},"
@@ -230,7 +224,7 @@ def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> None:
         warm.append(time.perf_counter() - t)
     print(
         f"snapshot, {nodes} nodes, {jobs * size} tasks: every object copied {min(cold) * 1e3:.1f} ms;"
-        f" {changed} jobs and nodes changed since: p50 {pct(warm, 50) * 1e3:.2f} ms,"
+        f" {changed} jobs and nodes changed since: p50 {percentile(warm, 50) * 1e3:.2f} ms,"
         f" max {max(warm) * 1e3:.2f} ms"
     )
 
@@ -274,7 +268,7 @@ def cycle_latency(nodes: int, pending: int, repeats: int) -> None:
         f" traced memory {with_nodes / nodes * 1000 / 2**20:.1f} MiB per 1,000 nodes (each with one pod),"
         f" {(with_pods - with_nodes) / pending * 10_000 / 2**20:.1f} MiB per 10,000 pods in the cache;"
         f" first two cycles (everything copied) {cold[0]:.2f} s, {cold[1]:.2f} s; then over"
-        f" {len(steady)} cycles p50 {statistics.median(steady) * 1e3:.0f} ms, p99 {pct(steady, 99) * 1e3:.0f} ms"
+        f" {len(steady)} cycles p50 {statistics.median(steady) * 1e3:.0f} ms, p99 {percentile(steady, 99) * 1e3:.0f} ms"
     )
 
 

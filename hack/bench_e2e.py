@@ -42,7 +42,9 @@ import aiohttp
 import orjson
 
 from caldera.hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
-from caldera.hack.workload import Api, pod_manifest, podgroup_manifest, podgroups_path, pods_path
+from caldera.hack.stats import percentile
+from caldera.hack.workload.client import Api, podgroups_path, pods_path
+from caldera.hack.workload.manifests import pod_manifest, podgroup_manifest
 
 NAMESPACE = "bench-e2e"
 SHAPES = ("backlog", "stream")
@@ -75,13 +77,6 @@ class E2EResult:
     profile: str = ""
     profile_top: list[str] = field(default_factory=list)
 
-    @staticmethod
-    def pct(values: list[float], p: float) -> float:
-        if not values:
-            return float("nan")
-        ordered = sorted(values)
-        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
-
     @property
     def rate(self) -> float:
         return self.bound / self.wall_seconds if self.wall_seconds else 0.0
@@ -108,8 +103,8 @@ class E2EResult:
             f" {self.period}, {how}",
             f"  created in {self.created_seconds:.2f}s ({self.pods / max(self.created_seconds, 1e-9):.0f}/s)",
             f"  bound: {self.bound}/{self.pods} in {self.wall_seconds:.2f}s = {self.rate:.0f} pods/s ({span})",
-            f"  latency to bound: p50={self.pct(self.latencies, 50) * 1000:.0f}ms"
-            f" p99={self.pct(self.latencies, 99) * 1000:.0f}ms max={max(self.latencies or [0]) * 1000:.0f}ms",
+            f"  latency to bound: p50={percentile(self.latencies, 50) * 1000:.0f}ms"
+            f" p99={percentile(self.latencies, 99) * 1000:.0f}ms max={max(self.latencies or [0]) * 1000:.0f}ms",
         ]
         if cpu is not None and self.scheduler_cpu is not None:
             start = "process start" if self.shape == "backlog" else "first create"

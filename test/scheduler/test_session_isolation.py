@@ -32,7 +32,7 @@ def _session_objects(result) -> set[int]:
     out: set[int] = set()
     for job in result.jobs.values():
         out |= {id(job), id(job.by_status), id(job.allocated)} | {id(t) for t in job.tasks.values()}
-    for n in result.data["node_list"]:
+    for n in result.report.node_list:
         out |= {id(n), id(n.idle), id(n.used)}
     return out
 
@@ -91,7 +91,7 @@ def test_a_discarded_or_failed_session_leaves_nothing_behind_for_later_sessions(
         job = result.jobs["default/big"]
         assert job.count(TaskStatus.PENDING) == 3
         assert job.fit_errors or job.job_fit_error
-        assert [n.idle.cpu for n in result.data["node_list"]] == [4000, 4000]
+        assert [n.idle.cpu for n in result.report.node_list] == [4000, 4000]
     assert binder.placements == []
     snap = cache.snapshot()
     assert snap.jobs["default/big"].fit_errors == {} and snap.jobs["default/big"].job_fit_error == ""
