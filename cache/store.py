@@ -208,8 +208,8 @@ class ClusterCache:
         self.ungrouped: dict[str, TaskInfo] = {}
         #: when each pod of ``ungrouped`` was first seen without a group (monotonic seconds)
         self._ungrouped_since: dict[str, float] = {}
-        #: tasks whose pods carry required pod anti-affinity terms, by uid (usually few)
-        self._anti_affinity: dict[str, TaskInfo] = {}
+        #: tasks whose pods carry inter-pod affinity or anti-affinity terms, by uid (usually few)
+        self._affinity: dict[str, TaskInfo] = {}
         #: tasks bound to a node the cache has not seen (yet), by node name
         self._orphans_by_node: dict[str, dict[str, TaskInfo]] = {}
         #: two sets of session copies handed out in turn (see the module's docstring)
@@ -322,12 +322,10 @@ class ClusterCache:
                 task.pod = _with_annotations(task.pod, old.pod.metadata.annotations)
             self.tasks[uid] = task
             affinity = pod.spec.affinity
-            if (
-                affinity is not None
-                and affinity.pod_anti_affinity is not None
-                and affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+            if affinity is not None and (
+                affinity.pod_affinity is not None or affinity.pod_anti_affinity is not None
             ):
-                self._anti_affinity[uid] = task
+                self._affinity[uid] = task
             if ours:
                 if job_key is None:
                     self.ungrouped[uid] = task
@@ -356,7 +354,7 @@ class ClusterCache:
 
     def _remove_task(self, task: TaskInfo) -> None:
         self.tasks.pop(task.uid, None)
-        self._anti_affinity.pop(task.uid, None)
+        self._affinity.pop(task.uid, None)
         if self.ungrouped.pop(task.uid, None) is not None:
             self._problems_revision += 1
         self._detach_from_node(task)
@@ -651,9 +649,10 @@ class ClusterCache:
                 storage_classes=dict(self.storage_classes),
                 csinodes=dict(self.csinodes),
                 rows=list(slot.node_list),
-                anti_affinity_nodes=frozenset(
+                affinity_pods=len(self._affinity),
+                affinity_nodes=frozenset(
                     t.node_name
-                    for t in self._anti_affinity.values()
+                    for t in self._affinity.values()
                     if t.node_name and t.status in OCCUPYING_STATUSES
                 ),
             )

@@ -34,9 +34,19 @@ class Snapshot:
     csinodes: dict[str, CSINode] = field(default_factory=dict)
     #: the nodes in row order, when the builder has them at hand (else derived from ``nodes``)
     rows: list[NodeInfo] | None = None
-    #: names of the nodes holding a pod with required pod anti-affinity terms (None: not known, look
-    #: at every node); lets the predicates find existing anti-affinity without reading every pod
-    anti_affinity_nodes: frozenset[str] | None = None
+    #: how many pods of the cluster carry inter-pod affinity or anti-affinity terms, and the names of
+    #: the nodes holding such pods (None: not known, look at every pod). Lets plugins find existing
+    #: pods with such terms without reading every pod of every node each cycle.
+    affinity_pods: int | None = None
+    affinity_nodes: frozenset[str] | None = None
+
+    def nodes_with_affinity_pods(self, every: list[NodeInfo]) -> list[NodeInfo]:
+        """The nodes that may hold pods with inter-pod (anti-)affinity terms, in row order: those the
+        builder named, else ``every``."""
+        names = self.affinity_nodes
+        if names is None:
+            return every
+        return sorted((self.nodes[n] for n in names if n in self.nodes), key=lambda n: n.row)
 
     @property
     def node_list(self) -> list[NodeInfo]:

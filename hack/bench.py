@@ -64,26 +64,66 @@ TEMPLATES: list[dict[str, Any]] = [
 ]
 
 
-def make_cache(nodes: int, groups: int = 0) -> ClusterCache:
+ZONE = "topology.kubernetes.io/zone"
+ZONES = 10
+
+
+def make_cache(nodes: int, groups: int = 0, zones: int = 0) -> ClusterCache:
     cache = ClusterCache()
     for i in range(nodes):
         labels = {"bench/zone": f"z{i % 4}"}
         if groups:
             labels["bench/group"] = f"g{i * groups // nodes:03d}"
+        if zones:
+            labels[ZONE] = f"zone-{i % zones}"
+            labels["kubernetes.io/hostname"] = f"node-{i:05d}"
         cache.upsert_node(node(f"node-{i:05d}", cpu="32", memory="128Gi", pods="110", labels=labels))
     return cache
 
 
+def spread_constraints(app: str) -> dict[str, Any]:
+    """What a spread workload carries: its pods evenly over zones (hard) and hosts (soft)."""
+    selector = {"matchLabels": {"app": app}}
+    return {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": selector,
+            },
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": selector,
+            },
+        ]
+    }
+
+
 def make_jobs(
-    count: int, size: int, cpu: str = "", memory: str = "", prefix: str = "job", start: int = 0
+    count: int,
+    size: int,
+    cpu: str = "",
+    memory: str = "",
+    prefix: str = "job",
+    start: int = 0,
+    spread: int = 0,
 ) -> list[tuple[PodGroup, list[Pod]]]:
-    """Gangs of ``size``; each takes the next of TEMPLATES unless cpu/memory are given."""
+    """Gangs of ``size``; each takes the next of TEMPLATES unless cpu/memory are given. ``spread``
+    percent of them carry topology spread constraints (single pods in workloads of 20, a gang as one
+    workload)."""
     out = []
     for j in range(start, start + count):
-        template = dict(TEMPLATES[j % len(TEMPLATES)])
+        name = f"{prefix}-{j:06d}"
+        template: dict[str, Any] = dict(TEMPLATES[j % len(TEMPLATES)])
         if cpu:
             template = {"cpu": cpu, "memory": memory or "2Gi"}
-        out.append(gang(f"{prefix}-{j:06d}", size, **template))
+        if spread and (j % 100) < spread:
+            app = f"{prefix}-app-{j // 20:05d}" if size == 1 else name
+            template.update(labels={"app": app}, spec_extra=spread_constraints(app))
+        out.append(gang(name, size, **template))
     return out
 
 
@@ -114,12 +154,15 @@ def drain(
 
 
 def run_scenario(
-    title: str, conf_text: str, nodes: int, jobs: int, size: int, groups: int = 0
+    title: str, conf_text: str, nodes: int, jobs: int, size: int, groups: int = 0, spread: int = -1
 ) -> dict[str, Any]:
+    """``spread`` >= 0: nodes carry zone labels and that percentage of the jobs spread constraints
+    (with the request shapes of the first template, so the two runs differ only by the constraints)."""
     registry = builtin_registry()
     conf = parse_conf(conf_text, registry)
-    cache = make_cache(nodes, groups)
-    want = load_jobs(cache, make_jobs(jobs, size))
+    cache = make_cache(nodes, groups, zones=ZONES if spread >= 0 else 0)
+    shape = {"cpu": "1", "memory": "2Gi"} if spread >= 0 else {}
+    want = load_jobs(cache, make_jobs(jobs, size, spread=max(spread, 0), **shape))
     binder = RecordingBinder()
     loop = SchedulerLoop(cache, lambda: conf, registry, binder)
     wall, cpu, cycles = drain(loop, binder, want)
@@ -272,7 +315,34 @@ def cycle_latency(nodes: int, pending: int, repeats: int) -> None:
     )
 
 
+def run_spread(args: argparse.Namespace) -> int:
+    """The same workloads on the same zoned nodes, without and with topology spread constraints on
+    ``--spread`` percent of the jobs; prints both and their ratio (CPU per bound pod)."""
+    n = args.nodes
+    print(f"caldera core benchmark, topology spread: {n} nodes of 32 cpu / 128Gi in {ZONES} zones")
+    for title, jobs, size in (
+        (f"{args.single} single pods", args.single, 1),
+        (f"{args.gangs} gangs of {args.gang_size}", args.gangs, args.gang_size),
+    ):
+        base = run_scenario(f"{title}, no spread constraints", DEFAULT_CONF, n, jobs, size, spread=0)
+        with_spread = run_scenario(
+            f"{title}, {args.spread}% with spread constraints",
+            DEFAULT_CONF,
+            n,
+            jobs,
+            size,
+            spread=args.spread,
+        )
+        per_pod = [r["cpu"] / max(r["bound"], 1) for r in (base, with_spread)]
+        print(
+            f"  {title}: CPU per bound pod with spread / without = {per_pod[1] / max(per_pod[0], 1e-12):.2f}x"
+        )
+    return 0
+
+
 def run_core(args: argparse.Namespace) -> int:
+    if args.spread:
+        return run_spread(args)
     n = args.nodes
     print(
         f"caldera core benchmark: {n} nodes of 32 cpu / 128Gi, in process, recording binder,"
@@ -324,6 +394,13 @@ def register(subparsers: Any) -> None:
     core.add_argument("--cycles", type=int, default=120, help="steady-state cycles (percentiles over them)")
     core.add_argument("--arrivals", type=int, default=20, help="steady state: gangs arriving per cycle")
     core.add_argument("--lifetime", type=int, default=30, help="steady state: cycles a placed gang runs")
+    core.add_argument(
+        "--spread",
+        type=int,
+        default=0,
+        metavar="PCT",
+        help="compare the figures without and with topology spread constraints on PCT%% of the jobs",
+    )
     core.set_defaults(func=run_core)
     e2e = sub.add_parser("e2e", help="end to end through caldera-sim: creation to bound")
     e2e.add_argument("--nodes", type=int, default=1000)

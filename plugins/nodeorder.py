@@ -186,13 +186,19 @@ class NodeOrderPlugin(Plugin):
         without terms of its own, and node-local."""
         got = self._any_terms
         if got is None:
-            got = False
-            for job in self.ssn.jobs.values():
-                if any(_scoring_terms(t) for t in job.tasks.values()):
-                    got = True
-                    break
-            if not got:
-                got = any(_scoring_terms(t) for n in self.ssn.node_list for t in n.tasks.values())
+            snapshot = self.ssn.snapshot
+            if snapshot.affinity_pods == 0:
+                # The cache counts the pods with such terms: none, so no scan of every pod.
+                got = False
+            else:
+                got = False
+                for job in self.ssn.jobs.values():
+                    if any(_scoring_terms(t) for t in job.tasks.values()):
+                        got = True
+                        break
+                if not got:
+                    nodes = snapshot.nodes_with_affinity_pods(self.ssn.node_list)
+                    got = any(_scoring_terms(t) for n in nodes for t in n.tasks.values())
             self._any_terms = got
         return got
 
@@ -201,7 +207,7 @@ class NodeOrderPlugin(Plugin):
         session's placements."""
         if self._existing is None:
             self._existing = {}
-            for n in self.ssn.node_list:
+            for n in self.ssn.snapshot.nodes_with_affinity_pods(self.ssn.node_list):
                 for t in n.tasks.values():
                     if t.status in OCCUPYING_STATUSES:
                         self._existing_add(t, n.row)

@@ -285,13 +285,7 @@ class PredicatesPlugin(Plugin):
             got = self._anti_terms = []
             # The snapshot names the nodes that hold such pods, when it knows: only those are read
             # (reading every pod of every node each cycle cost O(cluster)).
-            names = self.ssn.snapshot.anti_affinity_nodes
-            nodes = (
-                self.ssn.node_list
-                if names is None
-                else sorted((self.ssn.nodes[n] for n in names if n in self.ssn.nodes), key=lambda n: n.row)
-            )
-            for node in nodes:
+            for node in self.ssn.snapshot.nodes_with_affinity_pods(self.ssn.node_list):
                 for t in node.tasks.values():
                     aff = t.pod.spec.affinity
                     anti = aff.pod_anti_affinity if aff else None
