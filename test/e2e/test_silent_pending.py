@@ -72,8 +72,8 @@ async def test_a_pod_whose_podgroup_does_not_exist(api: Api, start_scheduler) ->
     assert cond["status"] == "False" and cond["message"] == reason
 
     # Twenty more cycles: the Event is not repeated.
-    cycles = running.app.observatory.number
-    await eventually(lambda: _after(running.app.observatory, cycles + 20), timeout=20)
+    mark = _mark(running.app)
+    await eventually(lambda: _after(running.app, mark, 20), timeout=30)
     assert len(await warnings_about(api, "Pod", "ghost-0")) == 1
 
     # The PodGroup arrives: the pod is scheduled and the problem is gone.
@@ -130,8 +130,8 @@ async def test_pods_whose_spec_cannot_be_read(api: Api, start_scheduler, sim: Si
     assert n1["cpu"][0] == 0
     assert not any((await api.node_of()).values())
 
-    cycles = running.app.observatory.number
-    await eventually(lambda: _after(running.app.observatory, cycles + 20), timeout=20)
+    mark = _mark(running.app)
+    await eventually(lambda: _after(running.app, mark, 20), timeout=30)
     assert len(await warnings_about(api, "Pod", "bad-1")) == 1
     assert len(await warnings_about(api, "Pod", "bad-2")) == 1
 
@@ -158,13 +158,21 @@ async def test_a_job_whose_queue_does_not_exist(api: Api, start_scheduler) -> No
     assert code == 0, text
     assert "queue nosuch not found" in text and "create queue nosuch" in text
 
-    cycles = running.app.observatory.number
-    await eventually(lambda: _after(running.app.observatory, cycles + 20), timeout=20)
+    mark = _mark(running.app)
+    await eventually(lambda: _after(running.app, mark, 20), timeout=30)
     assert len(await warnings_about(api, "PodGroup", "lost")) == 1
 
 
-async def _after(observatory: Any, cycle: int) -> bool:
-    return bool(observatory.number >= cycle)
+def _mark(app: Any) -> tuple[int, int]:
+    return app.loop.stats.cycles + app.loop.stats.skipped, app.observatory.number
+
+
+async def _after(app: Any, mark: tuple[int, int], periods: int) -> bool:
+    """``periods`` more schedule periods and at least 3 more cycles: a period with nothing changed
+    since a cycle that decided nothing is skipped (scheduler/loop.py), a cycle runs at least every
+    second."""
+    stats = app.loop.stats
+    return bool(stats.cycles + stats.skipped >= mark[0] + periods and app.observatory.number >= mark[1] + 3)
 
 
 async def _bound(api: Api, name: str) -> bool:
@@ -203,8 +211,8 @@ async def test_a_plain_pod_whose_queue_does_not_exist(api: Api, start_scheduler)
     code, text = await run_cli("explain", "pod", f"{api.ns}/plain-0", "--server", server)
     assert code == 0 and event["message"] in text and "create queue nosuch" in text
 
-    cycles = running.app.observatory.number
-    await eventually(lambda: _after(running.app.observatory, cycles + 20), timeout=20)
+    mark = _mark(running.app)
+    await eventually(lambda: _after(running.app, mark, 20), timeout=30)
     assert len(await warnings_about(api, "Pod", "plain-0")) == 1
 
 
