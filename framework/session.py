@@ -262,6 +262,17 @@ class Session(CallbackRegistry):
             return left.creation < right.creation
         return left.uid < right.uid
 
+    @staticmethod
+    def _cmp_key(less: Callable[[Any, Any], bool]) -> Callable[[Any], Any]:
+        def cmp(a: Any, b: Any) -> int:
+            if less(a, b):
+                return -1
+            if less(b, a):
+                return 1
+            return 0
+
+        return functools.cmp_to_key(cmp)
+
     def _three_way_key(
         self, point: CallbackPoint[Callable[[Any, Any], int]], tie: Callable[[Any], Any]
     ) -> Callable[[Any], Any]:
