@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from .errors import ApiError
+from .loop import BackgroundLoop
 from .quantity import parse_quantity, pod_requests
 from .resources import DEPLOYMENTS, NODES, PODS, REPLICASETS
 from .selectors import match_labels_selector
@@ -29,12 +30,15 @@ EXIT_CODE_ANNOTATION = "sim.caldera.io/exit-code"
 _HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-class Kubelet:
+class Kubelet(BackgroundLoop):
     """Every node's kubelet at once: starts bound pods, finishes timed ones, confirms graceful deletions."""
+
+    task_name = "sim-kubelet"
 
     def __init__(
         self, store: Store, start_delay: float = 1.0, stop_delay: float | None = None, admission: bool = True
     ):
+        super().__init__()
         self.store = store
         # Like a real kubelet, refuse a pod that does not fit what the node has left (phase Failed, OutOf<resource>).
         self.admission = admission
@@ -45,14 +49,9 @@ class Kubelet:
         self.stop_delay = start_delay if stop_delay is None else stop_delay
         self._heap: list[tuple[float, int, str, str, str, str]] = []
         self._seq = 0
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._ip_counter = 0
         store.subscribe(PODS, self._on_pod)
         store.subscribe(NODES, self._on_node)
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-kubelet")
 
     def _on_node(self, ev: WatchEvent) -> None:
         if ev.type == DELETED:
@@ -70,15 +69,6 @@ class Kubelet:
                     self.store.delete(PODS, meta["namespace"], meta["name"], {"gracePeriodSeconds": 0})
                 except ApiError:
                     pass
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
 
     def _schedule(self, delay: float, action: str, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
@@ -323,30 +313,19 @@ def template_hash(template: dict[str, Any]) -> str:
     return "".join(_HASH_ALPHABET[b % len(_HASH_ALPHABET)] for b in digest[:10])
 
 
-class WorkloadControllers:
+class WorkloadControllers(BackgroundLoop):
     """Deployment and ReplicaSet controllers, reconciling only what changed."""
 
+    task_name = "sim-workload-controllers"
+
     def __init__(self, store: Store):
+        super().__init__()
         self.store = store
         self._dirty_rs: set[tuple[str, str]] = set()
         self._dirty_deploy: set[tuple[str, str]] = set()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         store.subscribe(PODS, self._on_pod)
         store.subscribe(REPLICASETS, self._on_rs)
         store.subscribe(DEPLOYMENTS, self._on_deploy)
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-workload-controllers")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
 
     def _mark(self, dirty: set[tuple[str, str]], ns: str, name: str) -> None:
         dirty.add((ns, name))

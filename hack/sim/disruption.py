@@ -25,6 +25,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError
+from .loop import BackgroundLoop
 from .resources import PODS, resource
 from .selectors import match_labels_selector
 
@@ -167,29 +168,18 @@ def _budget_message(pdb: dict[str, Any], status: dict[str, Any]) -> str:
     )
 
 
-class DisruptionController:
+class DisruptionController(BackgroundLoop):
     """Keeps every PDB's status current as pods and budgets change (debounced per namespace)."""
 
+    task_name = "sim-disruption-controller"
+
     def __init__(self, store: Store, interval: float = 0.05):
+        super().__init__()
         self.store = store
         self.interval = interval
         self._dirty: set[str] = set()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         store.subscribe(PODS, self._on_pod)
         store.subscribe(PDBS, self._on_pdb)
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-disruption-controller")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
 
     def _on_pod(self, ev: WatchEvent) -> None:
         ns = (ev.obj.get("metadata") or {}).get("namespace", "")

@@ -17,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError
+from .loop import BackgroundLoop
 from .resources import NODES, resource
 
 if TYPE_CHECKING:
@@ -31,26 +32,15 @@ SELECTED_NODE = "volume.kubernetes.io/selected-node"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 
 
-class Provisioner:
+class Provisioner(BackgroundLoop):
+    task_name = "sim-provisioner"
+
     def __init__(self, store: Store, delay: float = 0.05):
+        super().__init__()
         self.store = store
         self.delay = delay
         self._dirty: set[tuple[str, str]] = set()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         store.subscribe(PVCS, self._on_pvc)
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-provisioner")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
 
     def _on_pvc(self, ev: WatchEvent) -> None:
         if ev.type == "DELETED" or (ev.obj.get("spec") or {}).get("volumeName"):

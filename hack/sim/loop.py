@@ -1,0 +1,30 @@
+"""The shape every simulated controller shares: one background task started on the running loop and
+cancelled and awaited on stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+class BackgroundLoop:
+    """A controller whose work is ``_run()``, run as one task named ``task_name``."""
+
+    task_name = "sim-controller"
+
+    def __init__(self) -> None:
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=self.task_name)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        raise NotImplementedError
