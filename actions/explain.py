@@ -379,7 +379,9 @@ def _suggestion(ssn: Session, job: JobInfo, doc: dict[str, Any]) -> str:
         return f"open queue {job.queue} (it is {qs['state']})"
     if doc["gated"] and job.waits_for_gates():
         gates = sorted({g for t in doc["gated"] for g in t["gates"]})
-        return f"remove the scheduling gates ({', '.join(gates)}) from the gated pods; the gang waits for them"
+        return (
+            f"remove the scheduling gates ({', '.join(gates)}) from the gated pods; the gang waits for them"
+        )
     if gang["valid"] < job.min_available:
         missing = job.min_available - gang["valid"]
         return (

@@ -67,4 +67,3 @@ def test_the_documented_plugin_keeps_pods_off_nodes_under_maintenance() -> None:
     ssn = open_session(blocked, conf.tiers, registry.plugins, conf.configurations)
     (task,) = ssn.jobs["default/h"].tasks.values()
     assert ssn.explain_predicates(task) == {"node(s) were under maintenance": 1}
-

@@ -34,8 +34,19 @@ def test_the_wheel_holds_a_single_top_level_package(tmp_path: Path) -> None:
         shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     wheels = tmp_path / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "--wheel-dir", str(wheels), str(source)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--wheel-dir",
+            str(wheels),
+            str(source),
+        ],
         check=True,
         capture_output=True,
         cwd=tmp_path,
