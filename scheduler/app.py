@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -25,6 +26,7 @@ from caldera.config.conf import ConfError
 from caldera.framework.model import TaskInfo
 from caldera.framework.plugin import Registry
 from caldera.framework.session import SessionResult
+from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import devices as device_metrics
 from caldera.metrics import scheduler as m
 from caldera.metrics.collectors import WatchCollector, WatchState
@@ -324,11 +326,13 @@ class SchedulerApp:
                 return code
             self.informers.start()
             if self.conf.kind == "file":
-                background.append(asyncio.create_task(self.conf.watch_file(loop_stop), name="conf-file"))
-            background.append(asyncio.create_task(self._watch_sync(loop_stop), name="sync-gauge"))
+                background.append(supervise("conf-file", functools.partial(self.conf.watch_file, loop_stop)))
+            background.append(supervise("sync-gauge", functools.partial(self._watch_sync, loop_stop)))
             # vGPU device series are set from the cache's truth and reconciled periodically.
             background.append(
-                asyncio.create_task(device_metrics.shared().run(self.cache, loop_stop), name="device-metrics")
+                supervise(
+                    "device-metrics", functools.partial(device_metrics.shared().run, self.cache, loop_stop)
+                )
             )
             self.started.set()
             if opts.leader_elect:
@@ -347,7 +351,7 @@ class SchedulerApp:
                 if not await self.elector.acquire(stop):
                     return EXIT_OK
                 self._leading = True
-                background.append(asyncio.create_task(self.elector.hold(loop_stop), name="lease"))
+                background.append(supervise("lease", functools.partial(self.elector.hold, loop_stop)))
             self.binder.start()
             self.evictor.start()
             self.status.start()
@@ -363,7 +367,9 @@ class SchedulerApp:
                     # The cache's watches feed them: each pod, PodGroup and Queue event decoded once.
                     source=self.informers,
                 )
-                background.append(asyncio.create_task(self.controllers.run(loop_stop), name="controllers"))
+                background.append(
+                    supervise("controllers", functools.partial(self.controllers.run, loop_stop))
+                )
             loop_task = asyncio.create_task(self.loop.run(loop_stop), name="cycles")
             log.info(
                 "scheduling pods of %s every %.3gs", ", ".join(opts.scheduler_names), opts.schedule_period
@@ -398,11 +404,11 @@ class SchedulerApp:
             return code
         finally:
             loop_stop.set()
-            for task in background:
-                try:
-                    await asyncio.wait_for(task, 3.0)
-                except (asyncio.CancelledError, TimeoutError, Exception):
-                    task.cancel()
+            # Each ends by itself once loop_stop is set; what is still running after 3 s is cancelled, and
+            # what any of them raised on the way out is logged (stop_workers), never swallowed.
+            if background:
+                await asyncio.wait(background, timeout=3.0)
+            await stop_workers(background)
             if self.elector is not None and self.elector.is_leader:
                 await self.elector.release()
             await self.binder.stop()

@@ -261,13 +261,7 @@ class Binder:
         await self.stop()
 
     async def stop(self) -> None:
-        for wait in list(self._volume_waits):
-            wait.cancel()
-        for wait in list(self._volume_waits):
-            try:
-                await wait
-            except (asyncio.CancelledError, Exception):
-                pass
+        await stop_workers(self._volume_waits)
         await stop_workers(self._tasks)
         self._tasks.clear()
 
