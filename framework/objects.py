@@ -21,8 +21,10 @@ class ObjectError(ValueError):
     """A Kubernetes object that cannot be decoded; the message names the kind and the object."""
 
 
-class _Base(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
-    pass
+class _Base(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True, gc=False):
+    """``gc=False``: decoded objects are frozen trees of strings, numbers, lists and dicts, never part
+    of a reference cycle, so the cyclic collector need not track them (with a cache of 100,000 pods,
+    walking them was a third of the cost of decoding a watch event)."""
 
 
 class OwnerReference(_Base, frozen=True):

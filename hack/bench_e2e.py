@@ -76,6 +76,11 @@ class E2EResult:
     rate_limit: float = 0.0  # pods created per second (0: as fast as the API server takes them)
     profile: str = ""
     profile_top: list[str] = field(default_factory=list)
+    #: the scheduler's own counters at the end (its /metrics): watch events by kind, writes by kind
+    events_seen: dict[str, float] = field(default_factory=dict)
+    writes: dict[str, float] = field(default_factory=dict)
+    cycles: float | None = None
+    gc_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -127,6 +132,20 @@ class E2EResult:
                     f" {per / 2**20:.1f} MiB per 10,000 pods)"
                 )
             lines.append(line)
+        if self.events_seen:
+            seen = ", ".join(f"{k} {v:.0f}" for k, v in sorted(self.events_seen.items()))
+            lines.append(f"  watch events the scheduler decoded: {seen}")
+        if self.writes:
+            per = sum(self.writes.values()) / max(1, self.bound)
+            made = ", ".join(f"{k} {v:.0f}" for k, v in sorted(self.writes.items()))
+            lines.append(f"  API writes: {made} ({per:.2f} per bound pod)")
+        if self.cycles is not None:
+            lines.append(f"  scheduling cycles: {self.cycles:.0f}")
+        if self.gc_seconds:
+            by_gen = ", ".join(f"gen{g} {v:.2f}s" for g, v in sorted(self.gc_seconds.items()))
+            lines.append(
+                f"  garbage collector (whole process life): {sum(self.gc_seconds.values()):.2f}s ({by_gen})"
+            )
         if self.retries:
             lines.append(f"  driver retries (429/5xx/resets): {self.retries}")
         if self.profile:
@@ -145,6 +164,36 @@ async def _wait_ready(base: str, timeout: float = 120.0) -> None:
                         return
             await asyncio.sleep(0.1)
     raise RuntimeError("caldera-scheduler did not become ready")
+
+
+_SAMPLE = re.compile(r"^(caldera_[a-z_]+?)(?:_total)?\{([^}]*)\} ([0-9.e+]+)$", re.M)
+
+
+async def _scrape(base: str, result: E2EResult) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(base + "/metrics") as r:
+            read_counters(await r.text(), result)
+
+
+def read_counters(text: str, result: E2EResult) -> None:
+    """The scheduler's own counters from its /metrics text: watch events by kind, API writes by kind,
+    cycles run, time in the garbage collector."""
+    for name, labels, value in _SAMPLE.findall(text):
+        tags = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if name == "caldera_watch_events":
+            kind = tags.get("kind", "?")
+            result.events_seen[kind] = result.events_seen.get(kind, 0.0) + float(value)
+        elif name == "caldera_binds":
+            result.writes["bindings"] = result.writes.get("bindings", 0.0) + float(value)
+        elif name == "caldera_gc_seconds":
+            result.gc_seconds[tags.get("generation", "?")] = float(value)
+        elif name == "caldera_status_writes":
+            kind = tags.get("kind", "?")
+            key = "events" if kind == "event" else f"{kind} status"
+            result.writes[key] = result.writes.get(key, 0.0) + float(value)
+    match = re.search(r"^caldera_cycle_duration_seconds_count(?:\{[^}]*\})? ([0-9.e+]+)$", text, re.M)
+    if match:
+        result.cycles = float(match.group(1))
 
 
 def _first_cycle(log: Path) -> float | None:
@@ -175,7 +224,7 @@ async def _wait_idle(pid: int, timeout: float = 60.0) -> tuple[float | None, flo
 
 
 class Profiler:
-    """py-spy attached to a running process (samples every thread without pausing it)."""
+    """py-spy attached to a running process, sampling whichever thread holds the GIL (without pausing it)."""
 
     def __init__(self, pid: int, path: Path) -> None:
         exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -192,6 +241,9 @@ class Profiler:
                 "--rate",
                 "200",
                 "--nonblocking",
+                # only the thread holding the GIL: a thread waiting for it is not spending CPU, and
+                # counting it would split one core's time between the loop and the decide thread
+                "--gil",
                 "--format",
                 "raw",
                 "-o",
@@ -454,6 +506,8 @@ def bench(
                     result.scheduler_rss = rss_bytes(sched.pid)
                     result.retries = api.retries
                     result.first_cycle = _first_cycle(Path(workdir) / "scheduler.log")
+                    with contextlib.suppress(aiohttp.ClientError, OSError):
+                        await _scrape(sched.base, result)
 
             asyncio.run(go())
             if profiler is not None:

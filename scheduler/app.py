@@ -28,6 +28,7 @@ from caldera.framework.plugin import Registry
 from caldera.framework.session import SessionResult
 from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import devices as device_metrics
+from caldera.metrics import gc as gc_metrics
 from caldera.metrics import scheduler as m
 from caldera.metrics.collectors import WatchCollector, WatchState
 from caldera.scheduler.binder import Binder
@@ -240,6 +241,8 @@ class SchedulerApp:
     # -- lifecycle ---------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> int:
         opts = self.options
+        gc_metrics.install()
+        gc_metrics.tune()
         try:
             parse_listen_address(opts.listen_address)
         except ValueError as exc:
@@ -425,6 +428,7 @@ class SchedulerApp:
         assert self.informers is not None
         if await self.informers.wait_synced(stop):
             m.CACHE_SYNCED.set(1)
+            gc_metrics.freeze_long_lived()
             log.info(
                 "caches synced: %d nodes, %d pods, %d PodGroups",
                 len(self.cache.nodes),
