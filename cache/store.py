@@ -732,6 +732,7 @@ class ClusterCache:
         table.ready = source.ready[rows]
         table.unschedulable = source.unschedulable[rows]
         table._all_rows = None
+        table._requests = {}  # column numbers follow dims, copied afresh above
         table.version = 0
 
     def _refresh_jobs(self, slot: _Slot) -> None:

@@ -19,6 +19,7 @@ class NodeTable:
 
     __slots__ = (
         "_all_rows",
+        "_requests",
         "allocatable",
         "dims",
         "future",
@@ -53,6 +54,8 @@ class NodeTable:
         self.version = 0
         #: when a list: the row of every write, in order (sessions patch per-template caches from it)
         self.log: list[int] | None = None
+        #: request vectors by request value (see :meth:`fits`)
+        self._requests: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     # -- shape -------------------------------------------------------------------------------------
     def _grow_rows(self, needed: int) -> None:
@@ -175,6 +178,26 @@ class NodeTable:
     def fits(self, res: Resource, rows: np.ndarray | None = None, future: bool = True) -> np.ndarray:
         """Mask over ``rows`` (default all) of the nodes whose idle (or future idle) holds ``res``."""
         array = self.future if future else self.idle
+        if rows is not None and rows is not self._all_rows and len(rows) < 64:
+            # A few rows (a placement patching its cache): one gather of the asked columns instead of
+            # a gather per column; same comparison.
+            key = (
+                (res.cpu, res.memory, res.pods, *res.scalars.items())
+                if res.scalars
+                else (
+                    res.cpu,
+                    res.memory,
+                    res.pods,
+                )
+            )
+            request = self._requests.get(key)
+            if request is None:
+                cols, vals = self.request_vector(res)
+                request = self._requests[key] = (cols, vals - MIN_RESOURCE)
+            cols, floor = request
+            if not len(cols):
+                return np.ones(len(rows), dtype=bool)
+            return (array[rows[:, None], cols] >= floor).all(axis=1)  # type: ignore[no-any-return]
         mask: np.ndarray | None = None
         for col, value in self.request_items(res):
             ok = self.column(array, col, rows) >= value - MIN_RESOURCE
@@ -246,6 +269,7 @@ class NodeTable:
         out._all_rows = None
         out.version = 0
         out.log = None
+        out._requests = {}
         out.ready = self.ready[:n].copy()
         out.unschedulable = self.unschedulable[:n].copy()
         return out

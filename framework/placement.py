@@ -23,21 +23,57 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from caldera.framework.callbacks import BulkPred, BulkScore, CallbackRegistry, is_local
+from caldera.framework.callbacks import BulkPred, BulkPredicate, BulkScore, CallbackRegistry, is_local
 from caldera.framework.model import NodeInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
 
 
 class _Placement:
-    """Per pod template: feasibility (future and now) and scores over every row, at a table version."""
+    """Per pod template: feasibility (future and now) and scores over every row, at a table version,
+    and what they are computed from (resolved once, so patching a few rows calls only those)."""
 
-    __slots__ = ("feasible", "now", "scores", "version")
+    __slots__ = ("feasible", "fit_future", "now", "preds", "score_parts", "scores", "static", "version")
 
-    def __init__(self, feasible: np.ndarray, now: np.ndarray, scores: np.ndarray, version: int) -> None:
+    def __init__(
+        self,
+        feasible: np.ndarray,
+        now: np.ndarray,
+        scores: np.ndarray,
+        version: int,
+        static: np.ndarray,
+        preds: list[BulkPredicate],
+        score_parts: list[BulkScore],
+        fit_future: bool,
+    ) -> None:
         self.feasible = feasible
         self.now = now
         self.scores = scores
         self.version = version
+        #: the template's static mask, the dynamic node-local predicates, the node-local score parts
+        self.static = static
+        self.preds = preds
+        self.score_parts = score_parts
+        #: no enabled predicate checks free resources: the cache checks future idle itself
+        self.fit_future = fit_future
+
+    def patch(self, task: TaskInfo, table: NodeTable, changed: np.ndarray) -> None:
+        """Re-evaluate ``changed`` rows exactly as the full evaluation would (same predicates,
+        same score parts, same order)."""
+        mask = self.static[changed]
+        for fn in self.preds:
+            mask &= fn(task, changed)
+        if self.fit_future:
+            mask &= table.fits(task.init_resreq, changed)
+        self.feasible[changed] = mask
+        self.now[changed] = table.fits(task.init_resreq, changed, future=False)
+        parts = self.score_parts
+        if parts:
+            scores = parts[0](task, changed)
+            for part in parts[1:]:
+                scores = scores + part(task, changed)
+            self.scores[changed] = scores
+        else:
+            self.scores[changed] = 0.0
 
 
 class PlacementEngine:
@@ -97,13 +133,7 @@ class PlacementEngine:
             mask = self.static_mask(task).copy()
         else:
             mask = self.static_mask(task)[rows]
-        dynamic = [
-            bp
-            for bp in self.callbacks.bulk_predicates()
-            if not bp.static
-            and (resources or not bp.resource)
-            and (not local_only or is_local(bp.local, task))
-        ]
+        dynamic = self._dynamic(task, resources, local_only)
         if dynamic:
             passing = int(np.count_nonzero(mask))
             if passing == 0:
@@ -133,6 +163,17 @@ class PlacementEngine:
                         mask[i] = False
                         break
         return mask
+
+    def _dynamic(self, task: TaskInfo, resources: bool, local_only: bool) -> list[BulkPred]:
+        """The enabled predicates that are not static, in order (``resources``: with those that only
+        check free resources; ``local_only``: only the node-local ones for this task)."""
+        return [
+            bp
+            for bp in self.callbacks.bulk_predicates()
+            if not bp.static
+            and (resources or not bp.resource)
+            and (not local_only or is_local(bp.local, task))
+        ]
 
     @property
     def checks_resources(self) -> bool:
@@ -310,21 +351,25 @@ class PlacementEngine:
             and log is not None
             and table.version - entry.version <= max(8, table.rows // 16)
         ):
-            changed = np.unique(np.asarray(log[len(log) - (table.version - entry.version) :], dtype=np.intp))
-            entry.feasible[changed] = self.feasible_mask(task, changed, local_only=True)
-            entry.now[changed] = table.fits(task.init_resreq, changed, future=False)
-            entry.scores[changed] = self.node_scores(task, changed, local_only=True)
+            written = log[len(log) - (table.version - entry.version) :]
+            changed = np.array(written if len(written) == 1 else sorted(set(written)), dtype=np.intp)
+            entry.patch(task, table, changed)
             entry.version = table.version
             return entry
         rows = self.all_rows
+        fit_future = not self.checks_resources
         feasible = self.feasible_mask(task, local_only=True)
-        if not self.checks_resources:
+        if fit_future:
             feasible &= table.fits(task.init_resreq, rows)
         entry = _Placement(
             feasible,
             table.fits(task.init_resreq, rows, future=False),
             self.node_scores(task, rows, local_only=True),
             table.version,
+            self.static_mask(task),
+            [bp.fn for bp in self._dynamic(task, resources=True, local_only=True)],
+            self._local_scores(task)[0],
+            fit_future,
         )
         self._placements[key] = entry
         return entry

@@ -34,32 +34,34 @@ def _inverse_allocatable(t: NodeTable) -> np.ndarray:
     return np.divide(1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0)
 
 
-def requested_fractions(ssn: Session, task: TaskInfo, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(cpu, memory) fraction of allocatable each row would have requested with this pod on it;
-    above 1 where it would not fit, NaN-free (0 where the node has none of the resource)."""
+def requested_fractions(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+    """(cpu, memory) fraction of allocatable each row would have requested with this pod on it, one
+    row of two columns per node; above 1 where it would not fit, NaN-free (0 where the node has
+    none of the resource)."""
     t = ssn.table
-    inverse = ssn.memo(requested_fractions, lambda: _inverse_allocatable(t))
+    inverse = ssn.memo(_inverse_allocatable, lambda: _inverse_allocatable(t))
+    request = np.array((task.resreq.cpu, task.resreq.memory))
     if rows is t.all_rows:
-        cpu = (t.used[: t.rows, 0] + task.resreq.cpu) * inverse[:, 0]
-        mem = (t.used[: t.rows, 1] + task.resreq.memory) * inverse[:, 1]
-    else:
-        cpu = (t.used[rows, 0] + task.resreq.cpu) * inverse[rows, 0]
-        mem = (t.used[rows, 1] + task.resreq.memory) * inverse[rows, 1]
-    return cpu, mem
+        return (t.used[: t.rows, :2] + request) * inverse  # type: ignore[no-any-return]
+    return (t.used[rows, :2] + request) * inverse[rows]  # type: ignore[no-any-return]
 
 
 def least_requested(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
-    return (2.0 - np.minimum(cpu, 1.0) - np.minimum(mem, 1.0)) * (MAX_SCORE / 2.0)
+    """kube-scheduler's LeastAllocated (noderesources/least_allocated.go), cpu and memory weighted
+    equally, on fractions already capped at 1: the mean of (1 - requested/allocatable), 0-100."""
+    return (2.0 - cpu - mem) * (MAX_SCORE / 2.0)
 
 
-def most_requested(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
-    return (np.where(cpu > 1.0, 0.0, cpu) + np.where(mem > 1.0, 0.0, mem)) * (MAX_SCORE / 2.0)
+def most_requested(fractions: np.ndarray) -> np.ndarray:
+    """MostAllocated (most_allocated.go): the mean of requested/allocatable, 0 where over."""
+    over = np.where(fractions > 1.0, 0.0, fractions)
+    return (over[:, 0] + over[:, 1]) * (MAX_SCORE / 2.0)  # type: ignore[no-any-return]
 
 
 def balanced_allocation(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
-    cpu = np.minimum(cpu, 1.0)
-    mem = np.minimum(mem, 1.0)
-    return (1.0 - np.abs(cpu - mem) / 2.0) * MAX_SCORE
+    """BalancedAllocation (balanced_allocation.go) for two resources, on fractions capped at 1:
+    1 - |cpu - memory| / 2 (the standard deviation of the two), 0-100."""
+    return (1.0 - np.abs(cpu - mem) / 2.0) * MAX_SCORE  # type: ignore[no-any-return]
 
 
 class NodeOrderPlugin(Plugin):
@@ -124,21 +126,29 @@ class NodeOrderPlugin(Plugin):
         return self.spread_weight * self.spread.scores(task, rows)
 
     def score(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
-        ssn = self.ssn
-        total = np.zeros(len(rows))
+        # Each part is added in a fixed order with the same arithmetic for every call, so a node's
+        # score does not depend on whether it is computed over every row or patched alone.
+        total: np.ndarray | None = None
         if self.least or self.most or self.balanced:
-            cpu, mem = requested_fractions(ssn, task, rows)
-            if self.least:
-                total += self.least * least_requested(cpu, mem)
+            fractions = requested_fractions(self.ssn, task, rows)
+            if self.least or self.balanced:
+                capped = np.minimum(fractions, 1.0)
+                cpu, mem = capped[:, 0], capped[:, 1]
+                if self.least:
+                    total = self.least * least_requested(cpu, mem)
+                if self.balanced:
+                    part = self.balanced * balanced_allocation(cpu, mem)
+                    total = part if total is None else total + part
             if self.most:
-                total += self.most * most_requested(cpu, mem)
-            if self.balanced:
-                total += self.balanced * balanced_allocation(cpu, mem)
+                part = self.most * most_requested(fractions)
+                total = part if total is None else total + part
         if self.node_affinity or self.taint:
-            total += self._static_scores(task)[rows]
-        if self.pod_affinity:
-            total += self.pod_affinity * self._pod_affinity(task, rows)
-        return total
+            static = self._static_scores(task)[rows]
+            total = static if total is None else total + static
+        if self.pod_affinity and not self._node_local(task):
+            part = self.pod_affinity * self._pod_affinity(task, rows)
+            total = part if total is None else total + part
+        return total if total is not None else np.zeros(len(rows))
 
     def _static_scores(self, task: TaskInfo) -> np.ndarray:
         key = task.template
