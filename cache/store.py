@@ -70,6 +70,8 @@ class _Slot:
         "layout",
         "loaded",
         "node_list",
+        "node_memo",
+        "node_specs",
         "nodes",
         "priority_revision",
         "rows",
@@ -94,6 +96,13 @@ class _Slot:
         self.loaded: list[str] = []
         #: the jobs dict of the last snapshot built from this slot (to know a result's slot)
         self.handed: dict[str, JobInfo] | None = None
+        #: what sessions derived from the node specs (Snapshot.node_memo), valid for ``node_specs``
+        self.node_memo: dict[object, Any] = {}
+        self.node_specs = -1
+
+
+def _exact(res: Resource) -> tuple[float, float, float, dict[str, float]]:
+    return (res.cpu, res.memory, res.pods, res.scalars)
 
 
 @dataclass(frozen=True)
@@ -219,6 +228,9 @@ class ClusterCache:
         self._last_slot: _Slot | None = None
         #: bumped when a node is added or deleted (rows of the snapshot's table move)
         self._layout = 0
+        #: bumped when a node is added or deleted or its labels, taints, readiness, schedulability or
+        #: allocatable change: sessions keep what they derive from those while it stands still
+        self._node_specs = 0
         self.revision = 0
         self.stats = CacheStats()
 
@@ -431,6 +443,7 @@ class ClusterCache:
                 return
             self.revision += 1
             info = self.nodes.get(name)
+            previous = info.node if info is not None else None
             if info is None:
                 if self._free_rows:
                     row = self._free_rows.pop()
@@ -450,11 +463,21 @@ class ClusterCache:
                 self._layout += 1
             else:
                 self._node_changed(name)
+            ready = node_ready(node)
+            if (
+                previous is None
+                or previous.metadata.labels != node.metadata.labels
+                or previous.spec.taints != node.spec.taints
+                or info.unschedulable != node.spec.unschedulable
+                or info.ready != ready
+                or _exact(info.allocatable) != _exact(alloc)
+            ):
+                self._node_specs += 1
             info.node = node
             info.labels = dict(node.metadata.labels)
             info.taints = list(node.spec.taints)
             info.unschedulable = node.spec.unschedulable
-            info.ready = node_ready(node)
+            info.ready = ready
             info.allocatable = alloc
             info.idle = alloc.clone().sub(info.used)
             info.sync_row()
@@ -471,6 +494,7 @@ class ClusterCache:
                 return
             self.revision += 1
             self._layout += 1
+            self._node_specs += 1
             # Pods still bound there keep their node name; they wait in case the node comes back.
             for task in list(info.tasks.values()):
                 self._orphans_by_node.setdefault(name, {})[task.uid] = task
@@ -629,6 +653,9 @@ class ClusterCache:
             slot = self._pick_slot()
             self._refresh_nodes(slot)
             self._refresh_jobs(slot)
+            if slot.node_specs != self._node_specs:
+                slot.node_memo = {}
+                slot.node_specs = self._node_specs
             queues = dict(self.queues)
             if self.default_queue not in queues:
                 # The default queue exists implicitly until its object arrives (the queue controller creates it).
@@ -649,6 +676,7 @@ class ClusterCache:
                 storage_classes=dict(self.storage_classes),
                 csinodes=dict(self.csinodes),
                 rows=list(slot.node_list),
+                node_memo=slot.node_memo,
                 affinity_pods=len(self._affinity),
                 affinity_nodes=frozenset(
                     t.node_name

@@ -20,12 +20,22 @@ Per-node Python predicates and scores work but leave the fast path.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import numpy as np
 
 from caldera.framework.callbacks import BulkPred, BulkPredicate, BulkScore, CallbackRegistry, is_local
 from caldera.framework.model import NodeInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
+
+
+def _name_rank(names: list[str]) -> np.ndarray:
+    """Each row's rank when the rows are sorted by node name (read-only)."""
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    rank.flags.writeable = False
+    return rank
 
 
 class _Placement:
@@ -79,7 +89,13 @@ class _Placement:
 class PlacementEngine:
     """Feasibility, explanations, scores and the best node for a task, over one session's node table."""
 
-    def __init__(self, callbacks: CallbackRegistry, table: NodeTable, node_list: list[NodeInfo]) -> None:
+    def __init__(
+        self,
+        callbacks: CallbackRegistry,
+        table: NodeTable,
+        node_list: list[NodeInfo],
+        node_memo: dict[object, Any] | None = None,
+    ) -> None:
         self.callbacks = callbacks
         self.table = table
         self.node_list = node_list
@@ -89,10 +105,13 @@ class PlacementEngine:
         self._incremental: dict[bytes, bool] = {}
         self._overlays: dict[bytes, tuple[bytes, list[BulkPred], list[BulkScore]]] = {}
         self._score_split: dict[bytes, tuple[list[BulkScore], list[BulkScore]]] = {}
-        order = sorted(range(table.rows), key=lambda r: table.names[r])
         #: each row's rank by node name: ties between equal scores go to the name that sorts first
-        self.name_rank = np.empty(table.rows, dtype=np.int64)
-        self.name_rank[order] = np.arange(table.rows)
+        #: (node names and rows change only with the node specs: kept across sessions)
+        memo = node_memo if node_memo is not None else {}
+        rank = memo.get(_name_rank)
+        if rank is None or len(rank) != table.rows:
+            rank = memo[_name_rank] = _name_rank(table.names[: table.rows])
+        self.name_rank: np.ndarray = rank
 
     def pre_predicate(self, task: TaskInfo) -> str | None:
         for fn in self.callbacks.pre_predicate_fns.flat():

@@ -192,7 +192,8 @@ class Session(CallbackRegistry):
         #: jobs whose soft topology requirement found no group: allocated cluster-wide this session
         self.topology_fell_back: set[str] = set()
         self._memo: dict[object, Any] = {}
-        self.placement = PlacementEngine(self, self.table, self.node_list)
+        self._node_memo: dict[object, Any] = snapshot.node_memo if snapshot.node_memo is not None else {}
+        self.placement = PlacementEngine(self, self.table, self.node_list, self._node_memo)
         # The placement engine's answers, as session methods (bound once: no per-call indirection).
         self.feasible_mask = self.placement.feasible_mask
         self.feasible_rows = self.placement.feasible_rows
@@ -215,6 +216,17 @@ class Session(CallbackRegistry):
             return self._memo[key]  # type: ignore[no-any-return]
         except KeyError:
             value = self._memo[key] = build()
+            return value
+
+    def node_memo(self, key: object, build: Callable[[], T]) -> T:
+        """Like :meth:`memo`, for a value derived from the nodes' specs alone (names and rows, labels,
+        taints, readiness, schedulability, allocatable: never usage, pods, jobs or arguments, unless
+        they are part of ``key``): kept across sessions while no node spec changed. The value is
+        shared with later sessions, so it must never be changed in place (arrays: read-only)."""
+        try:
+            return self._node_memo[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._node_memo[key] = build()
             return value
 
     # -- order -----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo
 from caldera.framework.nodetable import NodeTable
@@ -39,6 +40,10 @@ class Snapshot:
     #: pods with such terms without reading every pod of every node each cycle.
     affinity_pods: int | None = None
     affinity_nodes: frozenset[str] | None = None
+    #: values derived from the nodes' specs alone (names and rows, labels, taints, readiness,
+    #: schedulability, allocatable), kept by the builder across the sessions it serves while none of
+    #: those changed (None: one session only). See :meth:`Session.node_memo`.
+    node_memo: dict[object, Any] | None = None
 
     def nodes_with_affinity_pods(self, every: list[NodeInfo]) -> list[NodeInfo]:
         """The nodes that may hold pods with inter-pod (anti-)affinity terms, in row order: those the

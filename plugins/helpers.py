@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
+from caldera.framework.model import OCCUPYING_STATUSES, NodeInfo, TaskInfo
 from caldera.framework.objects import LabelSelector, NodeSelectorTerm, PodAffinityTerm, Taint, Toleration
 from caldera.framework.resource import Resource
 
@@ -48,6 +48,27 @@ def share(allocated: Resource, total: Resource) -> float:
     return best
 
 
+class NodeSpecColumns:
+    """What the node index derives from the nodes' specs alone (label values by key, topology
+    domains, taint groups, names): kept across sessions while no node spec changed
+    (:meth:`Session.node_memo`). Arrays are read-only: every session shares them."""
+
+    def __init__(self, nodes: list[NodeInfo]) -> None:
+        self.rows = len(nodes)
+        self.labels: dict[str, np.ndarray] = {}
+        self.domains: dict[str, tuple[np.ndarray, int]] = {}
+        self.taints: list[tuple[Taint, np.ndarray]] | None = None
+        # Only what the specs say is kept (node copies change every cycle; their specs do not).
+        self.node_labels = [n.labels for n in nodes]
+        self.node_taints = [n.taints for n in nodes]
+        self.names = _frozen(np.asarray([n.name for n in nodes], dtype=object))
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
 class NodeIndex:
     """Per-session columns over node rows: label values by key, taint groups, topology domains."""
 
@@ -55,20 +76,20 @@ class NodeIndex:
         self.ssn = ssn
         self.nodes = ssn.node_list
         self.rows = len(self.nodes)
-        self._labels: dict[str, np.ndarray] = {}
-        self._domains: dict[str, tuple[np.ndarray, int]] = {}
-        self._taints: list[tuple[Taint, np.ndarray]] | None = None
+        nodes = self.nodes
+        self._spec = ssn.node_memo(NodeSpecColumns, lambda: NodeSpecColumns(nodes))
         self._term_counts: dict[bytes, tuple[PodAffinityTerm, str, np.ndarray]] = {}
-        self._names = np.asarray([n.name for n in self.nodes], dtype=object)
+        self._names = self._spec.names
 
     # -- labels ------------------------------------------------------------------------------------
     def label(self, key: str) -> np.ndarray:
-        col = self._labels.get(key)
+        spec = self._spec
+        col = spec.labels.get(key)
         if col is None:
             col = np.empty(self.rows, dtype=object)
-            for i, n in enumerate(self.nodes):
-                col[i] = n.labels.get(key)
-            self._labels[key] = col
+            for i, labels in enumerate(spec.node_labels):
+                col[i] = labels.get(key)
+            spec.labels[key] = col = _frozen(col)
         return col
 
     def requirement_mask(self, key: str, operator: str, values: list[str], field: bool = False) -> np.ndarray:
@@ -112,29 +133,30 @@ class NodeIndex:
     # -- taints ------------------------------------------------------------------------------------
     def taint_groups(self) -> list[tuple[Taint, np.ndarray]]:
         """Each distinct taint and the rows that carry it."""
-        if self._taints is None:
+        spec = self._spec
+        if spec.taints is None:
             groups: dict[tuple[str, str, str], list[int]] = {}
             first: dict[tuple[str, str, str], Taint] = {}
-            for i, n in enumerate(self.nodes):
-                for t in n.taints:
+            for i, taints in enumerate(spec.node_taints):
+                for t in taints:
                     k = (t.key, t.value, t.effect)
                     groups.setdefault(k, []).append(i)
                     first.setdefault(k, t)
-            self._taints = [(first[k], np.asarray(v, dtype=np.intp)) for k, v in groups.items()]
-        return self._taints
+            spec.taints = [(first[k], _frozen(np.asarray(v, dtype=np.intp))) for k, v in groups.items()]
+        return spec.taints
 
     # -- topology ----------------------------------------------------------------------------------
     def domains(self, key: str) -> tuple[np.ndarray, int]:
         """(domain id per row, -1 where the node lacks the key; number of domains)."""
-        got = self._domains.get(key)
+        got = self._spec.domains.get(key)
         if got is None:
             ids: dict[str, int] = {}
             out = np.full(self.rows, -1, dtype=np.intp)
             for i, v in enumerate(self.label(key)):
                 if v is not None:
                     out[i] = ids.setdefault(v, len(ids))
-            got = (out, len(ids))
-            self._domains[key] = got
+            got = (_frozen(out), len(ids))
+            self._spec.domains[key] = got
         return got
 
     # -- pods matching an affinity term ------------------------------------------------------------

@@ -31,7 +31,9 @@ MAX_SCORE = 100.0
 def _inverse_allocatable(t: NodeTable) -> np.ndarray:
     """1 / allocatable cpu and memory per row (0 where a node has none): built once per session."""
     alloc = t.allocatable[: t.rows, :2]
-    return np.divide(1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0)
+    inverse = np.divide(1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0)
+    inverse.flags.writeable = False  # shared by the sessions while node specs stand still
+    return inverse
 
 
 def requested_fractions(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
@@ -39,7 +41,7 @@ def requested_fractions(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.nd
     row of two columns per node; above 1 where it would not fit, NaN-free (0 where the node has
     none of the resource)."""
     t = ssn.table
-    inverse = ssn.memo(_inverse_allocatable, lambda: _inverse_allocatable(t))
+    inverse = ssn.node_memo(_inverse_allocatable, lambda: _inverse_allocatable(t))
     request = np.array((task.resreq.cpu, task.resreq.memory))
     if rows is t.all_rows:
         return (t.used[: t.rows, :2] + request) * inverse  # type: ignore[no-any-return]
@@ -151,16 +153,28 @@ class NodeOrderPlugin(Plugin):
         return total if total is not None else np.zeros(len(rows))
 
     def _static_scores(self, task: TaskInfo) -> np.ndarray:
+        """Preferred node affinity and PreferNoSchedule taints: the pod's template against the node
+        specs, so kept across sessions while no node spec changed (keyed by the weights too)."""
         key = task.template
         got = self._static_cache.get(key) if key else None
         if got is None:
-            got = np.zeros(self.idx.rows)
-            if self.node_affinity:
-                got += self.node_affinity * self.node_affinity_scores(task)
-            if self.taint:
-                got += self.taint * self.taint_scores(task)
             if key:
+                got = self.ssn.node_memo(
+                    (NodeOrderPlugin._static_scores, self.node_affinity, self.taint, key),
+                    lambda: self._compute_static_scores(task),
+                )
                 self._static_cache[key] = got
+            else:
+                got = self._compute_static_scores(task)
+        return got
+
+    def _compute_static_scores(self, task: TaskInfo) -> np.ndarray:
+        got = np.zeros(self.idx.rows)
+        if self.node_affinity:
+            got += self.node_affinity * self.node_affinity_scores(task)
+        if self.taint:
+            got += self.taint * self.taint_scores(task)
+        got.flags.writeable = False
         return got
 
     def node_affinity_scores(self, task: TaskInfo) -> np.ndarray:
