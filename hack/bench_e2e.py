@@ -81,6 +81,7 @@ class E2EResult:
     writes: dict[str, float] = field(default_factory=dict)
     cycles: float | None = None
     gc_seconds: dict[str, float] = field(default_factory=dict)
+    gc_collections: dict[str, float] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -142,7 +143,10 @@ class E2EResult:
         if self.cycles is not None:
             lines.append(f"  scheduling cycles: {self.cycles:.0f}")
         if self.gc_seconds:
-            by_gen = ", ".join(f"gen{g} {v:.2f}s" for g, v in sorted(self.gc_seconds.items()))
+            by_gen = ", ".join(
+                f"gen{g} {v:.2f}s" + (f" in {self.gc_collections[g]:.0f}" if g in self.gc_collections else "")
+                for g, v in sorted(self.gc_seconds.items())
+            )
             lines.append(
                 f"  garbage collector (whole process life): {sum(self.gc_seconds.values()):.2f}s ({by_gen})"
             )
@@ -162,11 +166,10 @@ async def _wait_ready(base: str, timeout: float = 120.0) -> None:
                 async with http.get(base + "/readyz") as r:
                     if r.status == 200:
                         return
-            await asyncio.sleep(0.1)
     raise RuntimeError("caldera-scheduler did not become ready")
 
 
-_SAMPLE = re.compile(r"^(caldera_[a-z_]+?)(?:_total)?\{([^}]*)\} ([0-9.e+]+)$", re.M)
+_SAMPLE = re.compile(r"^((?:caldera|python)_[a-z_]+?)(?:_total)?\{([^}]*)\} ([0-9.e+]+)$", re.M)
 
 
 async def _scrape(base: str, result: E2EResult) -> None:
@@ -185,6 +188,8 @@ def read_counters(text: str, result: E2EResult) -> None:
             result.events_seen[kind] = result.events_seen.get(kind, 0.0) + float(value)
         elif name == "caldera_binds":
             result.writes["bindings"] = result.writes.get("bindings", 0.0) + float(value)
+        elif name == "python_gc_collections":
+            result.gc_collections[tags.get("generation", "?")] = float(value)
         elif name == "caldera_gc_seconds":
             result.gc_seconds[tags.get("generation", "?")] = float(value)
         elif name == "caldera_status_writes":

@@ -28,6 +28,8 @@ def _scheduler_metrics_text() -> str:
         cycles.observe(0.01)
     spent = Counter("caldera_gc_seconds_total", "", ["generation"], registry=reg)
     spent.labels("0").inc(0.25)
+    runs = Counter("python_gc_collections_total", "", ["generation"], registry=reg)
+    runs.labels("0").inc(7)
     return generate_latest(reg).decode()
 
 
@@ -38,9 +40,11 @@ def test_bench_reads_events_writes_cycles_and_collector_time() -> None:
     assert result.writes == {"bindings": 10.0, "podgroup status": 2.0, "events": 1.0}
     assert result.cycles == 4
     assert result.gc_seconds == {"0": 0.25}
+    assert result.gc_collections == {"0": 7.0}
     report = result.report()
     assert "API writes: bindings 10, events 1, podgroup status 2 (1.30 per bound pod)" in report
     assert "scheduling cycles: 4" in report
+    assert "garbage collector (whole process life): 0.25s (gen0 0.25s in 7)" in report
 
 
 def test_collector_time_is_counted_by_generation() -> None:
