@@ -28,7 +28,6 @@ from caldera.framework.plugin import Registry
 from caldera.framework.session import SessionResult
 from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import devices as device_metrics
-from caldera.metrics import gc as gc_metrics
 from caldera.metrics import scheduler as m
 from caldera.metrics.collectors import WatchCollector, WatchState
 from caldera.scheduler.binder import Binder
@@ -39,6 +38,7 @@ from caldera.scheduler.evictor import Evictor
 from caldera.scheduler.http import HttpServer, ListenError, parse_listen_address
 from caldera.scheduler.leader import ElectionConfig, LeaderElector
 from caldera.scheduler.loop import SchedulerLoop
+from caldera.scheduler.memory import CollectorPolicy
 from caldera.scheduler.status import StatusUpdater
 
 log = logging.getLogger("caldera.scheduler")
@@ -106,9 +106,16 @@ class Options:
 
 class SchedulerApp:
     def __init__(
-        self, options: Options, registry: Registry | None = None, cluster: ClusterConfig | None = None
+        self,
+        options: Options,
+        registry: Registry | None = None,
+        cluster: ClusterConfig | None = None,
+        collector: CollectorPolicy | None = None,
     ) -> None:
         self.options = options
+        #: the garbage collector's policy (scheduler/memory.py): the binary's own; an app embedded in
+        #: another program (tests) leaves that program's collector alone unless given one
+        self.collector = collector
         if registry is None:
             from caldera.scheduler.registry import builtin_registry
 
@@ -232,6 +239,8 @@ class SchedulerApp:
         problems = self.cache.problems(max_age=PROBLEMS_MAX_AGE)
         self.observatory.problems = problems
         self.observatory.on_cycle(result, duration, error)
+        if self.collector is not None:
+            self.collector.after_cycle()
         if error is not None or result is None:
             return
         if self.status is not None:
@@ -241,8 +250,8 @@ class SchedulerApp:
     # -- lifecycle ---------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> int:
         opts = self.options
-        gc_metrics.install()
-        gc_metrics.tune()
+        if self.collector is not None:
+            self.collector.start()
         try:
             parse_listen_address(opts.listen_address)
         except ValueError as exc:
@@ -428,7 +437,6 @@ class SchedulerApp:
         assert self.informers is not None
         if await self.informers.wait_synced(stop):
             m.CACHE_SYNCED.set(1)
-            gc_metrics.freeze_long_lived()
             log.info(
                 "caches synced: %d nodes, %d pods, %d PodGroups",
                 len(self.cache.nodes),

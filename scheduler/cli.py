@@ -253,12 +253,13 @@ def options_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 async def _serve(args: argparse.Namespace) -> int:
     from caldera.scheduler.app import SchedulerApp
+    from caldera.scheduler.memory import CollectorPolicy
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    app = SchedulerApp(options_from(args))
+    app = SchedulerApp(options_from(args), collector=CollectorPolicy())
     return await app.run(stop)
 
 
