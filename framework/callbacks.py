@@ -28,6 +28,7 @@ BulkExplain = Callable[[TaskInfo, np.ndarray], dict[str, np.ndarray]]
 BulkScore = Callable[[TaskInfo, np.ndarray], np.ndarray]
 #: Whether a predicate's or score's result for a node depends on that node alone (for one task).
 Locality = bool | Callable[[TaskInfo], bool]
+Applies = Callable[[TaskInfo], bool]
 
 JobOrderFn = Callable[[JobInfo, JobInfo], int]
 QueueOrderFn = Callable[[QueueInfo, QueueInfo], int]
@@ -78,6 +79,13 @@ class BulkPred:
     #: the result for a node depends on that node alone (for this task): results can be patched
     #: row by row as nodes change, instead of recomputed over every node
     local: Locality = False
+    #: None, or a per-task test: False means that for this task the predicate passes every node (it
+    #: has nothing to check: no host ports, no spread constraints), so placing it may leave it out
+    applies: Applies | None = None
+
+
+def applies_to(applies: Applies | None, task: TaskInfo) -> bool:
+    return applies is None or applies(task)
 
 
 def is_local(local: Locality, task: TaskInfo) -> bool:
@@ -165,7 +173,7 @@ class CallbackRegistry:
         #: plugin → whether its bulk score is node-local
         self.score_locality: dict[str, Locality] = {}
         #: plugin → part → (bulk score, its locality): the parts add up to the plugin's bulk score
-        self.score_parts: dict[str, dict[str, tuple[BulkScore, Locality]]] = {}
+        self.score_parts: dict[str, dict[str, tuple[BulkScore, Locality, Applies | None]]] = {}
         self.event_handlers: list[EventHandler] = []
 
     def add_job_order_fn(self, name: str, fn: JobOrderFn) -> None:
@@ -196,14 +204,18 @@ class CallbackRegistry:
         resource: bool = False,
         part: str = "",
         local: Locality = False,
+        applies: Applies | None = None,
     ) -> None:
         """A vectorised predicate over table rows. ``static`` ones depend only on the pod's template and
         the nodes' specs (labels, taints, affinity) and are cached per template for the session.
         ``resource`` ones fail only for lack of free resources, which evicting pods can resolve
         (preempt and reclaim skip them). One plugin may register several, each under its own ``part``.
         ``local`` (or a per-task test) says a node's result depends on that node alone, which lets the
-        placement engine patch cached results row by row."""
-        self.bulk_predicate_fns.setdefault(name, {})[part] = BulkPred(fn, explain, static, resource, local)
+        placement engine patch cached results row by row. ``applies`` (a per-task test, stable for
+        the session) False: the predicate passes every node for that task, so it need not be called."""
+        self.bulk_predicate_fns.setdefault(name, {})[part] = BulkPred(
+            fn, explain, static, resource, local, applies
+        )
         self._bulk_predicates = None
 
     def bulk_predicates(self) -> list[BulkPred]:
@@ -230,19 +242,25 @@ class CallbackRegistry:
         self.batch_node_order_fns.add(name, fn)
 
     def add_bulk_node_order_fn(
-        self, name: str, fn: BulkScore, local: Locality = False, part: str = ""
+        self,
+        name: str,
+        fn: BulkScore,
+        local: Locality = False,
+        part: str = "",
+        applies: Applies | None = None,
     ) -> None:
         """A vectorised score over rows. ``local`` as for predicates: a row's score depends on that
         node alone (no normalisation across the rows given). One plugin may register several
         ``part``s, each with its own locality; they add up to the plugin's score (so the placement
-        engine can cache the node-local parts and recompute only the others)."""
+        engine can cache the node-local parts and recompute only the others). ``applies`` as for
+        predicates: False means the part scores 0 on every node for that task."""
         parts = self.score_parts.setdefault(name, {})
-        parts[part] = (fn, local)
+        parts[part] = (fn, local, applies)
         self.score_locality[name] = local if len(parts) == 1 else False
         if len(parts) == 1:
             self.bulk_node_order_fns.add(name, fn)
             return
-        fns = [f for f, _ in parts.values()]
+        fns = [f for f, _, _ in parts.values()]
 
         def total(task: TaskInfo, rows: np.ndarray) -> np.ndarray:
             out = fns[0](task, rows)
@@ -257,8 +275,9 @@ class CallbackRegistry:
         local: list[BulkScore] = []
         other: list[BulkScore] = []
         for name in self.bulk_node_order_fns.enabled_plugins():
-            for fn, locality in self.score_parts.get(name, {}).values():
-                (local if is_local(locality, task) else other).append(fn)
+            for fn, locality, applies in self.score_parts.get(name, {}).values():
+                if applies_to(applies, task):
+                    (local if is_local(locality, task) else other).append(fn)
         return local, other
 
     def add_best_node_fn(self, name: str, fn: BestNodeFn) -> None:

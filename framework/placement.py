@@ -25,7 +25,14 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from caldera.framework.callbacks import BulkPred, BulkPredicate, BulkScore, CallbackRegistry, is_local
+from caldera.framework.callbacks import (
+    BulkPred,
+    BulkPredicate,
+    BulkScore,
+    CallbackRegistry,
+    applies_to,
+    is_local,
+)
 from caldera.framework.model import NodeInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
 
@@ -191,6 +198,7 @@ class PlacementEngine:
             for bp in self.callbacks.bulk_predicates()
             if not bp.static
             and (resources or not bp.resource)
+            and applies_to(bp.applies, task)
             and (not local_only or is_local(bp.local, task))
         ]
 
@@ -335,7 +343,7 @@ class PlacementEngine:
             preds = [
                 bp
                 for bp in self.callbacks.bulk_predicates()
-                if not bp.static and not is_local(bp.local, task)
+                if not bp.static and applies_to(bp.applies, task) and not is_local(bp.local, task)
             ]
             scores = self._local_scores(task)[1]
             spec = task.pod.spec

@@ -109,6 +109,7 @@ class NodeOrderPlugin(Plugin):
                 self.spread_scores,
                 local=lambda task: not spread.has_soft(task),
                 part="podtopologyspread",
+                applies=spread.has_soft,
             )
 
     def _node_local(self, task: TaskInfo) -> bool:

@@ -97,7 +97,12 @@ class PredicatesPlugin(Plugin):
         )
         if self.ports_on:
             ssn.add_bulk_predicate_fn(
-                self.name, self._ports_fn, self._ports_explain, part="ports", local=True
+                self.name,
+                self._ports_fn,
+                self._ports_explain,
+                part="ports",
+                local=True,
+                applies=lambda task: bool(self._task_ports(task)),
             )
         if self.pod_affinity_on:
             ssn.add_bulk_predicate_fn(
@@ -106,6 +111,8 @@ class PredicatesPlugin(Plugin):
                 self._pod_affinity_explain,
                 part="podaffinity",
                 local=self._affinity_free,
+                # free of inter-pod terms (its own, or placed pods' anti-affinity): passes everywhere
+                applies=lambda task: not self._affinity_free(task),
             )
         snap = ssn.snapshot
         if self.volume_binding_on or self.volume_zone_on or self.volume_limits_on:
@@ -132,6 +139,7 @@ class PredicatesPlugin(Plugin):
                 self.spread.fails,
                 part="podtopologyspread",
                 local=lambda task: not self.spread.has_hard(task),
+                applies=lambda task: self.spread.has_hard(task),
             )
 
     # -- static ------------------------------------------------------------------------------------

@@ -199,3 +199,31 @@ def test_without_predicates_a_node_that_filled_up_is_not_offered_again():
         stmt.allocate(task, "n1")
     assert ssn.best_placement(tasks[2]) is None
     assert ssn.best_placement(tasks[2], rows=ssn.all_rows) is None
+
+
+def test_predicates_that_do_not_apply_to_a_pod_are_left_out_of_its_placement():
+    """A pod without host ports is not checked for ports (it would pass every node); one asking
+    for a host port already taken on the best node goes elsewhere, patched rows included."""
+    registry = builtin_registry()
+    conf = parse_conf(DEFAULT_CONF, registry)
+    nodes = [node("n1", cpu="8", memory="16Gi"), node("n2", cpu="4", memory="8Gi")]
+    busy = pod("web-old", node_name="n1", phase="Running", scheduler="default-scheduler", host_ports=[80])
+    plain = gang("plain", 1)
+    ported = gang("ported", 2, host_ports=[80])
+    ssn = open_session(
+        cluster(nodes=nodes, pods=[busy, *plain[1], *ported[1]], podgroups=[plain[0], ported[0]]),
+        conf.tiers,
+        registry.plugins,
+    )
+    plain_task = next(iter(ssn.jobs["default/plain"].tasks.values()))
+    ported_tasks = list(ssn.jobs["default/ported"].tasks.values())
+    ports_fn = ssn.placement.callbacks.bulk_predicate_fns["predicates"]["ports"].fn
+    assert ssn.best_placement(plain_task) == (0, True)  # n1: more room
+    assert ports_fn not in ssn.placement._placements[plain_task.template].preds
+    row, _ = ssn.best_placement(ported_tasks[0])
+    assert ssn.node_list[row].name == "n2"
+    assert ports_fn in ssn.placement._placements[ported_tasks[0].template].preds
+    ssn.statement().allocate(ported_tasks[0], "n2")
+    # n2's port 80 is now taken too (a patched row): the second pod fits nowhere
+    assert ssn.best_placement(ported_tasks[1]) is None
+    assert ssn.best_placement(ported_tasks[1], rows=ssn.all_rows) is None
