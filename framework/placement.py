@@ -45,11 +45,27 @@ def _name_rank(names: list[str]) -> np.ndarray:
     return rank
 
 
+def _name_order() -> None:
+    """The memo key of the rows in node-name order (see PlacementEngine.__init__)."""
+
+
 class _Placement:
     """Per pod template: feasibility (future and now) and scores over every row, at a table version,
     and what they are computed from (resolved once, so patching a few rows calls only those)."""
 
-    __slots__ = ("feasible", "fit_future", "now", "preds", "score_parts", "scores", "static", "version")
+    __slots__ = (
+        "best_future",
+        "best_now",
+        "feasible",
+        "fit_future",
+        "now",
+        "preds",
+        "rank",
+        "score_parts",
+        "scores",
+        "static",
+        "version",
+    )
 
     def __init__(
         self,
@@ -61,11 +77,20 @@ class _Placement:
         preds: list[BulkPredicate],
         score_parts: list[BulkScore],
         fit_future: bool,
+        rank: np.ndarray,
+        order: np.ndarray,
     ) -> None:
         self.feasible = feasible
         self.now = now
         self.scores = scores
         self.version = version
+        #: each row's rank by node name, and the scores of the rows that pass (fit now; fit at all),
+        #: -inf elsewhere, laid out in that rank order: the first maximum is the best node, ties
+        #: going to the name that sorts first, in one pass (no masks, no tie search)
+        self.rank = rank
+        ranked = scores[order]
+        self.best_future = np.where(feasible[order], ranked, -np.inf)
+        self.best_now = np.where(now[order], self.best_future, -np.inf)
         #: the template's static mask, the dynamic node-local predicates, the node-local score parts
         self.static = static
         self.preds = preds
@@ -82,15 +107,20 @@ class _Placement:
         if self.fit_future:
             mask &= table.fits(task.init_resreq, changed)
         self.feasible[changed] = mask
-        self.now[changed] = table.fits(task.init_resreq, changed, future=False)
+        now = table.fits(task.init_resreq, changed, future=False)
+        self.now[changed] = now
         parts = self.score_parts
         if parts:
             scores = parts[0](task, changed)
             for part in parts[1:]:
                 scores = scores + part(task, changed)
-            self.scores[changed] = scores
         else:
-            self.scores[changed] = 0.0
+            scores = np.zeros(len(changed))
+        self.scores[changed] = scores
+        ranks = self.rank[changed]
+        future = np.where(mask, scores, -np.inf)
+        self.best_future[ranks] = future
+        self.best_now[ranks] = np.where(now, future, -np.inf)
 
 
 class PlacementEngine:
@@ -118,7 +148,11 @@ class PlacementEngine:
         rank = memo.get(_name_rank)
         if rank is None or len(rank) != table.rows:
             rank = memo[_name_rank] = _name_rank(table.names[: table.rows])
+            order = memo[_name_order] = np.argsort(rank)
+            order.flags.writeable = False
         self.name_rank: np.ndarray = rank
+        #: the rows in node-name order (``name_order[name_rank[r]] == r``)
+        self.name_order: np.ndarray = memo[_name_order]
 
     def pre_predicate(self, task: TaskInfo) -> str | None:
         for fn in self.callbacks.pre_predicate_fns.flat():
@@ -397,6 +431,8 @@ class PlacementEngine:
             [bp.fn for bp in self._dynamic(task, resources=True, local_only=True)],
             self._local_scores(task)[0],
             fit_future,
+            self.name_rank,
+            self.name_order,
         )
         self._placements[key] = entry
         return entry
@@ -412,6 +448,16 @@ class PlacementEngine:
         if rows is None and self._incremental_ok(task):
             key, preds, extra_scores = self._overlay(task)
             entry = self._placement_entry(task, key)
+            if not preds and not extra_scores:
+                # Everything is in the cache: the first maximum in name order is the answer.
+                order = self.name_order
+                k = int(entry.best_now.argmax())
+                if entry.best_now[k] > -np.inf:
+                    return int(order[k]), True
+                k = int(entry.best_future.argmax())
+                if entry.best_future[k] > -np.inf:
+                    return int(order[k]), False
+                return None
             feasible = entry.feasible
             if preds:
                 passing = int(np.count_nonzero(feasible))

@@ -227,3 +227,26 @@ def test_predicates_that_do_not_apply_to_a_pod_are_left_out_of_its_placement():
     # n2's port 80 is now taken too (a patched row): the second pod fits nowhere
     assert ssn.best_placement(ported_tasks[1]) is None
     assert ssn.best_placement(ported_tasks[1], rows=ssn.all_rows) is None
+
+
+def test_equal_nodes_go_to_the_name_that_sorts_first_whatever_their_rows():
+    """Three identical nodes added as c, b, a: the cache gives them rows in that order, and the pod
+    goes to a (kube-scheduler picks among equal scores at random; Caldera deterministically by
+    name), on the cached path and a full evaluation alike; once a is taken, b."""
+    registry = builtin_registry()
+    conf = parse_conf(DEFAULT_CONF, registry)
+    job = gang("j", 2)
+    ssn = open_session(
+        cluster(nodes=[node(n) for n in ("c", "b", "a")], pods=job[1], podgroups=[job[0]]),
+        conf.tiers,
+        registry.plugins,
+    )
+    assert [n.name for n in ssn.node_list] == ["c", "b", "a"]
+    first, second = ssn.jobs["default/j"].tasks.values()
+    for rows in (None, ssn.all_rows):
+        row, now = ssn.best_placement(first, rows=rows)
+        assert (ssn.node_list[row].name, now) == ("a", True)
+    ssn.statement().allocate(first, "a")
+    for rows in (None, ssn.all_rows):
+        row, _ = ssn.best_placement(second, rows=rows)
+        assert ssn.node_list[row].name == "b"
