@@ -12,6 +12,8 @@ import numpy as np
 from caldera.framework.resource import CPU, MEMORY, MIN_RESOURCE, PODS, Resource
 
 BASE_DIMS = (CPU, MEMORY, PODS)
+#: up to this many rows, per-row answers are computed value by value (cheaper than array operations)
+SMALL_ROWS = 4
 
 
 class NodeTable:
@@ -55,7 +57,7 @@ class NodeTable:
         #: when a list: the row of every write, in order (sessions patch per-template caches from it)
         self.log: list[int] | None = None
         #: request vectors by request value (see :meth:`fits`)
-        self._requests: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._requests: dict[tuple[object, ...], list[tuple[int, float]]] = {}
 
     # -- shape -------------------------------------------------------------------------------------
     def _grow_rows(self, needed: int) -> None:
@@ -178,9 +180,10 @@ class NodeTable:
     def fits(self, res: Resource, rows: np.ndarray | None = None, future: bool = True) -> np.ndarray:
         """Mask over ``rows`` (default all) of the nodes whose idle (or future idle) holds ``res``."""
         array = self.future if future else self.idle
-        if rows is not None and rows is not self._all_rows and len(rows) < 64:
-            # A few rows (a placement patching its cache): one gather of the asked columns instead of
-            # a gather per column; same comparison.
+        if rows is not None and rows is not self._all_rows and len(rows) <= SMALL_ROWS:
+            # A few rows (a placement patching its cache): compared value by value, which for one or
+            # two rows is many times cheaper than array operations; the same comparisons of the
+            # same numbers, so the same answer.
             key = (
                 (res.cpu, res.memory, res.pods, *res.scalars.items())
                 if res.scalars
@@ -192,12 +195,14 @@ class NodeTable:
             )
             request = self._requests.get(key)
             if request is None:
-                cols, vals = self.request_vector(res)
-                request = self._requests[key] = (cols, vals - MIN_RESOURCE)
-            cols, floor = request
-            if not len(cols):
-                return np.ones(len(rows), dtype=bool)
-            return (array[rows[:, None], cols] >= floor).all(axis=1)  # type: ignore[no-any-return]
+                request = self._requests[key] = [
+                    (col, value - MIN_RESOURCE) for col, value in self.request_items(res)
+                ]
+            item = array.item
+            return np.array(
+                [all(item(row, col) >= floor for col, floor in request) for row in rows.tolist()],
+                dtype=bool,
+            )
         mask: np.ndarray | None = None
         for col, value in self.request_items(res):
             ok = self.column(array, col, rows) >= value - MIN_RESOURCE

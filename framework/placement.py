@@ -101,6 +101,9 @@ class _Placement:
     def patch(self, task: TaskInfo, table: NodeTable, changed: np.ndarray) -> None:
         """Re-evaluate ``changed`` rows exactly as the full evaluation would (same predicates,
         same score parts, same order)."""
+        if len(changed) == 1:
+            self._patch_one(task, table, changed)
+            return
         mask = self.static[changed]
         for fn in self.preds:
             mask &= fn(task, changed)
@@ -121,6 +124,33 @@ class _Placement:
         future = np.where(mask, scores, -np.inf)
         self.best_future[ranks] = future
         self.best_now[ranks] = np.where(now, future, -np.inf)
+
+    def _patch_one(self, task: TaskInfo, table: NodeTable, changed: np.ndarray) -> None:
+        """:meth:`patch` of a single row (the usual case: the node the last pod went to), with
+        scalar reads and writes instead of one-element arrays; the same predicates and parts."""
+        row = int(changed[0])
+        ok = bool(self.static[row])
+        for fn in self.preds:
+            if not ok:
+                break
+            ok = bool(fn(task, changed)[0])
+        if ok and self.fit_future:
+            ok = bool(table.fits(task.init_resreq, changed)[0])
+        now = bool(table.fits(task.init_resreq, changed, future=False)[0])
+        parts = self.score_parts
+        score = 0.0
+        if parts:
+            scores = parts[0](task, changed)
+            for part in parts[1:]:
+                scores = scores + part(task, changed)
+            score = float(scores[0])
+        self.feasible[row] = ok
+        self.now[row] = now
+        self.scores[row] = score
+        rank = self.rank.item(row)
+        future = score if ok else -np.inf
+        self.best_future[rank] = future
+        self.best_now[rank] = future if now else -np.inf
 
 
 class PlacementEngine:

@@ -11,11 +11,12 @@ podaffinity 2, tainttoleration 3, podtopologyspread 2.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import numpy as np
 
 from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
+from caldera.framework.nodetable import SMALL_ROWS
 from caldera.framework.objects import PodAffinityTerm
 from caldera.framework.plugin import Plugin, unsupported
 from caldera.plugins.helpers import NodeIndex, node_index, pod_matches_term, tolerates
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from caldera.framework.session import Session
 
 MAX_SCORE = 100.0
+#: per-node fractions: arrays over rows, or one row's as a float (the formulas below take both)
+Fraction = TypeVar("Fraction", np.ndarray, float)
 
 
 def _inverse_allocatable(t: NodeTable) -> np.ndarray:
@@ -48,7 +51,7 @@ def requested_fractions(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.nd
     return (t.used[rows, :2] + request) * inverse[rows]  # type: ignore[no-any-return]
 
 
-def least_requested(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
+def least_requested(cpu: Fraction, mem: Fraction) -> Fraction:
     """kube-scheduler's LeastAllocated (noderesources/least_allocated.go), cpu and memory weighted
     equally, on fractions already capped at 1: the mean of (1 - requested/allocatable), 0-100."""
     return (2.0 - cpu - mem) * (MAX_SCORE / 2.0)
@@ -60,10 +63,10 @@ def most_requested(fractions: np.ndarray) -> np.ndarray:
     return (over[:, 0] + over[:, 1]) * (MAX_SCORE / 2.0)  # type: ignore[no-any-return]
 
 
-def balanced_allocation(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
+def balanced_allocation(cpu: Fraction, mem: Fraction) -> Fraction:
     """BalancedAllocation (balanced_allocation.go) for two resources, on fractions capped at 1:
     1 - |cpu - memory| / 2 (the standard deviation of the two), 0-100."""
-    return (1.0 - np.abs(cpu - mem) / 2.0) * MAX_SCORE  # type: ignore[no-any-return]
+    return (1.0 - abs(cpu - mem) / 2.0) * MAX_SCORE  # type: ignore[no-any-return]
 
 
 class NodeOrderPlugin(Plugin):
@@ -131,6 +134,9 @@ class NodeOrderPlugin(Plugin):
     def score(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         # Each part is added in a fixed order with the same arithmetic for every call, so a node's
         # score does not depend on whether it is computed over every row or patched alone.
+        pod_affinity = self.pod_affinity and not self._node_local(task)
+        if len(rows) <= SMALL_ROWS and not pod_affinity:
+            return np.array([self._score_one(task, row) for row in rows.tolist()])
         total: np.ndarray | None = None
         if self.least or self.most or self.balanced:
             fractions = requested_fractions(self.ssn, task, rows)
@@ -148,10 +154,40 @@ class NodeOrderPlugin(Plugin):
         if self.node_affinity or self.taint:
             static = self._static_scores(task)[rows]
             total = static if total is None else total + static
-        if self.pod_affinity and not self._node_local(task):
+        if pod_affinity:
             part = self.pod_affinity * self._pod_affinity(task, rows)
             total = part if total is None else total + part
         return total if total is not None else np.zeros(len(rows))
+
+    def _score_one(self, task: TaskInfo, row: int) -> float:
+        """:meth:`score` of one row in Python floats (a placement patching one or two rows: many
+        times cheaper than array operations). The same operations in the same order on the same
+        numbers give the same bits (test/plugins/test_nodeorder_rows.py compares them)."""
+        total = 0.0
+        if self.least or self.most or self.balanced:
+            t = self.ssn.table
+            inverse = self.ssn.node_memo(_inverse_allocatable, lambda: _inverse_allocatable(t))
+            cpu = (t.used.item(row, 0) + task.resreq.cpu) * inverse.item(row, 0)
+            mem = (t.used.item(row, 1) + task.resreq.memory) * inverse.item(row, 1)
+            first = True
+            if self.least or self.balanced:
+                capped_cpu, capped_mem = min(cpu, 1.0), min(mem, 1.0)
+                if self.least:
+                    total, first = self.least * least_requested(capped_cpu, capped_mem), False
+                if self.balanced:
+                    part = self.balanced * balanced_allocation(capped_cpu, capped_mem)
+                    total, first = (part if first else total + part), False
+            if self.most:
+                over = (0.0 if cpu > 1.0 else cpu) + (0.0 if mem > 1.0 else mem)
+                part = self.most * (over * (MAX_SCORE / 2.0))
+                total, first = (part if first else total + part), False
+            if self.node_affinity or self.taint:
+                static = self._static_scores(task).item(row)
+                total = static if first else total + static
+            return total
+        if self.node_affinity or self.taint:
+            return float(self._static_scores(task).item(row))
+        return total
 
     def _static_scores(self, task: TaskInfo) -> np.ndarray:
         """Preferred node affinity and PreferNoSchedule taints: the pod's template against the node
