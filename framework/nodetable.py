@@ -132,7 +132,14 @@ class NodeTable:
         self._set(self.used, row, used)
         self._set(self.releasing, row, releasing)
         self._set(self.pipelined, row, pipelined)
-        self.future[row] = self.idle[row] + self.releasing[row] - self.pipelined[row]
+        if len(self.dims) == len(BASE_DIMS):
+            # No scalar dimensions: the three sums as floats (the same operations as on the rows)
+            future = self.future
+            future[row, 0] = idle.cpu + releasing.cpu - pipelined.cpu
+            future[row, 1] = idle.memory + releasing.memory - pipelined.memory
+            future[row, 2] = idle.pods + releasing.pods - pipelined.pods
+        else:
+            self.future[row] = self.idle[row] + self.releasing[row] - self.pipelined[row]
         self.version += 1
         if self.log is not None:
             self.log.append(row)

@@ -1,0 +1,30 @@
+"""The node table's future-idle column is idle + releasing - pipelined, with or without scalar
+resources (two code paths: floats for cpu/memory/pods alone, row arithmetic with scalars)."""
+
+import numpy as np
+import pytest
+
+from caldera.framework.nodetable import NodeTable
+from caldera.framework.resource import Resource
+
+
+@pytest.mark.parametrize("gpus", [False, True], ids=["cpu-memory-pods", "with-gpus"])
+def test_future_idle_is_idle_plus_releasing_minus_pipelined(gpus):
+    table = NodeTable()
+    for name in ("a", "b"):
+        table.add_row(name)
+
+    def res(cpu, mem, pods, gpu):
+        return Resource(cpu, mem, pods, {"nvidia.com/gpu": gpu} if gpus else None)
+
+    idle, used = res(1500.5, 3e9, 7, 2), res(2500, 1e9, 3, 1)
+    releasing, pipelined = res(700.25, 5e8, 1, 1), res(300.1, 2.5e8, 2, 2)
+    table.write_usage(1, idle, used, releasing, pipelined)
+    expected = (
+        np.array([1500.5, 3e9, 7.0] + ([2.0] if gpus else []))
+        + np.array([700.25, 5e8, 1.0] + ([1.0] if gpus else []))
+        - np.array([300.1, 2.5e8, 2.0] + ([2.0] if gpus else []))
+    )
+    assert table.future[1].tobytes() == expected.tobytes()
+    assert not table.future[0].any()
+    assert table.log is None and table.version == 1
