@@ -232,6 +232,9 @@ class ClusterCache:
         #: allocatable change: sessions keep what they derive from those while it stands still
         self._node_specs = 0
         self.revision = 0
+        #: changes counted in ``revision`` that cannot change a scheduling decision (see
+        #: :attr:`decision_revision`)
+        self._settled_changes = 0
         self.stats = CacheStats()
 
     # ------------------------------------------------------------------------------------------
@@ -643,6 +646,15 @@ class ClusterCache:
             self.revision += 1
             self.hypernodes.pop(hn.metadata.name, None)
 
+    @property
+    def decision_revision(self) -> int:
+        """Like ``revision``, without the changes that cannot change what a cycle decides: a pod
+        whose task stays placed on the same node with the same requests and priority (its bind
+        coming back, the kubelet reporting it running, a condition), a PodGroup whose status counts
+        or conditions changed but not its phase (the status updater's own writes coming back). The
+        loop skips a period while this stands still after a cycle that decided nothing."""
+        return self.revision - self._settled_changes
+
     # ------------------------------------------------------------------------------------------
     # snapshot
     # ------------------------------------------------------------------------------------------
@@ -670,6 +682,7 @@ class ClusterCache:
                 priority_classes=dict(self.priority_classes),
                 hypernodes=dict(self.hypernodes),
                 revision=self.revision,
+                decision_revision=self.decision_revision,
                 pdbs=dict(self.pdbs),
                 pvcs=dict(self.pvcs),
                 pvs=dict(self.pvs),

@@ -26,6 +26,8 @@ class Snapshot:
     priority_classes: dict[str, int] = field(default_factory=dict)
     hypernodes: dict[str, HyperNode] = field(default_factory=dict)
     revision: int = 0
+    #: the source's revision without changes that cannot change a decision (None: not known)
+    decision_revision: int | None = None
     #: policy/v1 PodDisruptionBudgets by namespace/name (immutable objects, shared)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     #: storage, for the volume predicates: claims by namespace/name, volumes, classes and CSI nodes by name

@@ -105,7 +105,9 @@ class SchedulerLoop:
         try:
             opened = time.perf_counter()
             snapshot = self.cache.snapshot()
-            self._snapshot_revision = snapshot.revision
+            self._snapshot_revision = (
+                snapshot.revision if snapshot.decision_revision is None else snapshot.decision_revision
+            )
             ssn = open_session(snapshot, conf.tiers, self.registry.plugins, conf.configurations)
             ssn.report.open_session_seconds = time.perf_counter() - opened
             ssn.report.node_list = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
@@ -163,13 +165,18 @@ class SchedulerLoop:
                 log.exception("cycle observer failed")
 
     def unchanged(self, now: float) -> bool:
-        """Nothing to decide: the last cycle decided nothing, and since then the cache has not
-        changed, the conf is the same, and less than QUIET_RECHECK seconds have passed (plugins that
-        read the clock, such as sla, see time pass at least that often)."""
+        """Nothing to decide: the last cycle decided nothing, and since then nothing in the cache
+        changed that could change a decision (``decision_revision``: binds coming back and pods
+        starting do not), the conf is the same, and less than QUIET_RECHECK seconds have passed
+        (plugins that read the clock, such as sla, see time pass at least that often; a pod that
+        started running becomes a possible preemption victim within that second too)."""
         quiet = self._quiet
         if quiet is None or now - self._last_cycle_at >= QUIET_RECHECK:
             return False
-        return quiet == (getattr(self.cache, "revision", None), self.conf())
+        revision = getattr(self.cache, "decision_revision", None)
+        if revision is None:
+            revision = getattr(self.cache, "revision", None)
+        return quiet == (revision, self.conf())
 
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle every period until ``stop`` is set. The CPU-bound decision runs in a worker thread so
