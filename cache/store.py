@@ -101,6 +101,30 @@ class _Slot:
         self.node_specs = -1
 
 
+#: statuses of a task placed on its node for good: moving among them changes no node's usage and no
+#: gang's count of ready tasks
+SETTLED_STATUSES = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
+
+
+def settled_update(old: TaskInfo, new: TaskInfo) -> bool:
+    """Whether replacing ``old`` by ``new`` (an update of the same pod) cannot change a scheduling
+    decision: placed before and after on the same node, with the same requests, template, labels,
+    priority, job and preemptability (a bind coming back, the kubelet reporting the pod running,
+    a condition changing). See ``ClusterCache.decision_revision``."""
+    return (
+        old.status in SETTLED_STATUSES
+        and new.status in SETTLED_STATUSES
+        and old.node_name == new.node_name
+        and old.job == new.job
+        and old.priority == new.priority
+        and old.template == new.template
+        and old.preemptable == new.preemptable
+        and old.role == new.role
+        and old.resreq == new.resreq
+        and old.pod.metadata.labels == new.pod.metadata.labels
+    )
+
+
 def _exact(res: Resource) -> tuple[float, float, float, dict[str, float]]:
     return (res.cpu, res.memory, res.pods, res.scalars)
 
@@ -354,6 +378,8 @@ class ClusterCache:
                     else:
                         self._wait_for_podgroup(job_key, {uid: task})
             self._attach_to_node(task)
+            if old is not None and settled_update(old, task):
+                self._settled_changes += 1
 
     def delete_pod(self, pod: Pod) -> None:
         with self._lock:
@@ -897,6 +923,7 @@ class ClusterCache:
             if task is None or task.status != TaskStatus.BINDING:
                 return
             self.revision += 1
+            self._settled_changes += 1  # binding to bound on the same node: no decision changes
             job = self.jobs.get(task.job) if task.job else None
             if job is not None and job.tasks.get(task.uid) is task:
                 job.update_task_status(task, TaskStatus.BOUND)

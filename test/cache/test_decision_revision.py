@@ -1,0 +1,99 @@
+"""The cache's decision revision moves with every change that could change what a cycle decides,
+and stands still while placed pods only settle (binds coming back, pods starting)."""
+
+import asyncio
+
+import msgspec
+
+from caldera.cache.store import ClusterCache
+from caldera.config.conf import DEFAULT_CONF, parse_conf
+from caldera.hack.scenario import gang, load, node, pod
+from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
+from caldera.scheduler.registry import builtin_registry
+
+
+def _bound(p, node_name, phase="Pending"):
+    """The pod as the watch shows it after its binding (and, with phase Running, once started)."""
+    return msgspec.structs.replace(
+        p,
+        spec=msgspec.structs.replace(p.spec, node_name=node_name),
+        status=msgspec.structs.replace(p.status, phase=phase),
+    )
+
+
+def _placed_gang():
+    """A gang of two, placed by a cycle and handed to the binder."""
+    registry = builtin_registry()
+    conf = parse_conf(DEFAULT_CONF, registry)
+    pg, pods = gang("train", 2)
+    cache = load(ClusterCache(), nodes=[node("n1"), node("n2")], pods=pods, podgroups=[pg])
+    binder = RecordingBinder()
+    loop = SchedulerLoop(cache, lambda: conf, registry, binder, period=0.01)
+    loop.run_once()
+    placed = {p.task.name: p.node for p in binder.placements}
+    assert sorted(placed) == ["train-0", "train-1"]
+    return cache, loop, binder, pods, placed
+
+
+def test_binds_coming_back_and_pods_starting_change_no_decision():
+    cache, _, _, pods, placed = _placed_gang()
+    before, revision = cache.decision_revision, cache.revision
+    for p in pods:
+        cache.confirm_bound(p.metadata.uid)  # the binder's answer
+        cache.upsert_pod(_bound(p, placed[p.metadata.name]))  # the watch: bound
+        cache.upsert_pod(_bound(p, placed[p.metadata.name], "Running"))  # the kubelet: running
+    assert cache.revision > revision
+    assert cache.decision_revision == before
+
+
+def test_changes_that_can_change_a_decision_move_it():
+    cache, _, _, pods, placed = _placed_gang()
+    for p in pods:
+        cache.upsert_pod(_bound(p, placed[p.metadata.name], "Running"))
+    steps = {
+        "a new pending pod": lambda: cache.upsert_pod(pod("web", group="train")),
+        "a running pod relabelled": lambda: cache.upsert_pod(
+            msgspec.structs.replace(
+                _bound(pods[0], placed["train-0"], "Running"),
+                metadata=msgspec.structs.replace(pods[0].metadata, labels={"tier": "x"}),
+            )
+        ),
+        "a pod finishing": lambda: cache.upsert_pod(_bound(pods[1], placed["train-1"], "Succeeded")),
+        "a pod deleted": lambda: cache.delete_pod(pods[0]),
+        "a node relabelled": lambda: cache.upsert_node(node("n2", labels={"gpu": "yes"})),
+        "a node added": lambda: cache.upsert_node(node("n3")),
+    }
+    for what, change in steps.items():
+        before = cache.decision_revision
+        change()
+        assert cache.decision_revision > before, what
+
+
+async def test_the_loop_skips_periods_while_placed_pods_only_settle():
+    cache, loop, binder, pods, placed = _placed_gang()
+    stop = asyncio.Event()
+    task = asyncio.create_task(loop.run(stop))
+    for _ in range(200):  # a cycle that decides nothing (all placed), then quiet periods
+        if loop.stats.skipped:
+            break
+        await asyncio.sleep(0.01)
+    cycles = loop.stats.cycles
+    for p in pods:
+        cache.confirm_bound(p.metadata.uid)
+        cache.upsert_pod(_bound(p, placed[p.metadata.name]))
+        await asyncio.sleep(0.02)
+        cache.upsert_pod(_bound(p, placed[p.metadata.name], "Running"))
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)
+    assert loop.stats.cycles == cycles
+    assert loop.stats.skipped >= 5
+    # a new gang arrives: the next period runs a cycle and places it
+    pg, more = gang("eval", 1)
+    load(cache, podgroups=[pg], pods=more)
+    for _ in range(200):
+        if len(binder.placements) == 3:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 2)
+    assert [p.task.name for p in binder.placements[2:]] == ["eval-0"]
