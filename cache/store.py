@@ -125,6 +125,19 @@ def settled_update(old: TaskInfo, new: TaskInfo) -> bool:
     )
 
 
+def podgroup_settled(old: PodGroup, new: PodGroup) -> bool:
+    """Whether a PodGroup update cannot change a decision: the same spec, labels and annotations,
+    and the same phase; only the status counts or conditions moved (the status updater's own writes
+    coming back). A phase change (Pending, Inqueue, Running) can: queues count Inqueue jobs."""
+    return (
+        old.spec == new.spec
+        and old.status.phase == new.status.phase
+        and old.metadata.uid == new.metadata.uid
+        and old.metadata.labels == new.metadata.labels
+        and old.metadata.annotations == new.metadata.annotations
+    )
+
+
 def _exact(res: Resource) -> tuple[float, float, float, dict[str, float]]:
     return (res.cpu, res.memory, res.pods, res.scalars)
 
@@ -554,6 +567,9 @@ class ClusterCache:
                 job.add_task(task)
             if old is not None:
                 job.version = old.version + 1
+            previous = self.podgroups.get(key)
+            if previous is not None and podgroup_settled(previous, pg):
+                self._settled_changes += 1
             self.jobs[key] = job
             self.podgroups[key] = pg
             self._job_changed(key)

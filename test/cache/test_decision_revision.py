@@ -97,3 +97,20 @@ async def test_the_loop_skips_periods_while_placed_pods_only_settle():
     stop.set()
     await asyncio.wait_for(task, 2)
     assert [p.task.name for p in binder.placements[2:]] == ["eval-0"]
+
+
+def test_podgroup_status_counts_change_no_decision_but_its_phase_does():
+    cache, _, _, _, _ = _placed_gang()
+    pg = cache.podgroups["default/train"]
+
+    def with_status(**fields):
+        return msgspec.structs.replace(pg, status=msgspec.structs.replace(pg.status, **fields))
+
+    before = cache.decision_revision
+    cache.upsert_podgroup(with_status(running=2))
+    assert cache.decision_revision == before
+    cache.upsert_podgroup(with_status(running=2, phase="Running"))
+    assert cache.decision_revision > before
+    before = cache.decision_revision
+    cache.upsert_podgroup(msgspec.structs.replace(pg, spec=msgspec.structs.replace(pg.spec, min_member=1)))
+    assert cache.decision_revision > before
