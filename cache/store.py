@@ -272,6 +272,8 @@ class ClusterCache:
         #: changes counted in ``revision`` that cannot change a scheduling decision (see
         #: :attr:`decision_revision`)
         self._settled_changes = 0
+        #: keys of the jobs with pending pods or in phase Pending (kept by _job_changed)
+        self._pending_jobs: set[str] = set()
         self.stats = CacheStats()
 
     # ------------------------------------------------------------------------------------------
@@ -306,6 +308,17 @@ class ClusterCache:
     def _job_changed(self, key: str) -> None:
         for slot in self._slots:
             slot.dirty_jobs.add(key)
+        job = self.jobs.get(key)
+        if job is not None and (job.phase == "Pending" or job.count(TaskStatus.PENDING)):
+            self._pending_jobs.add(key)
+        else:
+            self._pending_jobs.discard(key)
+
+    def has_pending_work(self) -> bool:
+        """Whether any job has a pending pod or waits in phase Pending: without one, no action has
+        anything to do (enqueue, allocate, backfill, preempt and reclaim all start from pending
+        work), whatever else changes."""
+        return bool(self._pending_jobs)
 
     def _attach_to_node(self, task: TaskInfo) -> None:
         if not task.node_name or task.status not in OCCUPYING_STATUSES:

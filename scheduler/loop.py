@@ -169,14 +169,22 @@ class SchedulerLoop:
         changed that could change a decision (``decision_revision``: binds coming back and pods
         starting do not), the conf is the same, and less than QUIET_RECHECK seconds have passed
         (plugins that read the clock, such as sla, see time pass at least that often; a pod that
-        started running becomes a possible preemption victim within that second too)."""
+        started running becomes a possible preemption victim within that second too). Or the
+        last cycle decided nothing and nothing is pending in the cache now (no pending pod, no
+        Pending PodGroup): every action starts from pending work. PodGroup statuses are then
+        brought up to date by the cycle that runs at least every QUIET_RECHECK."""
         quiet = self._quiet
         if quiet is None or now - self._last_cycle_at >= QUIET_RECHECK:
             return False
         revision = getattr(self.cache, "decision_revision", None)
         if revision is None:
             revision = getattr(self.cache, "revision", None)
-        return quiet == (revision, self.conf())
+        conf = self.conf()
+        if quiet == (revision, conf):
+            return True
+        # Whatever changed, with nothing pending no action has anything to do.
+        pending = getattr(self.cache, "has_pending_work", None)
+        return conf == quiet[1] and pending is not None and not pending()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle every period until ``stop`` is set. The CPU-bound decision runs in a worker thread so

@@ -114,3 +114,40 @@ def test_podgroup_status_counts_change_no_decision_but_its_phase_does():
     before = cache.decision_revision
     cache.upsert_podgroup(msgspec.structs.replace(pg, spec=msgspec.structs.replace(pg.spec, min_member=1)))
     assert cache.decision_revision > before
+
+
+def test_pending_work_is_tracked_as_jobs_change():
+    cache = _placed_gang()[0]
+    assert not cache.has_pending_work()  # the gang is assumed placed
+    pg, more = gang("eval", 1)
+    cache.upsert_podgroup(
+        msgspec.structs.replace(pg, status=msgspec.structs.replace(pg.status, phase="Pending"))
+    )
+    assert cache.has_pending_work()  # a PodGroup waiting to be enqueued
+    cache.upsert_podgroup(pg)  # Inqueue, no pods yet
+    assert not cache.has_pending_work()
+    cache.upsert_pod(more[0])
+    assert cache.has_pending_work()
+    cache.delete_pod(more[0])
+    assert not cache.has_pending_work()
+
+
+async def test_with_nothing_pending_the_loop_skips_periods_whatever_changes():
+    """PodGroup phases moving to Running (which could matter to jobs waiting to be enqueued) do not
+    make the loop run cycles while nothing at all is pending."""
+    cache, loop = _placed_gang()[:2]
+    stop = asyncio.Event()
+    task = asyncio.create_task(loop.run(stop))
+    for _ in range(200):
+        if loop.stats.skipped:
+            break
+        await asyncio.sleep(0.01)
+    cycles = loop.stats.cycles
+    pg = cache.podgroups["default/train"]
+    cache.upsert_podgroup(
+        msgspec.structs.replace(pg, status=msgspec.structs.replace(pg.status, phase="Running", running=2))
+    )
+    await asyncio.sleep(0.1)
+    assert loop.stats.cycles == cycles
+    stop.set()
+    await asyncio.wait_for(task, 2)
