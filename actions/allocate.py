@@ -20,6 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from caldera.actions.helpers import (
+    FailureMemo,
     OrderedHeap,
     explain,
     fit_mask,
@@ -178,6 +179,7 @@ class AllocateAction(Action):
             queues[queue.name] = queue
         job_heaps = {name: OrderedHeap(ssn.job_key, jobs) for name, jobs in by_queue.items()}
         queue_heap = OrderedHeap(ssn.queue_key, queues.values())
+        memo = FailureMemo.of(ssn)
         while queue_heap:
             queue = queue_heap.pop()
             if ssn.overused(queue):
@@ -191,6 +193,14 @@ class AllocateAction(Action):
                 if jobs:
                     queue_heap.push(queue)
                 continue
+            # Last cycle's vain try of this job, when nothing it depended on changed (FailureMemo)
+            tried = memo.replay(job)
+            if tried is not None:
+                stats.tasks += tried
+                if jobs:
+                    queue_heap.push(queue)
+                continue
+            fresh, before = memo.fresh(job), stats.tasks
             # Sorted on the job's first turn only: jobs of an overused queue are never sorted at all.
             tasks = todo.get(job.uid)
             if tasks is None:
@@ -203,6 +213,7 @@ class AllocateAction(Action):
                     jobs.push(job)
             elif not ssn.job_pipelined(job):
                 stmt.discard()
+            memo.record(job, fresh, stmt, stats.tasks - before)
             if jobs:
                 queue_heap.push(queue)
         ssn.report.allocate_stats = {

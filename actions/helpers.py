@@ -62,6 +62,195 @@ def job_considered(ssn: Session, job: JobInfo) -> QueueInfo | None:
     return queue
 
 
+# ------------------------------------------------------------------------------------------------
+# What a cycle may take over from the last one
+# ------------------------------------------------------------------------------------------------
+class SessionWorld:
+    """Everything a job's attempt in allocate reads besides the job itself and its queue's plugin
+    state: the conf (tiers and configurations, by identity: a reload makes new ones), the nodes
+    and the pods on them (the snapshot's ``node_revision``), queues, priority classes, hypernodes,
+    disruption budgets and storage objects (by identity: the cache replaces an object it updates).
+    Two sessions with equal worlds see the same cluster apart from the jobs."""
+
+    __slots__ = ("configurations", "node_revision", "objects", "priority_classes", "queues", "tiers")
+
+    def __init__(self, ssn: Session) -> None:
+        snap = ssn.snapshot
+        self.tiers = ssn.tiers
+        self.configurations = ssn.configurations
+        self.node_revision = snap.node_revision
+        self.priority_classes = dict(snap.priority_classes)
+        # an implicit queue (no object yet) is rebuilt every snapshot: compared by its fields
+        self.queues = {
+            name: q.queue if q.queue is not None else (q.weight, q.state, q.priority, q.creation)
+            for name, q in ssn.queues.items()
+        }
+        self.objects = (snap.hypernodes, snap.pdbs, snap.pvcs, snap.pvs, snap.storage_classes, snap.csinodes)
+
+    @property
+    def known(self) -> bool:
+        return self.node_revision is not None
+
+    def same(self, other: SessionWorld) -> bool:
+        if not (
+            self.known
+            and self.tiers is other.tiers
+            and (
+                self.configurations is other.configurations
+                or not (self.configurations or other.configurations)
+            )
+            and self.node_revision == other.node_revision
+            and self.priority_classes == other.priority_classes
+            and self.queues.keys() == other.queues.keys()
+        ):
+            return False
+        theirs = other.queues
+        for name, token in self.queues.items():
+            old = theirs[name]
+            if token is not old and not (isinstance(token, tuple) and token == old):
+                return False
+        return all(_same_objects(a, b) for a, b in zip(self.objects, other.objects, strict=True))
+
+
+def _same_objects(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if len(a) != len(b):
+        return False
+    get = b.get
+    return all(get(k) is v for k, v in a.items())
+
+
+def job_token(job: JobInfo) -> tuple[object, ...] | None:
+    """A value equal for two session copies of a job exactly when they hold the same job: the
+    cache's job object and its version they were copied from (tasks, statuses, pods, PodGroup),
+    and the fields a session or the cache may set on a copy in place (phase, priority). None for
+    a job that is no unchanged copy (built by hand, or changed by this session)."""
+    origin = job.origin
+    if origin is None or job.version:
+        return None
+    return (origin[0], origin[1], job.phase, job.priority, job.min_available, job.queue)
+
+
+def same_token(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    # the cache's job object by identity (never a fresh object equal by value)
+    return a[0] is b[0] and a[1:] == b[1:]
+
+
+class _Failure:
+    __slots__ = ("fit_errors", "job_fit_error", "queue_state", "token", "tried")
+
+    def __init__(
+        self,
+        token: tuple[object, ...],
+        queue_state: tuple[object, ...],
+        fit_errors: dict[str, str],
+        job_fit_error: str,
+        tried: int,
+    ) -> None:
+        self.token = token
+        self.queue_state = queue_state
+        self.fit_errors = fit_errors
+        self.job_fit_error = job_fit_error
+        self.tried = tried
+
+
+class _FailureCarry:
+    """Kept in ``Session.carry`` from one cycle to the next: the world the failures were found in,
+    and per job uid the failure."""
+
+    __slots__ = ("failures", "world")
+
+    def __init__(self, world: SessionWorld, failures: dict[str, _Failure]) -> None:
+        self.world = world
+        self.failures = failures
+
+
+class FailureMemo:
+    """Jobs allocate tried in vain, kept for the next cycle. Allocate tries every job every cycle,
+    as Volcano's does (``allocateResources`` in pkg/scheduler/actions/allocate/allocate.go pops
+    every queue's jobs and gives each ``allocateResourcesForTasks``); over a backlog that cannot
+    fit, each try ends the same way: fit errors recorded, nothing placed. This memo takes that
+    outcome over instead of trying again, when nothing it depended on can have changed:
+
+    - the job is the same (``job_token``: same tasks, statuses, phase, priority);
+    - the cluster is the same (``SessionWorld``: conf, nodes and pods on them, queues, ...);
+    - its queue's plugin state is the same (``Session.queue_state``: proportion's deserved and
+      allocated share, ...); a plugin with queue-level answers that does not state them turns
+      the memo off;
+    - nothing changed in this session before its turn, nor in the one that recorded it
+      (``Session.changes`` zero both times), so both tries would start from the same state;
+    - the try changed nothing (no task placed, even for a while) and left the job not ready.
+
+    Then allocate would decide exactly what it decided last cycle, and the job gets last cycle's
+    fit errors, in the same order. A freed node, a queue or conf change, a job changed or any
+    placement earlier in the cycle sends the job through the full path again."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.world = SessionWorld(ssn)
+        carried = ssn.carry.get(FailureMemo)
+        self.previous: dict[str, _Failure] = {}
+        if isinstance(carried, _FailureCarry) and self.world.same(carried.world):
+            self.previous = carried.failures
+        self.current: dict[str, _Failure] = {}
+        # what this cycle finds is what the next one may take over (also after a failed cycle:
+        # each entry is a fact about its own conditions)
+        ssn.carry[FailureMemo] = _FailureCarry(self.world, self.current)
+        self._queue_states: dict[str, tuple[object, ...] | None] = {}
+        self.replayed = 0
+
+    @classmethod
+    def of(cls, ssn: Session) -> FailureMemo:
+        return ssn.memo(FailureMemo, lambda: cls(ssn))
+
+    def _queue_state(self, name: str) -> tuple[object, ...] | None:
+        # asked only while the session is unchanged (changes == 0): its answer holds for the session
+        try:
+            return self._queue_states[name]
+        except KeyError:
+            queue = self.ssn.queues.get(name)
+            state = self._queue_states[name] = None if queue is None else self.ssn.queue_state(queue)
+            return state
+
+    def replay(self, job: JobInfo) -> int | None:
+        """At the job's turn: last cycle's failure put on the job when it holds (see the class);
+        returns how many tasks that try went through, else None (try the job in full)."""
+        if not self.fresh(job):
+            return None
+        old = self.previous.get(job.uid)
+        if old is None:
+            return None
+        token = job_token(job)
+        if token is None or not same_token(token, old.token):
+            return None
+        state = self._queue_state(job.queue)
+        if state is None or state != old.queue_state:
+            return None
+        job.fit_errors = dict(old.fit_errors)
+        job.job_fit_error = old.job_fit_error
+        self.current[job.uid] = old
+        self.replayed += 1
+        return old.tried
+
+    def fresh(self, job: JobInfo) -> bool:
+        """Whether a try of the job now starts from the state of the session's start: nothing
+        changed in the session yet, no failure recorded on the job yet."""
+        return not self.ssn.changes and self.world.known and not job.fit_errors and not job.job_fit_error
+
+    def record(self, job: JobInfo, fresh: bool, stmt: Statement, tried: int) -> None:
+        """After a full try that started ``fresh``: remember it when it may be taken over next
+        cycle (see the class)."""
+        ssn = self.ssn
+        if not fresh or ssn.changes or len(stmt):
+            return
+        token = job_token(job)
+        if token is None or ssn.job_ready(job):
+            return
+        state = self._queue_state(job.queue)
+        if state is None:
+            return
+        self.current[job.uid] = _Failure(token, state, dict(job.fit_errors), job.job_fit_error, tried)
+
+
 def gated_message(job: JobInfo) -> str:
     """``2/4 tasks in gang are waiting for scheduling gates: pod a (gates: x, y), pod b (gates: x)``."""
     gated = sorted(job.gated_tasks(), key=lambda t: t.name)

@@ -268,6 +268,8 @@ class ClusterCache:
         #: bumped when a node is added or deleted or its labels, taints, readiness, schedulability or
         #: allocatable change: sessions keep what they derive from those while it stands still
         self._node_specs = 0
+        #: bumped whenever a node or a pod on a node changes (with ``_layout``: the snapshot's node_revision)
+        self._node_revision = 0
         self.revision = 0
         #: changes counted in ``revision`` that cannot change a scheduling decision (see
         #: :attr:`decision_revision`)
@@ -302,6 +304,7 @@ class ClusterCache:
         return self.default_priority
 
     def _node_changed(self, name: str) -> None:
+        self._node_revision += 1
         for slot in self._slots:
             slot.dirty_nodes.add(name)
 
@@ -738,6 +741,7 @@ class ClusterCache:
                 hypernodes=dict(self.hypernodes),
                 revision=self.revision,
                 decision_revision=self.decision_revision,
+                node_revision=(self._layout, self._node_revision),
                 pdbs=dict(self.pdbs),
                 pvcs=dict(self.pvcs),
                 pvs=dict(self.pvs),
@@ -953,6 +957,7 @@ class ClusterCache:
                 return
             self.revision += 1
             self._settled_changes += 1  # binding to bound on the same node: no decision changes
+            self._node_revision += 1  # the task on its node is bound now, no longer binding
             job = self.jobs.get(task.job) if task.job else None
             if job is not None and job.tasks.get(task.uid) is task:
                 job.update_task_status(task, TaskStatus.BOUND)

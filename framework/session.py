@@ -159,6 +159,7 @@ class Session(CallbackRegistry):
         tiers: list[Tier],
         plugins: dict[str, Plugin] | None = None,
         configurations: dict[str, Any] | None = None,
+        carry: dict[object, Any] | None = None,
     ) -> None:
         super().__init__(tiers)
         self.started = time.monotonic()
@@ -192,6 +193,14 @@ class Session(CallbackRegistry):
         #: jobs whose soft topology requirement found no group: allocated cluster-wide this session
         self.topology_fell_back: set[str] = set()
         self._memo: dict[object, Any] = {}
+        #: what one cycle leaves for the next (owned by the binary's loop; empty for a lone session):
+        #: keyed like ``memo``; whoever keeps something here proves it still holds before using it
+        self.carry: dict[object, Any] = carry if carry is not None else {}
+        #: allocate and deallocate events fired so far (any change of the session's state)
+        self.changes = 0
+        #: plugin → a function giving what the plugin's queue-level answers (allocatable, overused)
+        #: depend on for a queue, as a value to compare across cycles (see ``queue_state``)
+        self.queue_state_fns: dict[str, Callable[[QueueInfo], object]] = {}
         self._node_memo: dict[object, Any] = snapshot.node_memo if snapshot.node_memo is not None else {}
         self.placement = PlacementEngine(self, self.table, self.node_list, self._node_memo)
         # The placement engine's answers, as session methods (bound once: no per-call indirection).
@@ -408,6 +417,23 @@ class Session(CallbackRegistry):
         return self._victims(self.reclaimable_fns, reclaimer, reclaimees)
 
     # -- queue-level -------------------------------------------------------------------------------
+    def add_queue_state_fn(self, name: str, fn: Callable[[QueueInfo], object]) -> None:
+        self.queue_state_fns[name] = fn
+
+    def queue_state(self, queue: QueueInfo) -> tuple[object, ...] | None:
+        """What the enabled queue-level functions (allocatable, overused) answer from,
+        for ``queue``, as a value equal across two sessions exactly when their answers for the same
+        task are; None when a plugin with such a function does not say (then nothing may be assumed)."""
+        names = [*self.allocatable_fns.enabled_plugins(), *self.overused_fns.enabled_plugins()]
+        fns = self.queue_state_fns
+        out: list[object] = []
+        for name in dict.fromkeys(names):
+            fn = fns.get(name)
+            if fn is None:
+                return None
+            out.append((name, fn(queue)))
+        return tuple(out)
+
     def overused(self, queue: QueueInfo) -> bool:
         return any(fn(queue) for fn in self.overused_fns.flat())
 
@@ -421,6 +447,7 @@ class Session(CallbackRegistry):
     # state changes (called by Statement only)
     # ---------------------------------------------------------------------------------------------
     def _fire(self, allocate: bool, task: TaskInfo) -> None:
+        self.changes += 1
         event = Event(task)
         for handler in self.event_handlers:
             fn = handler.allocate if allocate else handler.deallocate
@@ -469,8 +496,10 @@ def open_session(
     tiers: list[Tier],
     plugin_classes: dict[str, type[Plugin]],
     configurations: dict[str, Any] | None = None,
+    carry: dict[object, Any] | None = None,
 ) -> Session:
-    """Build the conf's plugins, open a session, and let every plugin register its callbacks."""
+    """Build the conf's plugins, open a session, and let every plugin register its callbacks.
+    ``carry``: what the last session left for this one (``Session.carry``)."""
     plugins: dict[str, Plugin] = {}
     options: list[PluginOption] = [p for t in tiers for p in t.plugins]
     for option in options:
@@ -478,7 +507,7 @@ def open_session(
         if cls is None:
             raise KeyError(f"plugin {option.name!r} is not registered")
         plugins[option.name] = cls(option.arguments)
-    ssn = Session(snapshot, tiers, plugins, configurations)
+    ssn = Session(snapshot, tiers, plugins, configurations, carry)
     timings = ssn.report.plugin_seconds
     for option in options:
         started = time.perf_counter()

@@ -28,6 +28,10 @@ class Snapshot:
     revision: int = 0
     #: the source's revision without changes that cannot change a decision (None: not known)
     decision_revision: int | None = None
+    #: changes whenever a node or a pod on a node changed in the source since another snapshot with
+    #: the same value (None: not known, e.g. a snapshot built by hand): lets a cycle tell that what
+    #: a job found on the nodes last cycle still holds
+    node_revision: object = None
     #: policy/v1 PodDisruptionBudgets by namespace/name (immutable objects, shared)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     #: storage, for the volume predicates: claims by namespace/name, volumes, classes and CSI nodes by name

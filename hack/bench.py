@@ -272,14 +272,20 @@ def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> None:
     )
 
 
-def cycle_latency(nodes: int, pending: int, repeats: int) -> None:
+def cycle_latency(nodes: int, pending: int, repeats: int, profile: str | None = None) -> None:
     """A cluster whose every node is taken by pods of another scheduler, ``pending`` tasks waiting:
     the memory that takes and how long a cycle over them (nothing fits) lasts. The first two cycles
-    copy everything (one set of copies each, see cache/store.py); the rest are the steady state."""
+    copy everything (one set of copies each, see cache/store.py); the rest are the steady state.
+    ``profile``: cProfile the steady cycles into that file (pstats format)."""
     registry = builtin_registry()
     conf = parse_conf(DEFAULT_CONF, registry)
     from caldera.hack.scenario import pod
+    from caldera.metrics import gc as gc_metrics
 
+    # The collector as the scheduler runs it (scheduler/app.py): tuned at start, everything alive
+    # at cache sync frozen before the first cycle.
+    saved_threshold = gc.get_threshold()
+    gc_metrics.tune()
     gc.collect()
     tracemalloc.start()
     cache = make_cache(nodes)
@@ -300,18 +306,56 @@ def cycle_latency(nodes: int, pending: int, repeats: int) -> None:
     tracemalloc.stop()
     binder = RecordingBinder()
     loop = SchedulerLoop(cache, lambda: conf, registry, binder)
+    gc_metrics.freeze_long_lived()
+    collecting = [0.0, 0.0]
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collecting[1] = time.perf_counter()
+        else:
+            collecting[0] += time.perf_counter() - collecting[1]
+
     cycles = []
-    for _ in range(2 + max(3, repeats)):
+    phases: dict[str, list[float]] = {}
+    profiler = None
+    for i in range(2 + max(3, repeats)):
+        if i == 2:
+            gc.callbacks.append(timed)
+        if i == 2 and profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
         t = time.perf_counter()
-        loop.run_once()
+        result = loop.run_once()
         cycles.append(time.perf_counter() - t)
+        if i >= 2 and result is not None:
+            report = result.report
+            for name, seconds in (
+                ("open", report.open_session_seconds or 0.0),
+                *report.action_seconds.items(),
+                ("explain", loop.stats.explain_seconds),
+            ):
+                phases.setdefault(name, []).append(seconds)
+    gc.callbacks.remove(timed)
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    gc.unfreeze()
+    gc.set_threshold(*saved_threshold)
     cold, steady = cycles[:2], cycles[2:]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    split = ", ".join(f"{name} {statistics.median(v) * 1e3:.0f}" for name, v in phases.items())
     print(
-        f"{pending} pending pods on {nodes} full nodes: process RSS {rss() / 2**20:.0f} MiB;"
+        f"{pending} pending pods on {nodes} full nodes: process RSS {rss() / 2**20:.0f} MiB"
+        f" (peak {peak / 2**20:.0f} MiB);"
         f" traced memory {with_nodes / nodes * 1000 / 2**20:.1f} MiB per 1,000 nodes (each with one pod),"
         f" {(with_pods - with_nodes) / pending * 10_000 / 2**20:.1f} MiB per 10,000 pods in the cache;"
         f" first two cycles (everything copied) {cold[0]:.2f} s, {cold[1]:.2f} s; then over"
-        f" {len(steady)} cycles p50 {statistics.median(steady) * 1e3:.0f} ms, p99 {percentile(steady, 99) * 1e3:.0f} ms"
+        f" {len(steady)} cycles p50 {statistics.median(steady) * 1e3:.0f} ms,"
+        f" p99 {percentile(steady, 99) * 1e3:.0f} ms, max {max(steady) * 1e3:.0f} ms"
+        f" (p50 per phase, ms: {split}; {collecting[0]:.2f} s in the garbage collector over those"
+        f" cycles, set as the scheduler sets it)"
     )
 
 
@@ -344,6 +388,9 @@ def run_core(args: argparse.Namespace) -> int:
     if args.spread:
         return run_spread(args)
     n = args.nodes
+    if args.only == "pending":
+        cycle_latency(n, args.pending, args.repeats, profile=args.profile)
+        return 0
     print(
         f"caldera core benchmark: {n} nodes of 32 cpu / 128Gi, in process, recording binder,"
         f" {len(TEMPLATES)} pod templates in turn"
@@ -400,6 +447,18 @@ def register(subparsers: Any) -> None:
         default=0,
         metavar="PCT",
         help="compare the figures without and with topology spread constraints on PCT%% of the jobs",
+    )
+    core.add_argument(
+        "--only",
+        choices=("pending",),
+        default=None,
+        help="run one figure only: pending = the memory and cycle over --pending pods on full nodes",
+    )
+    core.add_argument(
+        "--profile",
+        default=None,
+        metavar="PATH",
+        help="with --only pending: cProfile the measured cycles (not the first two) into PATH (pstats)",
     )
     core.set_defaults(func=run_core)
     e2e = sub.add_parser("e2e", help="end to end through caldera-sim: creation to bound")

@@ -208,6 +208,7 @@ class ProportionPlugin(Plugin):
         ssn.add_queue_order_fn(self.name, self.queue_order)
         ssn.add_overused_fn(self.name, self.overused)
         ssn.add_allocatable_fn(self.name, self.allocatable)
+        ssn.add_queue_state_fn(self.name, self.queue_state)
         ssn.add_preemptive_fn(self.name, self.allocatable)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
@@ -262,6 +263,13 @@ class ProportionPlugin(Plugin):
         if attr is None:
             return False
         return attr.deserved.less_equal(attr.allocated, "zero")
+
+    def queue_state(self, queue: QueueInfo) -> object:
+        """What ``allocatable`` and ``overused`` answer from for the queue (Session.queue_state)."""
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return None
+        return (self.cluster_known, attr.deserved.to_dict(), attr.allocated.to_dict())
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         attr = self.attrs.get(queue.name)

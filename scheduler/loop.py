@@ -60,6 +60,8 @@ class CycleStats:
     bound: int = 0
     #: periods with no cycle: nothing had changed since a cycle that decided nothing
     skipped: int = 0
+    #: seconds the last cycle spent explaining its pending jobs
+    explain_seconds: float = 0.0
 
 
 class SchedulerLoop:
@@ -88,6 +90,8 @@ class SchedulerLoop:
         self._snapshot_revision = -1
         #: last cycle's pending-job explanations, reused while a job's reason does not change
         self._explanations: dict[str, dict[str, Any]] = {}
+        #: what each session leaves for the next (``Session.carry``); every user proves it still holds
+        self._carry: dict[object, Any] = {}
 
     def run_once(self) -> SessionResult | None:
         """One cycle, synchronously: decide, then hand over. Returns None when the cycle failed."""
@@ -108,7 +112,9 @@ class SchedulerLoop:
             self._snapshot_revision = (
                 snapshot.revision if snapshot.decision_revision is None else snapshot.decision_revision
             )
-            ssn = open_session(snapshot, conf.tiers, self.registry.plugins, conf.configurations)
+            ssn = open_session(
+                snapshot, conf.tiers, self.registry.plugins, conf.configurations, carry=self._carry
+            )
             ssn.report.open_session_seconds = time.perf_counter() - opened
             ssn.report.node_list = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
             try:
@@ -138,10 +144,12 @@ class SchedulerLoop:
     def _explain(self, ssn: Session) -> None:
         """Why each job left pending is pending (actions/explain.py); a failure here costs the
         explanations, never the cycle's placements."""
+        started = time.perf_counter()
         try:
             self._explanations = explain_session(ssn, previous=self._explanations)
         except Exception:
             log.exception("explaining cycle %d's pending jobs failed", self.stats.cycles)
+        self.stats.explain_seconds = time.perf_counter() - started
 
     def hand_over(self, result: SessionResult | None, error: BaseException | None, started: float) -> None:
         """Assume the placements in the cache and give them to the binder (on the event loop's thread)."""
