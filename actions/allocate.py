@@ -220,5 +220,6 @@ class AllocateAction(Action):
             "tasks": stats.tasks,
             "placed": stats.placed,
             "pipelined": stats.pipelined,
+            "replayed": memo.replayed,
             "seconds": time.perf_counter() - started,
         }

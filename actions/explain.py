@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from caldera.actions.helpers import gated_message, resource_reasons
+from caldera.actions.helpers import SessionWorld, gated_message, resource_reasons
 from caldera.actions.topology import TopologyDecision, session_topology
 from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
 from caldera.framework.quantity import format_quantity
 from caldera.framework.resource import MIN_RESOURCE, Resource
-from caldera.framework.session import QueueShare, Session
+from caldera.framework.session import QueueShare, Session, job_token, same_token
 
 #: per cycle, at most this many jobs get per-role detail (the rest keep the one-line reason)
 DETAILED_JOBS = 1000
@@ -116,10 +116,17 @@ def explain_session(
     roles_cache: dict[bytes, dict[str, Any]] = {}
     detailed = 0
     now = time.monotonic() if now is None else now
+    exact = _ExactReuse(ssn)
     for job in ssn.jobs.values():
         pending = job.count(TaskStatus.PENDING)
         if not pending and not job.job_fit_error:
             continue
+        doc = exact.reuse(job, detailed < limit)
+        if doc is not None:
+            out[job.uid] = doc
+            detailed += detailed < limit
+            continue
+        fit_in = exact.fit_state(job)
         if job.waits_for_gates():
             # Gated, not unschedulable: the gang waits for its pods' gates (actions/helpers.job_valid),
             # whatever else a plugin said about it this cycle.
@@ -145,7 +152,112 @@ def explain_session(
         doc = explain_job(ssn, job, roles_cache if with_roles else None)
         doc[BUILT_AT] = now
         out[job.uid] = doc
+        exact.record(job, fit_in, doc, with_roles)
     return out
+
+
+class _Explained:
+    __slots__ = ("context", "doc", "fit_in", "fit_out", "token", "with_roles")
+
+    def __init__(
+        self,
+        token: tuple[object, ...],
+        context: tuple[object, ...],
+        fit_in: tuple[str, dict[str, str]],
+        fit_out: tuple[str, dict[str, str]],
+        doc: dict[str, Any],
+        with_roles: bool,
+    ) -> None:
+        self.with_roles = with_roles
+        self.token = token
+        self.context = context
+        self.fit_in = fit_in
+        self.fit_out = fit_out
+        self.doc = doc
+
+
+class _ExplainCarry:
+    __slots__ = ("entries", "world")
+
+    def __init__(self, world: SessionWorld, entries: dict[str, _Explained]) -> None:
+        self.world = world
+        self.entries = entries
+
+
+class _ExactReuse:
+    """Last cycle's document of a job, taken over when building it again would give the same
+    document: the same job (``job_token``), the same cluster (``SessionWorld``), the same queue
+    figures (``Session.queue_state`` and the report's share and scaling of the queue), no topology
+    decision on it, the same failure recorded on it by the actions, and no change in either
+    session (``Session.changes`` zero: the nodes as at the session's start), and the same answer to
+    whether the job gets role detail (``DETAILED_JOBS``: a document taken over with detail counts
+    toward the cycle's limit as one built). Everything a document says is derived from those; its
+    ``_built_at`` stays the time it was built."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.world = SessionWorld(ssn)
+        self.on = self.world.known and not ssn.changes
+        carried = ssn.carry.get(_ExactReuse)
+        self.previous: dict[str, _Explained] = {}
+        if self.on and isinstance(carried, _ExplainCarry) and self.world.same(carried.world):
+            self.previous = carried.entries
+        self.current: dict[str, _Explained] = {}
+        ssn.carry[_ExactReuse] = _ExplainCarry(self.world, self.current)
+        self._contexts: dict[str, tuple[object, ...] | None] = {}
+
+    def _context(self, name: str) -> tuple[object, ...] | None:
+        try:
+            return self._contexts[name]
+        except KeyError:
+            ssn = self.ssn
+            queue = ssn.queues.get(name)
+            state = None if queue is None else ssn.queue_state(queue)
+            context = self._contexts[name] = (
+                None
+                if state is None
+                else (state, ssn.report.queue_shares.get(name), ssn.report.queue_guarantee_scaled.get(name))
+            )
+            return context
+
+    @staticmethod
+    def fit_state(job: JobInfo) -> tuple[str, dict[str, str]]:
+        return job.job_fit_error, dict(job.fit_errors)
+
+    def reuse(self, job: JobInfo, with_roles: bool) -> dict[str, Any] | None:
+        if not self.on:
+            return None
+        old = self.previous.get(job.uid)
+        if (
+            old is None
+            or old.with_roles != with_roles
+            or old.fit_in[0] != job.job_fit_error
+            or old.fit_in[1] != job.fit_errors
+        ):
+            return None
+        token = job_token(job)
+        if token is None or not same_token(token, old.token) or job.uid in self.ssn.report.topology_failures:
+            return None
+        context = self._context(job.queue)
+        if context is None or context != old.context:
+            return None
+        # what building the document would have done to the job (gated or held by its queue)
+        job.job_fit_error = old.fit_out[0]
+        if not old.fit_out[1]:
+            job.fit_errors.clear()
+        self.current[job.uid] = old
+        return old.doc
+
+    def record(
+        self, job: JobInfo, fit_in: tuple[str, dict[str, str]], doc: dict[str, Any], with_roles: bool
+    ) -> None:
+        if not self.on or job.uid in self.ssn.report.topology_failures:
+            return
+        token = job_token(job)
+        context = self._context(job.queue)
+        if token is None or context is None:
+            return
+        self.current[job.uid] = _Explained(token, context, fit_in, self.fit_state(job), doc, with_roles)
 
 
 def _queue_hold(ssn: Session, job: JobInfo) -> str | None:

@@ -12,7 +12,7 @@ import numpy as np
 
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus, parse_preemptable
 from caldera.framework.resource import Resource
-from caldera.framework.session import Session
+from caldera.framework.session import Session, job_token, same_token
 from caldera.framework.statement import Statement
 
 T = TypeVar("T")
@@ -85,7 +85,14 @@ class SessionWorld:
             name: q.queue if q.queue is not None else (q.weight, q.state, q.priority, q.creation)
             for name, q in ssn.queues.items()
         }
-        self.objects = (snap.hypernodes, snap.pdbs, snap.pvcs, snap.pvs, snap.storage_classes, snap.csinodes)
+        self.objects: tuple[dict[str, Any], ...] = (
+            snap.hypernodes,
+            snap.pdbs,
+            snap.pvcs,
+            snap.pvs,
+            snap.storage_classes,
+            snap.csinodes,
+        )
 
     @property
     def known(self) -> bool:
@@ -117,22 +124,6 @@ def _same_objects(a: dict[str, Any], b: dict[str, Any]) -> bool:
         return False
     get = b.get
     return all(get(k) is v for k, v in a.items())
-
-
-def job_token(job: JobInfo) -> tuple[object, ...] | None:
-    """A value equal for two session copies of a job exactly when they hold the same job: the
-    cache's job object and its version they were copied from (tasks, statuses, pods, PodGroup),
-    and the fields a session or the cache may set on a copy in place (phase, priority). None for
-    a job that is no unchanged copy (built by hand, or changed by this session)."""
-    origin = job.origin
-    if origin is None or job.version:
-        return None
-    return (origin[0], origin[1], job.phase, job.priority, job.min_available, job.queue)
-
-
-def same_token(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    # the cache's job object by identity (never a fresh object equal by value)
-    return a[0] is b[0] and a[1:] == b[1:]
 
 
 class _Failure:

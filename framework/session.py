@@ -62,7 +62,9 @@ __all__ = [
     "SessionResult",
     "ValidateResult",
     "close_session",
+    "job_token",
     "open_session",
+    "same_token",
 ]
 
 
@@ -125,7 +127,8 @@ class SessionReport:
     events: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: preemption attempts this cycle (preempt)
     preempt_attempts: int = 0
-    #: allocate's counts: tasks tried, placed, pipelined, and its seconds
+    #: allocate's counts: tasks tried, placed, pipelined, jobs whose last vain try was taken over
+    #: (replayed, actions/helpers.FailureMemo), and its seconds
     allocate_stats: dict[str, float] = field(default_factory=dict)
     #: seconds to snapshot and open the session (the binary's loop)
     open_session_seconds: float | None = None
@@ -481,6 +484,22 @@ class Session(CallbackRegistry):
             duration=time.monotonic() - self.started,
             report=self.report,
         )
+
+
+def job_token(job: JobInfo) -> tuple[object, ...] | None:
+    """A value equal (``same_token``) for two session copies of a job exactly when they hold the
+    same job: the cache's job object and its version they were copied from (tasks, statuses,
+    pods, PodGroup), and the fields a session or the cache may set on a copy in place (phase,
+    priority). None for a job that is no unchanged copy (built by hand, or changed by this session)."""
+    origin = job.origin
+    if origin is None or job.version:
+        return None
+    return (origin[0], origin[1], job.phase, job.priority, job.min_available, job.queue)
+
+
+def same_token(a: tuple[object, ...] | None, b: tuple[object, ...] | None) -> bool:
+    # the cache's job object by identity (never a fresh object equal by value)
+    return a is not None and b is not None and a[0] is b[0] and a[1:] == b[1:]
 
 
 def _creation_uid(item: Any) -> tuple[float, str]:

@@ -87,7 +87,13 @@ class DrfPlugin(Plugin):
         for job in ssn.jobs.values():
             # job.allocated is kept by the job for its allocated statuses: only pipelined tasks are
             # added here, so opening costs O(jobs), not O(every task in the cluster).
-            alloc = job.allocated.clone()
+            held = job.allocated
+            if not (held.cpu or held.memory or held.pods or held.scalars or job.count(TaskStatus.PIPELINED)):
+                # nothing held (a pending job): its share is 0 whatever the total, no need to work it out
+                self.allocated[job.uid] = Resource()
+                self.shares[job.uid] = 0.0
+                continue
+            alloc = held.clone()
             for t in job.tasks_in(TaskStatus.PIPELINED):
                 alloc.add(t.resreq)
             self.allocated[job.uid] = alloc
