@@ -70,15 +70,26 @@ class SessionWorld:
     state: the conf (tiers and configurations, by identity: a reload makes new ones), the nodes
     and the pods on them (the snapshot's ``node_revision``), queues, priority classes, hypernodes,
     disruption budgets and storage objects (by identity: the cache replaces an object it updates).
-    Two sessions with equal worlds see the same cluster apart from the jobs."""
+    Two sessions with equal worlds see the same cluster apart from the jobs (and the count of pods
+    with inter-pod affinity terms, which plugins read)."""
 
-    __slots__ = ("configurations", "node_revision", "objects", "priority_classes", "queues", "tiers")
+    __slots__ = (
+        "affinity_pods",
+        "configurations",
+        "node_revision",
+        "objects",
+        "priority_classes",
+        "queues",
+        "tiers",
+    )
 
     def __init__(self, ssn: Session) -> None:
         snap = ssn.snapshot
         self.tiers = ssn.tiers
         self.configurations = ssn.configurations
         self.node_revision = snap.node_revision
+        # pods with inter-pod (anti-)affinity terms, pending ones included (plugins size work by it)
+        self.affinity_pods = snap.affinity_pods
         self.priority_classes = dict(snap.priority_classes)
         # an implicit queue (no object yet) is rebuilt every snapshot: compared by its fields
         self.queues = {
@@ -107,6 +118,7 @@ class SessionWorld:
                 or not (self.configurations or other.configurations)
             )
             and self.node_revision == other.node_revision
+            and self.affinity_pods == other.affinity_pods
             and self.priority_classes == other.priority_classes
             and self.queues.keys() == other.queues.keys()
         ):
@@ -127,18 +139,20 @@ def _same_objects(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 class _Failure:
-    __slots__ = ("fit_errors", "job_fit_error", "queue_state", "token", "tried")
+    __slots__ = ("answers", "fit_errors", "job_fit_error", "queue_state", "token", "tried")
 
     def __init__(
         self,
         token: tuple[object, ...],
-        queue_state: tuple[object, ...],
+        queue_state: tuple[object, ...] | None,
+        answers: tuple[bool, ...],
         fit_errors: dict[str, str],
         job_fit_error: str,
         tried: int,
     ) -> None:
         self.token = token
         self.queue_state = queue_state
+        self.answers = answers
         self.fit_errors = fit_errors
         self.job_fit_error = job_fit_error
         self.tried = tried
@@ -164,9 +178,11 @@ class FailureMemo:
 
     - the job is the same (``job_token``: same tasks, statuses, phase, priority);
     - the cluster is the same (``SessionWorld``: conf, nodes and pods on them, queues, ...);
-    - its queue's plugin state is the same (``Session.queue_state``: proportion's deserved and
-      allocated share, ...); a plugin with queue-level answers that does not state them turns
-      the memo off;
+    - its queue lets each of its pending tasks be placed, or not, as it did then
+      (``Session.allocatable``, the only queue-level question a try asks): known at once when the
+      queue's plugin state is the same (``Session.queue_state``: proportion's deserved and
+      allocated share), else asked again task by task (jobs arriving in a queue move its
+      deserved share, mostly without changing any answer);
     - nothing changed in this session before its turn, nor in the one that recorded it
       (``Session.changes`` zero both times), so both tries would start from the same state;
     - the try changed nothing (no task placed, even for a while) and left the job not ready.
@@ -214,7 +230,7 @@ class FailureMemo:
         if token is None or not same_token(token, old.token):
             return None
         state = self._queue_state(job.queue)
-        if state is None or state != old.queue_state:
+        if (state is None or state != old.queue_state) and self._answers(job) != old.answers:
             return None
         job.fit_errors = dict(old.fit_errors)
         job.job_fit_error = old.job_fit_error
@@ -236,10 +252,21 @@ class FailureMemo:
         token = job_token(job)
         if token is None or ssn.job_ready(job):
             return
-        state = self._queue_state(job.queue)
-        if state is None:
+        answers = self._answers(job)
+        if answers is None:
             return
-        self.current[job.uid] = _Failure(token, state, dict(job.fit_errors), job.job_fit_error, tried)
+        self.current[job.uid] = _Failure(
+            token, self._queue_state(job.queue), answers, dict(job.fit_errors), job.job_fit_error, tried
+        )
+
+    def _answers(self, job: JobInfo) -> tuple[bool, ...] | None:
+        """Whether the job's queue lets each of its pending tasks be placed now (in the job's task
+        order, which the token fixes). Asked only while the session is unchanged."""
+        queue = self.ssn.queues.get(job.queue)
+        if queue is None:
+            return None
+        allocatable = self.ssn.allocatable
+        return tuple(allocatable(queue, t) for t in job.tasks_in(TaskStatus.PENDING))
 
 
 def gated_message(job: JobInfo) -> str:

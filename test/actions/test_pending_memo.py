@@ -201,11 +201,42 @@ def test_a_changed_job_is_tried_again_and_the_others_are_not(backlog):
 
 def test_a_job_that_grows_its_queues_request_is_compared_the_same(backlog):
     settle(backlog)
-    # one more pod in the elastic gang: the queue asks for more, its deserved share (capped by what
-    # it asks for) moves, so no job of that queue is taken over this cycle
+    # one more pod in the elastic gang: the queue asks for more and its deserved share (capped by
+    # what it asks for) moves; the queue still lets every task be placed, so the other jobs of the
+    # queue are taken over (their queue answers asked again), the elastic gang is tried in full
     backlog.each("upsert_pod", pod("elastic-3", cpu="2", group="elastic"))
-    assert replayed(backlog.cycle()) == 0
+    assert replayed(backlog.cycle()) == HOPELESS - 1
     assert replayed(backlog.cycle()) == HOPELESS
+
+
+def test_a_queue_that_no_longer_lets_a_task_in_is_tried_in_full():
+    """Two nodes of 8 cpu; queue "default" (weight 5) runs 4 cpu and waits with a 2-cpu pod whose
+    node selector matches no node; queue "other" (weight 3) has nothing. Default deserves 6 cpu,
+    so its queue lets the pod in (and the selector holds it). Then a 3-cpu pod that cannot fit
+    either arrives in "other": default now deserves 5 cpu, 4 + 2 is over that, and the pod is held
+    by its queue's share: the old failure must not be taken over."""
+    twins = Twins()
+    twins.load(
+        queues=[queue("default", weight=5), queue("other", weight=3)],
+        nodes=[node("n0", cpu="4", memory="32Gi"), node("n1", cpu="4", memory="32Gi")],
+    )
+    runner = podgroup("runner", min_member=2)
+    running = [pod(f"runner-{i}", cpu="2", group="runner", node_name="n0", phase="Running") for i in range(2)]
+    picky = podgroup("picky", min_member=1)
+    twins.load(
+        podgroups=[runner, picky],
+        pods=[*running, pod("picky-0", cpu="2", group="picky", node_selector={"zone": "mars"})],
+    )
+    quiet = settle(twins)
+    assert replayed(quiet) == 1
+    assert "node affinity/selector" in quiet.jobs["default/picky"].job_fit_error
+    stray = podgroup("stray", min_member=1, queue="other")
+    twins.load(
+        podgroups=[stray], pods=[pod("stray-0", cpu="3", group="stray", node_selector={"zone": "venus"})]
+    )
+    after = twins.cycle()
+    assert replayed(after) == 0
+    assert "queue default is at its share" in after.jobs["default/picky"].job_fit_error
 
 
 def test_a_placement_earlier_in_the_cycle_stops_the_takeover_for_the_jobs_after_it(backlog):
