@@ -156,6 +156,21 @@ def explain_session(
     return out
 
 
+def _reads_queue_figures(job: JobInfo, fit_in: tuple[str, dict[str, str]]) -> bool:
+    """Whether explaining the job reads its queue's figures (share, overuse): a job the actions
+    left without a failure is asked whether its queue holds it (``_queue_hold``); a failure that
+    names the queue's quota or share is detailed from them (``_queue_state``). Any other document
+    says the same whatever the figures."""
+    if not (fit_in[0] or fit_in[1]):
+        return True
+    error = job.job_fit_error
+    return (
+        "queue resource quota insufficient" in error
+        or f"queue {job.queue} is at its share" in error
+        or f"queue {job.queue} is overused" in error
+    )
+
+
 class _Explained:
     __slots__ = ("context", "doc", "fit_in", "fit_out", "token", "with_roles")
 
@@ -187,7 +202,8 @@ class _ExplainCarry:
 class _ExactReuse:
     """Last cycle's document of a job, taken over when building it again would give the same
     document: the same job (``job_token``), the same cluster (``SessionWorld``), the same queue
-    figures (``Session.queue_state`` and the report's share and scaling of the queue), no topology
+    figures when the document reads them (``Session.queue_state`` and the report's share and
+    scaling of the queue; ``_reads_queue_figures``), no topology
     decision on it, the same failure recorded on it by the actions, and no change in either
     session (``Session.changes`` zero: the nodes as at the session's start), and the same answer to
     whether the job gets role detail (``DETAILED_JOBS``: a document taken over with detail counts
@@ -238,8 +254,7 @@ class _ExactReuse:
         token = job_token(job)
         if token is None or not same_token(token, old.token) or job.uid in self.ssn.report.topology_failures:
             return None
-        context = self._context(job.queue)
-        if context is None or context != old.context:
+        if old.context is not None and self._context(job.queue) != old.context:
             return None
         # what building the document would have done to the job (gated or held by its queue)
         job.job_fit_error = old.fit_out[0]
@@ -254,8 +269,8 @@ class _ExactReuse:
         if not self.on or job.uid in self.ssn.report.topology_failures:
             return
         token = job_token(job)
-        context = self._context(job.queue)
-        if token is None or context is None:
+        context = self._context(job.queue) if _reads_queue_figures(job, fit_in) else None
+        if token is None or (context is None and _reads_queue_figures(job, fit_in)):
             return
         self.current[job.uid] = _Explained(token, context, fit_in, self.fit_state(job), doc, with_roles)
 

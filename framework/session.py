@@ -441,7 +441,10 @@ class Session(CallbackRegistry):
         return any(fn(queue) for fn in self.overused_fns.flat())
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        return all(fn(queue, task) for fn in self.allocatable_fns.flat())
+        for fn in self.allocatable_fns.flat():
+            if not fn(queue, task):
+                return False
+        return True
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return all(fn(queue, task) for fn in self.preemptive_fns.flat())

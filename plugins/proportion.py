@@ -190,6 +190,8 @@ class ProportionPlugin(Plugin):
         self.total = total
         attrs: dict[str, QueueAttr] = {q.name: QueueAttr(q) for q in ssn.queues.values()}
         self.attrs = attrs
+        #: (queue, request) -> allocatable's answer, while no queue's allocation has moved
+        self._answers: dict[tuple[object, ...], bool] = {}
         self._sum_jobs(ssn, attrs)
 
         self.cluster_known = not total.is_empty()
@@ -324,8 +326,15 @@ class ProportionPlugin(Plugin):
             return True
         if not self.cluster_known:
             return False
-        future = attr.allocated.clone().add(task.resreq)
-        return future.less_equal_in(attr.deserved, dims_of(task.resreq))
+        # The answer depends on the queue's figures and the task's request only: asked once per
+        # request shape until the figures move (``_change``), not once per pod of a backlog.
+        req = task.resreq
+        key = (queue.name, req.cpu, req.memory, req.pods, tuple(req.scalars.items()) if req.scalars else ())
+        answer = self._answers.get(key)
+        if answer is None:
+            future = attr.allocated.clone().add(req)
+            answer = self._answers[key] = future.less_equal_in(attr.deserved, dims_of(req))
+        return answer
 
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
         """A reclaimee is a victim while its queue's allocation (less the victims already chosen)
@@ -379,6 +388,7 @@ class ProportionPlugin(Plugin):
         attr = self.attrs.get(job.queue) if job is not None else None
         if attr is None:
             return
+        self._answers.clear()
         if add:
             attr.allocated.add(task.resreq)
         else:
