@@ -272,11 +272,14 @@ def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> None:
     )
 
 
-def cycle_latency(nodes: int, pending: int, repeats: int, profile: str | None = None) -> None:
+def cycle_latency(
+    nodes: int, pending: int, repeats: int, profile: str | None = None, arrivals: int = 0
+) -> None:
     """A cluster whose every node is taken by pods of another scheduler, ``pending`` tasks waiting:
     the memory that takes and how long a cycle over them (nothing fits) lasts. The first two cycles
     copy everything (one set of copies each, see cache/store.py); the rest are the steady state.
-    ``profile``: cProfile the steady cycles into that file (pstats format)."""
+    ``profile``: cProfile the steady cycles into that file (pstats format). ``arrivals``: gangs
+    of 10 more pending pods created before each measured cycle (they cannot fit either)."""
     registry = builtin_registry()
     conf = parse_conf(DEFAULT_CONF, registry)
     from caldera.hack.scenario import pod
@@ -326,6 +329,8 @@ def cycle_latency(nodes: int, pending: int, repeats: int, profile: str | None = 
 
             profiler = cProfile.Profile()
             profiler.enable()
+        if i >= 2 and arrivals:
+            load_jobs(cache, make_jobs(arrivals, 10, prefix=f"late{i:04d}"))
         t = time.perf_counter()
         result = loop.run_once()
         cycles.append(time.perf_counter() - t)
@@ -346,8 +351,9 @@ def cycle_latency(nodes: int, pending: int, repeats: int, profile: str | None = 
     cold, steady = cycles[:2], cycles[2:]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     split = ", ".join(f"{name} {statistics.median(v) * 1e3:.0f}" for name, v in phases.items())
+    late = f" (and {arrivals * 10} more arriving before each measured cycle)" if arrivals else ""
     print(
-        f"{pending} pending pods on {nodes} full nodes: process RSS {rss() / 2**20:.0f} MiB"
+        f"{pending} pending pods{late} on {nodes} full nodes: process RSS {rss() / 2**20:.0f} MiB"
         f" (peak {peak / 2**20:.0f} MiB);"
         f" traced memory {with_nodes / nodes * 1000 / 2**20:.1f} MiB per 1,000 nodes (each with one pod),"
         f" {(with_pods - with_nodes) / pending * 10_000 / 2**20:.1f} MiB per 10,000 pods in the cache;"
@@ -389,7 +395,7 @@ def run_core(args: argparse.Namespace) -> int:
         return run_spread(args)
     n = args.nodes
     if args.only == "pending":
-        cycle_latency(n, args.pending, args.repeats, profile=args.profile)
+        cycle_latency(n, args.pending, args.repeats, profile=args.profile, arrivals=args.pending_arrivals)
         return 0
     print(
         f"caldera core benchmark: {n} nodes of 32 cpu / 128Gi, in process, recording binder,"
@@ -437,7 +443,9 @@ def register(subparsers: Any) -> None:
         default=20_000,
         help="pending pods for the memory and full-cluster cycle figures",
     )
-    core.add_argument("--repeats", type=int, default=5, help="cycles over the pending pods (p50/p99)")
+    core.add_argument(
+        "--repeats", type=int, default=100, help="measured cycles over the pending pods (p50/p99; default 100)"
+    )
     core.add_argument("--cycles", type=int, default=120, help="steady-state cycles (percentiles over them)")
     core.add_argument("--arrivals", type=int, default=20, help="steady state: gangs arriving per cycle")
     core.add_argument("--lifetime", type=int, default=30, help="steady state: cycles a placed gang runs")
@@ -453,6 +461,13 @@ def register(subparsers: Any) -> None:
         choices=("pending",),
         default=None,
         help="run one figure only: pending = the memory and cycle over --pending pods on full nodes",
+    )
+    core.add_argument(
+        "--pending-arrivals",
+        type=int,
+        default=0,
+        metavar="GANGS",
+        help="with --only pending: gangs of 10 pending pods created before each measured cycle",
     )
     core.add_argument(
         "--profile",
