@@ -283,12 +283,13 @@ def cycle_latency(
     registry = builtin_registry()
     conf = parse_conf(DEFAULT_CONF, registry)
     from caldera.hack.scenario import pod
-    from caldera.metrics import gc as gc_metrics
+    from caldera.scheduler.memory import CollectorPolicy
 
-    # The collector as the scheduler runs it (scheduler/app.py): tuned at start, everything alive
-    # at cache sync frozen before the first cycle.
+    # The collector as the scheduler runs it (scheduler/memory.py, as scheduler/app.py drives it):
+    # its thresholds from the start, what is alive frozen after each cycle (in the cycle's time).
     saved_threshold = gc.get_threshold()
-    gc_metrics.tune()
+    policy = CollectorPolicy()
+    policy.start()
     gc.collect()
     tracemalloc.start()
     cache = make_cache(nodes)
@@ -308,8 +309,9 @@ def cycle_latency(
     with_pods, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     binder = RecordingBinder()
-    loop = SchedulerLoop(cache, lambda: conf, registry, binder)
-    gc_metrics.freeze_long_lived()
+    loop = SchedulerLoop(
+        cache, lambda: conf, registry, binder, on_cycle=lambda result, seconds, error: policy.after_cycle()
+    )
     collecting = [0.0, 0.0]
 
     def timed(phase: str, info: dict[str, Any]) -> None:
@@ -444,7 +446,10 @@ def register(subparsers: Any) -> None:
         help="pending pods for the memory and full-cluster cycle figures",
     )
     core.add_argument(
-        "--repeats", type=int, default=100, help="measured cycles over the pending pods (p50/p99; default 100)"
+        "--repeats",
+        type=int,
+        default=100,
+        help="measured cycles over the pending pods (p50/p99; default 100)",
     )
     core.add_argument("--cycles", type=int, default=120, help="steady-state cycles (percentiles over them)")
     core.add_argument("--arrivals", type=int, default=20, help="steady state: gangs arriving per cycle")
