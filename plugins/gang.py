@@ -22,9 +22,30 @@ class GangPlugin(Plugin):
     name: ClassVar[str] = "gang"
 
     def on_session_open(self, ssn: Session) -> None:
-        from caldera.framework.session import ValidateResult
+        from caldera.framework.session import ValidateResult, job_token, same_token
+
+        # A job's validity depends on the job alone: kept from one cycle to the next for every
+        # job copy that is the same job (``job_token``), so a backlog is not counted through again.
+        carried = ssn.carry.get(GangPlugin)
+        previous: dict[str, tuple[tuple[object, ...], ValidateResult | None]] = (
+            carried if isinstance(carried, dict) else {}
+        )
+        current: dict[str, tuple[tuple[object, ...], ValidateResult | None]] = {}
+        ssn.carry[GangPlugin] = current
 
         def job_valid(job: JobInfo) -> ValidateResult | None:
+            token = job_token(job)
+            if token is None:
+                return validate(job)
+            old = previous.get(job.uid)
+            if old is not None and same_token(old[0], token):
+                current[job.uid] = old
+                return old[1]
+            result = validate(job)
+            current[job.uid] = (token, result)
+            return result
+
+        def validate(job: JobInfo) -> ValidateResult | None:
             valid = job.valid_task_num()
             if valid < job.min_available:
                 return ValidateResult(

@@ -309,3 +309,14 @@ def test_a_placement_that_leaves_the_backlogs_queue_alone_is_seen_by_its_explana
     (role_before,) = short_before["roles"]
     (role_after,) = short_after["roles"]
     assert (role_before["slots"], role_after["slots"]) == (3, 2)  # "small" took the first free cpu
+
+
+def test_a_gang_short_of_pods_is_valid_again_once_its_pod_arrives(backlog):
+    """gang's validity is kept from one cycle to the next for an unchanged job only."""
+    short = podgroup("short", min_member=3)
+    backlog.load(podgroups=[short], pods=[pod(f"short-{i}", cpu="1", group="short") for i in range(2)])
+    quiet = settle(backlog)
+    assert "Not enough valid tasks" in quiet.jobs["default/short"].job_fit_error
+    backlog.load(pods=[pod("short-2", cpu="1", group="short")])
+    after = backlog.cycle()
+    assert sorted(name for name, _ in placements(after)) == ["short-0", "short-1", "short-2"]
