@@ -177,7 +177,7 @@ class _Explained:
     def __init__(
         self,
         token: tuple[object, ...],
-        context: tuple[object, ...],
+        context: tuple[object, ...] | None,
         fit_in: tuple[str, dict[str, str]],
         fit_out: tuple[str, dict[str, str]],
         doc: dict[str, Any],
