@@ -287,10 +287,42 @@ def job_valid(ssn: Session, job: JobInfo) -> bool:
         return False
     # A gang that needs gated pods waits whole: nothing of it is placed, no room is taken by
     # preempt or reclaim (Volcano's actions skip ``task.SchGated`` tasks; here the gang as a whole).
-    if job.waits_for_gates():
+    if _waits_for_gates(ssn, job):
         job.job_fit_error = gated_message(job)
         return False
     return True
+
+
+class _GateAnswers:
+    """``JobInfo.waits_for_gates`` per job, kept in ``Session.carry`` for the next cycle: it depends
+    on the job's tasks alone, so an unchanged job copy (``job_token``) has last cycle's answer."""
+
+    __slots__ = ("current", "previous")
+
+    def __init__(self, previous: dict[str, tuple[tuple[object, ...], bool]]) -> None:
+        self.previous = previous
+        self.current: dict[str, tuple[tuple[object, ...], bool]] = {}
+
+
+def _waits_for_gates(ssn: Session, job: JobInfo) -> bool:
+    token = job_token(job)
+    if token is None:
+        return job.waits_for_gates()
+    answers = ssn.memo(_GateAnswers, lambda: _gate_answers(ssn))
+    old = answers.previous.get(job.uid)
+    if old is not None and same_token(old[0], token):
+        answers.current[job.uid] = old
+        return old[1]
+    waits = job.waits_for_gates()
+    answers.current[job.uid] = (token, waits)
+    return waits
+
+
+def _gate_answers(ssn: Session) -> _GateAnswers:
+    carried = ssn.carry.get(_GateAnswers)
+    answers = _GateAnswers(carried.current if isinstance(carried, _GateAnswers) else {})
+    ssn.carry[_GateAnswers] = answers
+    return answers
 
 
 def pending_tasks(ssn: Session, job: JobInfo, best_effort: bool = False) -> list[TaskInfo]:

@@ -438,7 +438,10 @@ class Session(CallbackRegistry):
         return tuple(out)
 
     def overused(self, queue: QueueInfo) -> bool:
-        return any(fn(queue) for fn in self.overused_fns.flat())
+        for fn in self.overused_fns.flat():
+            if fn(queue):
+                return True
+        return False
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         for fn in self.allocatable_fns.flat():

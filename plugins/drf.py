@@ -84,6 +84,8 @@ class DrfPlugin(Plugin):
         self.total = ssn.total_resource
         self.allocated: dict[str, Resource] = {}
         self.shares: dict[str, float] = {}
+        #: the jobs whose allocation may be other than nothing (the others are left out at close)
+        self.holding: set[str] = set()
         for job in ssn.jobs.values():
             # job.allocated is kept by the job for its allocated statuses: only pipelined tasks are
             # added here, so opening costs O(jobs), not O(every task in the cluster).
@@ -93,6 +95,7 @@ class DrfPlugin(Plugin):
                 self.allocated[job.uid] = Resource()
                 self.shares[job.uid] = 0.0
                 continue
+            self.holding.add(job.uid)
             alloc = held.clone()
             for t in job.tasks_in(TaskStatus.PIPELINED):
                 alloc.add(t.resreq)
@@ -139,6 +142,7 @@ class DrfPlugin(Plugin):
         alloc = self.allocated.get(task.job)
         if alloc is None:
             return
+        self.holding.add(task.job)
         if add:
             alloc.add(task.resreq)
         else:
@@ -259,7 +263,10 @@ class DrfPlugin(Plugin):
         # For the binary's volcano_job_share and volcano_namespace_share gauges.
         ssn.report.job_shares = self.shares
         by_namespace: dict[str, Resource] = {}
-        for uid, alloc in self.allocated.items():
+        holding = self.holding
+        for uid, alloc in self.allocated.items():  # in job order, as the sums were always made
+            if uid not in holding:
+                continue
             job = ssn.jobs.get(uid)
             if job is None or alloc.is_empty():
                 continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from caldera.actions.explain import BUILT_AT
@@ -282,6 +283,11 @@ def test_gated_jobs_keep_their_reasons_when_taken_over():
     assert replayed(quiet) == 1  # the gated gang is not tried at all (it waits for its gates)
     assert "scheduling gates" in quiet.jobs["default/gated"].job_fit_error
     assert "Insufficient cpu" in quiet.jobs["default/blocked"].job_fit_error
+    # its gate removed: the gang is tried (and finds no room)
+    ungated = msgspec.structs.replace(gated, spec=msgspec.structs.replace(gated.spec, scheduling_gates=[]))
+    twins.each("upsert_pod", ungated)
+    after = twins.cycle()
+    assert "Insufficient cpu" in after.jobs["default/gated"].job_fit_error
 
 
 def test_a_placement_that_leaves_the_backlogs_queue_alone_is_seen_by_its_explanations(backlog):
