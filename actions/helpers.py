@@ -203,6 +203,7 @@ class FailureMemo:
         # each entry is a fact about its own conditions)
         ssn.carry[FailureMemo] = _FailureCarry(self.world, self.current)
         self._queue_states: dict[str, tuple[object, ...] | None] = {}
+        self._by_request = ssn.allocatable_by_request
         self.replayed = 0
 
     @classmethod
@@ -266,7 +267,19 @@ class FailureMemo:
         if queue is None:
             return None
         allocatable = self.ssn.allocatable
-        return tuple(allocatable(queue, t) for t in job.tasks_in(TaskStatus.PENDING))
+        if not self._by_request:
+            return tuple(allocatable(queue, t) for t in job.tasks_in(TaskStatus.PENDING))
+        # equal requests, equal answers (Session.allocatable_by_request): asked once per request
+        seen: dict[object, bool] = {}
+        out = []
+        for t in job.tasks_in(TaskStatus.PENDING):
+            req = t.resreq
+            key = (req.cpu, req.memory, req.pods, tuple(req.scalars.items()) if req.scalars else ())
+            answer = seen.get(key)
+            if answer is None:
+                answer = seen[key] = allocatable(queue, t)
+            out.append(answer)
+        return tuple(out)
 
 
 def gated_message(job: JobInfo) -> str:

@@ -204,6 +204,8 @@ class Session(CallbackRegistry):
         #: plugin → a function giving what the plugin's queue-level answers (allocatable, overused)
         #: depend on for a queue, as a value to compare across cycles (see ``queue_state``)
         self.queue_state_fns: dict[str, Callable[[QueueInfo], object]] = {}
+        #: plugins whose allocatable function reads nothing of a task but its request
+        self.allocatable_by_request_plugins: set[str] = set()
         self._node_memo: dict[object, Any] = snapshot.node_memo if snapshot.node_memo is not None else {}
         self.placement = PlacementEngine(self, self.table, self.node_list, self._node_memo)
         # The placement engine's answers, as session methods (bound once: no per-call indirection).
@@ -422,6 +424,17 @@ class Session(CallbackRegistry):
     # -- queue-level -------------------------------------------------------------------------------
     def add_queue_state_fn(self, name: str, fn: Callable[[QueueInfo], object]) -> None:
         self.queue_state_fns[name] = fn
+
+    def declare_allocatable_by_request(self, name: str) -> None:
+        """The plugin's allocatable function reads nothing of a task but its request (``resreq``)."""
+        self.allocatable_by_request_plugins.add(name)
+
+    @property
+    def allocatable_by_request(self) -> bool:
+        """Whether ``allocatable`` gives the same answer for two tasks of equal requests (every
+        enabled allocatable function is declared so)."""
+        declared = self.allocatable_by_request_plugins
+        return all(name in declared for name in self.allocatable_fns.enabled_plugins())
 
     def queue_state(self, queue: QueueInfo) -> tuple[object, ...] | None:
         """What the enabled queue-level functions (allocatable, overused) answer from,

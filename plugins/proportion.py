@@ -219,6 +219,7 @@ class ProportionPlugin(Plugin):
         ssn.add_overused_fn(self.name, self.overused)
         ssn.add_allocatable_fn(self.name, self.allocatable)
         ssn.add_queue_state_fn(self.name, self.queue_state)
+        ssn.declare_allocatable_by_request(self.name)
         ssn.add_preemptive_fn(self.name, self.allocatable)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
