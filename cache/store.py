@@ -355,6 +355,8 @@ class ClusterCache:
             uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
             old = self.tasks.get(uid)
             if old is not None:
+                if self._update_in_place(old, pod):
+                    return
                 self._remove_task(old)
             ours = self.is_ours(pod)
             job_key = self._job_key(pod) if ours else None
@@ -409,6 +411,77 @@ class ClusterCache:
             self._attach_to_node(task)
             if old is not None and settled_update(old, task):
                 self._settled_changes += 1
+
+    def _update_in_place(self, old: TaskInfo, pod: Pod) -> bool:
+        """The fast path of an update that changes nothing the task derives from its pod except its
+        status, and that status is accounted on its node as the old one was (a bind coming back, the
+        kubelet reporting Running, a condition changing): the task is swapped for a copy with the
+        new pod and status, the job's and node's bookkeeping move only where the status moves, and
+        the job and node are marked changed as the full path would mark them (the next snapshot
+        copies them afresh). The result is the state the full path leaves, dict orders included
+        (test/cache/test_update_fast_path.py compares the two). The old task object is left untouched (a session, a loader of a node's
+        tasks or the binder may hold it). False, with nothing changed, when the full path is needed:
+        anything else differs (spec apart from ``nodeName``, labels, annotations, creation, the
+        node, the priority) or the pod is not simply ours-in-a-job or someone else's."""
+        new_meta = pod.metadata
+        old_pod = old.pod
+        old_meta = old_pod.metadata
+        node_name = pod.spec.node_name
+        if (
+            node_name != old.node_name
+            or new_meta.labels != old_meta.labels
+            or new_meta.annotations != old_meta.annotations
+            or new_meta.creation_timestamp != old_meta.creation_timestamp
+            or new_meta.name != old_meta.name
+            or new_meta.namespace != old_meta.namespace
+        ):
+            return False
+        spec = old_pod.spec
+        if spec.node_name != node_name:
+            spec = msgspec.structs.replace(spec, node_name=node_name)
+        if spec != pod.spec:
+            return False
+        status = task_status_of(pod)
+        if _node_accounting(status, node_name) != _node_accounting(old.status, node_name):
+            return False
+        uid = old.uid
+        job = None
+        if old.job:
+            job = self.jobs.get(old.job)
+            if job is None or job.tasks.get(uid) is not old:
+                return False  # waiting for its PodGroup: the full path keeps that list right
+        elif self.is_ours(pod):
+            return False  # ungrouped: the full path keeps the controller's list right
+        node = None
+        orphans = None
+        if _node_accounting(status, node_name):
+            node = self.nodes.get(node_name)
+            if node is None:
+                orphans = self._orphans_by_node.get(node_name)
+                if orphans is None or orphans.get(uid) is not old:
+                    return False
+            elif node.tasks.get(uid) is not old:
+                return False
+        new = old.clone()
+        new.pod = pod
+        new.status = status
+        new.priority = self._priority_of(pod.spec.priority_class_name, pod.spec.priority)
+        # Every dict below gets the new task at its end, where the full path (remove, then add)
+        # would put it: iteration orders stay exactly those of the full path.
+        del self.tasks[uid]
+        self.tasks[uid] = new
+        if self._affinity.pop(uid, None) is not None:
+            self._affinity[uid] = new
+        if node is not None:
+            node.replace_task(old, new)
+            self._node_changed(node_name)
+        elif orphans is not None:
+            del orphans[uid]
+            orphans[uid] = new
+        if job is not None:
+            job.replace_task(old, new)
+            self._job_changed(old.job)
+        return True
 
     def delete_pod(self, pod: Pod) -> None:
         with self._lock:
@@ -964,6 +1037,14 @@ class ClusterCache:
                 self._job_changed(task.job)
             else:
                 task.status = TaskStatus.BOUND
+
+
+def _node_accounting(status: TaskStatus, node_name: str) -> int:
+    """How a task of this status is held on its node (see ``_attach_to_node`` and
+    ``NodeInfo.add_task``): 0 not at all, 1 releasing, 2 used."""
+    if not node_name or status not in OCCUPYING_STATUSES:
+        return 0
+    return 1 if status == TaskStatus.RELEASING else 2
 
 
 def _with_annotations(pod: Pod, annotations: dict[str, str]) -> Pod:

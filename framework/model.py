@@ -429,6 +429,34 @@ class JobInfo:
             self.ready_count -= 1
         self.version += 1
 
+    def replace_task(self, old: TaskInfo, new: TaskInfo) -> None:
+        """Swap ``old`` for ``new``, a newer copy of the same pod with the same requests (its status
+        may differ): the same bookkeeping as removing ``old`` and adding ``new``, without redoing the
+        sums that cannot change. ``old`` itself is left as it was."""
+        uid = new.uid
+        tasks = self.tasks
+        # Removed and added again, as remove_task + add_task would: the task moves to the end.
+        tasks.pop(uid, None)
+        tasks[uid] = new
+        before, status = old.status, new.status
+        by_status = self.by_status
+        bucket = by_status.get(before)
+        if bucket is not None:
+            bucket.pop(uid, None)
+        if before != status:
+            was_alloc = before in ALLOCATED_STATUSES
+            now_alloc = status in ALLOCATED_STATUSES
+            if was_alloc and not now_alloc:
+                self.allocated.sub(new.resreq)
+            elif now_alloc and not was_alloc:
+                self.allocated.add(new.resreq)
+            self.ready_count += (status in READY_STATUSES) - (before in READY_STATUSES)
+        bucket = by_status.get(status)
+        if bucket is None:
+            bucket = by_status[status] = {}
+        bucket[uid] = new
+        self.version += 1
+
     def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
         old = task.status
         if old == status:
@@ -724,6 +752,16 @@ class NodeInfo:
             self.idle.add(existing.resreq)
             self.used.sub(existing.resreq)
         self._sync_usage()
+
+    def replace_task(self, old: TaskInfo, new: TaskInfo) -> bool:
+        """Hold ``new`` in place of ``old`` (same pod, same requests, and a status that is accounted
+        the same way here): no usage changes. False, and nothing done, when ``old`` is not held."""
+        tasks = self.tasks
+        if tasks.get(old.uid) is not old:
+            return False
+        del tasks[old.uid]  # then added at the end, as remove_task + add_task would
+        tasks[old.uid] = new
+        return True
 
     def update_task(self, task: TaskInfo) -> None:
         """Re-account a task whose status changed (remove with its old accounting, add with the new)."""
