@@ -360,12 +360,19 @@ class ClusterCache:
                 self._remove_task(old)
             ours = self.is_ours(pod)
             job_key = self._job_key(pod) if ours else None
+            previous = old
+            if previous is None and job_key is not None:
+                # A new pod of a gang is usually made from the same template as the one before it:
+                # its requests and template key are reused when every input to them is equal.
+                sibling_job = self.jobs.get(job_key)
+                if sibling_job is not None and sibling_job.tasks:
+                    previous = next(reversed(sibling_job.tasks.values()))
             try:
                 task = TaskInfo.from_pod(
                     pod,
                     job=job_key or "",
                     priority=self._priority_of(pod.spec.priority_class_name, pod.spec.priority),
-                    previous=old,
+                    previous=previous,
                 )
             except ResourceError as exc:
                 self._skip(f"pod {pod.metadata.namespace}/{pod.metadata.name}", exc)

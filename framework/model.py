@@ -235,8 +235,9 @@ class TaskInfo:
         cls, pod: Pod, job: str = "", priority: int | None = None, previous: TaskInfo | None = None
     ) -> TaskInfo:
         """Build a task from a pod; :class:`ResourceError` names a bad quantity. ``previous`` is the
-        task of an earlier version of the same pod: its requests and template are reused when what
-        they derive from is unchanged (an update is mostly a status or the binding)."""
+        task of an earlier version of the same pod (an update is mostly a status or the binding), or
+        of a sibling made from the same template: its requests and template are reused when every
+        field they derive from is equal (requests are never changed in place, so sharing is safe)."""
         meta = pod.metadata
         if previous is not None and _same_template_inputs(previous.pod, pod):
             req, init, template = previous.resreq, previous.init_resreq, previous.template

@@ -277,3 +277,25 @@ def test_a_podgroup_update_after_fast_path_updates_keeps_every_task():
     assert job.count(TaskStatus.RUNNING) == 3
     assert all(job.tasks[uid] is cache.tasks[uid] for uid in job.tasks)
     assert cache.nodes["n1"].idle.cpu == 5000
+
+
+def test_a_new_pod_of_a_gang_reuses_its_siblings_requests_only_when_made_from_the_same_template():
+    pg, (a, b) = gang("job", 2, cpu="1")
+    bigger = pod("job-2", cpu="3", group="job")
+    labelled = pod("job-3", cpu="1", group="job", labels={"role": "ps"})
+    spread = pod(
+        "job-4",
+        cpu="1",
+        group="job",
+        spec_extra={
+            "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+            ]
+        },
+    )
+    cache = load(ClusterCache(), nodes=[node("n1")], podgroups=[pg], pods=[a, b, bigger, labelled, spread])
+    ta, tb, tbig, tlab, tspread = (cache.tasks[p.metadata.uid] for p in (a, b, bigger, labelled, spread))
+    assert tb.resreq is ta.resreq and tb.template == ta.template
+    assert tbig.resreq.cpu == 3000 and tbig.template != ta.template
+    assert tlab.resreq.cpu == 1000 and tlab.resreq is not tbig.resreq
+    assert tspread.template != tlab.template  # spread reads the pod's labels: its own template
