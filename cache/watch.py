@@ -54,6 +54,29 @@ class _Status(msgspec.Struct, frozen=True):
     message: str = ""
 
 
+#: watch events decoded in one pass, object included, per kind (see ``_typed_event_decoder``)
+_typed_event_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
+#: the event types the one-pass decoding serves; any other goes the two-pass way
+_OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
+def _typed_event_decoder(kind: type) -> msgspec.json.Decoder[Any] | None:
+    """A decoder of a whole watch event of ``kind`` objects: the object is decoded in the same pass as
+    the event, instead of kept raw and decoded again (a quarter of the decoding time of a pod
+    event). Same struct, same decoding rules as :func:`decode`, so the same object comes out."""
+    if not (isinstance(kind, type) and issubclass(kind, msgspec.Struct)):
+        return None
+    decoder = _typed_event_decoders.get(kind)
+    if decoder is None:
+        event = msgspec.defstruct(
+            f"_{kind.__name__}Event",
+            [("type", str, ""), ("object", kind | None, None)],
+            frozen=True,
+        )
+        decoder = _typed_event_decoders[kind] = msgspec.json.Decoder(event)
+    return decoder
+
+
 _list_decoder = msgspec.json.Decoder(_List)
 _event_decoder = msgspec.json.Decoder(_Event)
 _meta_decoder = msgspec.json.Decoder(_MetaOnly)
@@ -111,6 +134,7 @@ class Reflector(Generic[T]):
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self._decode = decode_fn or decode  # type: ignore[assignment]
+        self._typed = _typed_event_decoder(kind) if decode_fn is None else None
         self.on_event = on_event
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -186,9 +210,21 @@ class Reflector(Generic[T]):
             timeoutSeconds=str(self.watch_timeout),
         )
         self.stats.watches += 1
+        typed = self._typed
         async for line in self.client.stream_lines(
             self.path, params, timeout=self.watch_timeout + 30, on_open=self._connected
         ):
+            if typed is not None:
+                # One pass for the common case; anything else (a bookmark, an error, a malformed
+                # object, which must be logged and skipped as below) goes the two-pass way.
+                try:
+                    whole = typed.decode(line)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    whole = None
+                if whole is not None and whole.object is not None and whole.type in _OBJECT_EVENTS:
+                    self.stats.events += 1
+                    self._dispatch(whole.type, whole.object)
+                    continue
             try:
                 event = _event_decoder.decode(line)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -224,18 +260,21 @@ class Reflector(Generic[T]):
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     pass
                 continue
-            try:
-                if etype == "DELETED":
-                    self.handler.delete(obj)
-                else:
-                    self.handler.upsert(obj)
-            except Exception:
-                log.exception("%s: handler failed on a %s event; continuing", self.name, etype)
-            rv = _resource_version(obj)
-            if rv:
-                self.resource_version = rv
-            if self.on_event is not None:
-                self.on_event(self.name, etype)
+            self._dispatch(etype, obj)
+
+    def _dispatch(self, etype: str, obj: T) -> None:
+        try:
+            if etype == "DELETED":
+                self.handler.delete(obj)
+            else:
+                self.handler.upsert(obj)
+        except Exception:
+            log.exception("%s: handler failed on a %s event; continuing", self.name, etype)
+        rv = _resource_version(obj)
+        if rv:
+            self.resource_version = rv
+        if self.on_event is not None:
+            self.on_event(self.name, etype)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """List, then watch forever: resume on drops, re-list on 410, back off on errors."""

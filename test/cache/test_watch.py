@@ -207,3 +207,19 @@ async def test_an_optional_kind_that_cannot_be_listed_counts_as_empty(code: int)
         task.cancel()
         await client.close()
         await runner.cleanup()
+
+
+@pytest.mark.parametrize("etype", ["ADDED", "MODIFIED", "DELETED", "BOOKMARK"])
+def test_an_event_decoded_in_one_pass_holds_the_object_the_two_pass_decoding_gives(etype: str) -> None:
+    from caldera.cache.watch import _event_decoder, _typed_event_decoder
+    from caldera.framework.objects import Pod, decode
+    from caldera.hack.scenario import pod_dict
+
+    manifest = pod_dict("p", cpu="250m", group="g", node_name="n1", phase="Running")
+    manifest["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+    manifest["status"]["containerStatuses"] = [{"name": "main", "ready": True, "state": {"running": {}}}]
+    line = event(etype, manifest)
+    whole = _typed_event_decoder(Pod).decode(line)
+    assert whole.type == etype
+    assert whole.object == decode(Pod, _event_decoder.decode(line).object)
+    assert whole.object.spec.node_name == "n1" and whole.object.status.phase == "Running"
