@@ -35,6 +35,8 @@ from caldera.plugins.volumes import SELECTED_NODE, claims_to_provision
 
 log = logging.getLogger("caldera.binder")
 
+#: While binds are in flight, the queue-depth gauge is set at most this often (seconds).
+GAUGE_INTERVAL = 0.1
 #: How long a successful bind is remembered (so a stale watch event cannot get it placed again).
 REMEMBER_BOUND = 600.0
 
@@ -110,6 +112,7 @@ class Binder:
         self.failed_count = 0
         self.issued_count = 0
         self.requests = 0
+        self._gauge_at = 0.0
 
     # -- the Binder protocol (called on the loop, never blocks) ------------------------------------
     def bind(self, placements: list[Placement]) -> None:
@@ -278,7 +281,13 @@ class Binder:
                 log.exception("bind of %s crashed", placement.task.key)
                 self._settle(placement, f"internal error: {exc}")
             self._queue.task_done()
-            m.BIND_QUEUE.set(self._queue.qsize())
+            left = self._queue.qsize()
+            now = time.monotonic()
+            if not left or now - self._gauge_at >= GAUGE_INTERVAL:
+                # The depth gauge at most every GAUGE_INTERVAL while busy (a lock per bind otherwise),
+                # and always when the queue runs dry, so an idle binder reads 0.
+                self._gauge_at = now
+                m.BIND_QUEUE.set(left)
 
     async def _bind_one(self, placement: Placement) -> None:
         task = placement.task

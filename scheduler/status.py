@@ -127,10 +127,18 @@ class StatusUpdater:
             pg = self.cache.podgroups.get(key) or job.podgroup
             # A copy of the same job state (the cache hands out two sets of copies in turn),
             # untouched since, with the same PodGroup object: nothing to recompute.
-            memo = (job.origin or job, job.version, job.job_fit_error, len(job.fit_errors), pg)
+            origin = job.origin or job
             seen = observed.get(key)
-            if seen is not None and all(a is b or a == b for a, b in zip(seen, memo, strict=True)):
-                continue
+            if (
+                seen is not None
+                and seen[0] is origin
+                and seen[1] == job.version
+                and seen[2] == job.job_fit_error
+                and seen[3] == len(job.fit_errors)
+                and (seen[4] is pg or seen[4] == pg)
+            ):
+                continue  # (field by field: this runs for every job every cycle)
+            memo = (origin, job.version, job.job_fit_error, len(job.fit_errors), pg)
             try:
                 self._observe_job(key, job)
             except Exception:
