@@ -14,18 +14,23 @@ keep-alive connections; a write on one that was closed meanwhile would fail for 
 from __future__ import annotations
 
 import asyncio
+import math
 import ssl
 import time
 from urllib.parse import urlsplit
 
 
 class _Conn:
-    __slots__ = ("reader", "used", "writer")
+    __slots__ = ("deadline", "expired", "reader", "used", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.used = time.monotonic()
+        #: loop time by which the request in flight must be answered
+        self.deadline = 0.0
+        #: the deadline passed: the connection was cut, the request is a timeout
+        self.expired = False
 
     def close(self) -> None:
         self.writer.close()
@@ -62,6 +67,13 @@ class Http1Pool:
         self._slots = asyncio.Semaphore(max_connections)
         self.idle_timeout = idle_timeout
         self.opened = 0
+        # Request timeouts: one timer for the pool, due at the earliest deadline of the requests in
+        # flight, instead of an asyncio.timeout (a timer armed and cancelled) per request. A request
+        # still unanswered at its deadline has its connection cut and raises TimeoutError.
+        self._busy: set[_Conn] = set()
+        self._sweep: asyncio.TimerHandle | None = None
+        self._sweep_at = math.inf
+        self._sweep_loop: asyncio.AbstractEventLoop | None = None
 
     async def _connect(self) -> _Conn:
         reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl, limit=1 << 20)
@@ -89,16 +101,31 @@ class Http1Pool:
             payload = head + b"Content-Length: 0\r\n\r\n"
         async with self._slots:
             conn = self._take()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
             try:
-                async with asyncio.timeout(timeout):
-                    if conn is None:
+                if conn is None:
+                    async with asyncio.timeout_at(deadline):
                         conn = await self._connect()
-                    conn.writer.write(payload)
-                    status, headers, data, keep = await _read_response(conn.reader, method)
-            except BaseException:
+                self._watch(conn, deadline, loop)
+                conn.writer.write(payload)
+                status, headers, data, keep = await _read_response(conn.reader, method)
+            except asyncio.CancelledError:
                 if conn is not None:
+                    self._busy.discard(conn)
                     conn.close()
                 raise
+            except BaseException:
+                if conn is not None:
+                    self._busy.discard(conn)
+                    conn.close()
+                    if conn.expired:
+                        raise TimeoutError(f"{method} {path}: no answer within {timeout:g}s") from None
+                raise
+            self._busy.discard(conn)
+            if conn.expired:  # cut while the answer was read to its end (a close-delimited body)
+                conn.close()
+                raise TimeoutError(f"{method} {path}: no answer within {timeout:g}s")
             if keep:
                 conn.used = time.monotonic()
                 self._idle.append(conn)
@@ -106,10 +133,41 @@ class Http1Pool:
                 conn.close()
             return status, headers, data
 
+    def _watch(self, conn: _Conn, deadline: float, loop: asyncio.AbstractEventLoop) -> None:
+        conn.deadline = deadline
+        self._busy.add(conn)
+        if deadline < self._sweep_at or self._sweep_loop is not loop:
+            self._sweep_loop = loop
+            if self._sweep is not None:
+                self._sweep.cancel()
+            self._sweep = loop.call_at(deadline, self._expire, loop)
+            self._sweep_at = deadline
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Cut the connections whose request is past its deadline; due again at the next deadline."""
+        self._sweep = None
+        self._sweep_at = math.inf
+        now = loop.time()
+        following = math.inf
+        for conn in list(self._busy):
+            if conn.deadline <= now:
+                self._busy.discard(conn)
+                conn.expired = True
+                conn.writer.transport.abort()  # the pending read ends at once (EOF)
+            elif conn.deadline < following:
+                following = conn.deadline
+        if following < math.inf:
+            self._sweep = loop.call_at(following, self._expire, loop)
+            self._sweep_at = following
+
     def close(self) -> None:
         for conn in self._idle:
             conn.close()
         self._idle.clear()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+            self._sweep_at = math.inf
 
 
 async def _read_response(

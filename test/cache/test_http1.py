@@ -124,3 +124,45 @@ async def test_a_slow_server_is_a_timeout_and_the_connection_is_not_reused():
         await pool.request("POST", "/slow", b"{}", "application/json", 0.2)
     assert pool._idle == []
     server.close()
+
+
+async def test_each_request_times_out_at_its_own_deadline_while_others_are_answered():
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+                if head.startswith(b"POST /slow"):
+                    await asyncio.sleep(30)  # never answers in time
+                writer.write(ok(b"{}"))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, max_connections=8)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    async def slow(timeout: float) -> float:
+        with pytest.raises(TimeoutError):
+            await pool.request("POST", "/slow", b"{}", "application/json", timeout)
+        return loop.time() - started
+
+    async def fast() -> int:
+        answered = 0
+        for _ in range(20):
+            status, _, _ = await pool.request("POST", "/fast", b"{}", "application/json", 10)
+            answered += status == 201
+            await asyncio.sleep(0.01)
+        return answered
+
+    short, long, answered = await asyncio.gather(slow(0.3), slow(0.8), fast())
+    assert answered == 20
+    assert 0.3 <= short < long and 0.8 <= long < 5
+    assert not pool._busy  # the timed-out connections were cut and dropped, none kept
+    assert all(not conn.expired for conn in pool._idle)
+    pool.close()
+    server.close()
