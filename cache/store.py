@@ -263,6 +263,10 @@ class ClusterCache:
         #: the slot of the last session whose result was applied (its readers may still hold it)
         self._published: _Slot | None = None
         self._last_slot: _Slot | None = None
+        #: nodes whose usage changed since their table row was last written: the rows are written
+        #: once each, before a snapshot copies the table (a cycle's placements and the watch's
+        #: updates touch the same nodes many times between two snapshots)
+        self._unsynced: set[str] = set()
         #: bumped when a node is added or deleted (rows of the snapshot's table move)
         self._layout = 0
         #: bumped when a node is added or deleted or its labels, taints, readiness, schedulability or
@@ -330,7 +334,8 @@ class ClusterCache:
         if node is None:
             self._orphans_by_node.setdefault(task.node_name, {})[task.uid] = task
         else:
-            node.add_task(task)
+            node.add_task(task, sync=False)
+            self._unsynced.add(task.node_name)
             self._node_changed(task.node_name)
 
     def _detach_from_node(self, task: TaskInfo) -> None:
@@ -338,7 +343,8 @@ class ClusterCache:
             return
         node = self.nodes.get(task.node_name)
         if node is not None:
-            node.remove_task(task)
+            node.remove_task(task, sync=False)
+            self._unsynced.add(task.node_name)
             self._node_changed(task.node_name)
         orphans = self._orphans_by_node.get(task.node_name)
         if orphans is not None:
@@ -619,6 +625,7 @@ class ClusterCache:
             info.allocatable = alloc
             info.idle = alloc.clone().sub(info.used)
             info.sync_row()
+            self._unsynced.discard(name)
             orphans = self._orphans_by_node.pop(name, None)
             if orphans:
                 for task in orphans.values():
@@ -630,6 +637,7 @@ class ClusterCache:
             info = self.nodes.pop(name, None)
             if info is None:
                 return
+            self._unsynced.discard(name)
             self.revision += 1
             self._layout += 1
             self._node_specs += 1
@@ -801,6 +809,7 @@ class ClusterCache:
         with self._lock:
             self.stats.snapshots += 1
             slot = self._pick_slot()
+            self.sync_table()
             self._refresh_nodes(slot)
             self._refresh_jobs(slot)
             if slot.node_specs != self._node_specs:
@@ -836,6 +845,16 @@ class ClusterCache:
                     if t.node_name and t.status in OCCUPYING_STATUSES
                 ),
             )
+
+    def sync_table(self) -> None:
+        """Bring the cache's own node table up to date (every snapshot does it first)."""
+        with self._lock:
+            nodes = self.nodes
+            for name in self._unsynced:
+                info = nodes.get(name)
+                if info is not None:
+                    info.sync_usage()
+            self._unsynced.clear()
 
     def _pick_slot(self) -> _Slot:
         """Never the slot of the last published result (readers may hold it); else never the slot

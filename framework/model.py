@@ -720,11 +720,16 @@ class NodeInfo:
             self.unschedulable,
         )
 
+    def sync_usage(self) -> None:
+        """Write this node's usage figures to its table row (after ``add_task(..., sync=False)``)."""
+        self._sync_usage()
+
     def _sync_usage(self) -> None:
         self.table.write_usage(self.row, self.idle, self.used, self.releasing, self.pipelined)
 
-    def add_task(self, task: TaskInfo) -> None:
-        """Account for a task on this node by its status (Volcano's AddTask)."""
+    def add_task(self, task: TaskInfo, sync: bool = True) -> None:
+        """Account for a task on this node by its status (Volcano's AddTask). ``sync=False`` leaves
+        the table row to the caller (the cache writes each changed row once, before a snapshot)."""
         tasks = self.tasks
         if task.uid in tasks:
             return
@@ -737,9 +742,10 @@ class NodeInfo:
             self.idle.sub(task.resreq)
             self.used.add(task.resreq)
         tasks[task.uid] = task
-        self._sync_usage()
+        if sync:
+            self._sync_usage()
 
-    def remove_task(self, task: TaskInfo) -> None:
+    def remove_task(self, task: TaskInfo, sync: bool = True) -> None:
         tasks = self.tasks
         existing = tasks.pop(task.uid, None)
         if existing is None:
@@ -752,7 +758,8 @@ class NodeInfo:
                 self.releasing.sub(existing.resreq)
             self.idle.add(existing.resreq)
             self.used.sub(existing.resreq)
-        self._sync_usage()
+        if sync:
+            self._sync_usage()
 
     def replace_task(self, old: TaskInfo, new: TaskInfo) -> bool:
         """Hold ``new`` in place of ``old`` (same pod, same requests, and a status that is accounted

@@ -230,3 +230,23 @@ def test_assumed_placement_carries_its_annotations_until_the_watch_catches_up():
     assert on_node.pod.metadata.annotations["volcano.sh/vgpu-node"] == "n1"
     cache.upsert_pod(pods[0])  # the watch's lagging view lacks the annotation
     assert cache.tasks[task.uid].pod.metadata.annotations["volcano.sh/vgpu-node"] == "n1"
+
+
+def test_the_table_a_snapshot_copies_holds_every_usage_change_since_the_last_one():
+    # Node usage rows are written once per snapshot, not per change: a burst of placements, a pod
+    # that leaves, and a node deleted (its row then reused by a new node) between two snapshots.
+    pg, pods = gang("job", 6, cpu="1")
+    cache = load(ClusterCache(), nodes=[node("n1", cpu="8"), node("n2", cpu="8")], pods=pods, podgroups=[pg])
+    cache.snapshot()
+    placements = [Placement(cache.tasks[p.metadata.uid], "n1" if i < 4 else "n2") for i, p in enumerate(pods)]
+    cache.apply(SessionResult(placements=placements))
+    cache.delete_pod(pods[0])
+    cache.delete_node(node("n2"))
+    cache.upsert_node(node("n3", cpu="16"))
+    snap = cache.snapshot()
+    assert snap.table.idle[snap.nodes["n1"].row, 0] == 5000  # 3 of the 4 placed there remain
+    assert snap.table.used[snap.nodes["n1"].row, 0] == 3000
+    assert snap.table.idle[snap.nodes["n3"].row, 0] == 16000  # n2's row reused: none of n2's usage
+    assert sorted(snap.nodes) == ["n1", "n3"]
+    cache.sync_table()
+    assert cache.table.idle[cache.nodes["n1"].row, 0] == 5000

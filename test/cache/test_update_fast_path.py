@@ -36,6 +36,7 @@ def _with_condition(p: Pod, ctype: str, status: str) -> Pod:
 
 def _state(cache: ClusterCache) -> dict[str, Any]:
     """Everything the cache derives from its pods, dict orders included."""
+    cache.sync_table()
 
     def task(t: Any) -> tuple[Any, ...]:
         return (
