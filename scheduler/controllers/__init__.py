@@ -63,7 +63,11 @@ class Controllers:
         self.podgroup_queue: WorkQueue[PgKey] = WorkQueue()
         self.queue_queue: WorkQueue[str] = WorkQueue()
         self.state = ControllerState(
-            self.scheduler_names, default_queue, self.podgroup_queue.add, self._queue_changed
+            self.scheduler_names,
+            default_queue,
+            self.podgroup_queue.add,
+            self._queue_changed,
+            reads_phase=update_podgroup_status,
         )
         self.podgroups = PodGroupController(client, self.state, update_status=update_podgroup_status)
         self.queues = QueueController(client, self.state, drain_finalizer=queue_drain_finalizer)

@@ -127,9 +127,12 @@ class ControllerState:
         default_queue: str,
         on_podgroup_key: Callable[[PgKey], None],
         on_queue_key: Callable[[str], None],
+        reads_phase: bool = True,
     ) -> None:
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
+        #: a pod's phase is read by a reconciler (the PodGroup controller writes status counts)
+        self.reads_phase = reads_phase
         self._pg_key_changed = on_podgroup_key
         self._queue_key_changed = on_queue_key
         self.pods: dict[str, Pod] = {}
@@ -202,8 +205,30 @@ class ControllerState:
         if not pod.metadata.uid:
             log.warning("skipping a pod without a uid: %s/%s", pod.metadata.namespace, pod.metadata.name)
             return
+        old = self.pods.get(pod.metadata.uid)
         self.pods[pod.metadata.uid] = pod
+        if old is not None and self._same_for_reconcilers(old, pod):
+            # A status or binding update (most pod events): its group, and everything a reconciler
+            # reads of it, is unchanged; looking at the group again would find nothing to do.
+            return
         self._index_pod(pod)
+
+    def _same_for_reconcilers(self, old: Pod, new: Pod) -> bool:
+        """Every field of a pod that the group key or the PodGroup controller reads is equal (see
+        ``group_key``, ``PodGroupController.reconcile`` and ``podgroup_for``)."""
+        om, nm = old.metadata, new.metadata
+        return (
+            om.annotations == nm.annotations
+            and om.labels == nm.labels
+            and om.deletion_timestamp == nm.deletion_timestamp
+            and om.creation_timestamp == nm.creation_timestamp
+            and om.owner_references == nm.owner_references
+            and om.name == nm.name
+            and om.namespace == nm.namespace
+            and old.spec.scheduler_name == new.spec.scheduler_name
+            and old.spec.priority_class_name == new.spec.priority_class_name
+            and (not self.reads_phase or old.status.phase == new.status.phase)
+        )
 
     def _delete_pod(self, pod: Pod) -> None:
         uid = pod.metadata.uid

@@ -215,7 +215,9 @@ def test_pending_pods_and_pods_of_other_schedulers_take_the_fast_path_on_status_
             id="resources",
         ),
         pytest.param(
-            lambda p: msgspec.structs.replace(p, spec=msgspec.structs.replace(p.spec, node_name="n1", priority=7)),
+            lambda p: msgspec.structs.replace(
+                p, spec=msgspec.structs.replace(p.spec, node_name="n1", priority=7)
+            ),
             id="priority",
         ),
         pytest.param(lambda p: _phase(_bound(p, "n1"), "Succeeded"), id="status that frees the node"),
