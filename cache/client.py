@@ -311,6 +311,20 @@ class ApiClient:
         on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[bytes]:
         """A watch: yields one raw JSON line per event. Lines may be any length (no readline limit)."""
+        async for lines in self.stream_chunks(path, params, timeout, on_open):
+            for line in lines:
+                yield line
+
+    async def stream_chunks(
+        self,
+        path: str,
+        params: Mapping[str, str],
+        timeout: float | None = None,
+        on_open: Callable[[], None] | None = None,
+    ) -> AsyncIterator[list[bytes]]:
+        """A watch: yields the complete raw JSON lines (one per event) each read from the stream
+        brought, as a non-empty list: a busy watch hands over many events per resumption of this
+        generator instead of one. Lines may be any length (no readline limit)."""
         self.requests += 1
         try:
             async with self.session.get(
@@ -328,10 +342,10 @@ class ApiClient:
                     if b"\n" not in chunk:
                         continue
                     *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            yield line
+                    complete = [line for line in lines if line.strip()]
+                    if complete:
+                        yield complete
                 if buffer.strip():
-                    yield buffer
+                    yield [buffer]
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise ApiError(0, type(exc).__name__, str(exc)) from None

@@ -179,7 +179,7 @@ class Informers:
         cache: ClusterCache,
         *,
         watch_timeout: int = 300,
-        on_event: Callable[[str, str], None] | None = None,
+        on_event: Callable[[str, str, int], None] | None = None,
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self.client = client

@@ -121,7 +121,7 @@ class Reflector(Generic[T]):
         page_size: int = 500,
         watch_timeout: int = 300,
         decode_fn: Callable[[type[T], bytes], T] | None = None,
-        on_event: Callable[[str, str], None] | None = None,
+        on_event: Callable[[str, str, int], None] | None = None,
         optional: bool = False,
     ) -> None:
         self.optional = optional
@@ -210,57 +210,75 @@ class Reflector(Generic[T]):
             timeoutSeconds=str(self.watch_timeout),
         )
         self.stats.watches += 1
-        typed = self._typed
-        async for line in self.client.stream_lines(
+        counts: dict[str, int] = {}
+        async for lines in self.client.stream_chunks(
             self.path, params, timeout=self.watch_timeout + 30, on_open=self._connected
         ):
-            if typed is not None:
-                # One pass for the common case; anything else (a bookmark, an error, a malformed
-                # object, which must be logged and skipped as below) goes the two-pass way.
-                try:
-                    whole = typed.decode(line)
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    whole = None
-                if whole is not None and whole.object is not None and whole.type in _OBJECT_EVENTS:
-                    self.stats.events += 1
-                    self._dispatch(whole.type, whole.object)
-                    continue
+            # A chunk's lines in one go (no coroutine switch per line); the events are counted per
+            # chunk too, even when a line ends the watch (an ERROR event raises).
             try:
-                event = _event_decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                self.stats.skipped += 1
-                log.warning("%s: skipping an undecodable watch line: %s", self.name, exc)
-                continue
-            etype = event.type
-            if etype == "ERROR":
-                try:
-                    status = _status_decoder.decode(event.object)
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    status = _Status(code=500, message="undecodable error event")
-                if status.code == 410:
-                    raise Expired(status.message)
-                raise ApiError(status.code, status.reason, status.message)
-            if etype == "BOOKMARK":
-                self.stats.bookmarks += 1
-                try:
-                    rv = _meta_decoder.decode(event.object).metadata.resource_version
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    rv = ""
+                for line in lines:
+                    etype = self._line(line)
+                    if etype:
+                        counts[etype] = counts.get(etype, 0) + 1
+            finally:
+                if counts:
+                    if self.on_event is not None:
+                        for etype, n in counts.items():
+                            self.on_event(self.name, etype, n)
+                    counts.clear()
+
+    def _line(self, line: bytes) -> str:
+        """Handle one watch line; the type of the event passed to the handler ("" for none)."""
+        typed = self._typed
+        if typed is not None:
+            # One pass for the common case; anything else (a bookmark, an error, a malformed
+            # object, which must be logged and skipped as below) goes the two-pass way.
+            try:
+                whole = typed.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                whole = None
+            if whole is not None and whole.object is not None and whole.type in _OBJECT_EVENTS:
+                self.stats.events += 1
+                self._dispatch(whole.type, whole.object)
+                return whole.type  # type: ignore[no-any-return]
+        try:
+            event = _event_decoder.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.stats.skipped += 1
+            log.warning("%s: skipping an undecodable watch line: %s", self.name, exc)
+            return ""
+        etype = event.type
+        if etype == "ERROR":
+            try:
+                status = _status_decoder.decode(event.object)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                status = _Status(code=500, message="undecodable error event")
+            if status.code == 410:
+                raise Expired(status.message)
+            raise ApiError(status.code, status.reason, status.message)
+        if etype == "BOOKMARK":
+            self.stats.bookmarks += 1
+            try:
+                rv = _meta_decoder.decode(event.object).metadata.resource_version
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                rv = ""
+            if rv:
+                self.resource_version = rv
+            return ""
+        self.stats.events += 1
+        obj = self._decode_obj(event.object)
+        if obj is None:
+            # Still move past it: re-reading it would fail the same way.
+            try:
+                rv = _meta_decoder.decode(event.object).metadata.resource_version
                 if rv:
                     self.resource_version = rv
-                continue
-            self.stats.events += 1
-            obj = self._decode_obj(event.object)
-            if obj is None:
-                # Still move past it: re-reading it would fail the same way.
-                try:
-                    rv = _meta_decoder.decode(event.object).metadata.resource_version
-                    if rv:
-                        self.resource_version = rv
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    pass
-                continue
-            self._dispatch(etype, obj)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+            return ""
+        self._dispatch(etype, obj)
+        return etype
 
     def _dispatch(self, etype: str, obj: T) -> None:
         try:
@@ -273,8 +291,6 @@ class Reflector(Generic[T]):
         rv = _resource_version(obj)
         if rv:
             self.resource_version = rv
-        if self.on_event is not None:
-            self.on_event(self.name, etype)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """List, then watch forever: resume on drops, re-list on 410, back off on errors."""

@@ -61,11 +61,12 @@ _IMPORTED = time.monotonic()
 _watch_event_counters: dict[tuple[str, str], Any] = {}
 
 
-def _count_watch_event(kind: str, etype: str) -> None:
+def _count_watch_event(kind: str, etype: str, n: int = 1) -> None:
+    """``n`` events of one kind and type (a reflector counts a chunk of its stream at a time)."""
     counter = _watch_event_counters.get((kind, etype))
     if counter is None:
         counter = _watch_event_counters[(kind, etype)] = m.WATCH_EVENTS.labels(kind, etype)
-    counter.inc()
+    counter.inc(n)
 
 
 EXIT_OK = 0

@@ -223,3 +223,35 @@ def test_an_event_decoded_in_one_pass_holds_the_object_the_two_pass_decoding_giv
     assert whole.type == etype
     assert whole.object == decode(Pod, _event_decoder.decode(line).object)
     assert whole.object.spec.node_name == "n1" and whole.object.status.phase == "Running"
+
+
+async def test_events_are_counted_by_type_even_when_an_error_ends_their_chunk(fake) -> None:
+    api, client = fake
+    api.nodes = [node_obj("n0", "5")]
+    malformed = {"metadata": {"name": "bad", "resourceVersion": "12"}, "status": {"allocatable": "not-a-map"}}
+    one_chunk = b"".join(
+        [
+            event("ADDED", node_obj("n1", "11")),
+            event("ADDED", node_obj("n2", "12")),
+            event("ADDED", malformed),  # skipped: not counted, as it reaches no handler
+            event("MODIFIED", node_obj("n0", "13", cpu="4")),
+            event("ERROR", {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}),
+        ]
+    )
+    api.watches = [[one_chunk]]
+    counted: dict[tuple[str, str], int] = {}
+
+    def on_event(kind: str, etype: str, n: int) -> None:
+        counted[(kind, etype)] = counted.get((kind, etype), 0) + n
+
+    cache = ClusterCache()
+    reflector = Reflector(
+        client, "/api/v1/nodes", Node, KindHandler(cache.upsert_node, cache.delete_node), on_event=on_event
+    )
+    task = asyncio.create_task(reflector.run())
+    try:
+        await until(lambda: api.lists == 2)
+        assert counted == {("Node", "ADDED"): 2, ("Node", "MODIFIED"): 1}
+        assert reflector.stats.events == 4 and reflector.stats.skipped == 1 and reflector.stats.expired == 1
+    finally:
+        task.cancel()
