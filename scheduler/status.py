@@ -131,7 +131,7 @@ class StatusUpdater:
             seen = observed.get(key)
             if (
                 seen is not None
-                and seen[0] is origin
+                and seen[0] == origin  # (the origin job, its version): a tuple made per copy
                 and seen[1] == job.version
                 and seen[2] == job.job_fit_error
                 and seen[3] == len(job.fit_errors)

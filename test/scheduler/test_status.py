@@ -211,3 +211,27 @@ async def test_a_podgroup_without_pods_of_ours_is_left_to_its_own_scheduler(reco
         status.observe(SessionResult(jobs=cache.snapshot().jobs))
     await status.flush()
     assert rec.requests == []
+
+
+def test_a_job_is_looked_at_again_only_when_its_state_changed() -> None:
+    # Every cycle hands over a copy of every job; unchanged copies (of the same cache job, at the
+    # same version) are not recomputed, whichever of the cache's two sets of copies they come from.
+    cache = ClusterCache()
+    pg, pods = gang("web", 2, cpu="1")
+    load(cache, nodes=[node("n1", cpu="4")], podgroups=[pg], pods=pods)
+    status = StatusUpdater(ApiClient(ClusterConfig(host="http://127.0.0.1:9")), cache)
+    looked: list[str] = []
+    real = status._observe_job
+
+    def spy(key: str, job: Any) -> None:
+        looked.append(key)
+        real(key, job)
+
+    status._observe_job = spy  # type: ignore[method-assign]
+    for _ in range(3):
+        status.observe(SessionResult(jobs=cache.snapshot().jobs))
+    assert looked == ["default/web"]
+    cache.delete_pod(pods[0])
+    for _ in range(2):
+        status.observe(SessionResult(jobs=cache.snapshot().jobs))
+    assert looked == ["default/web", "default/web"]
