@@ -302,3 +302,89 @@ def test_a_new_pod_of_a_gang_reuses_its_siblings_requests_only_when_made_from_th
     assert tbig.resreq.cpu == 3000 and tbig.template != ta.template
     assert tlab.resreq.cpu == 1000 and tlab.resreq is not tbig.resreq
     assert tspread.template != tlab.template  # spread reads the pod's labels: its own template
+
+
+def _job_state(cache: ClusterCache) -> dict[str, Any]:
+    out = {}
+    for key, job in cache.jobs.items():
+        out[key] = (
+            job.uid,
+            job.name,
+            job.namespace,
+            job.queue,
+            job.priority,
+            job.priority_class,
+            job.min_available,
+            job.task_min_available,
+            job.min_resources.to_dict() if job.min_resources is not None else None,
+            job.creation,
+            job.phase,
+            job.podgroup,
+            job.network_topology,
+            job.preemptable,
+            list(job.tasks),
+            {status: list(bucket) for status, bucket in job.by_status.items()},
+            job.allocated.to_dict(),
+            job.total_request.to_dict(),
+            job.ready_count,
+            job.fit_errors,
+            job.job_fit_error,
+            job.version,
+        )
+    return out
+
+
+@pytest.mark.parametrize(
+    ("change", "fast"),
+    [
+        pytest.param(lambda pg: {"status": {"phase": "Running", "running": 2}}, True, id="status only"),
+        pytest.param(lambda pg: {"spec": {"minMember": 3}}, False, id="min member"),
+        pytest.param(lambda pg: {"spec": {"queue": "other"}}, False, id="queue"),
+        pytest.param(lambda pg: {"metadata": {"labels": {"team": "a"}}}, False, id="labels"),
+        pytest.param(
+            lambda pg: {"metadata": {"annotations": {"volcano.sh/preemptable": "true"}}},
+            False,
+            id="annotations",
+        ),
+        pytest.param(lambda pg: {"metadata": {"uid": "a-new-one"}}, False, id="re-created"),
+    ],
+)
+def test_a_podgroup_update_takes_the_fast_path_only_when_just_its_status_changed(change, fast: bool) -> None:
+    from caldera.framework.objects import PodGroup, convert
+    from caldera.hack.scenario import podgroup_dict
+
+    base = podgroup_dict("job", min_member=2)
+    pg = convert(PodGroup, base)
+    p0, p1, p2 = (pod(f"job-{i}", cpu="1", group="job") for i in range(3))
+    caches = [
+        load(ClusterCache(), nodes=[node("n1", cpu="8")], podgroups=[pg], pods=[p0, p1, p2]) for _ in range(2)
+    ]
+    fast_cache, full_cache = caches
+    full_cache._podgroup_status_only = lambda key, job, new: False  # type: ignore[method-assign]
+    for cache in caches:
+        # statuses arrive in another order than the tasks were added: bucket orders differ from the task order
+        for p in (p2, p0):
+            task = cache.tasks[p.metadata.uid]
+            cache.apply(SessionResult(placements=[Placement(task, "n1")]))
+            cache.confirm_bound(task.uid)
+            cache.upsert_pod(_phase(_bound(p, "n1"), "Running"))
+    updated = {**base}
+    for section, fields in change(pg).items():
+        updated[section] = {**base.get(section, {}), **fields}
+    new = convert(PodGroup, updated)
+    taken: list[bool] = []
+    real = fast_cache._podgroup_status_only
+
+    def spy(key: str, job: Any, pg: Any) -> bool:
+        taken.append(real(key, job, pg))
+        return taken[-1]
+
+    fast_cache._podgroup_status_only = spy  # type: ignore[method-assign]
+    for cache in caches:
+        cache.upsert_podgroup(new)
+    assert taken == [fast]
+    assert _job_state(fast_cache) == _job_state(full_cache)
+    job = fast_cache.jobs["default/job"]
+    assert job.podgroup is new and job.count(TaskStatus.RUNNING) == 2
+    # the next snapshot sees the update
+    assert fast_cache.snapshot().jobs["default/job"].phase == job.phase
