@@ -92,7 +92,8 @@ class Http1Pool:
     async def request(
         self, method: str, path: str, body: bytes | None, content_type: str, timeout: float
     ) -> tuple[int, dict[str, str], bytes]:
-        """(status, headers with lower-case names, body)."""
+        """(status, headers with lower-case names, body); the headers of answers of 300 and above
+        only (callers read them for errors: Retry-After), an empty map otherwise."""
         head = f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode("latin-1") + self._fixed
         if body is not None:
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1")
@@ -178,33 +179,49 @@ async def _read_response(
             raw = await reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError as exc:
             raise ConnectionResetError("connection closed before a response") from exc
-        lines = raw.decode("latin-1").split("\r\n")
-        status_line = lines[0].split(" ", 2)
-        if len(status_line) < 2 or not status_line[0].startswith("HTTP/1."):
-            raise ConnectionError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+        first = raw[: raw.find(b"\r\n")]
+        status_line = first.split(b" ", 2)
+        if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/1."):
+            raise ConnectionError(f"not an HTTP/1.x response: {first[:80].decode('latin-1')!r}")
         status = int(status_line[1])
         if 100 <= status < 200:
             continue  # interim (100 Continue): the real answer follows
         break
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if line:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-    keep = headers.get("connection", "").lower() != "close" and status_line[0] != "HTTP/1.0"
+    # Only the fields that frame the answer are looked up (in the lower-cased block: names are
+    # case-insensitive); the full header map is built for answers callers read as errors.
+    lower = raw.lower()
+    keep = _field(lower, b"connection") != b"close" and status_line[0] != b"HTTP/1.0"
     try:
         if method == "HEAD" or status in (204, 304):
             data = b""
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
+        elif b"chunked" in (_field(lower, b"transfer-encoding") or b""):
             data = await _read_chunked(reader)
-        elif "content-length" in headers:
-            data = await reader.readexactly(int(headers["content-length"]))
+        elif (length := _field(lower, b"content-length")) is not None:
+            data = await reader.readexactly(int(length))
         else:
             data = await reader.read()  # delimited by the close
             keep = False
     except asyncio.IncompleteReadError as exc:
         raise ConnectionResetError("connection closed in the middle of a response") from exc
-    return status, headers, data, keep
+    return status, _headers(raw) if status >= 300 else {}, data, keep
+
+
+def _field(lower: bytes, name: bytes) -> bytes | None:
+    """The value of header field ``name`` (lower case) in a lower-cased header block, or None."""
+    at = lower.find(b"\r\n" + name + b":")
+    if at < 0:
+        return None
+    start = at + len(name) + 3
+    return lower[start : lower.find(b"\r\n", start)].strip()
+
+
+def _headers(raw: bytes) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for line in raw.decode("latin-1").split("\r\n")[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    return headers
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:

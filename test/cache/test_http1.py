@@ -166,3 +166,16 @@ async def test_each_request_times_out_at_its_own_deadline_while_others_are_answe
     assert all(not conn.expired for conn in pool._idle)
     pool.close()
     server.close()
+
+
+async def test_framing_fields_are_read_whatever_their_case_and_spacing():
+    lower = b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length:5\r\n\r\nfirst"
+    shouting = b"HTTP/1.1 200 OK\r\nCONTENT-LENGTH:  6 \r\nConnection:  CLOSE \r\n\r\nsecond"
+    server = RawServer([lower, shouting, ok(b"third")])
+    async with server as url:
+        pool = Http1Pool(url, {}, max_connections=1)
+        answers = [await pool.request("POST", "/x", b"{}", "application/json", 5) for _ in range(3)]
+        pool.close()
+    assert [a[2] for a in answers] == [b"first", b"second", b"third"]
+    assert [a[0] for a in answers] == [201, 200, 201]
+    assert server.connections == 2  # "Connection: CLOSE" was honoured
