@@ -136,9 +136,11 @@ class StatusUpdater:
                 and seen[2] == job.job_fit_error
                 and seen[3] == len(job.fit_errors)
                 and (seen[4] is pg or seen[4] == pg)
+                and seen[5] == job.phase
             ):
                 continue  # (field by field: this runs for every job every cycle)
-            memo = (origin, job.version, job.job_fit_error, len(job.fit_errors), pg)
+            # The phase too: the enqueue action sets it on a copy without changing its tasks.
+            memo = (origin, job.version, job.job_fit_error, len(job.fit_errors), pg, job.phase)
             try:
                 self._observe_job(key, job)
             except Exception:

@@ -235,3 +235,26 @@ def test_a_job_is_looked_at_again_only_when_its_state_changed() -> None:
     for _ in range(2):
         status.observe(SessionResult(jobs=cache.snapshot().jobs))
     assert looked == ["default/web", "default/web"]
+
+
+def test_a_job_enqueued_by_a_later_session_is_looked_at_again() -> None:
+    # Nothing of the job changed but the phase the enqueue action set on the session's copy.
+    cache = ClusterCache()
+    pg, pods = gang("web", 2, cpu="1")
+    load(cache, nodes=[node("n1", cpu="4")], podgroups=[pg], pods=pods)
+    status = StatusUpdater(ApiClient(ClusterConfig(host="http://127.0.0.1:9")), cache)
+    looked: list[str] = []
+    real = status._observe_job
+
+    def spy(key: str, job: Any) -> None:
+        looked.append(job.phase)
+        real(key, job)
+
+    status._observe_job = spy  # type: ignore[method-assign]
+    first = cache.snapshot().jobs
+    first["default/web"].phase = "Pending"
+    status.observe(SessionResult(jobs=first))
+    later = cache.snapshot().jobs
+    later["default/web"].phase = "Inqueue"
+    status.observe(SessionResult(jobs=later))
+    assert looked == ["Pending", "Inqueue"]
