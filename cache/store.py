@@ -432,10 +432,11 @@ class ClusterCache:
         new pod and status, the job's and node's bookkeeping move only where the status moves, and
         the job and node are marked changed as the full path would mark them (the next snapshot
         copies them afresh). The result is the state the full path leaves, dict orders included
-        (test/cache/test_update_fast_path.py compares the two). The old task object is left untouched (a session, a loader of a node's
-        tasks or the binder may hold it). False, with nothing changed, when the full path is needed:
-        anything else differs (spec apart from ``nodeName``, labels, annotations, creation, the
-        node, the priority) or the pod is not simply ours-in-a-job or someone else's."""
+        (test/cache/test_update_fast_path.py compares the two). The old task object is left
+        untouched (a session, a loader of a node's tasks or the binder may hold it). False, with
+        nothing changed, when the full path is needed: anything else differs (the spec apart from
+        ``nodeName``, labels, annotations, creation, the node, how the node holds the task), or
+        the pod is ours but waits for its PodGroup or has none (the full path keeps those lists)."""
         new_meta = pod.metadata
         old_pod = old.pod
         old_meta = old_pod.metadata

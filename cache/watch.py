@@ -4,6 +4,9 @@ A :class:`Reflector` lists (in pages), hands the full set to its handler so dele
 while it was away are noticed, then watches from the list's resourceVersion. A dropped stream
 resumes from the last resourceVersion seen (bookmarks keep it fresh); a 410 means re-list. Errors
 back off exponentially with jitter. A malformed object is logged and skipped.
+
+The stream is read a chunk at a time (every complete line it brought), and an event is decoded in
+one pass, object included; events are counted (``on_event``) per chunk and type.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ _OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
 def _typed_event_decoder(kind: type) -> msgspec.json.Decoder[Any] | None:
     """A decoder of a whole watch event of ``kind`` objects: the object is decoded in the same pass as
-    the event, instead of kept raw and decoded again (a quarter of the decoding time of a pod
+    the event, instead of kept raw and decoded again (about 30% of the decoding time of a pod
     event). Same struct, same decoding rules as :func:`decode`, so the same object comes out."""
     if not (isinstance(kind, type) and issubclass(kind, msgspec.Struct)):
         return None
