@@ -127,13 +127,16 @@ async def test_a_slow_server_is_a_timeout_and_the_connection_is_not_reused():
 
 
 async def test_each_request_times_out_at_its_own_deadline_while_others_are_answered():
+    release = asyncio.Event()
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 await reader.readexactly(2)
                 if head.startswith(b"POST /slow"):
-                    await asyncio.sleep(30)  # never answers in time
+                    await release.wait()  # never answers in time
+                    break
                 writer.write(ok(b"{}"))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -165,7 +168,10 @@ async def test_each_request_times_out_at_its_own_deadline_while_others_are_answe
     assert not pool._busy  # the timed-out connections were cut and dropped, none kept
     assert all(not conn.expired for conn in pool._idle)
     pool.close()
+    release.set()
+    await asyncio.sleep(0.05)  # the server's handlers close their ends
     server.close()
+    await server.wait_closed()
 
 
 async def test_framing_fields_are_read_whatever_their_case_and_spacing():
