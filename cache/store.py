@@ -495,6 +495,8 @@ class ClusterCache:
         if job is not None:
             job.replace_task(old, new)
             self._job_changed(old.job)
+        if settled_update(old, new):
+            self._settled_changes += 1
         return True
 
     def delete_pod(self, pod: Pod) -> None:
@@ -713,6 +715,8 @@ class ClusterCache:
             bucket[uid] = task
         job.by_status = by_status
         job.version += 1
+        if podgroup_settled(old, pg):
+            self._settled_changes += 1
         self.podgroups[key] = pg
         self._job_changed(key)
         return True

@@ -87,6 +87,8 @@ def _state(cache: ClusterCache) -> dict[str, Any]:
         "affinity": [task(t) for t in cache._affinity.values()],
         "ungrouped": list(cache.ungrouped),
         "waiting": {k: list(v) for k, v in cache.waiting.items()},
+        "revisions": (cache.revision, cache.decision_revision),
+        "pending work": (sorted(cache._pending_jobs), cache.has_pending_work()),
     }
 
 
@@ -305,7 +307,10 @@ def test_a_new_pod_of_a_gang_reuses_its_siblings_requests_only_when_made_from_th
 
 
 def _job_state(cache: ClusterCache) -> dict[str, Any]:
-    out = {}
+    out: dict[str, Any] = {
+        "revisions": (cache.revision, cache.decision_revision),
+        "pending work": (sorted(cache._pending_jobs), cache.has_pending_work()),
+    }
     for key, job in cache.jobs.items():
         out[key] = (
             job.uid,
@@ -338,6 +343,7 @@ def _job_state(cache: ClusterCache) -> dict[str, Any]:
     ("change", "fast"),
     [
         pytest.param(lambda pg: {"status": {"phase": "Running", "running": 2}}, True, id="status only"),
+        pytest.param(lambda pg: {"status": {"running": 2}}, True, id="status counts only (settled)"),
         pytest.param(lambda pg: {"spec": {"minMember": 3}}, False, id="min member"),
         pytest.param(lambda pg: {"spec": {"queue": "other"}}, False, id="queue"),
         pytest.param(lambda pg: {"metadata": {"labels": {"team": "a"}}}, False, id="labels"),
