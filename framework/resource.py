@@ -61,6 +61,9 @@ def _report_underflow(dimension: str, have: float, take: float) -> None:
         )
 
 
+_new_resource = object.__new__
+
+
 class Resource:
     """A resource vector. Mutating methods work in place and return ``self`` so they chain."""
 
@@ -111,7 +114,12 @@ class Resource:
         return res
 
     def clone(self) -> Resource:
-        return Resource(self.cpu, self.memory, self.pods, dict(self.scalars) if self.scalars else None)
+        out = _new_resource(Resource)  # the fields are floats already: no conversions
+        out.cpu = self.cpu
+        out.memory = self.memory
+        out.pods = self.pods
+        out.scalars = dict(self.scalars) if self.scalars else {}
+        return out
 
     # -- access ------------------------------------------------------------------------------------
     def get(self, name: str) -> float:

@@ -11,8 +11,8 @@ at 10-17% of the scheduler's CPU (``caldera_gc_seconds_total``).
 So, after each cycle, everything alive is moved out of the collector's reach (``gc.freeze``, O(1)):
 automatic collections then walk only what was allocated since the last cycle. Objects frozen are
 still freed by reference counting as soon as they are dropped; only garbage caught in a reference
-cycle after being frozen would stay. To bound that, when the process's resident memory has grown by
-half since the last full collection, the scheduler unfreezes, collects everything once, and freezes
+cycle after being frozen would stay. To bound that, when the process's resident memory has doubled
+since the last full collection, the scheduler unfreezes, collects everything once, and freezes
 again: the cost of full collections stays proportional to growth, and what such garbage can take is
 bounded. (The number of frozen objects is not checked each cycle: counting them walks them all.)
 ``caldera_gc_frozen_objects`` (as of the last full collection) and
@@ -36,8 +36,8 @@ log = logging.getLogger("caldera.memory")
 GEN0_THRESHOLD = 50_000
 GEN1_THRESHOLD = 20
 GEN2_THRESHOLD = 100
-#: a full collection once resident memory grew by this share since the last one...
-GROWTH_FOR_FULL = 0.5
+#: a full collection once resident memory grew by this share since the last one (doubled)...
+GROWTH_FOR_FULL = 1.0
 #: ...and by at least this many bytes (a small scheduler need not collect often)
 MIN_GROWTH = 64 * 2**20
 
