@@ -38,6 +38,20 @@ def safe_sub(left: Resource, right: Resource) -> Resource:
 
 def share(allocated: Resource, total: Resource) -> float:
     """The dominant share of ``allocated`` in ``total`` (0 where the total has nothing)."""
+    if not allocated.scalars:
+        # cpu and memory only (the usual case): the loop below, unrolled
+        best = 0.0
+        cap, value = total.cpu, allocated.cpu
+        if cap > 0:
+            best = max(best, value / cap)
+        elif value > 0:
+            best = 1.0
+        cap, value = total.memory, allocated.memory
+        if cap > 0:
+            best = max(best, value / cap)
+        elif value > 0:
+            best = max(best, 1.0)
+        return best
     best = 0.0
     for name, value in allocated.items():
         cap = total.get(name)

@@ -61,3 +61,20 @@ tiers:
 
     assert placed(True) == {"b": 6, "s": 2}
     assert placed(False) == {"b": 4, "s": 4}
+
+
+def test_share_without_scalars_equals_the_general_walk():
+    """The unrolled cpu/memory path of share() gives what walking every dimension gives (a zero
+    scalar resource sends a vector down the general walk without changing its share)."""
+    import random
+
+    from caldera.framework.resource import Resource
+    from caldera.plugins.helpers import share
+
+    rng = random.Random(3)
+    values = [0.0, 0.5, 1.0, 250.0, 4000.0, 3.5e9, 1e-9]
+    for _ in range(2000):
+        allocated = Resource(rng.choice(values), rng.choice(values), rng.choice(values))
+        total = Resource(rng.choice(values), rng.choice(values), rng.choice(values))
+        walked = Resource(allocated.cpu, allocated.memory, allocated.pods, {"example.com/widget": 0.0})
+        assert share(allocated, total) == share(walked, total)
