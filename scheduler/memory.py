@@ -38,8 +38,10 @@ GEN1_THRESHOLD = 20
 GEN2_THRESHOLD = 100
 #: a full collection once resident memory grew by this share since the last one (doubled)...
 GROWTH_FOR_FULL = 1.0
-#: ...and by at least this many bytes (a small scheduler need not collect often)
-MIN_GROWTH = 64 * 2**20
+#: ...and by at least this many bytes: a cluster filling up grows the cache by about 10 MiB per 1,000
+#: pods, which is not garbage; the cycles leave no reference cycles behind (the loop breaks the
+#: session's), so what this bounds is garbage of other origins, rare by measure
+MIN_GROWTH = 256 * 2**20
 
 
 def resident_bytes() -> int:
