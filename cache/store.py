@@ -965,14 +965,25 @@ class ClusterCache:
         """The cache's rows ``rows``, in that order, into ``table`` (fresh arrays: numpy copies)."""
         source = self.table
         table.dims = dict(source.dims)
-        table.allocatable = source.allocatable[rows]
-        table.idle = source.idle[rows]
-        table.used = source.used[rows]
-        table.releasing = source.releasing[rows]
-        table.pipelined = source.pipelined[rows]
-        table.future = source.future[rows]
-        table.ready = source.ready[rows]
-        table.unschedulable = source.unschedulable[rows]
+        n = len(rows)
+        if n and int(rows[-1]) == n - 1:
+            # Rows 0..n-1 in order (rows are sorted and distinct: no node ever deleted): a slice
+            # copies the same values as the gather, faster.
+            def take(array: np.ndarray) -> np.ndarray:
+                return array[:n].copy()
+        else:
+
+            def take(array: np.ndarray) -> np.ndarray:
+                return array[rows]
+
+        table.allocatable = take(source.allocatable)
+        table.idle = take(source.idle)
+        table.used = take(source.used)
+        table.releasing = take(source.releasing)
+        table.pipelined = take(source.pipelined)
+        table.future = take(source.future)
+        table.ready = take(source.ready)
+        table.unschedulable = take(source.unschedulable)
         table._all_rows = None
         table._requests = {}  # column numbers follow dims, copied afresh above
         table.version = 0
@@ -994,7 +1005,8 @@ class ClusterCache:
                 reused += 1
                 if copy.fit_errors:
                     copy.fit_errors = {}
-                copy.job_fit_error = ""
+                if copy.job_fit_error:
+                    copy.job_fit_error = ""
                 source = self.jobs.get(key)
                 if source is not None and copy.phase != source.phase:
                     copy.phase = source.phase
