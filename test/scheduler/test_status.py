@@ -213,48 +213,44 @@ async def test_a_podgroup_without_pods_of_ours_is_left_to_its_own_scheduler(reco
     assert rec.requests == []
 
 
-def test_a_job_is_looked_at_again_only_when_its_state_changed() -> None:
-    # Every cycle hands over a copy of every job; unchanged copies (of the same cache job, at the
-    # same version) are not recomputed, whichever of the cache's two sets of copies they come from.
+def _watched_web_gang() -> tuple[ClusterCache, list[Any], StatusUpdater, list[Any]]:
+    """A gang "web" of two in a cache, and a status updater that notes each job it looks at
+    (the job itself) before looking at it as usual."""
     cache = ClusterCache()
     pg, pods = gang("web", 2, cpu="1")
     load(cache, nodes=[node("n1", cpu="4")], podgroups=[pg], pods=pods)
     status = StatusUpdater(ApiClient(ClusterConfig(host="http://127.0.0.1:9")), cache)
-    looked: list[str] = []
+    looked: list[Any] = []
     real = status._observe_job
 
     def spy(key: str, job: Any) -> None:
-        looked.append(key)
+        looked.append(job)
         real(key, job)
 
     status._observe_job = spy  # type: ignore[method-assign]
+    return cache, pods, status, looked
+
+
+def test_a_job_is_looked_at_again_only_when_its_state_changed() -> None:
+    # Every cycle hands over a copy of every job; unchanged copies (of the same cache job, at the
+    # same version) are not recomputed, whichever of the cache's two sets of copies they come from.
+    cache, pods, status, jobs = _watched_web_gang()
     for _ in range(3):
         status.observe(SessionResult(jobs=cache.snapshot().jobs))
-    assert looked == ["default/web"]
+    assert [job.uid for job in jobs] == ["default/web"]
     cache.delete_pod(pods[0])
     for _ in range(2):
         status.observe(SessionResult(jobs=cache.snapshot().jobs))
-    assert looked == ["default/web", "default/web"]
+    assert [job.uid for job in jobs] == ["default/web", "default/web"]
 
 
 def test_a_job_enqueued_by_a_later_session_is_looked_at_again() -> None:
     # Nothing of the job changed but the phase the enqueue action set on the session's copy.
-    cache = ClusterCache()
-    pg, pods = gang("web", 2, cpu="1")
-    load(cache, nodes=[node("n1", cpu="4")], podgroups=[pg], pods=pods)
-    status = StatusUpdater(ApiClient(ClusterConfig(host="http://127.0.0.1:9")), cache)
-    looked: list[str] = []
-    real = status._observe_job
-
-    def spy(key: str, job: Any) -> None:
-        looked.append(job.phase)
-        real(key, job)
-
-    status._observe_job = spy  # type: ignore[method-assign]
+    cache, _, status, jobs = _watched_web_gang()
     first = cache.snapshot().jobs
     first["default/web"].phase = "Pending"
     status.observe(SessionResult(jobs=first))
     later = cache.snapshot().jobs
     later["default/web"].phase = "Inqueue"
     status.observe(SessionResult(jobs=later))
-    assert looked == ["Pending", "Inqueue"]
+    assert [job.phase for job in jobs] == ["Pending", "Inqueue"]
