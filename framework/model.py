@@ -445,18 +445,22 @@ class JobInfo:
         if bucket is not None:
             bucket.pop(uid, None)
         if before != status:
-            was_alloc = before in ALLOCATED_STATUSES
-            now_alloc = status in ALLOCATED_STATUSES
-            if was_alloc and not now_alloc:
-                self.allocated.sub(new.resreq)
-            elif now_alloc and not was_alloc:
-                self.allocated.add(new.resreq)
-            self.ready_count += (status in READY_STATUSES) - (before in READY_STATUSES)
+            self._account_move(new.resreq, before, status)
         bucket = by_status.get(status)
         if bucket is None:
             bucket = by_status[status] = {}
         bucket[uid] = new
         self.version += 1
+
+    def _account_move(self, resreq: Resource, before: TaskStatus, status: TaskStatus) -> None:
+        """The job's sums as a task of ``resreq`` moves from status ``before`` to ``status``."""
+        was_alloc = before in ALLOCATED_STATUSES
+        now_alloc = status in ALLOCATED_STATUSES
+        if was_alloc and not now_alloc:
+            self.allocated.sub(resreq)
+        elif now_alloc and not was_alloc:
+            self.allocated.add(resreq)
+        self.ready_count += (status in READY_STATUSES) - (before in READY_STATUSES)
 
     def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
         old = task.status
@@ -465,13 +469,7 @@ class JobInfo:
         bucket = self.by_status.get(old)
         if bucket is not None:
             bucket.pop(task.uid, None)
-        was_alloc = old in ALLOCATED_STATUSES
-        now_alloc = status in ALLOCATED_STATUSES
-        if was_alloc and not now_alloc:
-            self.allocated.sub(task.resreq)
-        elif now_alloc and not was_alloc:
-            self.allocated.add(task.resreq)
-        self.ready_count += (status in READY_STATUSES) - (old in READY_STATUSES)
+        self._account_move(task.resreq, old, status)
         task.status = status
         bucket = self.by_status.get(status)
         if bucket is None:
