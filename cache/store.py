@@ -125,16 +125,15 @@ def settled_update(old: TaskInfo, new: TaskInfo) -> bool:
     )
 
 
-def podgroup_settled(old: PodGroup, new: PodGroup) -> bool:
-    """Whether a PodGroup update cannot change a decision: the same spec, labels and annotations,
-    and the same phase; only the status counts or conditions moved (the status updater's own writes
-    coming back). A phase change (Pending, Inqueue, Running) can: queues count Inqueue jobs."""
+def _same_podgroup_but_status(old: PodGroup, new: PodGroup) -> bool:
+    """The same PodGroup object but for its status: uid, labels, annotations, creation and spec."""
+    om, nm = old.metadata, new.metadata
     return (
-        old.spec == new.spec
-        and old.status.phase == new.status.phase
-        and old.metadata.uid == new.metadata.uid
-        and old.metadata.labels == new.metadata.labels
-        and old.metadata.annotations == new.metadata.annotations
+        om.uid == nm.uid
+        and om.labels == nm.labels
+        and om.annotations == nm.annotations
+        and om.creation_timestamp == nm.creation_timestamp
+        and old.spec == new.spec
     )
 
 
@@ -660,6 +659,15 @@ class ClusterCache:
         with self._lock:
             key = f"{pg.metadata.namespace}/{pg.metadata.name}"
             self.revision += 1
+            previous = self.podgroups.get(key)
+            if (
+                previous is not None
+                and _same_podgroup_but_status(previous, pg)
+                and previous.status.phase == pg.status.phase
+            ):
+                # Only status counts or conditions moved (the status updater's own writes coming
+                # back): no decision changes. A phase change can: queues count their Inqueue jobs.
+                self._settled_changes += 1
             old = self.jobs.get(key)
             if old is not None and self._podgroup_status_only(key, old, pg):
                 return
@@ -676,9 +684,6 @@ class ClusterCache:
                 job.add_task(task)
             if old is not None:
                 job.version = old.version + 1
-            previous = self.podgroups.get(key)
-            if previous is not None and podgroup_settled(previous, pg):
-                self._settled_changes += 1
             self.jobs[key] = job
             self.podgroups[key] = pg
             self._job_changed(key)
@@ -690,16 +695,7 @@ class ClusterCache:
         (a fresh job from the PodGroup, the same tasks, version one up), dict orders included.
         False, with nothing changed, when anything else differs."""
         old = self.podgroups.get(key)
-        if old is None:
-            return False
-        om, nm = old.metadata, pg.metadata
-        if not (
-            om.uid == nm.uid
-            and om.labels == nm.labels
-            and om.annotations == nm.annotations
-            and om.creation_timestamp == nm.creation_timestamp
-            and old.spec == pg.spec
-        ):
+        if old is None or not _same_podgroup_but_status(old, pg):
             return False
         job.podgroup = pg
         job.phase = pg.status.phase or "Pending"
@@ -715,8 +711,6 @@ class ClusterCache:
             bucket[uid] = task
         job.by_status = by_status
         job.version += 1
-        if podgroup_settled(old, pg):
-            self._settled_changes += 1
         self.podgroups[key] = pg
         self._job_changed(key)
         return True
