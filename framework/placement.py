@@ -45,8 +45,8 @@ def _name_rank(names: list[str]) -> np.ndarray:
     return rank
 
 
-def _name_order() -> None:
-    """The memo key of the rows in node-name order (see PlacementEngine.__init__)."""
+#: the node memo's key of the rows in node-name order (see PlacementEngine.__init__)
+_NAME_ORDER = object()
 
 
 class _Placement:
@@ -178,11 +178,11 @@ class PlacementEngine:
         rank = memo.get(_name_rank)
         if rank is None or len(rank) != table.rows:
             rank = memo[_name_rank] = _name_rank(table.names[: table.rows])
-            order = memo[_name_order] = np.argsort(rank)
+            order = memo[_NAME_ORDER] = np.argsort(rank)
             order.flags.writeable = False
         self.name_rank: np.ndarray = rank
         #: the rows in node-name order (``name_order[name_rank[r]] == r``)
-        self.name_order: np.ndarray = memo[_name_order]
+        self.name_order: np.ndarray = memo[_NAME_ORDER]
 
     def pre_predicate(self, task: TaskInfo) -> str | None:
         for fn in self.callbacks.pre_predicate_fns.flat():

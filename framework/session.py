@@ -232,6 +232,12 @@ class Session(CallbackRegistry):
             value = self._memo[key] = build()
             return value
 
+    def release(self) -> None:
+        """Drop every reference the session holds, once it is closed and its result taken. Plugins
+        refer to the session and it to them: without this, a cycle's objects would wait for the
+        garbage collector instead of being freed by reference counting (scheduler/memory.py)."""
+        vars(self).clear()
+
     def node_memo(self, key: object, build: Callable[[], T]) -> T:
         """Like :meth:`memo`, for a value derived from the nodes' specs alone (names and rows, labels,
         taints, readiness, schedulability, allocatable: never usage, pods, jobs or arguments, unless

@@ -129,10 +129,7 @@ class SchedulerLoop:
                 self._explain(ssn)
             finally:
                 result = close_session(ssn)
-                # The session and its plugins refer to each other: drop the session's references so
-                # that reference counting frees the cycle's objects now (the result holds what lives
-                # on), instead of leaving them to the garbage collector (scheduler/memory.py).
-                vars(ssn).clear()
+                ssn.release()  # the result holds what lives on
             return result, None
         except Exception as exc:
             # Nothing of a failed cycle is bound: its statements may have seen a plugin half-way.
