@@ -58,9 +58,10 @@ def least_requested(cpu: Fraction, mem: Fraction) -> Fraction:
 
 
 def most_requested(fractions: np.ndarray) -> np.ndarray:
-    """MostAllocated (most_allocated.go): the mean of requested/allocatable, 0 where over."""
-    over = np.where(fractions > 1.0, 0.0, fractions)
-    return (over[:, 0] + over[:, 1]) * (MAX_SCORE / 2.0)  # type: ignore[no-any-return]
+    """kube-scheduler's MostAllocated (noderesources/most_allocated.go, ``mostRequestedScore``): the
+    mean of requested/allocatable, a request above allocatable counted as allocatable (score 100)."""
+    capped = np.minimum(fractions, 1.0)
+    return (capped[:, 0] + capped[:, 1]) * (MAX_SCORE / 2.0)  # type: ignore[no-any-return]
 
 
 def balanced_allocation(cpu: Fraction, mem: Fraction) -> Fraction:
@@ -178,8 +179,8 @@ class NodeOrderPlugin(Plugin):
                     part = self.balanced * balanced_allocation(capped_cpu, capped_mem)
                     total, first = (part if first else total + part), False
             if self.most:
-                over = (0.0 if cpu > 1.0 else cpu) + (0.0 if mem > 1.0 else mem)
-                part = self.most * (over * (MAX_SCORE / 2.0))
+                used = min(cpu, 1.0) + min(mem, 1.0)
+                part = self.most * (used * (MAX_SCORE / 2.0))
                 total, first = (part if first else total + part), False
             if self.node_affinity or self.taint:
                 static = self._static_scores(task).item(row)

@@ -97,3 +97,27 @@ def test_a_few_rows_fit_as_every_row_does():
                 assert table.fits(req, np.array([row], dtype=np.intp), future=future)[0] == every[row]
             rows = np.array([0, 5, 11], dtype=np.intp)
             assert list(table.fits(req, rows, future=future)) == list(every[rows])
+
+
+def test_most_requested_counts_a_request_above_allocatable_as_full():
+    """kube-scheduler's mostRequestedScore (noderesources/most_allocated.go): requested above
+    capacity is taken as capacity, so a node the pod would overfill scores 100, not 0."""
+    snap = cluster(nodes=[node("small", cpu="2", memory="4Gi"), node("big", cpu="8", memory="16Gi")])
+    ssn = Session(snap, [])
+    only_most = {
+        "mostrequested.weight": 1,
+        "leastrequested.weight": 0,
+        "balancedresource.weight": 0,
+        "nodeaffinity.weight": 0,
+        "tainttoleration.weight": 0,
+        "podaffinity.weight": 0,
+        "podtopologyspread.weight": 0,
+    }
+    plugin = NodeOrderPlugin(Arguments("nodeorder", only_most))
+    plugin.on_session_open(ssn)
+    task = TaskInfo.from_pod(pod("p", cpu="4", memory="8Gi"))
+    small, big = (ssn.nodes[n].row for n in ("small", "big"))
+    scores = plugin.score(task, ssn.all_rows)
+    assert scores[small] == 100.0
+    assert scores[big] == 50.0
+    assert plugin.score(task, np.array([small], dtype=np.intp))[0] == 100.0
