@@ -17,6 +17,8 @@ from caldera.framework.plugin import Plugin
 from caldera.framework.resource import Resource
 from caldera.plugins.helpers import safe_sub, share
 
+from caldera.framework.session import job_token, same_token
+
 if TYPE_CHECKING:
     from caldera.framework.session import Event, Session
 
@@ -71,6 +73,22 @@ def _saturated(allocated: Resource, request: Resource, demanding: set[str]) -> b
     return False
 
 
+def total_key(total: Resource) -> tuple[float, float, float, tuple[tuple[str, float], ...]]:
+    """The cluster total exactly (bit for bit), to know whether a carried share still holds."""
+    return (total.cpu, total.memory, total.pods, tuple(sorted(total.scalars.items())))
+
+
+class _DrfOpen:
+    """What a session's drf opened with (``Session.carry``): per job uid, (job token, allocation,
+    share, whether it may hold anything), and the cluster total the shares were taken of."""
+
+    __slots__ = ("jobs", "total_key")
+
+    def __init__(self, total_key: tuple[object, ...]) -> None:
+        self.total_key = total_key
+        self.jobs: dict[str, tuple[tuple[object, ...], Resource, float, bool]] = {}
+
+
 class DrfPlugin(Plugin):
     name: ClassVar[str] = "drf"
     #: set by the plugin option ``enableHierarchy: true`` (config/conf.py), as Volcano reads it
@@ -86,21 +104,7 @@ class DrfPlugin(Plugin):
         self.shares: dict[str, float] = {}
         #: the jobs whose allocation may be other than nothing (the others are left out at close)
         self.holding: set[str] = set()
-        for job in ssn.jobs.values():
-            # job.allocated is kept by the job for its allocated statuses: only pipelined tasks are
-            # added here, so opening costs O(jobs), not O(every task in the cluster).
-            held = job.allocated
-            if not (held.cpu or held.memory or held.pods or held.scalars or job.count(TaskStatus.PIPELINED)):
-                # nothing held (a pending job): its share is 0 whatever the total, no need to work it out
-                self.allocated[job.uid] = Resource()
-                self.shares[job.uid] = 0.0
-                continue
-            self.holding.add(job.uid)
-            alloc = held.clone()
-            for t in job.tasks_in(TaskStatus.PIPELINED):
-                alloc.add(t.resreq)
-            self.allocated[job.uid] = alloc
-            self.shares[job.uid] = share(alloc, self.total)
+        self._open_jobs(ssn)
 
         def job_order(left: JobInfo, right: JobInfo) -> int:
             ls, rs = self.shares.get(left.uid, 0.0), self.shares.get(right.uid, 0.0)
@@ -138,13 +142,61 @@ class DrfPlugin(Plugin):
             ssn.add_queue_order_fn(self.name, self._queue_order)
             ssn.add_reclaimable_fn(self.name, self._reclaimable)
 
+    def _open_jobs(self, ssn: Session) -> None:
+        """Each job's allocation (its allocated statuses and pipelined tasks) and dominant share.
+
+        A job copy unchanged since the last session (``job_token``) takes that session's opening
+        figures (``Session.carry``): the same vector (never changed in place: ``_change`` replaces it)
+        and, when the cluster total is the same to the bit, the same share. Only changed jobs are
+        summed again, so opening costs a token per job rather than a walk of every job's tasks."""
+        total = self.total
+        carried = ssn.carry.get(_DrfOpen)
+        previous = carried if isinstance(carried, _DrfOpen) else None
+        same_total = previous is not None and previous.total_key == total_key(total)
+        old_jobs = previous.jobs if previous is not None else {}
+        current = _DrfOpen(total_key(total))
+        ssn.carry[_DrfOpen] = current
+        kept = current.jobs
+        allocated, shares, holding = self.allocated, self.shares, self.holding
+        for job in ssn.jobs.values():
+            uid = job.uid
+            token = job_token(job)
+            old = old_jobs.get(uid)
+            if old is not None and same_token(old[0], token):
+                alloc = old[1]
+                value = old[2] if same_total else (share(alloc, total) if old[3] else 0.0)
+                held = old[3]
+            else:
+                alloc, held = self._allocation_of(job)
+                value = share(alloc, total) if held else 0.0
+            allocated[uid] = alloc
+            shares[uid] = value
+            if held:
+                holding.add(uid)
+            if token is not None:
+                kept[uid] = (token, alloc, value, held)
+
+    @staticmethod
+    def _allocation_of(job: JobInfo) -> tuple[Resource, bool]:
+        """(allocation, whether it may be other than nothing). job.allocated is kept by the job for
+        its allocated statuses: only pipelined tasks are added, O(pipelined) rather than O(tasks)."""
+        held = job.allocated
+        if not (held.cpu or held.memory or held.pods or held.scalars or job.count(TaskStatus.PIPELINED)):
+            # nothing held (a pending job): its share is 0 whatever the total, no need to work it out
+            return Resource(), False
+        alloc = held.clone()
+        for t in job.tasks_in(TaskStatus.PIPELINED):
+            alloc.add(t.resreq)
+        return alloc, True
+
     def _change(self, task: TaskInfo, add: bool) -> None:
         alloc = self.allocated.get(task.job)
         if alloc is None:
             return
         self.holding.add(task.job)
+        # a new vector, never the old one changed: the old one may be last cycle's, carried (_open_jobs)
         if add:
-            alloc.add(task.resreq)
+            self.allocated[task.job] = alloc = alloc.clone().add(task.resreq)
         else:
             self.allocated[task.job] = alloc = safe_sub(alloc, task.resreq)
         self.shares[task.job] = share(alloc, self.total)

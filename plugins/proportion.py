@@ -160,22 +160,73 @@ def water_fill(attrs: dict[str, QueueAttr], total: Resource) -> None:
             break
 
 
-class _QueueSums:
-    """A queue's sums over its jobs at a session's open, and which jobs they were (Session.carry)."""
+#: Every quantity is a whole number of millicores, bytes or thousandths (framework/resource.py), so
+#: sums below this are exact in floats whatever the order they are made in: a sum kept from last
+#: cycle, less the parts that left and plus the parts that came, is the sum made afresh.
+EXACT_BELOW = 2.0**52
 
-    __slots__ = ("allocated", "inqueue", "request", "tokens")
 
-    def __init__(
-        self,
-        tokens: list[tuple[object, ...] | None],
-        allocated: Resource,
-        request: Resource,
-        inqueue: Resource,
-    ) -> None:
-        self.tokens = tokens
-        self.allocated = allocated
+class _JobPart:
+    """What one job adds to its queue's sums, and the job copy it was read from (``job_token``)."""
+
+    __slots__ = ("allocated", "inqueue", "queue", "request", "token")
+
+    def __init__(self, job: JobInfo) -> None:
+        self.token = job_token(job)
+        self.queue = job.queue
+        # job.allocated sums the job's allocated statuses (kept by the job): O(jobs), not O(tasks).
+        self.allocated = job.allocated.clone()
+        request = job.allocated.clone()
+        for task in job.tasks_in(TaskStatus.PENDING):
+            request.add(task.resreq)
         self.request = request
-        self.inqueue = inqueue
+        self.inqueue: Resource | None = None
+        if job.phase == "Inqueue" and job.min_resources is not None:
+            self.inqueue = safe_sub(job.min_resources, job.allocated)
+
+
+class _QueueSums:
+    """Proportion's sums at a session's open (``Session.carry``): each job's part, by uid, and
+    each queue's (allocated, request, inqueue) summed over its jobs' parts."""
+
+    __slots__ = ("parts", "sums")
+
+    def __init__(self, parts: dict[str, _JobPart], sums: dict[str, tuple[Resource, Resource, Resource]]) -> None:
+        self.parts = parts
+        self.sums = sums
+
+
+def _put(sums: tuple[Resource, Resource, Resource], part: _JobPart) -> None:
+    sums[0].add(part.allocated)
+    sums[1].add(part.request)
+    if part.inqueue is not None:
+        sums[2].add(part.inqueue)
+
+
+def _take(sums: tuple[Resource, Resource, Resource], part: _JobPart) -> None:
+    for total, value in zip(sums, (part.allocated, part.request, part.inqueue), strict=True):
+        if value is None:
+            continue
+        # exact (EXACT_BELOW): the part is in the sum, so the difference is never below zero
+        total.cpu = max(0.0, total.cpu - value.cpu)
+        total.memory = max(0.0, total.memory - value.memory)
+        total.pods = max(0.0, total.pods - value.pods)
+        for name, amount in value.scalars.items():
+            total.scalars[name] = max(0.0, total.scalars.get(name, 0.0) - amount)
+
+
+def _settle(sums: dict[str, tuple[Resource, Resource, Resource]]) -> bool:
+    """Drop scalar dimensions summed to zero (a sum afresh and a sum kept agree on which dimensions
+    exist); whether every figure is still in the exact range."""
+    exact = True
+    for triple in sums.values():
+        for total in triple:
+            if total.scalars:
+                for name in [n for n, v in total.scalars.items() if v == 0.0]:
+                    del total.scalars[name]
+            if max(total.cpu, total.memory, total.pods, *total.scalars.values()) >= EXACT_BELOW:
+                exact = False
+    return exact
 
 
 class ProportionPlugin(Plugin):
@@ -228,42 +279,60 @@ class ProportionPlugin(Plugin):
 
     @staticmethod
     def _sum_jobs(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
-        """Each queue's allocated, requested and inqueue resources, summed over its jobs in the
-        session's job order. A queue whose jobs begin with the same unchanged jobs as last cycle
-        (``job_token``) starts from last cycle's sums over them and adds only the rest: the same
-        additions in the same order, so the same figures, without walking every pending task of
-        a large backlog each cycle."""
-        by_queue: dict[str, list[JobInfo]] = {}
-        for job in ssn.jobs.values():
-            if job.queue in attrs:
-                by_queue.setdefault(job.queue, []).append(job)
-        carried = ssn.carry.get(_QueueSums)
-        previous: dict[str, _QueueSums] = carried if isinstance(carried, dict) else {}
-        current: dict[str, _QueueSums] = {}
-        ssn.carry[_QueueSums] = current
-        for name, jobs in by_queue.items():
-            attr = attrs[name]
-            tokens = [job_token(job) for job in jobs]
-            start = 0
-            old = previous.get(name)
-            if old is not None and len(old.tokens) <= len(tokens):
-                if all(same_token(a, b) for a, b in zip(old.tokens, tokens, strict=False)):
-                    start = len(old.tokens)
-                    attr.allocated = old.allocated.clone()
-                    attr.request = old.request.clone()
-                    attr.inqueue = old.inqueue.clone()
-            for job in jobs[start:]:
-                # job.allocated sums the job's allocated statuses (kept by the job): O(jobs), not O(tasks).
-                attr.allocated.add(job.allocated)
-                attr.request.add(job.allocated)
-                for task in job.tasks_in(TaskStatus.PENDING):
-                    attr.request.add(task.resreq)
-                if job.phase == "Inqueue" and job.min_resources is not None:
-                    attr.inqueue.add(safe_sub(job.min_resources, job.allocated))
-            if all(t is not None for t in tokens):
-                current[name] = _QueueSums(
-                    tokens, attr.allocated.clone(), attr.request.clone(), attr.inqueue.clone()
+        """Each queue's allocated, requested and inqueue resources, summed over its jobs.
+
+        Last cycle's sums are kept (``Session.carry``) with each job's part in them: a job copy
+        unchanged since (``job_token``) keeps its part, a changed job's old part is taken out and
+        its new one put in, a job gone has its part taken out. The figures are whole numbers
+        (``EXACT_BELOW``), so the sums equal those made afresh over every job, which is what the
+        first cycle does and any cycle whose figures leave the exact range."""
+        carried = ssn.carry.pop(_QueueSums, None)
+        previous = carried if isinstance(carried, _QueueSums) else None
+        jobs = ssn.jobs.values()
+        parts: dict[str, _JobPart] = {}
+        sums: dict[str, tuple[Resource, Resource, Resource]] = {}
+        if previous is not None:
+            for name in attrs:
+                kept = previous.sums.get(name)
+                sums[name] = (
+                    (kept[0].clone(), kept[1].clone(), kept[2].clone())
+                    if kept is not None
+                    else (Resource(), Resource(), Resource())
                 )
+            old_parts = previous.parts
+            for job in jobs:
+                queue = job.queue
+                if queue not in attrs:
+                    continue
+                uid = job.uid
+                old = old_parts.get(uid)
+                if old is not None and old.queue == queue and same_token(old.token, job_token(job)):
+                    parts[uid] = old
+                    continue
+                if old is not None and old.queue in sums:
+                    _take(sums[old.queue], old)
+                parts[uid] = part = _JobPart(job)
+                _put(sums[queue], part)
+            for uid in old_parts.keys() - parts.keys():
+                old = old_parts[uid]
+                if old.queue in sums:
+                    _take(sums[old.queue], old)
+            if not _settle(sums):
+                previous = None
+        if previous is None:
+            parts = {}
+            sums = {name: (Resource(), Resource(), Resource()) for name in attrs}
+            for job in jobs:
+                if job.queue in attrs:
+                    parts[job.uid] = part = _JobPart(job)
+                    _put(sums[job.queue], part)
+            if not _settle(sums):
+                parts = {}  # beyond the exact range: every cycle sums afresh, in job order
+        for name, attr in attrs.items():
+            allocated, request, inqueue = sums[name]
+            attr.allocated, attr.request, attr.inqueue = allocated.clone(), request.clone(), inqueue.clone()
+        if parts or not ssn.jobs:
+            ssn.carry[_QueueSums] = _QueueSums(parts, sums)
 
     def _report_scaling(self, scaled: dict[str, dict[str, float]]) -> None:
         ssn = self.ssn

@@ -1,6 +1,6 @@
 """A backlog that cannot fit is not worked through in full every cycle: allocate takes over last
 cycle's vain try of a job (actions/helpers.FailureMemo), explain takes over last cycle's document
-(actions/explain._ExactReuse), proportion and drf start from last cycle's sums. Each shortcut gives
+(actions/explain._ExactReuse), proportion and drf start from last cycle's sums and per-job figures. Each shortcut gives
 what the full path gives, and is dropped the moment something it depended on changes.
 
 Every scenario runs the same cluster through two loops side by side: one as the scheduler runs
@@ -17,7 +17,7 @@ import pytest
 from caldera.actions.explain import BUILT_AT
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
-from caldera.framework.objects import Pod
+from caldera.framework.objects import Pod, PodGroup
 from caldera.hack.scenario import gang, load, node, pod, podgroup, priority_class, queue
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 from caldera.scheduler.registry import builtin_registry
@@ -70,6 +70,7 @@ class Twins:
         assert placements(fast) == placements(full)
         assert failures(fast) == failures(full)
         assert documents(fast) == documents(full)
+        assert shares(fast) == shares(full)
         # as the binder would: what was placed is bound
         for cache, result in zip(self.caches, (fast, full), strict=True):
             for p in result.placements:
@@ -96,6 +97,12 @@ def documents(result: Any) -> dict[str, dict[str, Any]]:
         uid: {k: v for k, v in doc.items() if k not in (BUILT_AT, "cycle")}
         for uid, doc in result.report.explanations.items()
     }
+
+
+def shares(result: Any) -> tuple[Any, ...]:
+    """drf's job and namespace shares and proportion's queue figures, at the session's close."""
+    report = result.report
+    return report.job_shares, report.namespace_shares, report.queue_shares
 
 
 def replayed(result: Any) -> int:
@@ -326,3 +333,37 @@ def test_a_gang_short_of_pods_is_valid_again_once_its_pod_arrives(backlog):
     backlog.load(pods=[pod("short-2", cpu="1", group="short")])
     after = backlog.cycle()
     assert sorted(name for name, _ in placements(after)) == ["short-0", "short-1", "short-2"]
+
+
+def test_a_stream_of_gangs_arriving_running_and_finishing_keeps_the_shares_of_a_fresh_sum():
+    """Gangs arrive every cycle in two queues and two namespaces (some asking for GPUs, one for zero
+    GPUs), run, and finish a few cycles later (a PodGroup deleted with its pods); a node joins halfway (the cluster total moves). Each
+    cycle drf's shares and proportion's queue figures, kept from the last cycle and changed only by
+    the jobs that changed, are those summed afresh over every job."""
+    twins = Twins()
+    twins.load(
+        nodes=[node(f"n{i}", cpu="16", memory="64Gi", extra={"nvidia.com/gpu": "4"}) for i in range(3)],
+        queues=[queue("default"), queue("research", weight=2)],
+    )
+    running: list[tuple[list[PodGroup], list[Pod]]] = []
+    for c in range(12):
+        arrivals = []
+        for k, (queue_name, namespace) in enumerate((("default", "team-a"), ("research", "team-b"))):
+            extra = {"nvidia.com/gpu": "1"} if (c + k) % 3 == 0 else {"nvidia.com/gpu": "0"} if c == 4 else None
+            arrivals.append(
+                gang(f"g{c}-{k}", 2 + k, cpu="1", queue=queue_name, namespace=namespace, extra=extra)
+            )
+        twins.load(podgroups=[pg for pg, _ in arrivals], pods=[p for _, pods in arrivals for p in pods])
+        if c == 6:
+            twins.load(nodes=[node("n9", cpu="32", memory="128Gi")])
+        if len(running) > 3:
+            # the pods finish; one of the two PodGroups goes with them (its job leaves the session)
+            groups, pods = running.pop(0)
+            for p in pods:
+                twins.each("delete_pod", p)
+            twins.each("delete_podgroup", groups[0])
+        result = twins.cycle()
+        running.append(([pg for pg, _ in arrivals], [p for _, pods in arrivals for p in pods]))
+        assert result.report.job_shares  # the comparison above was of figures, not of two empty dicts
+        assert set(result.report.queue_shares) == {"default", "research"}
+    assert any(share > 0 for share in twins.results[-1].report.job_shares.values())
