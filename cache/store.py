@@ -230,6 +230,11 @@ class ClusterCache:
         self.priority_classes: dict[str, int] = {}
         self.default_priority = 0
         self._priority_revision = 0
+        #: snapshots taken so far, and the jobs changed (added, removed) since the last one: a
+        #: session's plugins redo only those (``Snapshot.changed_jobs``)
+        self._snapshot_seq = 0
+        self._jobs_changed: set[str] = set()
+        self._changed_priority_revision = 0
         self.hypernodes: dict[str, HyperNode] = {}
         #: policy/v1 PodDisruptionBudgets by namespace/name (read by the pdb plugin)
         self.pdbs: dict[str, PodDisruptionBudget] = {}
@@ -314,6 +319,7 @@ class ClusterCache:
     def _job_changed(self, key: str) -> None:
         for slot in self._slots:
             slot.dirty_jobs.add(key)
+        self._jobs_changed.add(key)
         job = self.jobs.get(key)
         if job is not None and (job.phase == "Pending" or job.count(TaskStatus.PENDING)):
             self._pending_jobs.add(key)
@@ -852,6 +858,12 @@ class ClusterCache:
             if slot.node_specs != self._node_specs:
                 slot.node_memo = {}
                 slot.node_specs = self._node_specs
+            self._snapshot_seq += 1
+            changed: set[str] | None = self._jobs_changed
+            self._jobs_changed = set()
+            if self._changed_priority_revision != self._priority_revision:
+                changed = None  # every job's priority may differ
+                self._changed_priority_revision = self._priority_revision
             queues = dict(self.queues)
             if self.default_queue not in queues:
                 # The default queue exists implicitly until its object arrives (the queue controller creates it).
@@ -867,6 +879,8 @@ class ClusterCache:
                 hypernodes=dict(self.hypernodes),
                 revision=self.revision,
                 decision_revision=self.decision_revision,
+                seq=self._snapshot_seq,
+                changed_jobs=changed,
                 node_revision=(self._layout, self._node_revision),
                 pdbs=dict(self.pdbs),
                 pvcs=dict(self.pvcs),

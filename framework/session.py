@@ -249,6 +249,16 @@ class Session(CallbackRegistry):
             value = self._node_memo[key] = build()
             return value
 
+    def jobs_changed_since(self, seq: int) -> set[str] | None:
+        """The uids of the jobs whose copies may differ from those the session over snapshot ``seq``
+        opened with (changed, added or removed since), when this session's snapshot is the next one
+        of the same source; None otherwise (then a carried figure is checked job by job, with
+        ``job_token``). Never to be changed."""
+        snapshot = self.snapshot
+        if not seq or snapshot.changed_jobs is None or snapshot.seq != seq + 1:
+            return None
+        return snapshot.changed_jobs
+
     # -- order -----------------------------------------------------------------------------------
     @staticmethod
     def _order(point: CallbackPoint[Callable[[Any, Any], int]], left: Any, right: Any) -> int:

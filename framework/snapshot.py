@@ -32,6 +32,12 @@ class Snapshot:
     #: the same value (None: not known, e.g. a snapshot built by hand): lets a cycle tell that what
     #: a job found on the nodes last cycle still holds
     node_revision: object = None
+    #: the builder's count of snapshots, this one included (0: built by hand)
+    seq: int = 0
+    #: the uids of the jobs changed, added or removed in the source since its snapshot ``seq - 1``
+    #: (None: not known). Any other job's copy here holds what that snapshot's copy held when it
+    #: was handed out: a session may redo only these (``Session.jobs_changed_since``).
+    changed_jobs: set[str] | None = None
     #: policy/v1 PodDisruptionBudgets by namespace/name (immutable objects, shared)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     #: storage, for the volume predicates: claims by namespace/name, volumes, classes and CSI nodes by name

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, ClassVar
 from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from caldera.framework.plugin import Plugin
 from caldera.framework.resource import Resource
-from caldera.plugins.helpers import safe_sub, share
-
 from caldera.framework.session import job_token, same_token
+from caldera.plugins.helpers import safe_sub, share
 
 if TYPE_CHECKING:
     from caldera.framework.session import Event, Session
@@ -79,14 +78,19 @@ def total_key(total: Resource) -> tuple[float, float, float, tuple[tuple[str, fl
 
 
 class _DrfOpen:
-    """What a session's drf opened with (``Session.carry``): per job uid, (job token, allocation,
-    share, whether it may hold anything), and the cluster total the shares were taken of."""
+    """What a session's drf opened with (``Session.carry``), per job uid: its copy's token, its
+    allocation and share, whether it may hold anything; the cluster total the shares were taken of,
+    and the snapshot the jobs came from. Never changed once carried."""
 
-    __slots__ = ("jobs", "total_key")
+    __slots__ = ("allocated", "holding", "seq", "shares", "tokens", "total_key")
 
     def __init__(self, total_key: tuple[object, ...]) -> None:
         self.total_key = total_key
-        self.jobs: dict[str, tuple[tuple[object, ...], Resource, float, bool]] = {}
+        self.seq = 0
+        self.tokens: dict[str, tuple[object, ...] | None] = {}
+        self.allocated: dict[str, Resource] = {}
+        self.shares: dict[str, float] = {}
+        self.holding: set[str] = set()
 
 
 class DrfPlugin(Plugin):
@@ -145,36 +149,91 @@ class DrfPlugin(Plugin):
     def _open_jobs(self, ssn: Session) -> None:
         """Each job's allocation (its allocated statuses and pipelined tasks) and dominant share.
 
-        A job copy unchanged since the last session (``job_token``) takes that session's opening
-        figures (``Session.carry``): the same vector (never changed in place: ``_change`` replaces it)
-        and, when the cluster total is the same to the bit, the same share. Only changed jobs are
-        summed again, so opening costs a token per job rather than a walk of every job's tasks."""
+        Taken over from the last session's opening figures (``Session.carry``) for every job copy
+        unchanged since: the same vector (never changed in place: ``_change`` replaces it) and, when
+        the cluster total is the same to the bit, the same share. When this session's snapshot
+        follows the last one's, only the jobs it names as changed are looked at
+        (``Session.jobs_changed_since``); otherwise every job is checked by its ``job_token``."""
         total = self.total
-        carried = ssn.carry.get(_DrfOpen)
+        key = total_key(total)
+        carried = ssn.carry.pop(_DrfOpen, None)
         previous = carried if isinstance(carried, _DrfOpen) else None
-        same_total = previous is not None and previous.total_key == total_key(total)
-        old_jobs = previous.jobs if previous is not None else {}
-        current = _DrfOpen(total_key(total))
-        ssn.carry[_DrfOpen] = current
-        kept = current.jobs
-        allocated, shares, holding = self.allocated, self.shares, self.holding
-        for job in ssn.jobs.values():
+        jobs = ssn.jobs
+        opened: _DrfOpen | None = None
+        if previous is not None:
+            changed = ssn.jobs_changed_since(previous.seq)
+            if changed is not None:
+                opened = self._open_changed(jobs, previous, changed, key)
+        if opened is None:
+            opened = self._open_each(jobs, previous, key)
+        opened.seq = ssn.snapshot.seq
+        ssn.carry[_DrfOpen] = opened
+        # the session's own (changed by its events); the opening figures stay as carried
+        self.allocated = dict(opened.allocated)
+        self.shares = dict(opened.shares)
+        self.holding = set(opened.holding)
+
+    def _open_changed(
+        self, jobs: dict[str, JobInfo], previous: _DrfOpen, changed: set[str], key: tuple[object, ...]
+    ) -> _DrfOpen | None:
+        """The last opening figures with the changed, new and gone jobs redone (None: they do not
+        add up to this session's jobs, so every job is checked instead)."""
+        total = self.total
+        opened = _DrfOpen(key)
+        tokens, allocated, shares, holding = (
+            dict(previous.tokens),
+            dict(previous.allocated),
+            dict(previous.shares),
+            set(previous.holding),
+        )
+        for uid in changed | (previous.tokens.keys() - jobs.keys()):
+            job = jobs.get(uid)
+            if job is None:
+                tokens.pop(uid, None)
+                allocated.pop(uid, None)
+                shares.pop(uid, None)
+                holding.discard(uid)
+                continue
+            alloc, held = self._allocation_of(job)
+            tokens[uid] = job_token(job)
+            allocated[uid] = alloc
+            shares[uid] = share(alloc, total) if held else 0.0
+            if held:
+                holding.add(uid)
+            else:
+                holding.discard(uid)
+        if len(allocated) != len(jobs):
+            return None
+        if previous.total_key != key:
+            shares = {uid: share(allocated[uid], total) if uid in holding else 0.0 for uid in allocated}
+        opened.tokens, opened.allocated, opened.shares, opened.holding = tokens, allocated, shares, holding
+        return opened
+
+    def _open_each(
+        self, jobs: dict[str, JobInfo], previous: _DrfOpen | None, key: tuple[object, ...]
+    ) -> _DrfOpen:
+        """Every job, in job order; a job whose copy is unchanged (``job_token``) keeps its figures."""
+        total = self.total
+        same_total = previous is not None and previous.total_key == key
+        old_tokens = previous.tokens if previous is not None else {}
+        opened = _DrfOpen(key)
+        tokens, allocated, shares, holding = opened.tokens, opened.allocated, opened.shares, opened.holding
+        for job in jobs.values():
             uid = job.uid
             token = job_token(job)
-            old = old_jobs.get(uid)
-            if old is not None and same_token(old[0], token):
-                alloc = old[1]
-                value = old[2] if same_total else (share(alloc, total) if old[3] else 0.0)
-                held = old[3]
+            if previous is not None and same_token(old_tokens.get(uid), token):
+                alloc = previous.allocated[uid]
+                held = uid in previous.holding
+                value = previous.shares[uid] if same_total else (share(alloc, total) if held else 0.0)
             else:
                 alloc, held = self._allocation_of(job)
                 value = share(alloc, total) if held else 0.0
+            tokens[uid] = token
             allocated[uid] = alloc
             shares[uid] = value
             if held:
                 holding.add(uid)
-            if token is not None:
-                kept[uid] = (token, alloc, value, held)
+        return opened
 
     @staticmethod
     def _allocation_of(job: JobInfo) -> tuple[Resource, bool]:

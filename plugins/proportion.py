@@ -18,7 +18,9 @@ Unlike Volcano's plugin this one never stops the scheduler:
 
 from __future__ import annotations
 
+import itertools
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
@@ -189,11 +191,15 @@ class _QueueSums:
     """Proportion's sums at a session's open (``Session.carry``): each job's part, by uid, and
     each queue's (allocated, request, inqueue) summed over its jobs' parts."""
 
-    __slots__ = ("parts", "sums")
+    __slots__ = ("parts", "seq", "sums")
 
-    def __init__(self, parts: dict[str, _JobPart], sums: dict[str, tuple[Resource, Resource, Resource]]) -> None:
+    def __init__(
+        self, parts: dict[str, _JobPart], sums: dict[str, tuple[Resource, Resource, Resource]], seq: int
+    ) -> None:
         self.parts = parts
         self.sums = sums
+        #: the snapshot the parts were read from
+        self.seq = seq
 
 
 def _put(sums: tuple[Resource, Resource, Resource], part: _JobPart) -> None:
@@ -283,12 +289,14 @@ class ProportionPlugin(Plugin):
 
         Last cycle's sums are kept (``Session.carry``) with each job's part in them: a job copy
         unchanged since (``job_token``) keeps its part, a changed job's old part is taken out and
-        its new one put in, a job gone has its part taken out. The figures are whole numbers
+        its new one put in, a job gone has its part taken out. When this session's snapshot follows
+        the last one's, only the jobs it names as changed are looked at
+        (``Session.jobs_changed_since``); otherwise every job's token is. The figures are whole numbers
         (``EXACT_BELOW``), so the sums equal those made afresh over every job, which is what the
         first cycle does and any cycle whose figures leave the exact range."""
         carried = ssn.carry.pop(_QueueSums, None)
         previous = carried if isinstance(carried, _QueueSums) else None
-        jobs = ssn.jobs.values()
+        jobs = ssn.jobs
         parts: dict[str, _JobPart] = {}
         sums: dict[str, tuple[Resource, Resource, Resource]] = {}
         if previous is not None:
@@ -300,29 +308,33 @@ class ProportionPlugin(Plugin):
                     else (Resource(), Resource(), Resource())
                 )
             old_parts = previous.parts
-            for job in jobs:
-                queue = job.queue
-                if queue not in attrs:
-                    continue
-                uid = job.uid
+            changed = ssn.jobs_changed_since(previous.seq)
+            if changed is not None and attrs.keys() == previous.sums.keys():
+                # Only the jobs named as changed since the last snapshot (the same queues: every
+                # job the parts leave out is still out).
+                parts = dict(old_parts)
+                redo: Iterable[str] = changed | (old_parts.keys() - jobs.keys())
+            else:
+                redo = itertools.chain(jobs.keys(), old_parts.keys() - jobs.keys())
+            for uid in redo:
+                job = jobs.get(uid)
                 old = old_parts.get(uid)
-                if old is not None and old.queue == queue and same_token(old.token, job_token(job)):
-                    parts[uid] = old
-                    continue
+                if job is not None and job.queue in attrs:
+                    if old is not None and old.queue == job.queue and same_token(old.token, job_token(job)):
+                        parts[uid] = old
+                        continue
+                    parts[uid] = part = _JobPart(job)
+                    _put(sums[job.queue], part)
+                else:
+                    parts.pop(uid, None)
                 if old is not None and old.queue in sums:
-                    _take(sums[old.queue], old)
-                parts[uid] = part = _JobPart(job)
-                _put(sums[queue], part)
-            for uid in old_parts.keys() - parts.keys():
-                old = old_parts[uid]
-                if old.queue in sums:
                     _take(sums[old.queue], old)
             if not _settle(sums):
                 previous = None
         if previous is None:
             parts = {}
             sums = {name: (Resource(), Resource(), Resource()) for name in attrs}
-            for job in jobs:
+            for job in jobs.values():
                 if job.queue in attrs:
                     parts[job.uid] = part = _JobPart(job)
                     _put(sums[job.queue], part)
@@ -332,7 +344,7 @@ class ProportionPlugin(Plugin):
             allocated, request, inqueue = sums[name]
             attr.allocated, attr.request, attr.inqueue = allocated.clone(), request.clone(), inqueue.clone()
         if parts or not ssn.jobs:
-            ssn.carry[_QueueSums] = _QueueSums(parts, sums)
+            ssn.carry[_QueueSums] = _QueueSums(parts, sums, ssn.snapshot.seq)
 
     def _report_scaling(self, scaled: dict[str, dict[str, float]]) -> None:
         ssn = self.ssn

@@ -335,11 +335,14 @@ def test_a_gang_short_of_pods_is_valid_again_once_its_pod_arrives(backlog):
     assert sorted(name for name, _ in placements(after)) == ["short-0", "short-1", "short-2"]
 
 
-def test_a_stream_of_gangs_arriving_running_and_finishing_keeps_the_shares_of_a_fresh_sum():
+@pytest.mark.parametrize("reader", [False, True], ids=["snapshots-in-a-row", "a-reader-in-between"])
+def test_a_stream_of_gangs_arriving_running_and_finishing_keeps_the_shares_of_a_fresh_sum(reader: bool):
     """Gangs arrive every cycle in two queues and two namespaces (some asking for GPUs, one for zero
-    GPUs), run, and finish a few cycles later (a PodGroup deleted with its pods); a node joins halfway (the cluster total moves). Each
+    GPUs), run, and finish a few cycles later (a PodGroup deleted with its pods); two nodes join (the cluster total moves). Each
     cycle drf's shares and proportion's queue figures, kept from the last cycle and changed only by
-    the jobs that changed, are those summed afresh over every job."""
+    the jobs that changed, are those summed afresh over every job: when each snapshot follows the
+    last (only the jobs the cache names as changed are redone) and when another snapshot was taken
+    in between (every job's copy is compared with the one the figures were made from)."""
     twins = Twins()
     twins.load(
         nodes=[node(f"n{i}", cpu="16", memory="64Gi", extra={"nvidia.com/gpu": "4"}) for i in range(3)],
@@ -349,19 +352,23 @@ def test_a_stream_of_gangs_arriving_running_and_finishing_keeps_the_shares_of_a_
     for c in range(12):
         arrivals = []
         for k, (queue_name, namespace) in enumerate((("default", "team-a"), ("research", "team-b"))):
-            extra = {"nvidia.com/gpu": "1"} if (c + k) % 3 == 0 else {"nvidia.com/gpu": "0"} if c == 4 else None
+            extra = (
+                {"nvidia.com/gpu": "1"} if (c + k) % 3 == 0 else {"nvidia.com/gpu": "0"} if c == 4 else None
+            )
             arrivals.append(
                 gang(f"g{c}-{k}", 2 + k, cpu="1", queue=queue_name, namespace=namespace, extra=extra)
             )
         twins.load(podgroups=[pg for pg, _ in arrivals], pods=[p for _, pods in arrivals for p in pods])
-        if c == 6:
-            twins.load(nodes=[node("n9", cpu="32", memory="128Gi")])
+        if c in (6, 9):
+            twins.load(nodes=[node(f"n{c}", cpu="32", memory="128Gi")])
         if len(running) > 3:
             # the pods finish; one of the two PodGroups goes with them (its job leaves the session)
             groups, pods = running.pop(0)
             for p in pods:
                 twins.each("delete_pod", p)
             twins.each("delete_podgroup", groups[0])
+        if reader and c % 2:
+            twins.caches[0].snapshot()  # e.g. a /debug reader: the next cycle's snapshot is not the next one
         result = twins.cycle()
         running.append(([pg for pg, _ in arrivals], [p for _, pods in arrivals for p in pods]))
         assert result.report.job_shares  # the comparison above was of figures, not of two empty dicts
