@@ -69,6 +69,8 @@ class CycleMetrics:
         self.inqueue = _Resources(m.QUEUE_INQUEUE_CPU, m.QUEUE_INQUEUE_MEMORY, m.QUEUE_INQUEUE_SCALAR)
         self.queues: set[str] = set()
         self.job_shares: dict[str, tuple[str, str, float]] = {}
+        #: job uid -> the share last set on its gauge (the same pairs as ``job_shares``)
+        self.share_values: dict[str, float] = {}
         self.namespaces: dict[str, float] = {}
         self.unschedulable: dict[str, int] = {}
         self.preemption_attempts = 0
@@ -147,21 +149,22 @@ class CycleMetrics:
         self.queues = set(queues)
 
     def _job_shares(self, result: SessionResult, shares: dict[str, float] | None) -> None:
-        if shares is None:
-            shares = {}
-        seen: dict[str, tuple[str, str, float]] = {}
-        for uid, value in shares.items():
-            job = result.jobs.get(uid)
-            if job is None:
-                continue
-            entry = (job.namespace, job.name, value)
-            if self.job_shares.get(uid) != entry:
-                m.JOB_SHARE.labels(job.namespace, job.name).set(value)
-            seen[uid] = entry
-        for uid in self.job_shares.keys() - seen.keys():
-            ns, name, _ = self.job_shares[uid]
+        """The gauge of every job's share: set where the value is new or moved, removed where the job
+        is gone. The (job, share) pairs are compared with last cycle's as sets (C speed): a cycle moves
+        few jobs' shares, and a loop over every job's labels was a cost in every cycle."""
+        shares = dict(shares or {})
+        jobs = result.jobs
+        for uid in shares.keys() - jobs.keys():
+            del shares[uid]  # no job to name it by: as if gone (below)
+        entries = self.job_shares
+        for uid, value in shares.items() - self.share_values.items():
+            job = jobs[uid]
+            m.JOB_SHARE.labels(job.namespace, job.name).set(value)
+            entries[uid] = (job.namespace, job.name, value)
+        for uid in entries.keys() - shares.keys():
+            ns, name, _ = entries.pop(uid)
             _remove(m.JOB_SHARE, ns, name)
-        self.job_shares = seen
+        self.share_values = shares
 
     def _namespaces(self, shares: dict[str, float] | None) -> None:
         shares = shares or {}

@@ -210,15 +210,21 @@ def _put(sums: tuple[Resource, Resource, Resource], part: _JobPart) -> None:
 
 
 def _take(sums: tuple[Resource, Resource, Resource], part: _JobPart) -> None:
-    for total, value in zip(sums, (part.allocated, part.request, part.inqueue), strict=True):
-        if value is None:
-            continue
-        # exact (EXACT_BELOW): the part is in the sum, so the difference is never below zero
-        total.cpu = max(0.0, total.cpu - value.cpu)
-        total.memory = max(0.0, total.memory - value.memory)
-        total.pods = max(0.0, total.pods - value.pods)
+    _less(sums[0], part.allocated)
+    _less(sums[1], part.request)
+    if part.inqueue is not None:
+        _less(sums[2], part.inqueue)
+
+
+def _less(total: Resource, value: Resource) -> None:
+    """``total -= value``, exactly (EXACT_BELOW): the value is part of the total, never below zero."""
+    total.cpu = max(0.0, total.cpu - value.cpu)
+    total.memory = max(0.0, total.memory - value.memory)
+    total.pods = max(0.0, total.pods - value.pods)
+    if value.scalars:
+        mine = total.scalars
         for name, amount in value.scalars.items():
-            total.scalars[name] = max(0.0, total.scalars.get(name, 0.0) - amount)
+            mine[name] = max(0.0, mine.get(name, 0.0) - amount)
 
 
 def _settle(sums: dict[str, tuple[Resource, Resource, Resource]]) -> bool:

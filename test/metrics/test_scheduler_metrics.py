@@ -2,9 +2,11 @@
 series of deleted queues and jobs gone."""
 
 import aiohttp
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from caldera.config.conf import parse_conf
+from caldera.framework.session import SessionReport, SessionResult
 from caldera.hack.scenario import cluster, gang, node, pod, podgroup, queue
 from caldera.metrics.cycle import CycleMetrics, bind_failure_kind
 from caldera.scheduler.debug import DebugApi, Observatory
@@ -181,3 +183,29 @@ def test_preemption_victims_and_attempts():
 
 def test_pod_and_podgroup_helpers_still_import():
     assert podgroup("x").metadata.name == "x" and pod("y").metadata.name == "y"
+
+
+def test_a_jobs_share_gauge_follows_its_share_and_goes_with_the_job():
+    """Cycle by cycle: a share that moves is set again, one that stays keeps its value, a job that
+    leaves the shares takes its series with it."""
+    pg_a, pods_a = gang("share-a", 1)
+    pg_b, pods_b = gang("share-b", 1)
+    jobs = cluster(nodes=[node("n1")], pods=pods_a + pods_b, podgroups=[pg_a, pg_b]).jobs
+    metrics = CycleMetrics()
+
+    def observe(shares):
+        metrics.observe(SessionResult(jobs=jobs, report=SessionReport(job_shares=shares)), 0.01, None)
+
+    def share(name):
+        return _value("volcano_job_share", job_id=name, job_ns="default")
+
+    observe({"default/share-a": 0.25, "default/share-b": 0.5})
+    assert (share("share-a"), share("share-b")) == (0.25, 0.5)
+    observe({"default/share-a": 0.25, "default/share-b": 0.75})
+    assert (share("share-a"), share("share-b")) == (0.25, 0.75)
+    observe({"default/share-b": 0.75, "default/not-a-job": 0.5})
+    assert REGISTRY.get_sample_value("volcano_job_share", {"job_id": "share-a", "job_ns": "default"}) is None
+    assert (
+        REGISTRY.get_sample_value("volcano_job_share", {"job_id": "not-a-job", "job_ns": "default"}) is None
+    )
+    assert share("share-b") == 0.75
