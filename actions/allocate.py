@@ -26,6 +26,7 @@ from caldera.actions.helpers import (
     fit_mask,
     job_considered,
     job_valid,
+    pending_jobs,
     pending_tasks,
 )
 from caldera.actions.topology import allocate_topology_job
@@ -167,7 +168,7 @@ class AllocateAction(Action):
         by_queue: dict[str, list[JobInfo]] = {}
         queues: dict[str, QueueInfo] = {}
         todo: dict[str, list[TaskInfo]] = {}
-        for job in ssn.jobs.values():
+        for job in pending_jobs(ssn):
             if not job.count(TaskStatus.PENDING):
                 continue
             queue = job_considered(ssn, job)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from caldera.actions.helpers import explain, job_considered, job_valid, pending_tasks
+from caldera.actions.helpers import explain, job_considered, job_valid, pending_jobs, pending_tasks
 from caldera.framework.model import TaskStatus
 from caldera.framework.plugin import Action, unsupported
 from caldera.framework.session import Session
@@ -25,7 +25,7 @@ class BackfillAction(Action):
         # (plugin comparators, O(J log J)) each cycle was most of an idle cycle's cost.
         candidates = [
             job
-            for job in ssn.jobs.values()
+            for job in pending_jobs(ssn)
             if job.count(TaskStatus.PENDING) and any(t.best_effort for t in job.tasks_in(TaskStatus.PENDING))
         ]
         for job in sorted(candidates, key=ssn.job_key):

@@ -117,7 +117,11 @@ def explain_session(
     detailed = 0
     now = time.monotonic() if now is None else now
     exact = _ExactReuse(ssn)
+    candidates = ssn.pending_candidates()
     for job in ssn.jobs.values():
+        # (membership first: a set lookup is cheaper than counting, for every job of the cluster)
+        if candidates is not None and job.uid not in candidates and not job.job_fit_error:
+            continue
         pending = job.count(TaskStatus.PENDING)
         if not pending and not job.job_fit_error:
             continue

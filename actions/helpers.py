@@ -51,6 +51,16 @@ class OrderedHeap(Generic[T]):
         return self._head < len(self._items)
 
 
+def pending_jobs(ssn: Session) -> Iterable[JobInfo]:
+    """The session's jobs that may have a pending task, in the session's job order: those the
+    snapshot names as pending (``Session.pending_candidates``; a set lookup per job instead of a
+    count), or every job when it names none."""
+    candidates = ssn.pending_candidates()
+    if candidates is None:
+        return ssn.jobs.values()
+    return [job for job in ssn.jobs.values() if job.uid in candidates]
+
+
 def job_considered(ssn: Session, job: JobInfo) -> QueueInfo | None:
     """The job's queue when this cycle may schedule the job (queue known and open; job let in by
     enqueue, or enqueue not configured, as in Volcano), else None."""

@@ -881,6 +881,7 @@ class ClusterCache:
                 decision_revision=self.decision_revision,
                 seq=self._snapshot_seq,
                 changed_jobs=changed,
+                pending_jobs=set(self._pending_jobs),
                 node_revision=(self._layout, self._node_revision),
                 pdbs=dict(self.pdbs),
                 pvcs=dict(self.pvcs),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -248,6 +248,13 @@ class Session(CallbackRegistry):
         except KeyError:
             value = self._node_memo[key] = build()
             return value
+
+    def pending_candidates(self) -> Collection[str] | None:
+        """The uids of the jobs that had a pending task or were in phase Pending when the session
+        opened (a session never makes a task pending), when the snapshot's builder keeps that index;
+        None otherwise (then every job is a candidate). In no particular order: a caller whose
+        result depends on order sorts, or walks ``jobs`` and tests membership."""
+        return self.snapshot.pending_jobs
 
     def jobs_changed_since(self, seq: int) -> set[str] | None:
         """The uids of the jobs whose copies may differ from those the session over snapshot ``seq``

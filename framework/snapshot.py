@@ -38,6 +38,9 @@ class Snapshot:
     #: (None: not known). Any other job's copy here holds what that snapshot's copy held when it
     #: was handed out: a session may redo only these (``Session.jobs_changed_since``).
     changed_jobs: set[str] | None = None
+    #: the uids of the jobs with a pending task or in phase Pending (None: not known, look at every
+    #: job): every action starts from these (``Session.pending_candidates``)
+    pending_jobs: set[str] | None = None
     #: policy/v1 PodDisruptionBudgets by namespace/name (immutable objects, shared)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     #: storage, for the volume predicates: claims by namespace/name, volumes, classes and CSI nodes by name

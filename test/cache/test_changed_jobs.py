@@ -1,10 +1,18 @@
 """Each snapshot names the jobs changed since the one before it (``Snapshot.changed_jobs``): the
-session's plugins redo only those and keep their figures for every other job."""
+session's plugins redo only those and keep their figures for every other job; and the jobs with
+pending work (``Snapshot.pending_jobs``), which the actions start from."""
 
 from __future__ import annotations
 
 from caldera.cache.store import ClusterCache
+from caldera.config.conf import DEFAULT_CONF, parse_conf
+from caldera.framework.model import TaskStatus
 from caldera.hack.scenario import gang, load, node, pod, priority_class
+from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
+from caldera.scheduler.registry import builtin_registry
+
+REGISTRY = builtin_registry()
+CONF = parse_conf(DEFAULT_CONF, REGISTRY)
 
 GONE = gang("gone", 1)
 
@@ -47,3 +55,34 @@ def test_a_priority_class_change_leaves_no_job_unchanged():
     load(cache, priority_classes=[priority_class("high", 1000)])
     assert cache.snapshot().changed_jobs is None  # every job's priority may differ: not known
     assert cache.snapshot().changed_jobs == set()
+
+
+def pending_by_count(snapshot) -> set[str]:
+    return {uid for uid, job in snapshot.jobs.items() if job.phase == "Pending" or job.count(TaskStatus.PENDING)}
+
+
+def test_a_snapshot_names_exactly_the_jobs_with_pending_work_as_they_come_bind_and_go():
+    """``Snapshot.pending_jobs`` (what the actions start from instead of counting every job's pending
+    tasks) is, at every step, the set of jobs with a pending task or in phase Pending."""
+    cache = ClusterCache()
+    load(cache, nodes=[node("n1", cpu="8", memory="16Gi")])
+    binder = RecordingBinder()
+    loop = SchedulerLoop(cache, lambda: CONF, REGISTRY, binder)
+    steps = 0
+    for c in range(6):
+        pg, pods = gang(f"g{c}", 2, cpu="1")
+        load(cache, podgroups=[pg], pods=pods[:1])  # half a gang: pending, not placeable
+        snap = cache.snapshot()
+        assert snap.pending_jobs == pending_by_count(snap)
+        load(cache, pods=pods[1:])
+        loop.run_once()
+        for p in binder.placements[steps:]:
+            cache.confirm_bound(p.task.uid)
+        steps = len(binder.placements)
+        snap = cache.snapshot()
+        assert snap.pending_jobs == pending_by_count(snap)
+        if c >= 2:
+            cache.delete_podgroup(pg)  # a PodGroup gone while its pods stay
+            snap = cache.snapshot()
+            assert snap.pending_jobs == pending_by_count(snap)
+    assert steps >= 4  # gangs were placed and bound on the way
