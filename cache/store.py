@@ -902,10 +902,16 @@ class ClusterCache:
         """Bring the cache's own node table up to date (every snapshot does it first)."""
         with self._lock:
             nodes = self.nodes
+            usages = []
+            table = self.table
             for name in self._unsynced:
                 info = nodes.get(name)
                 if info is not None:
-                    info.sync_usage()
+                    if info.table is not table:  # (never, unless built by hand): its own table
+                        info.sync_usage()
+                        continue
+                    usages.append((info.row, info.idle, info.used, info.releasing, info.pipelined))
+            table.write_usages(usages)
             self._unsynced.clear()
 
     def _pick_slot(self) -> _Slot:

@@ -144,6 +144,42 @@ class NodeTable:
         if self.log is not None:
             self.log.append(row)
 
+    def write_usages(self, usages: list[tuple[int, Resource, Resource, Resource, Resource]]) -> None:
+        """:meth:`write_usage` for many rows (row, idle, used, releasing, pipelined) at once: the
+        same values and the same float operations, in a few array assignments when no figure has a
+        scalar dimension (else row by row)."""
+        if len(self.dims) != len(BASE_DIMS) or any(
+            idle.scalars or used.scalars or releasing.scalars or pipelined.scalars
+            for _, idle, used, releasing, pipelined in usages
+        ):
+            for row, idle, used, releasing, pipelined in usages:
+                self.write_usage(row, idle, used, releasing, pipelined)
+            return
+        if not usages:
+            return
+        values = np.array(
+            [
+                (
+                    idle.cpu, idle.memory, idle.pods,
+                    used.cpu, used.memory, used.pods,
+                    releasing.cpu, releasing.memory, releasing.pods,
+                    pipelined.cpu, pipelined.memory, pipelined.pods,
+                )
+                for _, idle, used, releasing, pipelined in usages
+            ],
+            dtype=np.float64,
+        )  # fmt: skip
+        rows = np.fromiter((u[0] for u in usages), dtype=np.intp, count=len(usages))
+        idle, used, releasing, pipelined = values[:, 0:3], values[:, 3:6], values[:, 6:9], values[:, 9:12]
+        self.idle[rows] = idle
+        self.used[rows] = used
+        self.releasing[rows] = releasing
+        self.pipelined[rows] = pipelined
+        self.future[rows] = idle + releasing - pipelined  # (a + b) - c per figure, as write_usage
+        self.version += len(usages)
+        if self.log is not None:
+            self.log.extend(rows.tolist())
+
     def _set(self, array: np.ndarray, row: int, res: Resource) -> None:
         r = array[row]
         r[0] = res.cpu

@@ -28,3 +28,27 @@ def test_future_idle_is_idle_plus_releasing_minus_pipelined(gpus):
     assert table.future[1].tobytes() == expected.tobytes()
     assert not table.future[0].any()
     assert table.log is None and table.version == 1
+
+
+@pytest.mark.parametrize("gpus", [False, True], ids=["cpu-memory-pods", "with-gpus"])
+def test_many_rows_written_at_once_equal_rows_written_one_by_one(gpus):
+    """``write_usages`` (the cache's sync before a snapshot) leaves every array, the future-idle
+    bits, the version and the write log as ``write_usage`` row by row does."""
+    tables = (NodeTable(), NodeTable())
+    for table in tables:
+        table.log = []
+        for name in "abcde":
+            table.add_row(name)
+
+    def res(i, k):
+        return Resource(1000.5 * i + k, 3e9 / (i + 1), i + k, {"nvidia.com/gpu": i} if gpus and i else None)
+
+    usages = [(row, res(row, 1), res(row, 2), res(row, 0.3), res(row, 0.7)) for row in (3, 0, 4)]
+    tables[0].write_usages(usages)
+    for usage in usages:
+        tables[1].write_usage(*usage)
+    at_once, one_by_one = tables
+    for name in ("idle", "used", "releasing", "pipelined", "future"):
+        assert getattr(at_once, name).tobytes() == getattr(one_by_one, name).tobytes(), name
+    assert at_once.dims == one_by_one.dims
+    assert (at_once.version, at_once.log) == (one_by_one.version, one_by_one.log) == (3, [3, 0, 4])
