@@ -170,12 +170,12 @@ class NodeTable:
             dtype=np.float64,
         )  # fmt: skip
         rows = np.fromiter((u[0] for u in usages), dtype=np.intp, count=len(usages))
-        idle, used, releasing, pipelined = values[:, 0:3], values[:, 3:6], values[:, 6:9], values[:, 9:12]
-        self.idle[rows] = idle
-        self.used[rows] = used
-        self.releasing[rows] = releasing
-        self.pipelined[rows] = pipelined
-        self.future[rows] = idle + releasing - pipelined  # (a + b) - c per figure, as write_usage
+        idles, releasings, pipelineds = values[:, 0:3], values[:, 6:9], values[:, 9:12]
+        self.idle[rows] = idles
+        self.used[rows] = values[:, 3:6]
+        self.releasing[rows] = releasings
+        self.pipelined[rows] = pipelineds
+        self.future[rows] = idles + releasings - pipelineds  # (a + b) - c per figure, as write_usage
         self.version += len(usages)
         if self.log is not None:
             self.log.extend(rows.tolist())
