@@ -2,9 +2,12 @@
 
 aiohttp costs a few hundred microseconds of Python per request (URL and header objects, tracing
 hooks, a response object with its own parsers); a binding is a 200-byte POST answered by a small
-Status. Here a request is one pre-built byte string written on a pooled keep-alive connection and
-the answer is read with the stream reader: a status line, headers, and a body by Content-Length or
-chunked transfer coding (RFC 9112 sections 6 and 7.1). Watches and lists stay on aiohttp.
+Status. Here a request is one pre-built byte string written on a pooled keep-alive connection, and
+the connection's protocol parses the answer as its bytes arrive: a status line, headers, and a body
+by Content-Length or chunked transfer coding (RFC 9112 sections 6 and 7.1), handed to the waiting
+request whole (a stream reader cost a coroutine and a buffer copy per line and body read). Callers
+that send many requests of one shape build the head once (``head``, ``payload``, ``send``).
+Watches and lists stay on aiohttp.
 
 Errors surface as :class:`ConnectionError` / :class:`TimeoutError`; callers map them to their own.
 A connection that was idle for longer than ``idle_timeout`` is not reused (servers close idle
@@ -19,21 +22,211 @@ import ssl
 import time
 from urllib.parse import urlsplit
 
+#: Longest header block (and chunk-size line) accepted, as the stream reader's limit was.
+LIMIT = 1 << 20
 
-class _Conn:
-    __slots__ = ("deadline", "expired", "reader", "used", "writer")
+# Where a connection's parser is in the answer it reads.
+_HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _TRAILER, _UNTIL_CLOSE = range(6)
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection; the answer to the request in flight is parsed as its bytes arrive
+    (``data_received``) and handed to the waiting request whole: no stream reader, and no coroutine
+    per line or body read. The framing is RFC 9112's: interim 1xx answers skipped (section 4), a body
+    by Content-Length (6.2), by chunked transfer coding (7.1, chunk extensions and trailer fields read
+    past) or delimited by the close (6.3 item 8); none for HEAD, 204 and 304 (6.3 item 1)."""
+
+    __slots__ = (
+        "buffer",
+        "chunks",
+        "deadline",
+        "eof",
+        "expired",
+        "head",
+        "keep",
+        "method",
+        "need",
+        "state",
+        "status",
+        "transport",
+        "used",
+        "waiter",
+    )
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
         self.used = time.monotonic()
         #: loop time by which the request in flight must be answered
         self.deadline = 0.0
         #: the deadline passed: the connection was cut, the request is a timeout
         self.expired = False
+        #: the peer closed its side or the connection is gone: not to be reused
+        self.eof = False
+        self.buffer = bytearray()
+        self.waiter: asyncio.Future[tuple[int, dict[str, str], bytes, bool]] | None = None
+        self.method = ""
+        self.state = _HEAD
+        self.need = 0
+        self.status = 0
+        self.head = b""
+        self.keep = True
+        self.chunks: list[bytes] = []
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        if not buffer and self.state == _HEAD and self.waiter is not None:
+            # The common case: a small answer that came whole in one read, framed by Content-Length.
+            end = data.find(b"\r\n\r\n")
+            if end > 0 and data.startswith(b"HTTP/1.1 2") and data[12:13] in (b" ", b"\r"):
+                head = data[: end + 4]
+                lower = head.lower()
+                length = _field(lower, b"content-length")
+                if (
+                    length is not None
+                    and length.isdigit()
+                    and len(data) == end + 4 + int(length)
+                    and b"\r\ntransfer-encoding:" not in lower
+                    and self.method != "HEAD"
+                    and data[9:12] != b"204"
+                ):
+                    self._done(int(data[9:12]), {}, data[end + 4 :], _field(lower, b"connection") != b"close")
+                    return
+        buffer += data
+        if self.waiter is not None:
+            self._advance()
+
+    def eof_received(self) -> bool | None:
+        self._closed(None)
+        return None  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed(exc)
+
+    # -- the request in flight -------------------------------------------------------------------
+    def expect(self, method: str) -> asyncio.Future[tuple[int, dict[str, str], bytes, bool]]:
+        """Get ready for the answer to a request about to be written; the future has it."""
+        waiter = self.waiter = asyncio.get_running_loop().create_future()
+        self.method = method
+        self.state = _HEAD
+        self.chunks = []
+        if self.buffer:  # bytes that came early (they are this request's answer, if anything)
+            self._advance()
+        if self.eof and self.waiter is waiter:
+            self._closed(None)
+        return waiter
 
     def close(self) -> None:
-        self.writer.close()
+        self.eof = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def _done(self, status: int, headers: dict[str, str], data: bytes, keep: bool) -> None:
+        waiter, self.waiter = self.waiter, None
+        self.state = _HEAD
+        if waiter is not None and not waiter.done():
+            waiter.set_result((status, headers, data, keep))
+
+    def _fail(self, exc: BaseException) -> None:
+        waiter, self.waiter = self.waiter, None
+        self.eof = True  # a connection whose framing is lost is not reused
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    def _closed(self, exc: Exception | None) -> None:
+        self.eof = True
+        if self.waiter is None:
+            return
+        if self.state == _UNTIL_CLOSE:
+            data = bytes(self.buffer)
+            self.buffer.clear()
+            self._done(self.status, self._headers(), data, False)
+        elif self.state == _HEAD and not self.buffer:
+            self._fail(ConnectionResetError("connection closed before a response"))
+        else:
+            self._fail(ConnectionResetError("connection closed in the middle of a response"))
+
+    def _headers(self) -> dict[str, str]:
+        return _headers(self.head) if self.status >= 300 else {}
+
+    def _advance(self) -> None:
+        """Read as far as the buffered bytes go; hand the answer over when it is complete."""
+        buffer = self.buffer
+        try:
+            while self.waiter is not None:
+                state = self.state
+                if state == _HEAD:
+                    end = buffer.find(b"\r\n\r\n")
+                    if end < 0:
+                        if len(buffer) > LIMIT:
+                            raise asyncio.LimitOverrunError("answer header block over the limit", len(buffer))
+                        return
+                    head = bytes(buffer[: end + 4])
+                    del buffer[: end + 4]
+                    first = head[: head.find(b"\r\n")]
+                    status_line = first.split(b" ", 2)
+                    if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/1."):
+                        raise ConnectionError(f"not an HTTP/1.x response: {first[:80].decode('latin-1')!r}")
+                    status = int(status_line[1])
+                    if 100 <= status < 200:
+                        continue  # interim (100 Continue): the real answer follows
+                    # Only the fields that frame the answer are looked up (in the lower-cased block:
+                    # names are case-insensitive); the full header map is built for answers callers
+                    # read as errors.
+                    self.status, self.head = status, head
+                    lower = head.lower()
+                    self.keep = _field(lower, b"connection") != b"close" and status_line[0] != b"HTTP/1.0"
+                    if self.method == "HEAD" or status in (204, 304):
+                        self._done(status, self._headers(), b"", self.keep)
+                    elif b"chunked" in (_field(lower, b"transfer-encoding") or b""):
+                        self.state = _CHUNK_SIZE
+                    elif (length := _field(lower, b"content-length")) is not None:
+                        self.need = int(length)
+                        if self.need < 0:
+                            raise ValueError(f"negative Content-Length {self.need}")
+                        self.state = _LENGTH
+                    else:
+                        self.keep = False
+                        self.state = _UNTIL_CLOSE
+                elif state == _LENGTH:
+                    if len(buffer) < self.need:
+                        return
+                    data = bytes(buffer[: self.need])
+                    del buffer[: self.need]
+                    self._done(self.status, self._headers(), data, self.keep)
+                elif state == _CHUNK_SIZE or state == _TRAILER:
+                    end = buffer.find(b"\r\n")
+                    if end < 0:
+                        if len(buffer) > LIMIT:
+                            raise asyncio.LimitOverrunError("chunk line over the limit", len(buffer))
+                        return
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 2]
+                    if state == _TRAILER:
+                        if not line:  # the empty line after the trailer fields: the end
+                            data = b"".join(self.chunks)
+                            self.chunks = []
+                            self._done(self.status, self._headers(), data, self.keep)
+                        continue
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                    if size == 0:
+                        self.state = _TRAILER
+                    else:
+                        self.need = size + 2  # the chunk and its CRLF
+                        self.state = _CHUNK_DATA
+                elif state == _CHUNK_DATA:
+                    if len(buffer) < self.need:
+                        return
+                    self.chunks.append(bytes(buffer[: self.need - 2]))
+                    del buffer[: self.need]
+                    self.state = _CHUNK_SIZE
+                else:  # _UNTIL_CLOSE: complete at the close
+                    return
+        except (ConnectionError, ValueError, asyncio.LimitOverrunError) as exc:
+            self._fail(exc)
 
 
 class Http1Pool:
@@ -76,30 +269,54 @@ class Http1Pool:
         self._sweep_loop: asyncio.AbstractEventLoop | None = None
 
     async def _connect(self) -> _Conn:
-        reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl, limit=1 << 20)
+        _, conn = await asyncio.get_running_loop().create_connection(
+            _Conn, self.host, self.port, ssl=self.ssl
+        )
         self.opened += 1
-        return _Conn(reader, writer)
+        return conn
 
     def _take(self) -> _Conn | None:
         now = time.monotonic()
         while self._idle:
             conn = self._idle.pop()
-            if now - conn.used < self.idle_timeout and not conn.reader.at_eof():
+            if now - conn.used < self.idle_timeout and not conn.eof:
                 return conn
             conn.close()
         return None
+
+    def head(self, method: str, path: str, content_type: str) -> bytes:
+        """The head of a request with a body, up to the Content-Length value: ``payload`` adds the
+        length and the body. Callers that send many requests of one shape build their heads once."""
+        return (
+            f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode("latin-1")
+            + self._fixed
+            + f"Content-Type: {content_type}\r\nContent-Length: ".encode("latin-1")
+        )
+
+    @staticmethod
+    def payload(head: bytes, body: bytes) -> bytes:
+        return b"%s%d\r\n\r\n%s" % (head, len(body), body)
 
     async def request(
         self, method: str, path: str, body: bytes | None, content_type: str, timeout: float
     ) -> tuple[int, dict[str, str], bytes]:
         """(status, headers with lower-case names, body); the headers of answers of 300 and above
         only (callers read them for errors: Retry-After), an empty map otherwise."""
-        head = f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode("latin-1") + self._fixed
         if body is not None:
-            head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1")
-            payload = head + body
+            payload = self.payload(self.head(method, path, content_type), body)
         else:
-            payload = head + b"Content-Length: 0\r\n\r\n"
+            payload = (
+                f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode("latin-1")
+                + self._fixed
+                + b"Content-Length: 0\r\n\r\n"
+            )
+        return await self.send(method, path, payload, timeout)
+
+    async def send(
+        self, method: str, path: str, payload: bytes, timeout: float
+    ) -> tuple[int, dict[str, str], bytes]:
+        """``request`` with the request already in bytes (``method`` and ``path`` as written in it:
+        the answer to a HEAD has no body; the path names the request in errors)."""
         async with self._slots:
             conn = self._take()
             loop = asyncio.get_running_loop()
@@ -109,13 +326,9 @@ class Http1Pool:
                     async with asyncio.timeout_at(deadline):
                         conn = await self._connect()
                 self._watch(conn, deadline, loop)
-                conn.writer.write(payload)
-                status, headers, data, keep = await _read_response(conn.reader, method)
-            except asyncio.CancelledError:
-                if conn is not None:
-                    self._busy.discard(conn)
-                    conn.close()
-                raise
+                answer = conn.expect(method)
+                conn.transport.write(payload)  # type: ignore[union-attr]
+                status, headers, data, keep = await answer
             except BaseException:
                 if conn is not None:
                     self._busy.discard(conn)
@@ -127,7 +340,7 @@ class Http1Pool:
             if conn.expired:  # cut while the answer was read to its end (a close-delimited body)
                 conn.close()
                 raise TimeoutError(f"{method} {path}: no answer within {timeout:g}s")
-            if keep:
+            if keep and not conn.eof:
                 conn.used = time.monotonic()
                 self._idle.append(conn)
             else:
@@ -154,7 +367,7 @@ class Http1Pool:
             if conn.deadline <= now:
                 self._busy.discard(conn)
                 conn.expired = True
-                conn.writer.transport.abort()  # the pending read ends at once (EOF)
+                conn.transport.abort()  # type: ignore[union-attr]  # the pending read ends at once
             elif conn.deadline < following:
                 following = conn.deadline
         if following < math.inf:
@@ -169,41 +382,6 @@ class Http1Pool:
             self._sweep.cancel()
             self._sweep = None
             self._sweep_at = math.inf
-
-
-async def _read_response(
-    reader: asyncio.StreamReader, method: str
-) -> tuple[int, dict[str, str], bytes, bool]:
-    while True:
-        try:
-            raw = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            raise ConnectionResetError("connection closed before a response") from exc
-        first = raw[: raw.find(b"\r\n")]
-        status_line = first.split(b" ", 2)
-        if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/1."):
-            raise ConnectionError(f"not an HTTP/1.x response: {first[:80].decode('latin-1')!r}")
-        status = int(status_line[1])
-        if 100 <= status < 200:
-            continue  # interim (100 Continue): the real answer follows
-        break
-    # Only the fields that frame the answer are looked up (in the lower-cased block: names are
-    # case-insensitive); the full header map is built for answers callers read as errors.
-    lower = raw.lower()
-    keep = _field(lower, b"connection") != b"close" and status_line[0] != b"HTTP/1.0"
-    try:
-        if method == "HEAD" or status in (204, 304):
-            data = b""
-        elif b"chunked" in (_field(lower, b"transfer-encoding") or b""):
-            data = await _read_chunked(reader)
-        elif (length := _field(lower, b"content-length")) is not None:
-            data = await reader.readexactly(int(length))
-        else:
-            data = await reader.read()  # delimited by the close
-            keep = False
-    except asyncio.IncompleteReadError as exc:
-        raise ConnectionResetError("connection closed in the middle of a response") from exc
-    return status, _headers(raw) if status >= 300 else {}, data, keep
 
 
 def _field(lower: bytes, name: bytes) -> bytes | None:
@@ -222,16 +400,3 @@ def _headers(raw: bytes) -> dict[str, str]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
     return headers
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        size_line = await reader.readuntil(b"\r\n")
-        size = int(size_line.split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailer fields, then the end
-                pass
-            return b"".join(parts)
-        parts.append(await reader.readexactly(size))
-        await reader.readexactly(2)

@@ -163,10 +163,18 @@ class Binder:
             log.warning("no evictor: dropping %d evictions", len(evictions))
 
     def _prune(self, now: float) -> None:
-        for uid, at in list(self._bound.items()):
-            if now - at > REMEMBER_BOUND:
-                del self._bound[uid]
-                self._issued.pop(uid, None)
+        """Forget the binds done more than REMEMBER_BOUND ago. ``_bound`` is in the order the binds
+        were done (a uid is remembered once until forgotten, on a monotonic clock), so the old ones
+        are its first entries: the walk stops at the first one still remembered, instead of going over
+        every remembered bind in each cycle once there are more than 10,000 of them."""
+        expired: list[str] = []
+        for uid, at in self._bound.items():
+            if now - at <= REMEMBER_BOUND:
+                break
+            expired.append(uid)
+        for uid in expired:
+            del self._bound[uid]
+            self._issued.pop(uid, None)
 
     # -- volumes -----------------------------------------------------------------------------------
     async def _provision_then_bind(self, group: list[Placement]) -> None:
