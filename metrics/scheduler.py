@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from caldera.metrics.batched import BatchedHistogram
+
 SCHEDULE_ATTEMPTS = Counter(
     "volcano_schedule_attempts_total",
     "Scheduling attempts of pods, by result (scheduled, unschedulable, error).",
@@ -60,7 +62,7 @@ PLUGIN_LATENCY = Histogram(
     ["plugin", "OnSession"],
     buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
 )
-TASK_LATENCY = Histogram(
+TASK_LATENCY = BatchedHistogram(  # observed per bound pod: batched, exact (metrics/batched.py)
     "volcano_task_scheduling_latency_milliseconds",
     "Task scheduling latency in milliseconds (task created to task bound to a node).",
     buckets=_MS_BUCKETS,
@@ -135,7 +137,7 @@ QUEUE_INQUEUE_SCALAR = Gauge(
     ["queue_name", "resource"],
 )
 CYCLES_FAILED = Counter("caldera_cycles_failed", "Scheduling cycles that failed (nothing of them was bound).")
-BIND_DURATION = Histogram(
+BIND_DURATION = BatchedHistogram(  # observed per bound pod: batched, exact
     "caldera_bind_duration_seconds",
     "From a placement's hand-over to the binder to its pod being bound.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
