@@ -168,3 +168,49 @@ async def test_a_request_is_the_bytes_the_head_and_payload_builders_make() -> No
         b"Accept: application/json\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n" + body
     ]
     pool.close()
+
+
+async def test_requests_beyond_the_connection_limit_wait_their_turn_and_a_cancelled_wait_frees_nothing() -> (
+    None
+):
+    in_flight = 0
+    most = 0
+    release = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal in_flight, most
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+                in_flight += 1
+                most = max(most, in_flight)
+                await release.wait()
+                in_flight -= 1
+                writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, max_connections=2)
+    requests = [
+        asyncio.ensure_future(pool.request("POST", f"/p/{i}", b"{}", "application/json", 10))
+        for i in range(6)
+    ]
+    await asyncio.sleep(0.2)
+    assert in_flight == 2, "two requests on the wire, four waiting for a slot"
+    requests[3].cancel()  # gives up while waiting: no slot is lost or gained by it
+    await asyncio.sleep(0)
+    release.set()
+    answers = await asyncio.gather(*requests, return_exceptions=True)
+    assert isinstance(answers[3], asyncio.CancelledError)
+    assert [a[0] for i, a in enumerate(answers) if i != 3] == [201] * 5  # type: ignore[index]
+    assert most == 2
+    assert pool._free == 2 and not pool._slot_waiters
+    assert pool.opened == 2
+    pool.close()
+    server.close()
+    await server.wait_closed()
