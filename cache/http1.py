@@ -6,7 +6,7 @@ Status. Here a request is one pre-built byte string written on a pooled keep-ali
 the connection's protocol parses the answer as its bytes arrive: a status line, headers, and a body
 by Content-Length or chunked transfer coding (RFC 9112 sections 6 and 7.1), handed to the waiting
 request whole (a stream reader cost a coroutine and a buffer copy per line and body read). Callers
-that send many requests of one shape build the head once (``head``, ``payload``, ``send``).
+that send many requests of one shape have its fixed parts encoded once (``shape``, ``send``).
 Watches and lists stay on aiohttp.
 
 Errors surface as :class:`ConnectionError` / :class:`TimeoutError`; callers map them to their own.
@@ -230,6 +230,22 @@ class _Conn(asyncio.Protocol):
             self._fail(exc)
 
 
+class RequestShape:
+    """A request head with its path left open (see ``Http1Pool.shape``)."""
+
+    __slots__ = ("after", "before", "method", "suffix")
+
+    def __init__(self, method: str, suffix: str, before: bytes, after: bytes) -> None:
+        self.method = method
+        self.suffix = suffix
+        self.before = before
+        self.after = after
+
+    def fill(self, path: str, body: bytes) -> bytes:
+        """The request for ``path`` (+ the shape's suffix) with this body, in bytes."""
+        return b"%s%s%s%d\r\n\r\n%s" % (self.before, path.encode("latin-1"), self.after, len(body), body)
+
+
 class Http1Pool:
     def __init__(
         self,
@@ -289,18 +305,18 @@ class Http1Pool:
             conn.close()
         return None
 
-    def head(self, method: str, path: str, content_type: str) -> bytes:
-        """The head of a request with a body, up to the Content-Length value: ``payload`` adds the
-        length and the body. Callers that send many requests of one shape build their heads once."""
-        return (
-            f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode("latin-1")
+    def shape(self, method: str, suffix: str, content_type: str) -> RequestShape:
+        """The fixed parts of the requests ``method PATH+suffix`` with a body of ``content_type``,
+        encoded once: ``RequestShape.fill`` makes each request from its path and body, the same bytes
+        ``request`` writes for them."""
+        return RequestShape(
+            method,
+            suffix,
+            f"{method} {self.prefix}".encode("latin-1"),
+            f"{suffix} HTTP/1.1\r\n".encode("latin-1")
             + self._fixed
-            + f"Content-Type: {content_type}\r\nContent-Length: ".encode("latin-1")
+            + f"Content-Type: {content_type}\r\nContent-Length: ".encode("latin-1"),
         )
-
-    @staticmethod
-    def payload(head: bytes, body: bytes) -> bytes:
-        return b"%s%d\r\n\r\n%s" % (head, len(body), body)
 
     async def request(
         self, method: str, path: str, body: bytes | None, content_type: str, timeout: float
@@ -308,7 +324,7 @@ class Http1Pool:
         """(status, headers with lower-case names, body); the headers of answers of 300 and above
         only (callers read them for errors: Retry-After), an empty map otherwise."""
         if body is not None:
-            payload = self.payload(self.head(method, path, content_type), body)
+            payload = self.shape(method, "", content_type).fill(path, body)
         else:
             payload = (
                 f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode("latin-1")

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import msgspec
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
+from caldera.cache.http1 import RequestShape
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskInfo
 from caldera.framework.session import Eviction, Placement
@@ -113,6 +114,8 @@ class Binder:
         self.issued_count = 0
         self.requests = 0
         self._gauge_at = 0.0
+        #: ``POST pods/NAME/binding``: the request's fixed parts, encoded once (made at the first bind)
+        self._binding_shape: RequestShape | None = None
 
     # -- the Binder protocol (called on the loop, never blocks) ------------------------------------
     def bind(self, placements: list[Placement]) -> None:
@@ -314,7 +317,10 @@ class Binder:
         body = _binding_encoder.encode(
             _Binding(_BindingMeta(task.name, task.namespace, task.uid), _Target(placement.node))
         )
-        failure = await self._with_retries(task, "POST", pod_path + "/binding", body, deadline)
+        shape = self._binding_shape
+        if shape is None:
+            shape = self._binding_shape = self.client.shape("POST", "/binding")
+        failure = await self._with_retries(task, "POST", pod_path, body, deadline, shape=shape)
         if failure is None:
             self._settle(placement, None, ok=True)
         elif failure.code == 409 and failure.retried and await self._landed(task, placement.node):
@@ -331,14 +337,19 @@ class Binder:
         body: Any,
         deadline: float,
         content_type: str = "application/json",
+        shape: RequestShape | None = None,
     ) -> ApiError | None:
         """One write, retried on transient errors with backoff (Retry-After honoured). Returns None on
-        success, else the final error (``retried`` set when it was not the first attempt)."""
+        success, else the final error (``retried`` set when it was not the first attempt). With a
+        ``shape`` (whose method and content type it has), the request is ``path`` + the shape's
+        suffix and ``body`` is bytes: its fixed parts were encoded once (``ApiClient.send``)."""
         attempt = 0
         while True:
             try:
                 self.requests += 1
-                if isinstance(body, bytes):
+                if shape is not None:
+                    await self.client.send(shape, path, body, timeout=self.request_timeout)
+                elif isinstance(body, bytes):
                     await self.client.request(
                         method, path, data=body, content_type=content_type, timeout=self.request_timeout
                     )
@@ -358,7 +369,15 @@ class Binder:
                     delay = (
                         exc.retry_after if exc.retry_after is not None else backoff_delay(attempt, 0.05, 5.0)
                     )
-                    log.debug("%s %s for %s: %s; retrying in %.2fs", method, path, task.key, exc, delay)
+                    log.debug(
+                        "%s %s%s for %s: %s; retrying in %.2fs",
+                        method,
+                        path,
+                        shape.suffix if shape is not None else "",
+                        task.key,
+                        exc,
+                        delay,
+                    )
                     await asyncio.sleep(min(delay, max(0.0, deadline - self.clock())))
                     attempt += 1
                     continue
