@@ -1,4 +1,5 @@
-"""A histogram whose observations are counted in batches, exactly as prometheus_client counts them.
+"""A histogram and a counter whose observations are counted in batches, exactly as prometheus_client
+counts them.
 
 prometheus_client's ``Histogram.observe`` (prometheus_client/metrics.py) checks the metric is
 observable, adds the amount to ``_sum`` under its mutex, then walks ``_upper_bounds`` to the first
@@ -24,6 +25,12 @@ scraping meanwhile neither loses nor reorders an observation: ``del pending[:n]`
 ``n`` amounts copied, whatever was appended since. Observations with an exemplar, and any process in
 prometheus_client's multiprocess mode (values in shared files read by a collector of their own, not
 through ``_child_samples``), take prometheus_client's own path, after the pending amounts.
+
+The counter is the same idea for ``Counter.inc`` (a check, then ``_value.inc`` under its mutex: about
+1.5 µs, once per bound pod for ``caldera_binds_total{result="bound"}``): ``inc`` checks the amount as
+prometheus_client does (negative amounts raise at once) and appends it; applying carries the value
+adding the amounts one at a time in order, the float additions ``inc`` does. ``reset`` drops the
+pending amounts with the value, as it drops the ones already applied.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Iterable
 
-from prometheus_client import Histogram, values
+from prometheus_client import Counter, Histogram, values
 from prometheus_client.samples import Sample
 
 #: Pending observations of one histogram that are applied without waiting for a scrape.
@@ -98,4 +105,60 @@ class BatchedHistogram(Histogram):
         return len(getattr(self, "_pending", ()))
 
 
-__all__ = ["FLUSH_AT", "BatchedHistogram"]
+class BatchedCounter(Counter):
+    """A ``prometheus_client.Counter`` (same name, labels and exposition) with cheap ``inc``; see the
+    module's notes for why the exported values are the same."""
+
+    def _metric_init(self) -> None:
+        super()._metric_init()
+        self._pending: list[float] = []
+        self._apply_lock = threading.Lock()
+
+    def inc(self, amount: float = 1, exemplar: dict[str, str] | None = None) -> None:
+        try:
+            pending = self._pending
+        except AttributeError:  # a labelled parent: not observable; prometheus_client says so
+            self._raise_if_not_observable()
+            raise
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        if exemplar or _MULTIPROCESS:
+            with self._apply_lock:
+                self._apply_pending()
+                super().inc(amount, exemplar)
+            return
+        pending.append(amount)
+        if len(pending) >= FLUSH_AT:
+            self._apply()
+
+    def _apply(self) -> None:
+        with self._apply_lock:
+            self._apply_pending()
+
+    def _apply_pending(self) -> None:
+        pending = self._pending
+        n = len(pending)
+        if not n:
+            return
+        batch = pending[:n]
+        del pending[:n]
+        total = self._value.get()
+        for amount in batch:
+            total += amount
+        self._value.set(total)
+
+    def reset(self) -> None:
+        with self._apply_lock:
+            del self._pending[:]
+            super().reset()
+
+    def _child_samples(self) -> Iterable[Sample]:
+        self._apply()
+        return super()._child_samples()
+
+    def pending(self) -> int:
+        """Increments not applied yet (tests)."""
+        return len(getattr(self, "_pending", ()))
+
+
+__all__ = ["FLUSH_AT", "BatchedCounter", "BatchedHistogram"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from caldera.metrics.batched import BatchedHistogram
+from caldera.metrics.batched import BatchedCounter, BatchedHistogram
 
 SCHEDULE_ATTEMPTS = Counter(
     "volcano_schedule_attempts_total",
@@ -21,7 +21,9 @@ CYCLE_DURATION = Histogram(
     "Duration of a scheduling cycle (snapshot, actions, hand-over).",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
-BINDS = Counter("caldera_binds_total", "Bind requests finished, by result (bound, failed).", ["result"])
+BINDS = BatchedCounter(  # incremented per bound pod: batched, exact (metrics/batched.py)
+    "caldera_binds_total", "Bind requests finished, by result (bound, failed).", ["result"]
+)
 BIND_RETRIES = Counter(
     "caldera_bind_retries_total", "Bind attempts retried after a transient error.", ["code"]
 )
