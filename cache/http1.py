@@ -80,22 +80,27 @@ class _Conn(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         buffer = self.buffer
         if not buffer and self.state == _HEAD and self.waiter is not None:
-            # The common case: a small answer that came whole in one read, framed by Content-Length.
+            # The common case: a small 2xx answer that came whole in one read, framed by its
+            # Content-Length. The same reading as ``_advance`` (and ``_field``: the first field of
+            # that name, any case, its value stripped), without the calls: this runs once per bind.
             end = data.find(b"\r\n\r\n")
-            if end > 0 and data.startswith(b"HTTP/1.1 2") and data[12:13] in (b" ", b"\r"):
-                head = data[: end + 4]
-                lower = head.lower()
-                length = _field(lower, b"content-length")
-                if (
-                    length is not None
-                    and length.isdigit()
-                    and len(data) == end + 4 + int(length)
-                    and b"\r\ntransfer-encoding:" not in lower
-                    and self.method != "HEAD"
-                    and data[9:12] != b"204"
-                ):
-                    self._done(int(data[9:12]), {}, data[end + 4 :], _field(lower, b"connection") != b"close")
-                    return
+            if (
+                end > 0
+                and data.startswith(b"HTTP/1.1 2")
+                and data[12:13] in (b" ", b"\r")
+                and data[9:12] != b"204"
+                and self.method != "HEAD"
+            ):
+                lower = data[: end + 2].lower()  # every field line between CRLFs
+                at = lower.find(b"\r\ncontent-length:")
+                if at > 0 and lower.find(b"\r\ntransfer-encoding:") < 0:
+                    at += 17
+                    length = lower[at : lower.find(b"\r\n", at)].strip()
+                    if length.isdigit() and len(data) == end + 4 + int(length):
+                        at = lower.find(b"\r\nconnection:")
+                        keep = at < 0 or lower[at + 13 : lower.find(b"\r\n", at + 13)].strip() != b"close"
+                        self._done(int(data[9:12]), {}, data[end + 4 :], keep)
+                        return
         buffer += data
         if self.waiter is not None:
             self._advance()
