@@ -248,7 +248,7 @@ class RequestShape:
 
     def fill(self, path: str, body: bytes) -> bytes:
         """The request for ``path`` (+ the shape's suffix) with this body, in bytes."""
-        return b"%s%s%s%d\r\n\r\n%s" % (self.before, path.encode("latin-1"), self.after, len(body), body)
+        return b"".join((self.before, path.encode("latin-1"), self.after, b"%d\r\n\r\n" % len(body), body))
 
 
 class Http1Pool:

@@ -280,8 +280,12 @@ class Binder:
         self._tasks.clear()
 
     async def _worker(self) -> None:
+        queue = self._queue
         while True:
-            placement = await self._queue.get()
+            try:
+                placement = queue.get_nowait()  # no coroutine for the wait while binds are queued
+            except asyncio.QueueEmpty:
+                placement = await queue.get()
             try:
                 await self._bind_one(placement)
             except asyncio.CancelledError:
