@@ -134,7 +134,9 @@ class Binder:
             self._issued[uid] = now
             self.issued_count += 1
             key = placement.task.job or placement.task.uid
-            gang = self._gangs.setdefault(key, _Gang())
+            gang = self._gangs.get(key)
+            if gang is None:  # (not setdefault: that makes a _Gang for every placement)
+                gang = self._gangs[key] = _Gang()
             gang.outstanding += 1
             accepted.append(placement)
         waiting: dict[str, list[Placement]] = {}
