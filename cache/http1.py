@@ -279,6 +279,8 @@ class Http1Pool:
         fixed = {"Host": host_header, **headers}
         self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
         self._idle: list[_Conn] = []
+        #: (method, content type) -> the shape of requests with a body made through ``request``
+        self._shapes: dict[tuple[str, str], RequestShape] = {}
         # Requests in flight are at most max_connections: a count, and the requests waiting for a
         # slot in arrival order (an asyncio.Semaphore cost three coroutines per request even when
         # slots were free).
@@ -329,7 +331,10 @@ class Http1Pool:
         """(status, headers with lower-case names, body); the headers of answers of 300 and above
         only (callers read them for errors: Retry-After), an empty map otherwise."""
         if body is not None:
-            payload = self.shape(method, "", content_type).fill(path, body)
+            shape = self._shapes.get((method, content_type))
+            if shape is None:
+                shape = self._shapes[(method, content_type)] = self.shape(method, "", content_type)
+            payload = shape.fill(path, body)
         else:
             payload = (
                 f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode("latin-1")
