@@ -150,7 +150,7 @@ async def test_a_close_before_or_during_an_answer_and_garbage_are_errors() -> No
         waiter.result()
 
 
-async def test_a_request_is_the_bytes_the_head_and_payload_builders_make() -> None:
+async def test_a_request_carries_the_prefix_the_fixed_headers_and_its_body_as_written_out_here() -> None:
     pool = Http1Pool(
         "https://api.example:6443/prefix/", {"Authorization": "Bearer t", "Accept": "application/json"}
     )
