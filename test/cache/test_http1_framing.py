@@ -214,3 +214,19 @@ async def test_requests_beyond_the_connection_limit_wait_their_turn_and_a_cancel
     pool.close()
     server.close()
     await server.wait_closed()
+
+
+async def test_a_binding_answer_that_comes_whole_takes_the_fast_path() -> None:
+    """The answer of a kube-apiserver to a binding (201, a Status, Content-Length) read in one piece is
+    read without the general parser (which keeps the head it read), once per bind."""
+    answer = (
+        b"HTTP/1.1 201 Created\r\nAudit-Id: 5c5a\r\nCache-Control: no-cache, private\r\n"
+        b"Content-Type: application/json\r\nX-Kubernetes-Pf-Flowschema-Uid: 1\r\n"
+        b"Date: Mon, 23 Nov 2026 02:00:00 GMT\r\nContent-Length: %d\r\n\r\n%s" % (len(STATUS_201), STATUS_201)
+    )
+    conn = _Conn()
+    conn.connection_made(Transport())  # type: ignore[arg-type]
+    waiter = conn.expect("POST")
+    conn.data_received(answer)
+    assert waiter.result() == (201, {}, STATUS_201, True)
+    assert conn.head == b"", "the general parser was used"
