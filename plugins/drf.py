@@ -17,6 +17,7 @@ from caldera.framework.plugin import Plugin
 from caldera.framework.resource import Resource
 from caldera.framework.session import job_token, same_token
 from caldera.plugins.helpers import safe_sub, share
+from caldera.plugins.proportion import EXACT_BELOW
 
 if TYPE_CHECKING:
     from caldera.framework.session import Event, Session
@@ -93,6 +94,58 @@ class _DrfOpen:
         self.holding: set[str] = set()
 
 
+class _DrfClose:
+    """What a session's drf closed with (``Session.carry``): per job uid that counted, its namespace
+    and the allocation it added; per namespace, how many jobs counted and their sum; the jobs the
+    session's events changed; its snapshot; whether every figure is a whole number in the exact
+    range (else it is not carried). Taken by the next close, which updates it in place."""
+
+    __slots__ = ("counted", "exact", "namespaces", "seq", "touched")
+
+    def __init__(self) -> None:
+        self.counted: dict[str, tuple[str, Resource]] = {}
+        self.namespaces: dict[str, _NamespaceSum] = {}
+        self.seq = 0
+        self.touched: set[str] = set()
+        self.exact = True
+
+
+class _NamespaceSum:
+    """How many of a namespace's jobs count, and the sum of their allocations."""
+
+    __slots__ = ("jobs", "total")
+
+    def __init__(self, first: Resource) -> None:
+        self.jobs = 1
+        self.total = first.clone()
+
+
+def _whole(res: Resource) -> bool:
+    """Whether every figure of ``res`` is a whole number (as every quantity is: millicores, bytes,
+    thousandths), so that sums of such figures are exact below ``EXACT_BELOW``."""
+    if not (res.cpu.is_integer() and res.memory.is_integer() and res.pods.is_integer()):
+        return False
+    return all(v.is_integer() for v in res.scalars.values()) if res.scalars else True
+
+
+def _below_exact(res: Resource) -> bool:
+    if res.cpu >= EXACT_BELOW or res.memory >= EXACT_BELOW or res.pods >= EXACT_BELOW:
+        return False
+    return all(v < EXACT_BELOW for v in res.scalars.values()) if res.scalars else True
+
+
+def _take_out(total: Resource, part: Resource) -> None:
+    """``total -= part`` for a part counted in the total: exact for whole numbers in range. A scalar
+    left at zero stays named: the share reads it as nothing, as if it were not named."""
+    total.cpu -= part.cpu
+    total.memory -= part.memory
+    total.pods -= part.pods
+    if part.scalars:
+        mine = total.scalars
+        for name, amount in part.scalars.items():
+            mine[name] = mine[name] - amount
+
+
 class DrfPlugin(Plugin):
     name: ClassVar[str] = "drf"
     #: set by the plugin option ``enableHierarchy: true`` (config/conf.py), as Volcano reads it
@@ -108,6 +161,8 @@ class DrfPlugin(Plugin):
         self.shares: dict[str, float] = {}
         #: the jobs whose allocation may be other than nothing (the others are left out at close)
         self.holding: set[str] = set()
+        #: the jobs whose allocation this session's events changed (even if back to what it was)
+        self.touched: set[str] = set()
         self._open_jobs(ssn)
 
         def job_order(left: JobInfo, right: JobInfo) -> int:
@@ -160,6 +215,10 @@ class DrfPlugin(Plugin):
         previous = carried if isinstance(carried, _DrfOpen) else None
         jobs = ssn.jobs
         opened: _DrfOpen | None = None
+        #: the jobs redone from the last session's opening figures, and that session's snapshot
+        #: (None: every job was looked at); ``on_session_close`` redoes the same ones
+        self._redone: set[str] | None = None
+        self._opened_from = previous.seq if previous is not None else 0
         if previous is not None:
             changed = ssn.jobs_changed_since(previous.seq)
             if changed is not None:
@@ -186,7 +245,8 @@ class DrfPlugin(Plugin):
             dict(previous.shares),
             set(previous.holding),
         )
-        for uid in changed | (previous.tokens.keys() - jobs.keys()):
+        redo = changed | (previous.tokens.keys() - jobs.keys())
+        for uid in redo:
             job = jobs.get(uid)
             if job is None:
                 tokens.pop(uid, None)
@@ -207,6 +267,7 @@ class DrfPlugin(Plugin):
         if previous.total_key != key:
             shares = {uid: share(allocated[uid], total) if uid in holding else 0.0 for uid in allocated}
         opened.tokens, opened.allocated, opened.shares, opened.holding = tokens, allocated, shares, holding
+        self._redone = redo
         return opened
 
     def _open_each(
@@ -252,6 +313,7 @@ class DrfPlugin(Plugin):
         alloc = self.allocated.get(task.job)
         if alloc is None:
             return
+        self.touched.add(task.job)
         self.holding.add(task.job)
         # a new vector, never the old one changed: the old one may be last cycle's, carried (_open_jobs)
         if add:
@@ -371,19 +433,89 @@ class DrfPlugin(Plugin):
         return victims, PERMIT
 
     def on_session_close(self, ssn: Session) -> None:
+        """The job shares, and every namespace's dominant share: the sum of the allocations of its
+        jobs that hold something, as a share of the cluster (a namespace with no such job is not
+        named). The sums are taken over from the last session's close (``Session.carry``) when this
+        session's figures were opened from that session's (``_open_changed``): only the jobs
+        redone at open and those the two sessions' events changed can count otherwise than they
+        did there. Whole-number quantities (``EXACT_BELOW``) make a sum less some parts plus others
+        the sum made afresh, so the shares equal those of a sum over every job."""
         # For the binary's volcano_job_share and volcano_namespace_share gauges.
         ssn.report.job_shares = self.shares
-        by_namespace: dict[str, Resource] = {}
+        carried = ssn.carry.pop(_DrfClose, None)
+        closed: _DrfClose | None = None
+        if isinstance(carried, _DrfClose) and self._redone is not None and carried.seq == self._opened_from:
+            closed = self._close_changed(ssn, carried, self._redone | self.touched | carried.touched)
+        if closed is None:
+            closed = self._close_each(ssn)
+        total = self.total
+        ssn.report.namespace_shares = {ns: share(s.total, total) for ns, s in closed.namespaces.items()}
+        if closed.exact:
+            closed.seq = ssn.snapshot.seq
+            closed.touched = self.touched
+            ssn.carry[_DrfClose] = closed
+
+    def _counts(self, ssn: Session, uid: str) -> Resource | None:
+        """The allocation the job adds to its namespace's sum (None: nothing)."""
+        alloc = self.allocated.get(uid)
+        if alloc is None or uid not in self.holding or uid not in ssn.jobs or alloc.is_empty():
+            return None
+        return alloc
+
+    def _close_each(self, ssn: Session) -> _DrfClose:
+        """Every job, in job order."""
+        closed = _DrfClose()
+        counted, namespaces = closed.counted, closed.namespaces
+        exact = True
+        jobs = ssn.jobs
         holding = self.holding
         for uid, alloc in self.allocated.items():  # in job order, as the sums were always made
             if uid not in holding:
                 continue
-            job = ssn.jobs.get(uid)
+            job = jobs.get(uid)
             if job is None or alloc.is_empty():
                 continue
-            ns = by_namespace.get(job.namespace)
-            if ns is None:
-                by_namespace[job.namespace] = alloc.clone()
+            counted[uid] = (job.namespace, alloc)
+            exact = exact and _whole(alloc)
+            entry = namespaces.get(job.namespace)
+            if entry is None:
+                namespaces[job.namespace] = _NamespaceSum(alloc)
             else:
-                ns.add(alloc)
-        ssn.report.namespace_shares = {ns: share(a, self.total) for ns, a in by_namespace.items()}
+                entry.jobs += 1
+                entry.total.add(alloc)
+        closed.exact = exact and all(_below_exact(entry.total) for entry in namespaces.values())
+        return closed
+
+    def _close_changed(self, ssn: Session, carried: _DrfClose, redo: set[str]) -> _DrfClose | None:
+        """The last close's sums with the jobs of ``redo`` taken out as they counted there and put
+        in as they count now (None: a figure left the exact range; the sums are made afresh)."""
+        counted, namespaces = carried.counted, carried.namespaces
+        jobs = ssn.jobs
+        for uid in redo:
+            old = counted.get(uid)
+            alloc = self._counts(ssn, uid)
+            if old is not None and old[1] is alloc:
+                continue
+            if alloc is not None and not _whole(alloc):
+                return None
+            if old is not None:
+                ns = old[0]
+                was = namespaces[ns]
+                was.jobs -= 1
+                if was.jobs:
+                    _take_out(was.total, old[1])
+                else:
+                    del namespaces[ns]
+                del counted[uid]
+            if alloc is not None:
+                ns = jobs[uid].namespace
+                counted[uid] = (ns, alloc)
+                entry = namespaces.get(ns)
+                if entry is None:
+                    entry = namespaces[ns] = _NamespaceSum(alloc)
+                else:
+                    entry.jobs += 1
+                    entry.total.add(alloc)
+                if not _below_exact(entry.total):
+                    return None
+        return carried
