@@ -151,6 +151,11 @@ class SessionResult:
     node_count: int = 0
     duration: float = 0.0
     report: SessionReport = field(default_factory=SessionReport)
+    #: the snapshot's ``seq`` and ``changed_jobs``: an observer of the results of consecutive
+    #: snapshots (``seq`` one up) may look again only at the jobs named, plus those the sessions
+    #: changed (0 and None: not known, look at every job)
+    seq: int = 0
+    changed_jobs: set[str] | None = None
 
 
 class Session(CallbackRegistry):
@@ -525,6 +530,8 @@ class Session(CallbackRegistry):
             node_count=len(self.nodes),
             duration=time.monotonic() - self.started,
             report=self.report,
+            seq=self.snapshot.seq,
+            changed_jobs=self.snapshot.changed_jobs,
         )
 
 

@@ -46,6 +46,8 @@ GATED = "SchedulingGated"
 SCHEDULED = "Scheduled"
 #: An unchanged event is not repeated sooner than this.
 EVENT_REPEAT = 600.0
+#: the phase the enqueue action gives a job's copy
+INQUEUE = "Inqueue"
 
 
 def now_rfc3339() -> str:
@@ -106,6 +108,13 @@ class StatusUpdater:
         self._sent_pg: dict[str, Signature] = {}
         #: per PodGroup, what the last observation was computed from (job copy, version, reasons, PodGroup)
         self._observed: dict[str, tuple[Any, ...]] = {}
+        #: the snapshot ``seq`` of the last observed result (0: look at every job next time), the
+        #: jobs a session had marked then and those whose status could not be computed, and the
+        #: cache's PodGroups then (``observe``)
+        self._seq = 0
+        self._marked: set[str] = set()
+        self._failed: set[str] = set()
+        self._podgroups: dict[str, PodGroup] = {}
         self._sent_pod: dict[str, Cond] = {}
         self._sent_events: dict[tuple[str, str], tuple[str, float]] = {}
         self._dirty = asyncio.Event()
@@ -115,41 +124,88 @@ class StatusUpdater:
 
     # -- what a cycle wants ------------------------------------------------------------------------
     def observe(self, result: SessionResult | None) -> None:
+        """Compute the status of every job whose state may differ from what it was computed from
+        last time (the memo of ``_look``).
+
+        When this result's snapshot follows the last observed one (``SessionResult.seq`` one up,
+        ``changed_jobs`` known), a job is looked at again only if the cache changed it since
+        (``changed_jobs``), its PodGroup in the cache is another object than at the last
+        observation, or a session left something on its copy (task statuses: ``version``; failures;
+        the phase enqueue sets), in this cycle or the last (the last session's marks are on the
+        other set of copies: this cycle's copy differs from them). Every other job's copy holds
+        what the last observation computed from, so its memo would match. Otherwise (the first
+        cycle, a snapshot taken in between by another reader, a failed cycle, a dropped write)
+        every job is looked at. Either way jobs are looked at in the result's job order, so writes
+        and events are queued in the same order as by looking at every job."""
         if result is None:
             return
         self._plugin_events(result)
+        podgroups = self.cache.podgroups
+        jobs = result.jobs
+        look = self._look_again(result)
+        marked: set[str] = set()
+        failed: set[str] = set()
+        if look is None:
+            for key, job in jobs.items():
+                if job.version or job.job_fit_error or job.fit_errors or job.phase == INQUEUE:
+                    marked.add(key)
+                self._look(key, job, podgroups, failed)
+        else:
+            then = self._podgroups.get
+            now = podgroups.get
+            for key, job in jobs.items():
+                # (this runs for every job every cycle: the cheapest tests first)
+                if job.version or job.job_fit_error or job.fit_errors or job.phase == INQUEUE:
+                    marked.add(key)
+                elif key not in look and now(key) is then(key):
+                    continue
+                self._look(key, job, podgroups, failed)
+        self._marked = marked
+        self._failed = failed
+        self._podgroups = podgroups.copy()
+        self._seq = result.seq if result.seq else 0
         observed = self._observed
-        for key, job in result.jobs.items():
-            if job.podgroup is None or not job.tasks:
-                # No pod of ours: the PodGroup is another scheduler's (Volcano's, beside us) or has no
-                # pods yet; its status is not ours to write (running 0 would undo the other's counts).
-                continue
-            pg = self.cache.podgroups.get(key) or job.podgroup
-            # A copy of the same job state (the cache hands out two sets of copies in turn),
-            # untouched since, with the same PodGroup object: nothing to recompute.
-            origin = job.origin or job
-            seen = observed.get(key)
-            if (
-                seen is not None
-                and seen[0] == origin  # (the origin job, its version): a tuple made per copy
-                and seen[1] == job.version
-                and seen[2] == job.job_fit_error
-                and seen[3] == len(job.fit_errors)
-                and (seen[4] is pg or seen[4] == pg)
-                and seen[5] == job.phase
-            ):
-                continue  # (field by field: this runs for every job every cycle)
-            # The phase too: the enqueue action sets it on a copy without changing its tasks.
-            memo = (origin, job.version, job.job_fit_error, len(job.fit_errors), pg, job.phase)
-            try:
-                self._observe_job(key, job)
-            except Exception:
-                log.exception("status of %s not computed", key)
-                continue
-            observed[key] = memo
-        if len(observed) > len(result.jobs) * 2 + 100:
-            for key in [k for k in observed if k not in result.jobs]:
+        if len(observed) > len(jobs) * 2 + 100:
+            for key in [k for k in observed if k not in jobs]:
                 del observed[key]
+
+    def _look_again(self, result: SessionResult) -> set[str] | None:
+        """The jobs to look at beside those a session marked and those whose PodGroup object moved
+        (see ``observe``); None: every job."""
+        changed = result.changed_jobs
+        if not self._seq or changed is None or result.seq != self._seq + 1:
+            return None
+        return changed | self._marked | self._failed
+
+    def _look(self, key: str, job: JobInfo, podgroups: dict[str, PodGroup], failed: set[str]) -> None:
+        if job.podgroup is None or not job.tasks:
+            # No pod of ours: the PodGroup is another scheduler's (Volcano's, beside us) or has no
+            # pods yet; its status is not ours to write (running 0 would undo the other's counts).
+            return
+        pg = podgroups.get(key) or job.podgroup
+        # A copy of the same job state (the cache hands out two sets of copies in turn),
+        # untouched since, with the same PodGroup object: nothing to recompute.
+        origin = job.origin or job
+        seen = self._observed.get(key)
+        if (
+            seen is not None
+            and seen[0] == origin  # (the origin job, its version): a tuple made per copy
+            and seen[1] == job.version
+            and seen[2] == job.job_fit_error
+            and seen[3] == len(job.fit_errors)
+            and (seen[4] is pg or seen[4] == pg)
+            and seen[5] == job.phase
+        ):
+            return
+        # The phase too: the enqueue action sets it on a copy without changing its tasks.
+        memo = (origin, job.version, job.job_fit_error, len(job.fit_errors), pg, job.phase)
+        try:
+            self._observe_job(key, job)
+        except Exception:
+            log.exception("status of %s not computed", key)
+            failed.add(key)  # looked at again next cycle, as if nothing was computed
+            return
+        self._observed[key] = memo
 
     def _plugin_events(self, result: SessionResult) -> None:
         """Events plugins left in the session's report (a queue's guarantee scaled down, ...), on the
@@ -513,5 +569,6 @@ class StatusUpdater:
                 return
             log.info("%s %s/%s status write dropped: %s", w.kind, w.namespace, w.name, exc)
             self._observed.clear()  # recompute every job next cycle, so the dropped wish is made again
+            self._seq = 0
             if w.kind == "podgroup":
                 self._sent_pg.pop(f"{w.namespace}/{w.name}", None)
