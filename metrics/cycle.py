@@ -9,6 +9,7 @@ proportional to queues plus jobs whose value changed (a dict lookup for the othe
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from prometheus_client import Gauge
 
@@ -68,6 +69,10 @@ class CycleMetrics:
         self.capacity = _Resources(m.QUEUE_CAPACITY_CPU, m.QUEUE_CAPACITY_MEMORY, m.QUEUE_CAPACITY_SCALAR)
         self.inqueue = _Resources(m.QUEUE_INQUEUE_CPU, m.QUEUE_INQUEUE_MEMORY, m.QUEUE_INQUEUE_SCALAR)
         self.queues: set[str] = set()
+        #: per queue, what its series were last set from (weight, share figures, capability)
+        self.queue_values: dict[str, tuple[float, QueueShare, dict[str, float] | None]] = {}
+        #: labelled latency histograms, by action or (plugin, point)
+        self._latency_children: dict[object, Any] = {}
         self.job_shares: dict[str, tuple[str, str, float]] = {}
         #: job uid -> the share last set on its gauge (the same pairs as ``job_shares``)
         self.share_values: dict[str, float] = {}
@@ -105,10 +110,20 @@ class CycleMetrics:
         opened = report.open_session_seconds
         if opened is not None:
             m.OPEN_SESSION_LATENCY.observe(opened * 1000)
+        # The labelled children are looked up once (a ``labels()`` call costs more than the
+        # observation); these series are never removed, so a child stays the one exported.
+        children = self._latency_children
         for action, seconds in report.action_seconds.items():
-            m.ACTION_LATENCY.labels(action).observe(seconds * 1000)
+            child = children.get(action)
+            if child is None:
+                child = children[action] = m.ACTION_LATENCY.labels(action)
+            child.observe(seconds * 1000)
         for plugin, point, seconds in report.plugin_seconds:
-            m.PLUGIN_LATENCY.labels(plugin, point).observe(seconds * 1000)
+            key = (plugin, point)
+            child = children.get(key)
+            if child is None:
+                child = children[key] = m.PLUGIN_LATENCY.labels(plugin, point)
+            child.observe(seconds * 1000)
 
     def _unschedulable(self, result: SessionResult) -> None:
         explanations = result.report.explanations
@@ -130,17 +145,37 @@ class CycleMetrics:
         m.UNSCHEDULE_JOB_COUNT.set(len(now))
 
     def _queues(self, queues: dict[str, QueueInfo], shares: dict[str, QueueShare]) -> None:
+        """Every queue's series, each set only when its value moved since it was last set (a cycle
+        moves one or two figures of a queue, if any): what they read is the same."""
+        last = self.queue_values
+        now: dict[str, tuple[float, QueueShare, dict[str, float] | None]] = {}
         for name, queue in queues.items():
             s = shares.get(name) or QueueShare()
-            m.QUEUE_WEIGHT.labels(name).set(queue.weight)
-            m.QUEUE_SHARE.labels(name).set(s.share)
-            m.QUEUE_OVERUSED.labels(name).set(1.0 if s.overused else 0.0)
-            self.allocated.set(name, s.allocated)
-            self.request.set(name, s.request)
-            self.deserved.set(name, s.deserved)
-            self.inqueue.set(name, s.inqueue)
             cap = queue.capability
-            self.capacity.set(name, cap.to_dict() if cap is not None and not cap.is_empty() else None)
+            capability = cap.to_dict() if cap is not None and not cap.is_empty() else None
+            values = now[name] = (queue.weight, s, capability)
+            was = last.get(name)
+            if was == values:
+                continue
+            fresh = was is None
+            weight, old, old_capability = was if was is not None else (None, None, None)
+            if weight != queue.weight:
+                m.QUEUE_WEIGHT.labels(name).set(queue.weight)
+            if old is None or old.share != s.share:
+                m.QUEUE_SHARE.labels(name).set(s.share)
+            if old is None or old.overused != s.overused:
+                m.QUEUE_OVERUSED.labels(name).set(1.0 if s.overused else 0.0)
+            if old is None or old.allocated != s.allocated:
+                self.allocated.set(name, s.allocated)
+            if old is None or old.request != s.request:
+                self.request.set(name, s.request)
+            if old is None or old.deserved != s.deserved:
+                self.deserved.set(name, s.deserved)
+            if old is None or old.inqueue != s.inqueue:
+                self.inqueue.set(name, s.inqueue)
+            if fresh or old_capability != capability:
+                self.capacity.set(name, capability)
+        self.queue_values = now
         for gone in self.queues - queues.keys():
             for gauge in (m.QUEUE_WEIGHT, m.QUEUE_SHARE, m.QUEUE_OVERUSED):
                 _remove(gauge, gone)
