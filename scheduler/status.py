@@ -46,8 +46,8 @@ GATED = "SchedulingGated"
 SCHEDULED = "Scheduled"
 #: An unchanged event is not repeated sooner than this.
 EVENT_REPEAT = 600.0
-#: the phase the enqueue action gives a job's copy
-INQUEUE = "Inqueue"
+#: a job's phase when its PodGroup names none (``JobInfo.from_podgroup``)
+PENDING = "Pending"
 
 
 def now_rfc3339() -> str:
@@ -72,6 +72,21 @@ def gang_message(job: JobInfo) -> str:
     """Volcano's wording: ``3/4 tasks in gang unschedulable: pod group is not ready, ...``; the same
     line as the job's explanation (``/debug/jobs``, ``caldera-scheduler explain``)."""
     return one_line(job)
+
+
+def _marked(job: JobInfo) -> bool:
+    """Whether a session left something on this copy of the job: a task status changed (even if
+    changed back: ``version``), a failure recorded, a phase other than its PodGroup's (the enqueue
+    action's Inqueue; or the cache's assumed Inqueue, until the PodGroup says so). A copy is handed
+    out with version 0, no failure and its job's phase, which is its PodGroup's but for that
+    assumption: so two unmarked copies of an unchanged job hold the same."""
+    pg = job.podgroup
+    return bool(
+        job.version
+        or job.job_fit_error
+        or job.fit_errors
+        or (pg is not None and job.phase != (pg.status.phase or PENDING))
+    )
 
 
 class StatusUpdater:
@@ -130,13 +145,13 @@ class StatusUpdater:
         When this result's snapshot follows the last observed one (``SessionResult.seq`` one up,
         ``changed_jobs`` known), a job is looked at again only if the cache changed it since
         (``changed_jobs``), its PodGroup in the cache is another object than at the last
-        observation, or a session left something on its copy (task statuses: ``version``; failures;
-        the phase enqueue sets), in this cycle or the last (the last session's marks are on the
-        other set of copies: this cycle's copy differs from them). Every other job's copy holds
-        what the last observation computed from, so its memo would match. Otherwise (the first
-        cycle, a snapshot taken in between by another reader, a failed cycle, a dropped write)
-        every job is looked at. Either way jobs are looked at in the result's job order, so writes
-        and events are queued in the same order as by looking at every job."""
+        observation, or its copy was marked in this cycle or the last: a session's fields on it
+        differ from the values a copy is handed out with (``_marked``). An unmarked copy of an
+        unchanged job holds the same as last cycle's unmarked copy, so its memo would match.
+        Otherwise (the first cycle, a snapshot taken in between by another reader, a failed
+        cycle, a dropped write) every job is looked at. Either way jobs are looked at in the
+        result's job order, so writes and events are queued in the same order as by looking at
+        every job."""
         if result is None:
             return
         self._plugin_events(result)
@@ -147,15 +162,21 @@ class StatusUpdater:
         failed: set[str] = set()
         if look is None:
             for key, job in jobs.items():
-                if job.version or job.job_fit_error or job.fit_errors or job.phase == INQUEUE:
+                if _marked(job):
                     marked.add(key)
                 self._look(key, job, podgroups, failed)
         else:
             then = self._podgroups.get
             now = podgroups.get
             for key, job in jobs.items():
-                # (this runs for every job every cycle: the cheapest tests first)
-                if job.version or job.job_fit_error or job.fit_errors or job.phase == INQUEUE:
+                # (this runs for every job every cycle: _marked inline, the cheapest tests first)
+                pg = job.podgroup
+                if (
+                    job.version
+                    or job.job_fit_error
+                    or job.fit_errors
+                    or (pg is not None and job.phase != (pg.status.phase or PENDING))
+                ):
                     marked.add(key)
                 elif key not in look and now(key) is then(key):
                     continue

@@ -274,8 +274,8 @@ def test_sessions_marks_and_the_caches_changes_in_any_order(
     fixed_stamps: None, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     """Results made by hand from the cache's snapshots, with what sessions leave on job copies set at
-    random (a failure for the gang or a pod, the phase enqueue sets, a task's status changed and
-    changed back), and at random between cycles: pods start, finish, arrive or go, PodGroup statuses
+    random (a failure for the gang or a pod, a phase such as the one enqueue sets, which the cache
+    then assumes, a task's status changed and changed back, or changed), and at random between cycles: pods start, finish, arrive or go, PodGroup statuses
     come back from the API (before the snapshot or while the session runs) or are changed by someone
     else, a reader takes a snapshot, the clock jumps past the event repeat interval. Both updaters
     queue the same writes and record the same events every cycle."""
@@ -361,7 +361,7 @@ def test_sessions_marks_and_the_caches_changes_in_any_order(
             elif roll < 0.25 and job.tasks:
                 job.fit_errors[next(iter(job.tasks))] = rng.choice(MESSAGES)
             elif roll < 0.3:
-                job.phase = "Inqueue"
+                job.phase = rng.choice(["Inqueue", "Pending"])  # enqueue's, or any other
             elif roll < 0.4 and job.tasks:
                 task = next(iter(job.tasks.values()))
                 before = task.status
@@ -379,6 +379,7 @@ def test_sessions_marks_and_the_caches_changes_in_any_order(
         if rng.random() < 0.2:
             someone_changes_a_podgroup()
         result = SessionResult(jobs=snap.jobs, seq=snap.seq, changed_jobs=snap.changed_jobs)
+        cache.apply(result)  # as the loop does before observers run: an enqueued job is assumed Inqueue
         fast.observe(result)
         full.observe(result)
         assert logs[0] == logs[1]
