@@ -78,6 +78,8 @@ class CycleMetrics:
         self.share_values: dict[str, float] = {}
         self.namespaces: dict[str, float] = {}
         self.unschedulable: dict[str, int] = {}
+        #: the pending tasks of the last observed result's explained jobs (the sum of ``unschedulable``)
+        self.unschedulable_tasks = 0
         self.preemption_attempts = 0
         #: placements handed to the binder and not yet settled: task uid → hand-over time
         self.handed: dict[str, float] = {}
@@ -133,7 +135,7 @@ class CycleMetrics:
             if job is None:
                 continue
             now[uid] = job.count(TaskStatus.PENDING)
-        tasks = sum(now.values())
+        tasks = self.unschedulable_tasks = sum(now.values())
         if tasks:
             m.SCHEDULE_ATTEMPTS.labels("unschedulable").inc(tasks)
         for uid, count in now.items():

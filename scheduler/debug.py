@@ -81,11 +81,15 @@ class Observatory:
             explanations = result.report.explanations
             for doc in explanations.values():
                 doc["cycle"] = self.number
-            pending = sum(
-                job.count(TaskStatus.PENDING)
-                for uid in explanations
-                if (job := result.jobs.get(uid)) is not None
-            )
+            if error is None:
+                # the metrics counted the explained jobs' pending tasks just now
+                pending = self.metrics.unschedulable_tasks
+            else:
+                pending = sum(
+                    job.count(TaskStatus.PENDING)
+                    for uid in explanations
+                    if (job := result.jobs.get(uid)) is not None
+                )
             self.last = LastCycle(self.number, result, explanations)
         self.cycles.append(
             CycleRecord(

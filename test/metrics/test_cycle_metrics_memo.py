@@ -86,3 +86,28 @@ def test_queue_series_read_as_if_every_one_were_set_every_cycle() -> None:
     assert seen_research[8] and not seen_research[9] and seen_research[11]  # deleted, then back
     # every cycle's close was observed into the same, exported histogram
     assert latency_count("drf", "OnSessionClose") - before == 14
+
+
+def test_the_cycle_history_counts_the_explained_jobs_pending_tasks() -> None:
+    """/debug/scheduler's pending tasks per cycle: the pending tasks of the jobs left pending with a
+    reason (taken from the metrics' count of the same), as gangs that cannot fit pile up."""
+    from caldera.framework.model import TaskStatus
+    from caldera.scheduler.debug import Observatory
+
+    registry = builtin_registry()
+    conf = parse_conf(DEFAULT_CONF, registry)
+    cache = ClusterCache()
+    load(cache, nodes=[node("n0", cpu="8", memory="32Gi")])
+    observatory = Observatory()
+    loop = SchedulerLoop(cache, lambda: conf, registry, RecordingBinder(), on_cycle=observatory.on_cycle)
+    for c in range(4):
+        pg, pods = gang(f"fits-{c}", 1, cpu="1")
+        big_pg, big_pods = gang(f"too-big-{c}", 2 + c, cpu="16")
+        load(cache, podgroups=[pg, big_pg], pods=pods + big_pods)
+        result = loop.run_once()
+        assert result is not None
+        explained = result.report.explanations
+        assert observatory.cycles[-1].pending_tasks == sum(
+            result.jobs[uid].count(TaskStatus.PENDING) for uid in explained
+        )
+    assert observatory.cycles[-1].pending_tasks == 2 + 3 + 4 + 5  # every big gang, none of the small
