@@ -187,17 +187,20 @@ class CycleMetrics:
 
     def _job_shares(self, result: SessionResult, shares: dict[str, float] | None) -> None:
         """The gauge of every job's share: set where the value is new or moved, removed where the job
-        is gone. The (job, share) pairs are compared with last cycle's as sets (C speed): a cycle moves
-        few jobs' shares, and a loop over every job's labels was a cost in every cycle."""
+        is gone. A cycle moves few jobs' shares: each is compared with the value last set (a lookup
+        per job; a set difference of the pairs measured four times slower, building a label tuple
+        per job twice), and only the moved ones touch the gauge."""
         shares = dict(shares or {})
         jobs = result.jobs
         for uid in shares.keys() - jobs.keys():
             del shares[uid]  # no job to name it by: as if gone (below)
         entries = self.job_shares
-        for uid, value in shares.items() - self.share_values.items():
-            job = jobs[uid]
-            m.JOB_SHARE.labels(job.namespace, job.name).set(value)
-            entries[uid] = (job.namespace, job.name, value)
+        last = self.share_values.get
+        for uid, value in shares.items():
+            if last(uid) != value:
+                job = jobs[uid]
+                m.JOB_SHARE.labels(job.namespace, job.name).set(value)
+                entries[uid] = (job.namespace, job.name, value)
         for uid in entries.keys() - shares.keys():
             ns, name, _ = entries.pop(uid)
             _remove(m.JOB_SHARE, ns, name)
