@@ -58,7 +58,9 @@ def test_a_priority_class_change_leaves_no_job_unchanged():
 
 
 def pending_by_count(snapshot) -> set[str]:
-    return {uid for uid, job in snapshot.jobs.items() if job.phase == "Pending" or job.count(TaskStatus.PENDING)}
+    return {
+        uid for uid, job in snapshot.jobs.items() if job.phase == "Pending" or job.count(TaskStatus.PENDING)
+    }
 
 
 def test_a_snapshot_names_exactly_the_jobs_with_pending_work_as_they_come_bind_and_go():
