@@ -233,7 +233,7 @@ class ClusterCache:
         #: snapshots taken so far, and the jobs changed (added, removed) since the last one: a
         #: session's plugins redo only those (``Snapshot.changed_jobs``)
         self._snapshot_seq = 0
-        self._jobs_changed: set[str] = set()
+        self._jobs_changed: set[str] | None = set()
         self._changed_priority_revision = 0
         self.hypernodes: dict[str, HyperNode] = {}
         #: policy/v1 PodDisruptionBudgets by namespace/name (read by the pdb plugin)
@@ -317,9 +317,21 @@ class ClusterCache:
             slot.dirty_nodes.add(name)
 
     def _job_changed(self, key: str) -> None:
+        bound = 2 * len(self.jobs) + 1000
         for slot in self._slots:
-            slot.dirty_jobs.add(key)
-        self._jobs_changed.add(key)
+            dirty = slot.dirty_jobs
+            dirty.add(key)
+            if len(dirty) > bound:
+                # Likewise for a slot no snapshot has refreshed for long: copy everything afresh.
+                slot.dirty_jobs = set()
+                slot.priority_revision = -1
+        changed = self._jobs_changed
+        if changed is not None:
+            changed.add(key)
+            if len(changed) > bound:
+                # No snapshot for long (a standby replica never takes one): the names of every job
+                # ever changed would pile up. "Everything may have changed" says the same, in O(1).
+                self._jobs_changed = None
         job = self.jobs.get(key)
         if job is not None and (job.phase == "Pending" or job.count(TaskStatus.PENDING)):
             self._pending_jobs.add(key)
@@ -859,7 +871,7 @@ class ClusterCache:
                 slot.node_memo = {}
                 slot.node_specs = self._node_specs
             self._snapshot_seq += 1
-            changed: set[str] | None = self._jobs_changed
+            changed = self._jobs_changed
             self._jobs_changed = set()
             if self._changed_priority_revision != self._priority_revision:
                 changed = None  # every job's priority may differ

@@ -88,3 +88,22 @@ def test_a_snapshot_names_exactly_the_jobs_with_pending_work_as_they_come_bind_a
             snap = cache.snapshot()
             assert snap.pending_jobs == pending_by_count(snap)
     assert steps >= 4  # gangs were placed and bound on the way
+
+
+def test_a_cache_that_takes_no_snapshot_for_long_keeps_no_growing_list_of_changes():
+    """A standby replica never snapshots: the names of jobs changed (and gone) since would pile up with
+    every job ever created. Past twice the jobs it holds (plus 1,000) they are dropped for "everything
+    may have changed", and the next snapshot copies every job afresh, as after a priority change."""
+    cache = cluster()
+    cache.snapshot()
+    for i in range(1100):  # jobs come and go; three stay
+        pg, pods = gang(f"short-{i}", 1)
+        load(cache, podgroups=[pg], pods=pods)
+        cache.delete_pod(pods[0])
+        cache.delete_podgroup(pg)
+    assert len(cache.jobs) == 3
+    assert all(len(slot.dirty_jobs) <= 2 * 3 + 1000 for slot in cache._slots)
+    snap = cache.snapshot()
+    assert snap.changed_jobs is None  # not known: every job is compared by its token
+    assert set(snap.jobs) == {"default/running", "default/idle", "default/gone"}
+    assert cache.snapshot().changed_jobs == set()
