@@ -33,7 +33,8 @@ class MetricChecks:
         self.summary = summary
         self.timeline = timeline
         self.leader_mismatch = 0
-        self.vgpu_mismatch_since: float | None = None
+        #: ns/name -> since when the leader's vGPU series and the API disagree on that pod
+        self.vgpu_pod_since: dict[str, float] = {}
         self.cycle_prev: dict[int, tuple[float, float]] = {}
 
     async def check(self, api: Api, http: aiohttp.ClientSession) -> float | None:
@@ -71,24 +72,22 @@ class MetricChecks:
             return None
         cycle_ms = self.mean_cycle_ms(leader.sched.pid, lm)
         if "volcano_vgpu_device_shared_number" in lm:
-            exported = value(lm, "volcano_vgpu_device_shared_number") or 0.0
-            truth_n = self.vgpu_pods_bound()
-            if abs(exported - truth_n) > 0:
-                # The gauges are set from the scheduler's cache, which counts a pod from the moment it is
-                # assumed: a bind in flight (retried through a 429 storm) is a lag, not a lie. Allowed:
-                # VGPU_LAG seconds plus the fault time overlapping the mismatch; the final check is exact.
-                t = self.timeline.now()
-                since = self.vgpu_mismatch_since if self.vgpu_mismatch_since is not None else t
-                self.vgpu_mismatch_since = since
-                if t - since > VGPU_LAG + self.checker.fault_extension(since, t):
-                    self.checker.violate(
-                        "metrics",
-                        "volcano_vgpu_device_shared_number",
-                        f"sum {exported:g}, pods on vGPU devices {truth_n}; {self.vgpu_diff(lm)}",
-                    )
-            else:
-                self.vgpu_mismatch_since = None
-            self.note_checked("volcano_vgpu_device_shared_number (against vGPU pods bound)")
+            # Pod by pod: a pod whose series the leader exports while the API has it on no device (or
+            # the other way round) for longer than VGPU_LAG seconds plus the fault time overlapping.
+            # The gauges are set from the scheduler's cache, which sees a bind or a finish when the
+            # watch brings it: each pod may trail the API, never for long. (Counting the series
+            # against the pods instead took a steady trickle of pods each a second or two behind for
+            # one mismatch that never ended.) The final check is exact.
+            exported_pods = self.vgpu_exported(lm)
+            stale = self.vgpu_stale(self.timeline.now(), exported_pods, set(self.vgpu_pods()))
+            if stale:
+                self.checker.violate(
+                    "metrics",
+                    "volcano_vgpu_device_shared_number",
+                    f"pods whose vGPU series disagree with the API for over {VGPU_LAG:g}s: {stale}; "
+                    + self.vgpu_diff(lm),
+                )
+            self.note_checked("volcano_vgpu_device_* per-pod series (against vGPU pods bound)")
         else:
             self.note_skipped("volcano_vgpu_device_* (not exported by caldera-scheduler)")
         return cycle_ms
@@ -120,12 +119,33 @@ class MetricChecks:
     def vgpu_pods_bound(self) -> int:
         return len(self.vgpu_pods())
 
-    def vgpu_diff(self, m: Metrics) -> str:
-        """Which pods the per-pod vGPU series and the API disagree on, and what the API says of them."""
-        exported = {
+    def vgpu_stale(self, t: float, exported: set[str], truth: set[str]) -> list[str]:
+        """The pods on which the exported series (``exported``) and the API (``truth``) have disagreed
+        for longer than VGPU_LAG plus the fault time overlapping, as of ``t``; each is reported once
+        per lag, not on every probe."""
+        wrong = exported ^ truth
+        since = self.vgpu_pod_since
+        for key in [k for k in since if k not in wrong]:
+            del since[key]
+        for key in wrong:
+            since.setdefault(key, t)
+        stale = sorted(
+            k for k, first in since.items() if t - first > VGPU_LAG + self.checker.fault_extension(first, t)
+        )
+        for key in stale:
+            since[key] = t
+        return stale
+
+    def vgpu_exported(self, m: Metrics) -> set[str]:
+        """The pods (ns/name) a replica exports per-pod vGPU series for."""
+        return {
             f"{lab.get('podNamespace')}/{lab.get('podName')}"
             for lab, _ in m.get("volcano_vgpu_device_memory_allocation_for_a_certain_pod", [])
         }
+
+    def vgpu_diff(self, m: Metrics) -> str:
+        """Which pods the per-pod vGPU series and the API disagree on, and what the API says of them."""
+        exported = self.vgpu_exported(m)
         truth = self.vgpu_pods()
         extra = sorted(exported - set(truth))
         missing = sorted(set(truth) - exported)
