@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 from prometheus_client import Counter, Histogram, values
 from prometheus_client.samples import Sample
@@ -48,25 +49,39 @@ FLUSH_AT = 1024
 _MULTIPROCESS = bool(getattr(values.ValueClass, "_multiprocess", False))
 
 
-class BatchedHistogram(Histogram):
-    """A ``prometheus_client.Histogram`` (same name, labels, buckets and exposition) with cheap
-    ``observe``; see the module's notes for why the exported values are the same."""
+class _Pending:
+    """What a batched metric keeps: the amounts not applied yet, and the one lock every change to its
+    values goes through."""
 
-    def _metric_init(self) -> None:
-        super()._metric_init()
-        self._pending: list[float] = []
+    _pending: list[float]
+    _apply_lock: threading.Lock
+
+    def _pending_init(self) -> None:
+        self._pending = []
         self._apply_lock = threading.Lock()
 
-    def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
+    def _observable(self) -> list[float]:
+        """The pending list; a labelled parent (never initialised as a child) raises as prometheus_client
+        does for it."""
         try:
-            pending = self._pending
-        except AttributeError:  # a labelled parent: not observable; prometheus_client says so
-            self._raise_if_not_observable()
+            return self._pending
+        except AttributeError:
+            cast(Any, self)._raise_if_not_observable()
             raise
+
+    def _queue(
+        self,
+        pending: list[float],
+        amount: float,
+        exemplar: dict[str, str] | None,
+        direct: Callable[..., None],
+    ) -> None:
+        """Queue ``amount``; with an exemplar, or in multiprocess mode, apply what is pending and let
+        prometheus_client's own method (``direct``) count it."""
         if exemplar or _MULTIPROCESS:
             with self._apply_lock:
                 self._apply_pending()
-                super().observe(amount, exemplar)
+                direct(amount, exemplar)
             return
         pending.append(amount)
         if len(pending) >= FLUSH_AT:
@@ -77,12 +92,36 @@ class BatchedHistogram(Histogram):
             self._apply_pending()
 
     def _apply_pending(self) -> None:
+        raise NotImplementedError
+
+    def _take(self) -> list[float]:
+        """The pending amounts, removed (exactly those: whatever is appended meanwhile stays)."""
         pending = self._pending
         n = len(pending)
-        if not n:
-            return
         batch = pending[:n]
         del pending[:n]
+        return batch
+
+    def pending(self) -> int:
+        """Observations not applied yet (tests)."""
+        return len(getattr(self, "_pending", ()))
+
+
+class BatchedHistogram(_Pending, Histogram):
+    """A ``prometheus_client.Histogram`` (same name, labels, buckets and exposition) with cheap
+    ``observe``; see the module's notes for why the exported values are the same."""
+
+    def _metric_init(self) -> None:
+        super()._metric_init()
+        self._pending_init()
+
+    def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
+        self._queue(self._observable(), amount, exemplar, super().observe)
+
+    def _apply_pending(self) -> None:
+        batch = self._take()
+        if not batch:
+            return
         bounds = self._upper_bounds
         counts = [0] * len(bounds)
         total = self._sum.get()
@@ -100,48 +139,25 @@ class BatchedHistogram(Histogram):
         self._apply()
         return super()._child_samples()
 
-    def pending(self) -> int:
-        """Observations not applied yet (tests)."""
-        return len(getattr(self, "_pending", ()))
 
-
-class BatchedCounter(Counter):
+class BatchedCounter(_Pending, Counter):
     """A ``prometheus_client.Counter`` (same name, labels and exposition) with cheap ``inc``; see the
     module's notes for why the exported values are the same."""
 
     def _metric_init(self) -> None:
         super()._metric_init()
-        self._pending: list[float] = []
-        self._apply_lock = threading.Lock()
+        self._pending_init()
 
     def inc(self, amount: float = 1, exemplar: dict[str, str] | None = None) -> None:
-        try:
-            pending = self._pending
-        except AttributeError:  # a labelled parent: not observable; prometheus_client says so
-            self._raise_if_not_observable()
-            raise
+        pending = self._observable()
         if amount < 0:
             raise ValueError("Counters can only be incremented by non-negative amounts.")
-        if exemplar or _MULTIPROCESS:
-            with self._apply_lock:
-                self._apply_pending()
-                super().inc(amount, exemplar)
-            return
-        pending.append(amount)
-        if len(pending) >= FLUSH_AT:
-            self._apply()
-
-    def _apply(self) -> None:
-        with self._apply_lock:
-            self._apply_pending()
+        self._queue(pending, amount, exemplar, super().inc)
 
     def _apply_pending(self) -> None:
-        pending = self._pending
-        n = len(pending)
-        if not n:
+        batch = self._take()
+        if not batch:
             return
-        batch = pending[:n]
-        del pending[:n]
         total = self._value.get()
         for amount in batch:
             total += amount
@@ -155,10 +171,6 @@ class BatchedCounter(Counter):
     def _child_samples(self) -> Iterable[Sample]:
         self._apply()
         return super()._child_samples()
-
-    def pending(self) -> int:
-        """Increments not applied yet (tests)."""
-        return len(getattr(self, "_pending", ()))
 
 
 __all__ = ["FLUSH_AT", "BatchedCounter", "BatchedHistogram"]
