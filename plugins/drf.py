@@ -16,8 +16,7 @@ from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from caldera.framework.plugin import Plugin
 from caldera.framework.resource import Resource
 from caldera.framework.session import job_token, same_token
-from caldera.plugins.helpers import safe_sub, share
-from caldera.plugins.proportion import EXACT_BELOW
+from caldera.plugins.helpers import exact_range, safe_sub, share, whole
 
 if TYPE_CHECKING:
     from caldera.framework.session import Event, Session
@@ -118,32 +117,6 @@ class _NamespaceSum:
     def __init__(self, first: Resource) -> None:
         self.jobs = 1
         self.total = first.clone()
-
-
-def _whole(res: Resource) -> bool:
-    """Whether every figure of ``res`` is a whole number (as every quantity is: millicores, bytes,
-    thousandths), so that sums of such figures are exact below ``EXACT_BELOW``."""
-    if not (res.cpu.is_integer() and res.memory.is_integer() and res.pods.is_integer()):
-        return False
-    return all(v.is_integer() for v in res.scalars.values()) if res.scalars else True
-
-
-def _below_exact(res: Resource) -> bool:
-    if res.cpu >= EXACT_BELOW or res.memory >= EXACT_BELOW or res.pods >= EXACT_BELOW:
-        return False
-    return all(v < EXACT_BELOW for v in res.scalars.values()) if res.scalars else True
-
-
-def _take_out(total: Resource, part: Resource) -> None:
-    """``total -= part`` for a part counted in the total: exact for whole numbers in range. A scalar
-    left at zero stays named: the share reads it as nothing, as if it were not named."""
-    total.cpu -= part.cpu
-    total.memory -= part.memory
-    total.pods -= part.pods
-    if part.scalars:
-        mine = total.scalars
-        for name, amount in part.scalars.items():
-            mine[name] = mine[name] - amount
 
 
 class DrfPlugin(Plugin):
@@ -476,14 +449,14 @@ class DrfPlugin(Plugin):
             if job is None or alloc.is_empty():
                 continue
             counted[uid] = (job.namespace, alloc)
-            exact = exact and _whole(alloc)
+            exact = exact and whole(alloc)
             entry = namespaces.get(job.namespace)
             if entry is None:
                 namespaces[job.namespace] = _NamespaceSum(alloc)
             else:
                 entry.jobs += 1
                 entry.total.add(alloc)
-        closed.exact = exact and all(_below_exact(entry.total) for entry in namespaces.values())
+        closed.exact = exact and all(exact_range(entry.total) for entry in namespaces.values())
         return closed
 
     def _close_changed(self, ssn: Session, carried: _DrfClose, redo: set[str]) -> _DrfClose | None:
@@ -496,14 +469,14 @@ class DrfPlugin(Plugin):
             alloc = self._counts(ssn, uid)
             if old is not None and old[1] is alloc:
                 continue
-            if alloc is not None and not _whole(alloc):
+            if alloc is not None and not whole(alloc):
                 return None
             if old is not None:
                 ns = old[0]
                 was = namespaces[ns]
                 was.jobs -= 1
                 if was.jobs:
-                    _take_out(was.total, old[1])
+                    was.total.sub(old[1])  # exact (EXACT_BELOW): it is part of the sum
                 else:
                     del namespaces[ns]
                 del counted[uid]
@@ -516,6 +489,6 @@ class DrfPlugin(Plugin):
                 else:
                     entry.jobs += 1
                     entry.total.add(alloc)
-                if not _below_exact(entry.total):
+                if not exact_range(entry.total):
                     return None
         return carried

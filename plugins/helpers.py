@@ -20,14 +20,38 @@ if TYPE_CHECKING:
     from caldera.framework.session import Session
 
 __all__ = [
+    "EXACT_BELOW",
     "NodeIndex",
+    "exact_range",
     "node_index",
     "safe_sub",
     "selector_matches",
     "share",
     "term_mask",
     "tolerates",
+    "whole",
 ]
+
+
+#: Every quantity is a whole number of millicores, bytes or thousandths (framework/resource.py), so
+#: sums below this are exact in floats whatever the order they are made in: a sum kept from last
+#: cycle, less the parts that left (``Resource.sub``) and plus the parts that came, is the sum made
+#: afresh (drf's and proportion's carried sums).
+EXACT_BELOW = 2.0**52
+
+
+def whole(res: Resource) -> bool:
+    """Whether every figure of ``res`` is a whole number, as every parsed quantity is."""
+    if not (res.cpu.is_integer() and res.memory.is_integer() and res.pods.is_integer()):
+        return False
+    return all(v.is_integer() for v in res.scalars.values()) if res.scalars else True
+
+
+def exact_range(res: Resource) -> bool:
+    """Whether every figure of ``res`` is below ``EXACT_BELOW``."""
+    if res.cpu >= EXACT_BELOW or res.memory >= EXACT_BELOW or res.pods >= EXACT_BELOW:
+        return False
+    return all(v < EXACT_BELOW for v in res.scalars.values()) if res.scalars else True
 
 
 def safe_sub(left: Resource, right: Resource) -> Resource:

@@ -27,7 +27,7 @@ from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from caldera.framework.plugin import Plugin
 from caldera.framework.quantity import format_quantity
 from caldera.framework.resource import MIN_RESOURCE, Resource
-from caldera.plugins.helpers import safe_sub
+from caldera.plugins.helpers import exact_range, safe_sub
 
 if TYPE_CHECKING:
     from caldera.framework.session import Event, Session
@@ -162,12 +162,6 @@ def water_fill(attrs: dict[str, QueueAttr], total: Resource) -> None:
             break
 
 
-#: Every quantity is a whole number of millicores, bytes or thousandths (framework/resource.py), so
-#: sums below this are exact in floats whatever the order they are made in: a sum kept from last
-#: cycle, less the parts that left and plus the parts that came, is the sum made afresh.
-EXACT_BELOW = 2.0**52
-
-
 class _JobPart:
     """What one job adds to its queue's sums, and the job copy it was read from (``job_token``)."""
 
@@ -210,21 +204,11 @@ def _put(sums: tuple[Resource, Resource, Resource], part: _JobPart) -> None:
 
 
 def _take(sums: tuple[Resource, Resource, Resource], part: _JobPart) -> None:
-    _less(sums[0], part.allocated)
-    _less(sums[1], part.request)
+    # exact (EXACT_BELOW): the part is in the sum, so nothing goes below zero
+    sums[0].sub(part.allocated)
+    sums[1].sub(part.request)
     if part.inqueue is not None:
-        _less(sums[2], part.inqueue)
-
-
-def _less(total: Resource, value: Resource) -> None:
-    """``total -= value``, exactly (EXACT_BELOW): the value is part of the total, never below zero."""
-    total.cpu = max(0.0, total.cpu - value.cpu)
-    total.memory = max(0.0, total.memory - value.memory)
-    total.pods = max(0.0, total.pods - value.pods)
-    if value.scalars:
-        mine = total.scalars
-        for name, amount in value.scalars.items():
-            mine[name] = max(0.0, mine.get(name, 0.0) - amount)
+        sums[2].sub(part.inqueue)
 
 
 def _settle(sums: dict[str, tuple[Resource, Resource, Resource]]) -> bool:
@@ -236,7 +220,7 @@ def _settle(sums: dict[str, tuple[Resource, Resource, Resource]]) -> bool:
             if total.scalars:
                 for name in [n for n, v in total.scalars.items() if v == 0.0]:
                     del total.scalars[name]
-            if max(total.cpu, total.memory, total.pods, *total.scalars.values()) >= EXACT_BELOW:
+            if not exact_range(total):
                 exact = False
     return exact
 
