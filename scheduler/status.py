@@ -74,21 +74,6 @@ def gang_message(job: JobInfo) -> str:
     return one_line(job)
 
 
-def _marked(job: JobInfo) -> bool:
-    """Whether a session left something on this copy of the job: a task status changed (even if
-    changed back: ``version``), a failure recorded, a phase other than its PodGroup's (the enqueue
-    action's Inqueue; or the cache's assumed Inqueue, until the PodGroup says so). A copy is handed
-    out with version 0, no failure and its job's phase, which is its PodGroup's but for that
-    assumption: so two unmarked copies of an unchanged job hold the same."""
-    pg = job.podgroup
-    return bool(
-        job.version
-        or job.job_fit_error
-        or job.fit_errors
-        or (pg is not None and job.phase != (pg.status.phase or PENDING))
-    )
-
-
 class StatusUpdater:
     def __init__(
         self,
@@ -146,7 +131,7 @@ class StatusUpdater:
         ``changed_jobs`` known), a job is looked at again only if the cache changed it since
         (``changed_jobs``), its PodGroup in the cache is another object than at the last
         observation, or its copy was marked in this cycle or the last: a session's fields on it
-        differ from the values a copy is handed out with (``_marked``). An unmarked copy of an
+        differ from the values a copy is handed out with (see the loop). An unmarked copy of an
         unchanged job holds the same as last cycle's unmarked copy, so its memo would match.
         Otherwise (the first cycle, a snapshot taken in between by another reader, a failed
         cycle, a dropped write) every job is looked at. Either way jobs are looked at in the
@@ -160,27 +145,26 @@ class StatusUpdater:
         look = self._look_again(result)
         marked: set[str] = set()
         failed: set[str] = set()
-        if look is None:
-            for key, job in jobs.items():
-                if _marked(job):
-                    marked.add(key)
-                self._look(key, job, podgroups, failed)
-        else:
-            then = self._podgroups.get
-            now = podgroups.get
-            for key, job in jobs.items():
-                # (this runs for every job every cycle: _marked inline, the cheapest tests first)
-                pg = job.podgroup
-                if (
-                    job.version
-                    or job.job_fit_error
-                    or job.fit_errors
-                    or (pg is not None and job.phase != (pg.status.phase or PENDING))
-                ):
-                    marked.add(key)
-                elif key not in look and now(key) is then(key):
-                    continue
-                self._look(key, job, podgroups, failed)
+        then = self._podgroups.get
+        now = podgroups.get
+        for key, job in jobs.items():
+            # Marked: a session left something on this copy: a task status changed (even if changed
+            # back: ``version``), a failure recorded, a phase other than its PodGroup's (the enqueue
+            # action's Inqueue, or the cache's assumed Inqueue until the PodGroup says so). A copy is
+            # handed out with version 0, no failure and its PodGroup's phase but for that assumption,
+            # so two unmarked copies of an unchanged job hold the same. (Inline, cheapest tests
+            # first: this runs for every job every cycle.)
+            pg = job.podgroup
+            if (
+                job.version
+                or job.job_fit_error
+                or job.fit_errors
+                or (pg is not None and job.phase != (pg.status.phase or PENDING))
+            ):
+                marked.add(key)
+            elif look is not None and key not in look and now(key) is then(key):
+                continue
+            self._look(key, job, podgroups, failed)
         self._marked = marked
         self._failed = failed
         self._podgroups = podgroups.copy()
