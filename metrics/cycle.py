@@ -74,8 +74,6 @@ class CycleMetrics:
         #: labelled latency histograms, by action or (plugin, point)
         self._latency_children: dict[object, Any] = {}
         self.job_shares: dict[str, tuple[str, str, float]] = {}
-        #: job uid -> the share last set on its gauge (the same pairs as ``job_shares``)
-        self.share_values: dict[str, float] = {}
         self.namespaces: dict[str, float] = {}
         self.unschedulable: dict[str, int] = {}
         #: the pending tasks of the last observed result's explained jobs (the sum of ``unschedulable``)
@@ -186,25 +184,22 @@ class CycleMetrics:
         self.queues = set(queues)
 
     def _job_shares(self, result: SessionResult, shares: dict[str, float] | None) -> None:
-        """The gauge of every job's share: set where the value is new or moved, removed where the job
-        is gone. A cycle moves few jobs' shares: each is compared with the value last set (a lookup
-        per job; a set difference of the pairs measured four times slower, building a label tuple
-        per job twice), and only the moved ones touch the gauge."""
-        shares = dict(shares or {})
+        """The gauge of every job's share: set where the value is new or moved (a lookup per job
+        against the value last set; a cycle moves few jobs' shares), removed where the job is gone
+        or no job names it any more."""
+        shares = shares or {}
         jobs = result.jobs
-        for uid in shares.keys() - jobs.keys():
-            del shares[uid]  # no job to name it by: as if gone (below)
         entries = self.job_shares
-        last = self.share_values.get
         for uid, value in shares.items():
-            if last(uid) != value:
-                job = jobs[uid]
-                m.JOB_SHARE.labels(job.namespace, job.name).set(value)
-                entries[uid] = (job.namespace, job.name, value)
-        for uid in entries.keys() - shares.keys():
+            entry = entries.get(uid)
+            if entry is None or entry[2] != value:
+                job = jobs.get(uid)
+                if job is not None:
+                    m.JOB_SHARE.labels(job.namespace, job.name).set(value)
+                    entries[uid] = (job.namespace, job.name, value)
+        for uid in entries.keys() - (shares.keys() & jobs.keys()):
             ns, name, _ = entries.pop(uid)
             _remove(m.JOB_SHARE, ns, name)
-        self.share_values = shares
 
     def _namespaces(self, shares: dict[str, float] | None) -> None:
         shares = shares or {}
