@@ -18,10 +18,11 @@ import numpy as np
 
 from caldera.actions.helpers import SessionWorld, gated_message, resource_reasons
 from caldera.actions.topology import TopologyDecision, session_topology
+from caldera.framework.carry import JobGeneration, carry_user, job_generation
 from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
 from caldera.framework.quantity import format_quantity
 from caldera.framework.resource import MIN_RESOURCE, Resource
-from caldera.framework.session import QueueShare, Session, job_token, same_token
+from caldera.framework.session import QueueShare, Session
 
 #: per cycle, at most this many jobs get per-role detail (the rest keep the one-line reason)
 DETAILED_JOBS = 1000
@@ -109,10 +110,14 @@ def explain_session(
     overused queue get that reason first (``job.job_fit_error``), so that the PodGroup condition
     and the event say it too.
 
-    ``previous`` (last cycle's documents): a job whose one-line reason has not changed keeps its
-    document for up to ``max_age`` seconds, so an unschedulable backlog is not re-analysed in
-    detail every cycle."""
+    ``previous`` (last cycle's documents; by default what the last applied cycle kept,
+    ``framework.carry``): a job whose one-line reason has not changed keeps its document for up to
+    ``max_age`` seconds, so an unschedulable backlog is not re-analysed in detail every cycle."""
     out = ssn.report.explanations
+    if previous is None:
+        carried = ssn.carry.carried(_AgedDocuments)
+        previous = carried if isinstance(carried, dict) else None
+    ssn.carry.keep(_AgedDocuments, out)
     roles_cache: dict[bytes, dict[str, Any]] = {}
     detailed = 0
     now = time.monotonic() if now is None else now
@@ -180,7 +185,7 @@ class _Explained:
 
     def __init__(
         self,
-        token: tuple[object, ...],
+        token: JobGeneration,
         context: tuple[object, ...] | None,
         fit_in: tuple[str, dict[str, str]],
         fit_out: tuple[str, dict[str, str]],
@@ -205,7 +210,7 @@ class _ExplainCarry:
 
 class _ExactReuse:
     """Last cycle's document of a job, taken over when building it again would give the same
-    document: the same job (``job_token``), the same cluster (``SessionWorld``), the same queue
+    document: the same job (``framework.carry.job_generation``), the same cluster (``SessionWorld``), the same queue
     figures when the document reads them (``Session.queue_state`` and the report's share and
     scaling of the queue; ``_reads_queue_figures``), no topology
     decision on it, the same failure recorded on it by the actions, and no change in either
@@ -218,12 +223,12 @@ class _ExactReuse:
         self.ssn = ssn
         self.world = SessionWorld(ssn)
         self.on = self.world.known and not ssn.changes
-        carried = ssn.carry.get(_ExactReuse)
+        carried = ssn.carry.carried(_ExactReuse)
         self.previous: dict[str, _Explained] = {}
         if self.on and isinstance(carried, _ExplainCarry) and self.world.same(carried.world):
             self.previous = carried.entries
         self.current: dict[str, _Explained] = {}
-        ssn.carry[_ExactReuse] = _ExplainCarry(self.world, self.current)
+        ssn.carry.keep(_ExactReuse, _ExplainCarry(self.world, self.current))
         self._contexts: dict[str, tuple[object, ...] | None] = {}
 
     def _context(self, name: str) -> tuple[object, ...] | None:
@@ -255,8 +260,8 @@ class _ExactReuse:
             or old.fit_in[1] != job.fit_errors
         ):
             return None
-        token = job_token(job)
-        if token is None or not same_token(token, old.token) or job.uid in self.ssn.report.topology_failures:
+        token = job_generation(job)
+        if token is None or token != old.token or job.uid in self.ssn.report.topology_failures:
             return None
         if old.context is not None and self._context(job.queue) != old.context:
             return None
@@ -272,11 +277,19 @@ class _ExactReuse:
     ) -> None:
         if not self.on or job.uid in self.ssn.report.topology_failures:
             return
-        token = job_token(job)
+        token = job_generation(job)
         context = self._context(job.queue) if _reads_queue_figures(job, fit_in) else None
         if token is None or (context is None and _reads_queue_figures(job, fit_in)):
             return
         self.current[job.uid] = _Explained(token, context, fit_in, self.fit_state(job), doc, with_roles)
+
+
+class _AgedDocuments:
+    """Key of the last cycle's documents, taken over by age (``explain_session``'s ``previous``)."""
+
+
+carry_user(_ExactReuse, "explain's documents of pending jobs, with the world they were built in")
+carry_user(_AgedDocuments, "explain's documents of pending jobs, reused by age while the reason stands")
 
 
 def _queue_hold(ssn: Session, job: JobInfo) -> str | None:

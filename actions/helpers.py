@@ -10,9 +10,10 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from caldera.framework.carry import JobCarry, JobGeneration, carry_user, job_generation
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus, parse_preemptable
 from caldera.framework.resource import Resource
-from caldera.framework.session import Session, job_token, same_token
+from caldera.framework.session import Session
 from caldera.framework.statement import Statement
 
 T = TypeVar("T")
@@ -153,7 +154,7 @@ class _Failure:
 
     def __init__(
         self,
-        token: tuple[object, ...],
+        token: JobGeneration,
         queue_state: tuple[object, ...] | None,
         answers: tuple[bool, ...],
         fit_errors: dict[str, str],
@@ -186,7 +187,7 @@ class FailureMemo:
     fit, each try ends the same way: fit errors recorded, nothing placed. This memo takes that
     outcome over instead of trying again, when nothing it depended on can have changed:
 
-    - the job is the same (``job_token``: same tasks, statuses, phase, priority);
+    - the job is the same (``framework.carry.job_generation``: same tasks, statuses, phase, priority);
     - the cluster is the same (``SessionWorld``: conf, nodes and pods on them, queues, ...);
     - its queue lets each of its pending tasks be placed, or not, as it did then
       (``Session.allocatable``, the only queue-level question a try asks): known at once when the
@@ -204,14 +205,13 @@ class FailureMemo:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         self.world = SessionWorld(ssn)
-        carried = ssn.carry.get(FailureMemo)
+        carried = ssn.carry.carried(FailureMemo)
         self.previous: dict[str, _Failure] = {}
         if isinstance(carried, _FailureCarry) and self.world.same(carried.world):
             self.previous = carried.failures
         self.current: dict[str, _Failure] = {}
-        # what this cycle finds is what the next one may take over (also after a failed cycle:
-        # each entry is a fact about its own conditions)
-        ssn.carry[FailureMemo] = _FailureCarry(self.world, self.current)
+        # what this cycle finds is what the next one may take over (once this cycle is applied)
+        ssn.carry.keep(FailureMemo, _FailureCarry(self.world, self.current))
         self._queue_states: dict[str, tuple[object, ...] | None] = {}
         self._by_request = ssn.allocatable_by_request
         self.replayed = 0
@@ -237,8 +237,8 @@ class FailureMemo:
         old = self.previous.get(job.uid)
         if old is None:
             return None
-        token = job_token(job)
-        if token is None or not same_token(token, old.token):
+        token = job_generation(job)
+        if token is None or token != old.token:
             return None
         state = self._queue_state(job.queue)
         if (state is None or state != old.queue_state) and self._answers(job) != old.answers:
@@ -260,7 +260,7 @@ class FailureMemo:
         ssn = self.ssn
         if not fresh or ssn.changes or len(stmt):
             return
-        token = job_token(job)
+        token = job_generation(job)
         if token is None or ssn.job_ready(job):
             return
         answers = self._answers(job)
@@ -317,35 +317,25 @@ def job_valid(ssn: Session, job: JobInfo) -> bool:
 
 
 class _GateAnswers:
-    """``JobInfo.waits_for_gates`` per job, kept in ``Session.carry`` for the next cycle: it depends
-    on the job's tasks alone, so an unchanged job copy (``job_token``) has last cycle's answer."""
+    """``JobInfo.waits_for_gates`` per job, kept for the next cycle (``framework.carry``): it
+    depends on the job's tasks alone, so a copy of the same generation has last cycle's answer."""
 
-    __slots__ = ("current", "previous")
 
-    def __init__(self, previous: dict[str, tuple[tuple[object, ...], bool]]) -> None:
-        self.previous = previous
-        self.current: dict[str, tuple[tuple[object, ...], bool]] = {}
+carry_user(_GateAnswers, "whether each job waits for scheduling gates")
+carry_user(FailureMemo, "allocate's vain tries of jobs, with the world they were made in")
 
 
 def _waits_for_gates(ssn: Session, job: JobInfo) -> bool:
-    token = job_token(job)
-    if token is None:
+    generation = job_generation(job)
+    if generation is None:
         return job.waits_for_gates()
-    answers = ssn.memo(_GateAnswers, lambda: _gate_answers(ssn))
-    old = answers.previous.get(job.uid)
-    if old is not None and same_token(old[0], token):
-        answers.current[job.uid] = old
-        return old[1]
+    answers: JobCarry[bool] = ssn.memo(_GateAnswers, lambda: JobCarry(ssn.carry, _GateAnswers))
+    found, waits = answers.get(job, generation)
+    if found:
+        return bool(waits)
     waits = job.waits_for_gates()
-    answers.current[job.uid] = (token, waits)
+    answers.put(job, generation, waits)
     return waits
-
-
-def _gate_answers(ssn: Session) -> _GateAnswers:
-    carried = ssn.carry.get(_GateAnswers)
-    answers = _GateAnswers(carried.current if isinstance(carried, _GateAnswers) else {})
-    ssn.carry[_GateAnswers] = answers
-    return answers
 
 
 def pending_tasks(ssn: Session, job: JobInfo, best_effort: bool = False) -> list[TaskInfo]:

@@ -7,19 +7,26 @@ Watches (or tests) feed it object by object; it never rebuilds the world.
 hands them out in turn: the session that runs now gets one, the last finished session (whose result
 the binary publishes to /debug, the metrics and the status updater) keeps the other. When a slot is
 handed out again, only what changed since it was last used is copied afresh: nodes and jobs the cache
-changed since (kept as per-slot dirty sets by every write), nodes the last session of that slot wrote
-(the rows in its table's write log) or whose tasks it loaded, and jobs whose task statuses that
-session changed. Everything else is handed over as it is: nothing has touched it. So a session's
-objects are never shared with the session before it or with a reader of that session's result, and
-a session's changes never reach another session (its dirty objects are dropped, not reused).
+changed since (kept as per-slot dirty sets by every write), and what the session it was handed to
+changed, as its result says (``SessionResult.touched_jobs`` / ``touched_nodes``, taken by
+``apply``). A slot whose session never came back (a failed cycle) is copied afresh whole. So a
+session's objects are never shared with the session before it or with a reader of that session's
+result, and a session's changes never reach another session.
+
+A snapshot is a plain value: nothing in it calls back into the cache (a node copy's tasks are the
+task objects the node held when it was copied, which the cache never changes: it replaces them).
+The binary makes it on the event loop in short steps (``snapshot_async``), so watch handlers, binds
+and lease renewals never wait for a whole copy; what they change between two steps is copied again
+before the last one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +65,14 @@ from caldera.framework.snapshot import Snapshot
 
 log = logging.getLogger("caldera.cache")
 
+#: ``snapshot_async``: seconds of copying per step before the event loop gets its turn
+SNAPSHOT_STEP = 0.004
+#: units of copying between two chances to end a step (a job copy is ~10 tasks)
+STEP_JOBS = 64
+STEP_NODES = 256
+#: the round of copying from which a snapshot finishes in one go (what changed meanwhile is little)
+FINAL_ROUND = 3
+
 
 class _Slot:
     """One set of per-session copies: a node table, node and job copies, and what changed since."""
@@ -65,16 +80,15 @@ class _Slot:
     __slots__ = (
         "dirty_jobs",
         "dirty_nodes",
-        "handed",
+        "handout",
         "jobs",
         "layout",
-        "loaded",
         "node_list",
-        "node_memo",
-        "node_specs",
         "nodes",
+        "outstanding",
         "priority_revision",
         "rows",
+        "seq",
         "table",
     )
 
@@ -89,16 +103,15 @@ class _Slot:
         self.layout = -1
         self.jobs: dict[str, JobInfo] = {}
         self.priority_revision = -1
-        #: names of nodes / keys of jobs the cache changed since this slot was last handed out
+        #: names of nodes / keys of jobs changed since this slot was last handed out: by the cache,
+        #: and by the session it was handed to (``SessionResult.touched_*``, taken at ``apply``)
         self.dirty_nodes: set[str] = set()
         self.dirty_jobs: set[str] = set()
-        #: names of nodes whose tasks a session loaded (they hold that session's task copies)
-        self.loaded: list[str] = []
-        #: the jobs dict of the last snapshot built from this slot (to know a result's slot)
-        self.handed: dict[str, JobInfo] | None = None
-        #: what sessions derived from the node specs (Snapshot.node_memo), valid for ``node_specs``
-        self.node_memo: dict[object, Any] = {}
-        self.node_specs = -1
+        #: the ``seq`` of the last snapshot made from this slot, and whether that snapshot's result
+        #: has not been applied (then its copies are not used again: see ``_snapshot_steps``)
+        self.seq = 0
+        self.outstanding = False
+        self.handout = _Handout()
 
 
 #: statuses of a task placed on its node for good: moving among them changes no node's usage and no
@@ -233,6 +246,10 @@ class ClusterCache:
         #: snapshots taken so far, and the jobs changed (added, removed) since the last one: a
         #: session's plugins redo only those (``Snapshot.changed_jobs``)
         self._snapshot_seq = 0
+        #: the last generation stamped on a job (``JobInfo.generation``, ``framework.carry``)
+        self._generation = 0
+        #: the snapshot the last ``_snapshot_steps`` made
+        self._made: Snapshot | None = None
         self._jobs_changed: set[str] | None = set()
         self._changed_priority_revision = 0
         self.hypernodes: dict[str, HyperNode] = {}
@@ -317,6 +334,10 @@ class ClusterCache:
             slot.dirty_nodes.add(name)
 
     def _job_changed(self, key: str) -> None:
+        self._generation += 1
+        job = self.jobs.get(key)
+        if job is not None:
+            job.generation = self._generation
         bound = 2 * len(self.jobs) + 1000
         for slot in self._slots:
             dirty = slot.dirty_jobs
@@ -783,6 +804,7 @@ class ClusterCache:
             self.priority_classes[pc.metadata.name] = pc.value
             if pc.global_default:
                 self.default_priority = pc.value
+            self._every_job_changed()
 
     def delete_priority_class(self, pc: PriorityClass) -> None:
         with self._lock:
@@ -791,6 +813,13 @@ class ClusterCache:
             self.priority_classes.pop(pc.metadata.name, None)
             if pc.global_default:
                 self.default_priority = 0
+            self._every_job_changed()
+
+    def _every_job_changed(self) -> None:
+        """Priorities come from priority classes: every job's copy may read otherwise now."""
+        for key in self.jobs:
+            self._generation += 1
+            self.jobs[key].generation = self._generation
 
     def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
         with self._lock:
@@ -860,55 +889,204 @@ class ClusterCache:
     # snapshot
     # ------------------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        """A private view for one session; copies only what changed since its slot was last used."""
+        """A private view for one session; copies only what changed since its slot was last used.
+        Made in one go under the lock (tests, tools, a caller off the event loop)."""
         with self._lock:
-            self.stats.snapshots += 1
-            slot = self._pick_slot()
-            self.sync_table()
-            self._refresh_nodes(slot)
-            self._refresh_jobs(slot)
-            if slot.node_specs != self._node_specs:
-                slot.node_memo = {}
-                slot.node_specs = self._node_specs
-            self._snapshot_seq += 1
-            changed = self._jobs_changed
-            self._jobs_changed = set()
-            if self._changed_priority_revision != self._priority_revision:
-                changed = None  # every job's priority may differ
-                self._changed_priority_revision = self._priority_revision
-            queues = dict(self.queues)
-            if self.default_queue not in queues:
-                # The default queue exists implicitly until its object arrives (the queue controller creates it).
-                queues[self.default_queue] = QueueInfo(self.default_queue)
-            # Fresh dicts (a C-speed copy): a holder of an older snapshot never sees its keys change.
-            slot.handed = dict(slot.jobs)
-            return Snapshot(
-                jobs=slot.handed,
-                nodes=dict(slot.nodes),
-                table=slot.table,
-                queues=queues,
-                priority_classes=dict(self.priority_classes),
-                hypernodes=dict(self.hypernodes),
-                revision=self.revision,
-                decision_revision=self.decision_revision,
-                seq=self._snapshot_seq,
-                changed_jobs=changed,
-                pending_jobs=set(self._pending_jobs),
-                node_revision=(self._layout, self._node_revision),
-                pdbs=dict(self.pdbs),
-                pvcs=dict(self.pvcs),
-                pvs=dict(self.pvs),
-                storage_classes=dict(self.storage_classes),
-                csinodes=dict(self.csinodes),
-                rows=list(slot.node_list),
-                node_memo=slot.node_memo,
-                affinity_pods=len(self._affinity),
-                affinity_nodes=frozenset(
-                    t.node_name
-                    for t in self._affinity.values()
-                    if t.node_name and t.status in OCCUPYING_STATUSES
-                ),
-            )
+            for _ in self._snapshot_steps():
+                pass
+            return self._take_made()
+
+    async def snapshot_async(
+        self, step_seconds: float = SNAPSHOT_STEP, between: Callable[[], None] | None = None
+    ) -> Snapshot:
+        """The same snapshot, made on the event loop in steps of about ``step_seconds``: between two
+        steps the loop handles watch events, binds and lease renewals, and whatever they change
+        before the last step is copied again by it (every write marks what it changed), so the
+        snapshot is as consistent as one made in one go, at the moment of its last step.
+        ``between``: called after each step (the binary's collector policy freezes the copies
+        made so far, so that collections do not walk them again)."""
+        steps = self._snapshot_steps()
+        while True:
+            deadline = time.perf_counter() + step_seconds
+            with self._lock:
+                for _ in steps:
+                    if time.perf_counter() >= deadline:
+                        break
+                else:
+                    made = self._take_made()
+                    if between is not None:
+                        between()
+                    return made
+            if between is not None:
+                between()
+            await asyncio.sleep(0)
+
+    def _take_made(self) -> Snapshot:
+        made = self._made
+        assert made is not None
+        self._made = None
+        return made
+
+    def _snapshot_steps(self) -> Iterator[None]:
+        """Make a snapshot, yielding between units of copying (the caller holds the lock while it
+        runs the generator; between two of its steps the cache may change). Ends with the snapshot
+        in ``_made``."""
+        self.stats.snapshots += 1
+        slot = self._pick_slot()
+        if slot.outstanding:
+            # Its last snapshot's session never came back (a failed cycle, a reader's snapshot):
+            # whatever that session changed of the copies is unknown, so none is used again.
+            slot = self._renew_slot(slot)
+        if slot.priority_revision != self._priority_revision:
+            slot.jobs.clear()  # every job's (and task's) priority may differ
+            slot.dirty_jobs = set(self.jobs)
+            slot.priority_revision = self._priority_revision
+        # Per-session scratch fields of the copies used again: what that session wrote there is
+        # not this one's (jobs copied afresh below get fresh ones anyway).
+        reused = 0
+        items = list(slot.jobs.items())
+        for start in range(0, len(items), STEP_JOBS):
+            dirty = slot.dirty_jobs
+            for key, copy in items[start : start + STEP_JOBS]:
+                if key in dirty:
+                    continue
+                reused += 1
+                if copy.fit_errors:
+                    copy.fit_errors = {}
+                if copy.job_fit_error:
+                    copy.job_fit_error = ""
+                source = self.jobs.get(key)
+                if source is not None and copy.phase != source.phase:
+                    copy.phase = source.phase
+            yield
+        self.stats.reused_jobs += reused
+        copied_before = self.stats.copied_nodes
+        # Copy what changed, in rounds: what changes while a round runs is copied by the next one;
+        # the last rounds run without a break, so the snapshot ends consistent.
+        rounds = 0
+        while slot.layout != self._layout or slot.dirty_nodes or slot.dirty_jobs:
+            rounds += 1
+            last = rounds >= FINAL_ROUND
+            if slot.layout != self._layout:
+                yield from self._relayout(slot, last)
+            if slot.dirty_nodes and slot.layout == self._layout:
+                yield from self._copy_nodes(slot, last)
+            if slot.dirty_jobs:
+                yield from self._copy_jobs(slot, last)
+        self.stats.reused_nodes += max(0, len(slot.node_list) - (self.stats.copied_nodes - copied_before))
+        self._made = self._hand_out(slot)
+
+    def _relayout(self, slot: _Slot, last: bool) -> Iterator[None]:
+        """Nodes came or went: rows move, so every node copy is made afresh (rare)."""
+        layout = self._layout
+        live = sorted(self.nodes.values(), key=lambda n: n.row)
+        table = NodeTable.__new__(NodeTable)
+        table.rows = len(live)
+        table.names = [n.name for n in live]
+        table.log = []
+        nodes: dict[str, NodeInfo] = {}
+        node_list: list[NodeInfo] = []
+        slot.dirty_nodes = set()
+        for position, info in enumerate(live):
+            if not last and position and position % STEP_NODES == 0:
+                yield
+                if self._layout != layout:
+                    return  # nodes came or went meanwhile: the caller starts again
+            clone = info.clone_into(table, _TaskLoader(dict(info.tasks), slot.handout, info.name))
+            clone.row = position
+            nodes[info.name] = clone
+            node_list.append(clone)
+        slot.rows = np.fromiter((n.row for n in live), dtype=np.intp, count=len(live))
+        slot.table = table
+        slot.nodes = nodes
+        slot.node_list = node_list
+        self.stats.copied_nodes += len(live)
+        slot.layout = layout
+
+    def _copy_nodes(self, slot: _Slot, last: bool) -> Iterator[None]:
+        dirty = slot.dirty_nodes
+        slot.dirty_nodes = set()
+        table = slot.table
+        copied = 0
+        for name in dirty:
+            previous = slot.nodes.get(name)
+            source = self.nodes.get(name)
+            if previous is None or source is None:
+                continue
+            clone = source.clone_into(table, _TaskLoader(dict(source.tasks), slot.handout, name))
+            clone.row = previous.row
+            slot.nodes[name] = clone
+            slot.node_list[previous.row] = clone
+            copied += 1
+            if not last and copied % STEP_NODES == 0:
+                yield
+        self.stats.copied_nodes += copied
+
+    def _copy_jobs(self, slot: _Slot, last: bool) -> Iterator[None]:
+        dirty = slot.dirty_jobs
+        slot.dirty_jobs = set()
+        jobs = slot.jobs
+        copied = 0
+        for key in sorted(dirty):  # sorted: new jobs join in the same order every run
+            job = self.jobs.get(key)
+            if job is None:
+                jobs.pop(key, None)
+                continue
+            jobs[key] = self._copy_job(job)
+            copied += 1
+            if not last and copied % STEP_JOBS == 0:
+                yield
+        self.stats.copied_jobs += copied
+
+    def _hand_out(self, slot: _Slot) -> Snapshot:
+        """The last step: the node table's figures, and the snapshot as a plain value."""
+        self.sync_table()
+        table = slot.table
+        self._fill_table(table, slot.rows)
+        table.log = []
+        self._snapshot_seq += 1
+        slot.seq = self._snapshot_seq
+        slot.outstanding = True
+        changed = self._jobs_changed
+        self._jobs_changed = set()
+        if self._changed_priority_revision != self._priority_revision:
+            changed = None  # every job's priority may differ
+            self._changed_priority_revision = self._priority_revision
+        queues = dict(self.queues)
+        if self.default_queue not in queues:
+            # The default queue exists implicitly until its object arrives (the queue controller creates it).
+            queues[self.default_queue] = QueueInfo(self.default_queue)
+        # Fresh dicts (a C-speed copy): a holder of an older snapshot never sees its keys change.
+        jobs = dict(slot.jobs)
+        loaded: list[str] = []
+        slot.handout.jobs = jobs
+        slot.handout.loaded = loaded
+        return Snapshot(
+            jobs=jobs,
+            nodes=dict(slot.nodes),
+            table=table,
+            queues=queues,
+            priority_classes=dict(self.priority_classes),
+            hypernodes=dict(self.hypernodes),
+            revision=self.revision,
+            decision_revision=self.decision_revision,
+            seq=self._snapshot_seq,
+            changed_jobs=changed,
+            pending_jobs=set(self._pending_jobs),
+            node_revision=(self._layout, self._node_revision),
+            node_specs=self._node_specs,
+            loaded_nodes=loaded,
+            pdbs=dict(self.pdbs),
+            pvcs=dict(self.pvcs),
+            pvs=dict(self.pvs),
+            storage_classes=dict(self.storage_classes),
+            csinodes=dict(self.csinodes),
+            rows=list(slot.node_list),
+            affinity_pods=len(self._affinity),
+            affinity_nodes=frozenset(
+                t.node_name for t in self._affinity.values() if t.node_name and t.status in OCCUPYING_STATUSES
+            ),
+        )
 
     def sync_table(self) -> None:
         """Bring the cache's own node table up to date (every snapshot does it first)."""
@@ -937,56 +1115,21 @@ class ClusterCache:
         self._last_slot = slot
         return slot
 
+    def _renew_slot(self, slot: _Slot) -> _Slot:
+        """A fresh slot in place of ``slot`` (everything is copied afresh into it)."""
+        fresh = _Slot()
+        fresh.dirty_jobs = set(self.jobs)
+        self._slots = tuple(fresh if s is slot else s for s in self._slots)  # type: ignore[assignment]
+        if self._last_slot is slot:
+            self._last_slot = fresh
+        return fresh
+
     def reset_copies(self) -> None:
         """Forget every session copy: the next snapshots copy everything (benchmarks, tests)."""
         with self._lock:
             self._slots = (_Slot(), _Slot())
             self._published = None
             self._last_slot = None
-
-    def _refresh_nodes(self, slot: _Slot) -> None:
-        table = slot.table
-        if slot.layout != self._layout:
-            # Nodes came or went: rows move, so every copy is made afresh (rare).
-            live = sorted(self.nodes.values(), key=lambda n: n.row)
-            slot.rows = np.fromiter((n.row for n in live), dtype=np.intp, count=len(live))
-            table = slot.table = NodeTable.__new__(NodeTable)
-            table.rows = len(live)
-            table.names = [n.name for n in live]
-            self._fill_table(table, slot.rows)
-            slot.nodes = {}
-            slot.node_list = []
-            for position, info in enumerate(live):
-                clone = info.clone_into(table, _TaskLoader(dict(info.tasks), slot, info.name))
-                clone.row = position
-                slot.nodes[info.name] = clone
-                slot.node_list.append(clone)
-            self.stats.copied_nodes += len(live)
-            slot.layout = self._layout
-        else:
-            # What changed since this slot was last handed out: by the cache (its dirty set), by
-            # that slot's session (the rows its table's write log names, the nodes whose tasks it
-            # loaded). Nothing else has been written since those copies were made.
-            dirty = slot.dirty_nodes
-            if table.log:
-                names = table.names
-                dirty.update(names[row] for row in set(table.log) if row < len(names))
-            dirty.update(slot.loaded)
-            self._fill_table(table, slot.rows)
-            for name in dirty:
-                previous = slot.nodes.get(name)
-                source = self.nodes.get(name)
-                if previous is None or source is None:
-                    continue
-                clone = source.clone_into(table, _TaskLoader(dict(source.tasks), slot, name))
-                clone.row = previous.row
-                slot.nodes[name] = clone
-                slot.node_list[previous.row] = clone
-            self.stats.copied_nodes += len(dirty)
-            self.stats.reused_nodes += len(slot.node_list) - len(dirty)
-        slot.dirty_nodes = set()
-        slot.loaded = []
-        table.log = []
 
     def _fill_table(self, table: NodeTable, rows: np.ndarray) -> None:
         """The cache's rows ``rows``, in that order, into ``table`` (fresh arrays: numpy copies)."""
@@ -1015,38 +1158,6 @@ class ClusterCache:
         table._requests = {}  # column numbers follow dims, copied afresh above
         table.version = 0
 
-    def _refresh_jobs(self, slot: _Slot) -> None:
-        jobs = slot.jobs
-        if slot.priority_revision != self._priority_revision:
-            jobs.clear()  # every job's (and task's) priority may differ
-            slot.dirty_jobs = set(self.jobs)
-            slot.priority_revision = self._priority_revision
-        dirty = slot.dirty_jobs
-        reused = 0
-        for key, copy in jobs.items():
-            if copy.version:
-                # That slot's session changed task statuses (even if it discarded them after).
-                dirty.add(key)
-            elif key not in dirty:
-                # Per-session scratch fields: what that session wrote there is not this one's.
-                reused += 1
-                if copy.fit_errors:
-                    copy.fit_errors = {}
-                if copy.job_fit_error:
-                    copy.job_fit_error = ""
-                source = self.jobs.get(key)
-                if source is not None and copy.phase != source.phase:
-                    copy.phase = source.phase
-        for key in sorted(dirty):  # sorted: new jobs join in the same order every run
-            job = self.jobs.get(key)
-            if job is None:
-                jobs.pop(key, None)
-                continue
-            jobs[key] = self._copy_job(job)
-        self.stats.copied_jobs += len(dirty)
-        self.stats.reused_jobs += reused
-        slot.dirty_jobs = set()
-
     def _copy_job(self, job: JobInfo) -> JobInfo:
         copy = job.clone()
         copy.priority = self._priority_of(job.priority_class)
@@ -1067,9 +1178,15 @@ class ClusterCache:
             # the cache as it was (the loop skips periods while nothing changes).
             before = self.revision
             for slot in self._slots:
-                if slot.handed is result.jobs:
-                    # Its result is about to be published: the next session must not use these copies.
+                if result.seq and slot.seq == result.seq and slot.outstanding:
+                    # Its result is about to be published: the next session must not use these
+                    # copies; what the session changed of them is copied afresh when the slot
+                    # is handed out again.
                     self._published = slot
+                    slot.outstanding = False
+                    slot.dirty_jobs.update(result.touched_jobs)
+                    slot.dirty_nodes.update(result.touched_nodes)
+                    slot.dirty_nodes.update(slot.handout.loaded)
             for key, job in result.jobs.items():
                 if job.phase == "Inqueue":
                     # Enqueued by the session: assumed until the PodGroup's status comes back from
@@ -1083,13 +1200,11 @@ class ClusterCache:
                 task = self.tasks.get(placement.task.uid)
                 if task is None or task.status != TaskStatus.PENDING or placement.node not in self.nodes:
                     continue
-                if placement.annotations:
-                    # What the binder will write on the pod (device assignments) is part of the
-                    # assumption: the next snapshot must see it before the watch brings it back.
-                    task.pod = _with_annotations(task.pod, placement.annotations)
-                self._set_status(task, TaskStatus.BINDING, placement.node)
+                # What the binder will write on the pod (device assignments) is part of the
+                # assumption: the next snapshot must see it before the watch brings it back.
+                pod = _with_annotations(task.pod, placement.annotations) if placement.annotations else None
+                assumed.append(self._set_status(task, TaskStatus.BINDING, placement.node, pod))
                 self.revision = before + 1
-                assumed.append(task)
             for eviction in result.evictions:
                 task = self.tasks.get(eviction.task.uid)
                 if task is None or task.status not in OCCUPYING_STATUSES:
@@ -1098,16 +1213,38 @@ class ClusterCache:
                 self.revision = before + 1
         return assumed
 
-    def _set_status(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:
+    def _set_status(
+        self, task: TaskInfo, status: TaskStatus, node_name: str, pod: Pod | None = None
+    ) -> TaskInfo:
+        """Replace ``task`` by a copy with this status and node (and pod): a task object the cache
+        may have handed out (a node copy's tasks are read lazily) is never changed."""
+        new = task.clone()
+        new.status = status
+        new.node_name = node_name
+        if pod is not None:
+            new.pod = pod
         self._detach_from_node(task)
+        self._replace_indexed(task, new)
         job = self.jobs.get(task.job) if task.job else None
         if job is not None and job.tasks.get(task.uid) is task:
-            job.update_task_status(task, status)
+            job.swap_task(task, new)
             self._job_changed(task.job)
-        else:
-            task.status = status
-        task.node_name = node_name
-        self._attach_to_node(task)
+        self._attach_to_node(new)
+        return new
+
+    def _replace_indexed(self, old: TaskInfo, new: TaskInfo) -> None:
+        """``new`` in place of ``old`` in the indexes by uid (not jobs and nodes)."""
+        uid = old.uid
+        if self.tasks.get(uid) is old:
+            self.tasks[uid] = new
+        if self._affinity.get(uid) is old:
+            self._affinity[uid] = new
+        if self.ungrouped.get(uid) is old:
+            self.ungrouped[uid] = new
+        if old.job:
+            waiting = self.waiting.get(old.job)
+            if waiting is not None and waiting.get(uid) is old:
+                waiting[uid] = new
 
     def forget_assumption(self, task_uid: str) -> bool:
         """A bind failed for good: the task is pending again and its node's resources are free."""
@@ -1139,12 +1276,19 @@ class ClusterCache:
             self.revision += 1
             self._settled_changes += 1  # binding to bound on the same node: no decision changes
             self._node_revision += 1  # the task on its node is bound now, no longer binding
+            new = task.clone()
+            new.status = TaskStatus.BOUND
+            self._replace_indexed(task, new)
+            node = self.nodes.get(task.node_name)
+            if node is not None and node.replace_task(task, new):
+                self._node_changed(task.node_name)
+            orphans = self._orphans_by_node.get(task.node_name)
+            if orphans is not None and orphans.get(task.uid) is task:
+                orphans[task.uid] = new
             job = self.jobs.get(task.job) if task.job else None
             if job is not None and job.tasks.get(task.uid) is task:
-                job.update_task_status(task, TaskStatus.BOUND)
+                job.swap_task(task, new)
                 self._job_changed(task.job)
-            else:
-                task.status = TaskStatus.BOUND
 
 
 def _node_accounting(status: TaskStatus, node_name: str) -> int:
@@ -1164,20 +1308,34 @@ def _with_annotations(pod: Pod, annotations: dict[str, str]) -> Pod:
     return msgspec.structs.replace(pod, metadata=msgspec.structs.replace(pod.metadata, annotations=merged))
 
 
+class _Handout:
+    """What the slot's latest snapshot handed out, for its node copies' task loaders: its jobs
+    (a loaded node's tasks are that session's own job copies) and the list the loaders note the
+    loaded nodes in (``Snapshot.loaded_nodes``, the session's own). Set anew with every snapshot."""
+
+    __slots__ = ("jobs", "loaded")
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, JobInfo] = {}
+        self.loaded: list[str] = []
+
+
 class _TaskLoader:
-    """Resolves a node's tasks to the current session's own task copies, on first use only (and
-    tells the slot: a node whose tasks were loaded holds that session's copies, so it is not reused)."""
+    """Resolves a node's tasks, on first use only, to the session's own task copies, or to copies of
+    the tasks the node held when it was copied (the cache never changes a task object once made, so
+    what it held then is a plain value). Knows nothing of the cache."""
 
-    __slots__ = ("held", "name", "slot")
+    __slots__ = ("handout", "held", "name")
 
-    def __init__(self, held: dict[str, TaskInfo], slot: _Slot, name: str) -> None:
+    def __init__(self, held: dict[str, TaskInfo], handout: _Handout, name: str) -> None:
         self.held = held
-        self.slot = slot
+        self.handout = handout
         self.name = name
 
     def __call__(self) -> dict[str, TaskInfo]:
-        self.slot.loaded.append(self.name)
-        jobs = self.slot.jobs
+        handout = self.handout
+        handout.loaded.append(self.name)
+        jobs = handout.jobs
         out: dict[str, TaskInfo] = {}
         for uid, task in self.held.items():
             job = jobs.get(task.job) if task.job else None

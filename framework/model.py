@@ -311,13 +311,13 @@ class JobInfo:
         "by_status",
         "creation",
         "fit_errors",
+        "generation",
         "job_fit_error",
         "min_available",
         "min_resources",
         "name",
         "namespace",
         "network_topology",
-        "origin",
         "phase",
         "podgroup",
         "preemptable",
@@ -370,9 +370,10 @@ class JobInfo:
         self.fit_errors: dict[str, str] = {}
         self.job_fit_error = ""
         self.version = 0
-        #: for a copy: the job it was copied from and that job's version then. Two copies with equal
-        #: origins and version 0 hold the same tasks and statuses (for consumers' memos).
-        self.origin: tuple[JobInfo, int] | None = None
+        #: stamped by the cache whenever anything a decision may read of the job changes (unique
+        #: across the cache's jobs and their lifetimes; 0: not a cached job). A copy keeps its
+        #: source's: two copies of the same generation hold the same job (``framework.carry``).
+        self.generation = 0
 
     @classmethod
     def from_podgroup(cls, pg: PodGroup, priority: int = 0, default_queue: str = "default") -> JobInfo:
@@ -461,6 +462,26 @@ class JobInfo:
         elif now_alloc and not was_alloc:
             self.allocated.add(resreq)
         self.ready_count += (status in READY_STATUSES) - (before in READY_STATUSES)
+
+    def swap_task(self, old: TaskInfo, new: TaskInfo) -> None:
+        """Hold ``new`` (a newer copy of the same pod, same requests) where ``old`` was, at the same
+        place in ``tasks``: the bookkeeping of ``update_task_status`` to new's status, with ``old``
+        left as it was (the cache never changes a task object it may have handed out)."""
+        uid = new.uid
+        self.tasks[uid] = new
+        before, status = old.status, new.status
+        bucket = self.by_status.get(before)
+        if before == status and bucket is not None:
+            bucket[uid] = new  # (same place in its bucket, as a status left unchanged)
+        else:
+            if bucket is not None:
+                bucket.pop(uid, None)
+            self._account_move(new.resreq, before, status)
+            bucket = self.by_status.get(status)
+            if bucket is None:
+                bucket = self.by_status[status] = {}
+            bucket[uid] = new
+        self.version += 1
 
     def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
         old = task.status
@@ -632,7 +653,7 @@ class JobInfo:
         j.fit_errors = {}
         j.job_fit_error = ""
         j.version = 0
-        j.origin = (self, self.version)
+        j.generation = self.generation
         return j
 
     def __repr__(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,6 +26,7 @@ from caldera.framework.callbacks import (
     ValidateResult,
     VictimsFn,
 )
+from caldera.framework.carry import Kept, carry_user
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.placement import PlacementEngine
@@ -62,9 +63,7 @@ __all__ = [
     "SessionResult",
     "ValidateResult",
     "close_session",
-    "job_token",
     "open_session",
-    "same_token",
 ]
 
 
@@ -156,6 +155,26 @@ class SessionResult:
     #: changed (0 and None: not known, look at every job)
     seq: int = 0
     changed_jobs: set[str] | None = None
+    #: what the session kept for the next cycle (``framework.carry``): the loop offers it to the
+    #: next session once this result has been applied
+    kept: dict[object, Any] = field(default_factory=dict)
+    #: what the session changed of its snapshot's copies, for the cache to copy afresh: jobs whose
+    #: task statuses it changed, nodes whose table rows it wrote or whose tasks it loaded
+    touched_jobs: list[str] = field(default_factory=list)
+    touched_nodes: list[str] = field(default_factory=list)
+
+
+class _NodeSpecMemo:
+    """Values derived from the node specs alone, kept for the generation of the specs."""
+
+    __slots__ = ("generation", "values")
+
+    def __init__(self, generation: int, values: dict[object, Any]) -> None:
+        self.generation = generation
+        self.values = values
+
+
+carry_user(_NodeSpecMemo, "values sessions derive from the node specs (Session.node_memo)")
 
 
 class Session(CallbackRegistry):
@@ -167,7 +186,7 @@ class Session(CallbackRegistry):
         tiers: list[Tier],
         plugins: dict[str, Plugin] | None = None,
         configurations: dict[str, Any] | None = None,
-        carry: dict[object, Any] | None = None,
+        carry: Mapping[object, Any] | None = None,
     ) -> None:
         super().__init__(tiers)
         self.started = time.monotonic()
@@ -201,9 +220,9 @@ class Session(CallbackRegistry):
         #: jobs whose soft topology requirement found no group: allocated cluster-wide this session
         self.topology_fell_back: set[str] = set()
         self._memo: dict[object, Any] = {}
-        #: what one cycle leaves for the next (owned by the binary's loop; empty for a lone session):
-        #: keyed like ``memo``; whoever keeps something here proves it still holds before using it
-        self.carry: dict[object, Any] = carry if carry is not None else {}
+        #: what the last applied cycle kept for this one, and what this one keeps for the next
+        #: (``framework.carry``; nothing is offered to a lone session)
+        self.carry = Kept(carry)
         #: allocate and deallocate events fired so far (any change of the session's state)
         self.changes = 0
         #: plugin → a function giving what the plugin's queue-level answers (allocatable, overused)
@@ -211,7 +230,13 @@ class Session(CallbackRegistry):
         self.queue_state_fns: dict[str, Callable[[QueueInfo], object]] = {}
         #: plugins whose allocatable function reads nothing of a task but its request
         self.allocatable_by_request_plugins: set[str] = set()
-        self._node_memo: dict[object, Any] = snapshot.node_memo if snapshot.node_memo is not None else {}
+        self._node_memo: dict[object, Any] = {}
+        specs = snapshot.node_specs
+        if specs:
+            memo = self.carry.carried(_NodeSpecMemo)
+            if isinstance(memo, _NodeSpecMemo) and memo.generation == specs:
+                self._node_memo = dict(memo.values)
+            self.carry.keep(_NodeSpecMemo, _NodeSpecMemo(specs, self._node_memo))
         self.placement = PlacementEngine(self, self.table, self.node_list, self._node_memo)
         # The placement engine's answers, as session methods (bound once: no per-call indirection).
         self.feasible_mask = self.placement.feasible_mask
@@ -246,8 +271,9 @@ class Session(CallbackRegistry):
     def node_memo(self, key: object, build: Callable[[], T]) -> T:
         """Like :meth:`memo`, for a value derived from the nodes' specs alone (names and rows, labels,
         taints, readiness, schedulability, allocatable: never usage, pods, jobs or arguments, unless
-        they are part of ``key``): kept across sessions while no node spec changed. The value is
-        shared with later sessions, so it must never be changed in place (arrays: read-only)."""
+        they are part of ``key``): kept across cycles for the snapshot's generation of the node
+        specs (``framework.carry``). The value is shared with later sessions, so it must never be
+        changed in place (arrays: read-only)."""
         try:
             return self._node_memo[key]  # type: ignore[no-any-return]
         except KeyError:
@@ -265,7 +291,7 @@ class Session(CallbackRegistry):
         """The uids of the jobs whose copies may differ from those the session over snapshot ``seq``
         opened with (changed, added or removed since), when this session's snapshot is the next one
         of the same source; None otherwise (then a carried figure is checked job by job, with
-        ``job_token``). Never to be changed."""
+        ``framework.carry.job_generation``). Never to be changed."""
         snapshot = self.snapshot
         if not seq or snapshot.changed_jobs is None or snapshot.seq != seq + 1:
             return None
@@ -532,23 +558,17 @@ class Session(CallbackRegistry):
             report=self.report,
             seq=self.snapshot.seq,
             changed_jobs=self.snapshot.changed_jobs,
+            kept=self.carry.kept,
+            touched_jobs=[uid for uid, job in self.jobs.items() if job.version],
+            touched_nodes=self._touched_nodes(),
         )
 
-
-def job_token(job: JobInfo) -> tuple[object, ...] | None:
-    """A value equal (``same_token``) for two session copies of a job exactly when they hold the
-    same job: the cache's job object and its version they were copied from (tasks, statuses,
-    pods, PodGroup), and the fields a session or the cache may set on a copy in place (phase,
-    priority). None for a job that is no unchanged copy (built by hand, or changed by this session)."""
-    origin = job.origin
-    if origin is None or job.version:
-        return None
-    return (origin[0], origin[1], job.phase, job.priority, job.min_available, job.queue)
-
-
-def same_token(a: tuple[object, ...] | None, b: tuple[object, ...] | None) -> bool:
-    # the cache's job object by identity (never a fresh object equal by value)
-    return a is not None and b is not None and a[0] is b[0] and a[1:] == b[1:]
+    def _touched_nodes(self) -> list[str]:
+        names = self.table.names
+        rows = self.table.log
+        out = [names[row] for row in set(rows) if row < len(names)] if rows else []
+        out.extend(self.snapshot.loaded_nodes)
+        return out
 
 
 def _creation_uid(item: Any) -> tuple[float, str]:
@@ -564,10 +584,10 @@ def open_session(
     tiers: list[Tier],
     plugin_classes: dict[str, type[Plugin]],
     configurations: dict[str, Any] | None = None,
-    carry: dict[object, Any] | None = None,
+    carry: Mapping[object, Any] | None = None,
 ) -> Session:
     """Build the conf's plugins, open a session, and let every plugin register its callbacks.
-    ``carry``: what the last session left for this one (``Session.carry``)."""
+    ``carry``: what the last applied cycle kept for this one (``framework.carry.CarryBook.offer``)."""
     plugins: dict[str, Plugin] = {}
     options: list[PluginOption] = [p for t in tiers for p in t.plugins]
     for option in options:

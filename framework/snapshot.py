@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo
 from caldera.framework.nodetable import NodeTable
@@ -55,10 +54,13 @@ class Snapshot:
     #: pods with such terms without reading every pod of every node each cycle.
     affinity_pods: int | None = None
     affinity_nodes: frozenset[str] | None = None
-    #: values derived from the nodes' specs alone (names and rows, labels, taints, readiness,
-    #: schedulability, allocatable), kept by the builder across the sessions it serves while none of
-    #: those changed (None: one session only). See :meth:`Session.node_memo`.
-    node_memo: dict[object, Any] | None = None
+    #: the source's generation of the node specs (names and rows, labels, taints, readiness,
+    #: schedulability, allocatable): moves whenever any of those changes (0: not known). What a
+    #: session derives from them is kept for the next cycle while it stands (Session.node_memo).
+    node_specs: int = 0
+    #: the names of the nodes whose tasks the session loaded (their copies hold the session's task
+    #: copies): the session's own list, reported in its result (``SessionResult.touched_nodes``)
+    loaded_nodes: list[str] = field(default_factory=list)
 
     def nodes_with_affinity_pods(self, every: list[NodeInfo]) -> list[NodeInfo]:
         """The nodes that may hold pods with inter-pod (anti-)affinity terms, in row order: those the

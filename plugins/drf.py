@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from caldera.framework.carry import JobGeneration, carry_user, job_generation
 from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from caldera.framework.plugin import Plugin
 from caldera.framework.resource import Resource
-from caldera.framework.session import job_token, same_token
 from caldera.plugins.helpers import exact_range, safe_sub, share, whole
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def total_key(total: Resource) -> tuple[float, float, float, tuple[tuple[str, fl
 
 
 class _DrfOpen:
-    """What a session's drf opened with (``Session.carry``), per job uid: its copy's token, its
+    """What a session's drf opened with (``framework.carry``), per job uid: its copy's token, its
     allocation and share, whether it may hold anything; the cluster total the shares were taken of,
     and the snapshot the jobs came from. Never changed once carried."""
 
@@ -87,14 +87,14 @@ class _DrfOpen:
     def __init__(self, total_key: tuple[object, ...]) -> None:
         self.total_key = total_key
         self.seq = 0
-        self.tokens: dict[str, tuple[object, ...] | None] = {}
+        self.tokens: dict[str, JobGeneration | None] = {}
         self.allocated: dict[str, Resource] = {}
         self.shares: dict[str, float] = {}
         self.holding: set[str] = set()
 
 
 class _DrfClose:
-    """What a session's drf closed with (``Session.carry``): per job uid that counted, its namespace
+    """What a session's drf closed with (``framework.carry``): per job uid that counted, its namespace
     and the allocation it added; per namespace, how many jobs counted and their sum; the jobs the
     session's events changed; its snapshot; whether every figure is a whole number in the exact
     range (else it is not carried). Taken by the next close, which updates it in place."""
@@ -107,6 +107,10 @@ class _DrfClose:
         self.seq = 0
         self.touched: set[str] = set()
         self.exact = True
+
+
+carry_user(_DrfOpen, "drf: each job's allocation and dominant share at session open")
+carry_user(_DrfClose, "drf: each namespace's summed allocation at session close")
 
 
 class _NamespaceSum:
@@ -177,14 +181,14 @@ class DrfPlugin(Plugin):
     def _open_jobs(self, ssn: Session) -> None:
         """Each job's allocation (its allocated statuses and pipelined tasks) and dominant share.
 
-        Taken over from the last session's opening figures (``Session.carry``) for every job copy
+        Taken over from the last session's opening figures (``framework.carry``) for every job copy
         unchanged since: the same vector (never changed in place: ``_change`` replaces it) and, when
         the cluster total is the same to the bit, the same share. When this session's snapshot
         follows the last one's, only the jobs it names as changed are looked at
-        (``Session.jobs_changed_since``); otherwise every job is checked by its ``job_token``."""
+        (``Session.jobs_changed_since``); otherwise every job is checked by its ``framework.carry.job_generation``."""
         total = self.total
         key = total_key(total)
-        carried = ssn.carry.pop(_DrfOpen, None)
+        carried = ssn.carry.carried(_DrfOpen)
         previous = carried if isinstance(carried, _DrfOpen) else None
         jobs = ssn.jobs
         opened: _DrfOpen | None = None
@@ -199,7 +203,7 @@ class DrfPlugin(Plugin):
         if opened is None:
             opened = self._open_each(jobs, previous, key)
         opened.seq = ssn.snapshot.seq
-        ssn.carry[_DrfOpen] = opened
+        ssn.carry.keep(_DrfOpen, opened)
         # the session's own (changed by its events); the opening figures stay as carried
         self.allocated = dict(opened.allocated)
         self.shares = dict(opened.shares)
@@ -228,7 +232,7 @@ class DrfPlugin(Plugin):
                 holding.discard(uid)
                 continue
             alloc, held = self._allocation_of(job)
-            tokens[uid] = job_token(job)
+            tokens[uid] = job_generation(job)
             allocated[uid] = alloc
             shares[uid] = share(alloc, total) if held else 0.0
             if held:
@@ -246,7 +250,7 @@ class DrfPlugin(Plugin):
     def _open_each(
         self, jobs: dict[str, JobInfo], previous: _DrfOpen | None, key: tuple[object, ...]
     ) -> _DrfOpen:
-        """Every job, in job order; a job whose copy is unchanged (``job_token``) keeps its figures."""
+        """Every job, in job order; a job whose copy is unchanged (``framework.carry.job_generation``) keeps its figures."""
         total = self.total
         same_total = previous is not None and previous.total_key == key
         old_tokens = previous.tokens if previous is not None else {}
@@ -254,8 +258,8 @@ class DrfPlugin(Plugin):
         tokens, allocated, shares, holding = opened.tokens, opened.allocated, opened.shares, opened.holding
         for job in jobs.values():
             uid = job.uid
-            token = job_token(job)
-            if previous is not None and same_token(old_tokens.get(uid), token):
+            token = job_generation(job)
+            if previous is not None and token is not None and old_tokens.get(uid) == token:
                 alloc = previous.allocated[uid]
                 held = uid in previous.holding
                 value = previous.shares[uid] if same_total else (share(alloc, total) if held else 0.0)
@@ -408,14 +412,14 @@ class DrfPlugin(Plugin):
     def on_session_close(self, ssn: Session) -> None:
         """The job shares, and every namespace's dominant share: the sum of the allocations of its
         jobs that hold something, as a share of the cluster (a namespace with no such job is not
-        named). The sums are taken over from the last session's close (``Session.carry``) when this
+        named). The sums are taken over from the last session's close (``framework.carry``) when this
         session's figures were opened from that session's (``_open_changed``): only the jobs
         redone at open and those the two sessions' events changed can count otherwise than they
         did there. Whole-number quantities (``EXACT_BELOW``) make a sum less some parts plus others
         the sum made afresh, so the shares equal those of a sum over every job."""
         # For the binary's volcano_job_share and volcano_namespace_share gauges.
         ssn.report.job_shares = self.shares
-        carried = ssn.carry.pop(_DrfClose, None)
+        carried = ssn.carry.carried(_DrfClose)
         closed: _DrfClose | None = None
         if isinstance(carried, _DrfClose) and self._redone is not None and carried.seq == self._opened_from:
             closed = self._close_changed(ssn, carried, self._redone | self.touched | carried.touched)
@@ -426,7 +430,7 @@ class DrfPlugin(Plugin):
         if closed.exact:
             closed.seq = ssn.snapshot.seq
             closed.touched = self.touched
-            ssn.carry[_DrfClose] = closed
+            ssn.carry.keep(_DrfClose, closed)
 
     def _counts(self, ssn: Session, uid: str) -> Resource | None:
         """The allocation the job adds to its namespace's sum (None: nothing)."""

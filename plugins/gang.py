@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from caldera.framework.carry import JobCarry, carry_user, job_generation
 from caldera.framework.model import JobInfo, TaskInfo
 from caldera.framework.plugin import Plugin
 
@@ -22,27 +23,20 @@ class GangPlugin(Plugin):
     name: ClassVar[str] = "gang"
 
     def on_session_open(self, ssn: Session) -> None:
-        from caldera.framework.session import ValidateResult, job_token, same_token
+        from caldera.framework.session import ValidateResult
 
         # A job's validity depends on the job alone: kept from one cycle to the next for every
-        # job copy that is the same job (``job_token``), so a backlog is not counted through again.
-        carried = ssn.carry.get(GangPlugin)
-        previous: dict[str, tuple[tuple[object, ...], ValidateResult | None]] = (
-            carried if isinstance(carried, dict) else {}
-        )
-        current: dict[str, tuple[tuple[object, ...], ValidateResult | None]] = {}
-        ssn.carry[GangPlugin] = current
+        # job copy of the same generation (``framework.carry``), so a backlog is not counted
+        # through again.
+        answers: JobCarry[ValidateResult | None] = JobCarry(ssn.carry, GangPlugin)
 
         def job_valid(job: JobInfo) -> ValidateResult | None:
-            token = job_token(job)
-            if token is None:
-                return validate(job)
-            old = previous.get(job.uid)
-            if old is not None and same_token(old[0], token):
-                current[job.uid] = old
-                return old[1]
+            generation = job_generation(job)
+            found, result = answers.get(job, generation)
+            if found:
+                return result
             result = validate(job)
-            current[job.uid] = (token, result)
+            answers.put(job, generation, result)
             return result
 
         def validate(job: JobInfo) -> ValidateResult | None:
@@ -93,3 +87,6 @@ class GangPlugin(Plugin):
         ssn.add_job_ready_fn(self.name, lambda job: job.is_ready())
         ssn.add_job_pipelined_fn(self.name, job_pipelined)
         ssn.add_job_starving_fn(self.name, job_starving)
+
+
+carry_user(GangPlugin, "gang: each job's validity (enough valid tasks for its minimum)")

@@ -32,7 +32,8 @@ from caldera.plugins.helpers import exact_range, safe_sub
 if TYPE_CHECKING:
     from caldera.framework.session import Event, Session
 
-from caldera.framework.session import QueueShare, job_token, same_token
+from caldera.framework.carry import carry_user, job_generation
+from caldera.framework.session import QueueShare
 
 log = logging.getLogger("caldera.plugins.proportion")
 
@@ -163,12 +164,13 @@ def water_fill(attrs: dict[str, QueueAttr], total: Resource) -> None:
 
 
 class _JobPart:
-    """What one job adds to its queue's sums, and the job copy it was read from (``job_token``)."""
+    """What one job adds to its queue's sums, and the generation of the job copy it was read from
+    (``framework.carry.job_generation``)."""
 
     __slots__ = ("allocated", "inqueue", "queue", "request", "token")
 
     def __init__(self, job: JobInfo) -> None:
-        self.token = job_token(job)
+        self.token = job_generation(job)
         self.queue = job.queue
         # job.allocated sums the job's allocated statuses (kept by the job): O(jobs), not O(tasks).
         self.allocated = job.allocated.clone()
@@ -182,7 +184,7 @@ class _JobPart:
 
 
 class _QueueSums:
-    """Proportion's sums at a session's open (``Session.carry``): each job's part, by uid, and
+    """Proportion's sums at a session's open (``framework.carry``): each job's part, by uid, and
     each queue's (allocated, request, inqueue) summed over its jobs' parts."""
 
     __slots__ = ("parts", "seq", "sums")
@@ -194,6 +196,9 @@ class _QueueSums:
         self.sums = sums
         #: the snapshot the parts were read from
         self.seq = seq
+
+
+carry_user(_QueueSums, "proportion: each queue's allocated, requested and inqueue sums, by job part")
 
 
 def _put(sums: tuple[Resource, Resource, Resource], part: _JobPart) -> None:
@@ -277,14 +282,14 @@ class ProportionPlugin(Plugin):
     def _sum_jobs(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
         """Each queue's allocated, requested and inqueue resources, summed over its jobs.
 
-        Last cycle's sums are kept (``Session.carry``) with each job's part in them: a job copy
-        unchanged since (``job_token``) keeps its part, a changed job's old part is taken out and
+        Last cycle's sums are kept (``framework.carry``) with each job's part in them: a job copy
+        unchanged since (``framework.carry.job_generation``) keeps its part, a changed job's old part is taken out and
         its new one put in, a job gone has its part taken out. When this session's snapshot follows
         the last one's, only the jobs it names as changed are looked at
         (``Session.jobs_changed_since``); otherwise every job's token is. The figures are whole numbers
         (``EXACT_BELOW``), so the sums equal those made afresh over every job, which is what the
         first cycle does and any cycle whose figures leave the exact range."""
-        carried = ssn.carry.pop(_QueueSums, None)
+        carried = ssn.carry.carried(_QueueSums)
         previous = carried if isinstance(carried, _QueueSums) else None
         jobs = ssn.jobs
         parts: dict[str, _JobPart] = {}
@@ -310,7 +315,12 @@ class ProportionPlugin(Plugin):
                 job = jobs.get(uid)
                 old = old_parts.get(uid)
                 if job is not None and job.queue in attrs:
-                    if old is not None and old.queue == job.queue and same_token(old.token, job_token(job)):
+                    if (
+                        old is not None
+                        and old.queue == job.queue
+                        and old.token is not None
+                        and old.token == job_generation(job)
+                    ):
                         parts[uid] = old
                         continue
                     parts[uid] = part = _JobPart(job)
@@ -334,7 +344,7 @@ class ProportionPlugin(Plugin):
             allocated, request, inqueue = sums[name]
             attr.allocated, attr.request, attr.inqueue = allocated.clone(), request.clone(), inqueue.clone()
         if parts or not ssn.jobs:
-            ssn.carry[_QueueSums] = _QueueSums(parts, sums, ssn.snapshot.seq)
+            ssn.carry.keep(_QueueSums, _QueueSums(parts, sums, ssn.snapshot.seq))
 
     def _report_scaling(self, scaled: dict[str, dict[str, float]]) -> None:
         ssn = self.ssn

@@ -311,6 +311,7 @@ class SchedulerApp:
             period=opts.schedule_period,
             ready=self.can_schedule,
             on_cycle=self._on_cycle,
+            between_steps=self.collector.between_steps if self.collector is not None else None,
         )
         self.identity = identity
         self.http = HttpServer(

@@ -9,9 +9,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from caldera.actions.explain import explain_session
+from caldera.actions.explain import REUSE_SECONDS, explain_session
+from caldera.framework.carry import CarryBook
 from caldera.framework.plugin import Arguments, Registry
 from caldera.framework.session import Eviction, Placement, Session, SessionResult, close_session, open_session
 from caldera.framework.snapshot import Snapshot
@@ -74,6 +75,7 @@ class SchedulerLoop:
         period: float = 1.0,
         ready: Callable[[], bool] = lambda: True,
         on_cycle: Callable[[SessionResult | None, float, BaseException | None], None] | None = None,
+        between_steps: Callable[[], None] | None = None,
     ) -> None:
         self.cache = cache
         self.conf = conf
@@ -82,16 +84,18 @@ class SchedulerLoop:
         self.period = period
         self.ready = ready
         self.on_cycle = on_cycle
+        #: called between the steps of a snapshot made on the event loop (the collector's freeze)
+        self.between_steps = between_steps
         self.stats = CycleStats()
         #: (cache revision, conf) of the last cycle when it decided nothing, else None
         self._quiet: tuple[int, object] | None = None
         self._last_cycle_at = 0.0
         self._conf_used: object = None
         self._snapshot_revision = -1
-        #: last cycle's pending-job explanations, reused while a job's reason does not change
-        self._explanations: dict[str, dict[str, Any]] = {}
-        #: what each session leaves for the next (``Session.carry``); every user proves it still holds
-        self._carry: dict[object, Any] = {}
+        #: seconds a pending job's explanation is reused while its one-line reason does not change
+        self.explain_reuse_seconds = REUSE_SECONDS
+        #: what the last applied cycle kept for the next (``framework.carry``)
+        self.carry = CarryBook()
 
     def run_once(self) -> SessionResult | None:
         """One cycle, synchronously: decide, then hand over. Returns None when the cycle failed."""
@@ -100,20 +104,21 @@ class SchedulerLoop:
         self.hand_over(result, error, started)
         return result
 
-    def decide(self) -> tuple[SessionResult | None, BaseException | None]:
-        """Snapshot, open a session, run the actions, close it. CPU only: safe in a worker thread,
-        because a session reads nothing but its own snapshot."""
+    def decide(self, snapshot: Snapshot | None = None) -> tuple[SessionResult | None, BaseException | None]:
+        """Open a session over ``snapshot`` (else one taken now), run the actions, close it. CPU
+        only: safe in a worker thread, because a session reads nothing but its own snapshot."""
         self.stats.cycles += 1
         conf = self.conf()
         self._conf_used = conf
         try:
             opened = time.perf_counter()
-            snapshot = self.cache.snapshot()
+            if snapshot is None:
+                snapshot = self.cache.snapshot()
             self._snapshot_revision = (
                 snapshot.revision if snapshot.decision_revision is None else snapshot.decision_revision
             )
             ssn = open_session(
-                snapshot, conf.tiers, self.registry.plugins, conf.configurations, carry=self._carry
+                snapshot, conf.tiers, self.registry.plugins, conf.configurations, carry=self.carry.offer()
             )
             ssn.report.open_session_seconds = time.perf_counter() - opened
             ssn.report.node_list = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
@@ -138,12 +143,36 @@ class SchedulerLoop:
             log.exception("scheduling cycle %d failed; the next cycle runs as usual", self.stats.cycles)
             return None, exc
 
+    async def cycle(self) -> SessionResult | None:
+        """One cycle as the binary runs it: the snapshot made on the event loop in short steps, the
+        decision in a worker thread (the loop keeps draining watches meanwhile), the hand-over back
+        on the loop. Returns None when the cycle failed."""
+        started = time.perf_counter()
+        snapshot = await self._snapshot()
+        result, error = await asyncio.to_thread(self.decide, snapshot)
+        self.hand_over(result, error, started)
+        return result
+
+    async def _snapshot(self) -> Snapshot | None:
+        """The cycle's snapshot, made here on the event loop in short steps when the source can
+        (``ClusterCache.snapshot_async``): watch handlers, binds and lease renewals run between the
+        steps instead of waiting for a whole copy. None: the decision takes it (in its thread)."""
+        make = getattr(self.cache, "snapshot_async", None)
+        if make is None:
+            return None
+        try:
+            snapshot: Snapshot = await make(between=self.between_steps)
+        except Exception:
+            log.exception("taking cycle %d's snapshot on the event loop failed", self.stats.cycles + 1)
+            return None
+        return snapshot
+
     def _explain(self, ssn: Session) -> None:
         """Why each job left pending is pending (actions/explain.py); a failure here costs the
         explanations, never the cycle's placements."""
         started = time.perf_counter()
         try:
-            self._explanations = explain_session(ssn, previous=self._explanations)
+            explain_session(ssn, max_age=self.explain_reuse_seconds)
         except Exception:
             log.exception("explaining cycle %d's pending jobs failed", self.stats.cycles)
         self.stats.explain_seconds = time.perf_counter() - started
@@ -155,8 +184,11 @@ class SchedulerLoop:
             self._quiet = (self._snapshot_revision, self._conf_used)
         else:
             self._quiet = None
-        if result is not None:
+        if result is None:
+            self.carry.drop()
+        else:
             self.cache.apply(result)
+            self.carry.commit(result.kept)
             if result.placements:
                 self.binder.bind(result.placements)
                 self.stats.bound += len(result.placements)
@@ -201,9 +233,7 @@ class SchedulerLoop:
                 self.stats.skipped += 1
             elif self.ready():
                 self._last_cycle_at = started
-                t0 = time.perf_counter()
-                result, error = await asyncio.to_thread(self.decide)
-                self.hand_over(result, error, t0)
+                await self.cycle()
             delay = max(0.0, self.period - (time.monotonic() - started))
             try:
                 await asyncio.wait_for(stop.wait(), timeout=delay)

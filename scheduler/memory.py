@@ -79,6 +79,13 @@ class CollectorPolicy:
         elif rss - self.baseline > max(self.min_growth, self.growth * self.baseline):
             self.collect_all()
 
+    def between_steps(self) -> None:
+        """Between the steps of a snapshot made on the event loop, and once it is made: freeze
+        (O(1)) what is alive, the copies made so far included, so that the collections the rest of
+        the cycle triggers walk only what it allocates since (a young generation walked whole,
+        copies and all, stalls the event loop for tens of milliseconds at 100,000 pods)."""
+        gc.freeze()
+
     def collect_all(self) -> None:
         """Unfreeze, collect every generation, freeze what is left."""
         started = time.perf_counter()

@@ -188,13 +188,13 @@ class StatusUpdater:
             # pods yet; its status is not ours to write (running 0 would undo the other's counts).
             return
         pg = podgroups.get(key) or job.podgroup
-        # A copy of the same job state (the cache hands out two sets of copies in turn),
-        # untouched since, with the same PodGroup object: nothing to recompute.
-        origin = job.origin or job
+        # A copy of the same generation of the job (the cache hands out two sets of copies in
+        # turn), untouched since, with the same PodGroup object: nothing to recompute.
+        origin = job.generation or job
         seen = self._observed.get(key)
         if (
             seen is not None
-            and seen[0] == origin  # (the origin job, its version): a tuple made per copy
+            and seen[0] == origin
             and seen[1] == job.version
             and seen[2] == job.job_fit_error
             and seen[3] == len(job.fit_errors)

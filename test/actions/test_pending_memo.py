@@ -14,99 +14,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from caldera.actions.explain import BUILT_AT
-from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.objects import Pod, PodGroup
-from caldera.hack.scenario import gang, load, node, pod, podgroup, priority_class, queue
-from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
+from caldera.hack.scenario import gang, node, pod, podgroup, priority_class, queue
+from caldera.hack.twins import Twins, placements, replayed
 from caldera.scheduler.registry import builtin_registry
-
-
-class Shortcuts(SchedulerLoop):
-    """The loop as the binary runs it, except for explain's older reuse by age (a job whose one-line
-    reason is unchanged keeps its document up to 5 s, even if the detail moved): off, so that what
-    is compared is the exact reuse alone."""
-
-    def decide(self):  # type: ignore[override]
-        self._explanations = {}
-        return super().decide()
-
-
-class FullPath(SchedulerLoop):
-    """Nothing carried from one cycle to the next."""
-
-    def decide(self):  # type: ignore[override]
-        self._explanations = {}
-        self._carry.clear()
-        return super().decide()
-
-
-class Twins:
-    """Two caches fed the same objects, each with its loop; ``cycle()`` runs both and checks they
-    decided and explained the same."""
-
-    def __init__(self, conf_text: str = DEFAULT_CONF) -> None:
-        registry = builtin_registry()
-        conf = parse_conf(conf_text, registry)
-        self.caches = (ClusterCache(), ClusterCache())
-        self.binders = (RecordingBinder(), RecordingBinder())
-        self.fast = Shortcuts(self.caches[0], lambda: conf, registry, self.binders[0])
-        self.full = FullPath(self.caches[1], lambda: conf, registry, self.binders[1])
-        self.results: list[Any] = []
-        self.fillers: list[Pod] = []
-
-    def each(self, method: str, *args: Any) -> None:
-        for cache in self.caches:
-            getattr(cache, method)(*args)
-
-    def load(self, **objects: Any) -> None:
-        for cache in self.caches:
-            load(cache, **objects)
-
-    def cycle(self) -> Any:
-        fast, full = self.fast.run_once(), self.full.run_once()
-        assert fast is not None and full is not None
-        assert placements(fast) == placements(full)
-        assert failures(fast) == failures(full)
-        assert documents(fast) == documents(full)
-        assert shares(fast) == shares(full)
-        # as the binder would: what was placed is bound
-        for cache, result in zip(self.caches, (fast, full), strict=True):
-            for p in result.placements:
-                cache.confirm_bound(p.task.uid)
-        self.results.append(fast)
-        return fast
-
-
-def placements(result: Any) -> list[tuple[str, str]]:
-    return sorted((p.task.name, p.node) for p in result.placements)
-
-
-def failures(result: Any) -> dict[str, tuple[str, list[tuple[str, str]]]]:
-    """Every job's recorded failure, per task in the order it was recorded (the one-line reason
-    lists the first three in that order)."""
-    return {
-        uid: (job.job_fit_error, [(job.tasks[t].name, msg) for t, msg in job.fit_errors.items()])
-        for uid, job in result.jobs.items()
-    }
-
-
-def documents(result: Any) -> dict[str, dict[str, Any]]:
-    return {
-        uid: {k: v for k, v in doc.items() if k not in (BUILT_AT, "cycle")}
-        for uid, doc in result.report.explanations.items()
-    }
-
-
-def shares(result: Any) -> tuple[Any, ...]:
-    """drf's job and namespace shares and proportion's queue figures, at the session's close."""
-    report = result.report
-    return report.job_shares, report.namespace_shares, report.queue_shares
-
-
-def replayed(result: Any) -> int:
-    return int(result.report.allocate_stats.get("replayed", 0))
 
 
 def filler(name: str, node_name: str, cpu: str) -> Pod:

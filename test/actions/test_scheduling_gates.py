@@ -60,8 +60,8 @@ def test_elastic_gang_places_its_ungated_members_when_they_reach_the_minimum():
 def test_gated_gang_is_explained_as_gated_naming_the_gates():
     pg, pods = gang("waits", 2, cpu="1", spec_extra=GATE)
     sim = InProcessCluster(nodes=[node("n1", cpu="8")], pods=pods, podgroups=[pg])
-    sim.cycle()
-    doc = sim.loop._explanations["default/waits"]
+    result = sim.cycle()
+    doc = result.report.explanations["default/waits"]
     assert doc["reason"].startswith("2/2 tasks in gang are waiting for scheduling gates")
     assert doc["gated"] == [
         {"pod": "waits-0", "gates": ["example.com/quota", "example.com/data"]},

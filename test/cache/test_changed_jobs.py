@@ -46,7 +46,7 @@ def test_a_snapshot_names_the_jobs_changed_added_and_removed_since_the_last_one(
 
     third = cache.snapshot()
     assert third.changed_jobs == set()  # nothing since
-    assert third.jobs["default/idle"].origin == second.jobs["default/idle"].origin
+    assert third.jobs["default/idle"].generation == second.jobs["default/idle"].generation
 
 
 def test_a_priority_class_change_leaves_no_job_unchanged():

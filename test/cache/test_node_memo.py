@@ -1,21 +1,31 @@
 """What sessions derive from node specs (label columns, taint groups, name ranks, static scores) is
-kept across cycles while no node spec changed, and rebuilt as soon as one does."""
+kept across cycles (``framework.carry``, for the snapshot's generation of the node specs) while no
+node spec changed, and rebuilt as soon as one does."""
 
 import numpy as np
 import pytest
 
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
-from caldera.framework.session import open_session
+from caldera.framework.carry import CarryBook
+from caldera.framework.session import close_session, open_session
 from caldera.hack.scenario import gang, node
 from caldera.plugins.helpers import NodeSpecColumns, node_index
 from caldera.scheduler.registry import builtin_registry
 
+BOOK = CarryBook()
+
 
 def _session(cache):
+    """A session over a fresh snapshot, offered what the last one kept; closed and applied (as the
+    loop does) before the next is opened."""
     registry = builtin_registry()
     conf = parse_conf(DEFAULT_CONF, registry)
-    return open_session(cache.snapshot(), conf.tiers, registry.plugins)
+    ssn = open_session(cache.snapshot(), conf.tiers, registry.plugins, carry=BOOK.offer())
+    result = close_session(ssn)
+    cache.apply(result)
+    BOOK.commit(result.kept)
+    return ssn
 
 
 def _cache():
@@ -42,8 +52,8 @@ def test_node_spec_columns_are_shared_while_nodes_only_change_usage():
     sessions = [_session(cache) for _ in range(3)]
     for ssn in sessions:
         assert _zone_of_each_row(ssn) == ["z1", "z2"]
-    # The cache hands out two alternating sets of copies; each keeps its columns for the next use.
-    assert _columns(sessions[0]) is _columns(sessions[2])
+    # Each session is offered the columns the last one kept.
+    assert _columns(sessions[0]) is _columns(sessions[1]) is _columns(sessions[2])
     # A node's status heartbeat (same labels, taints, readiness, allocatable) keeps them too.
     cache.upsert_node(node("a", labels={"zone": "z1"}))
     later = [_session(cache) for _ in range(2)]

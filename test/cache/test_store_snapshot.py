@@ -3,7 +3,7 @@ that never touch a newer object of the same name."""
 
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskStatus
-from caldera.framework.session import Placement, SessionResult
+from caldera.framework.session import Placement, Session, SessionResult
 from caldera.hack.scenario import gang, load, node, pod, podgroup, priority_class, queue
 
 
@@ -68,12 +68,20 @@ def test_delete_of_an_older_podgroup_never_drops_the_newer_one():
     assert "default/flip" in cache.waiting  # its pod still exists and waits
 
 
+def _session(cache: ClusterCache) -> Session:
+    """A session over a fresh snapshot (its result is handed back with ``cache.apply``)."""
+    return Session(cache.snapshot(), [])
+
+
 def test_consecutive_snapshots_share_no_object_and_unchanged_copies_return_a_cycle_later():
     pg1, pods1 = gang("a", 3)
     pg2, pods2 = gang("b", 3)
     cache = load(ClusterCache(), nodes=[node("n1"), node("n2")], pods=pods1 + pods2, podgroups=[pg1, pg2])
-    first = cache.snapshot()
-    second = cache.snapshot()
+    s1 = _session(cache)
+    first = s1.snapshot
+    cache.apply(s1.result())
+    s2 = _session(cache)
+    second = s2.snapshot
     # the next session never shares an object with the one before (whose result may still be read)
     assert not _objects(first) & _objects(second)
     # a session touched b (even if it discarded) and node n1
@@ -83,13 +91,16 @@ def test_consecutive_snapshots_share_no_object_and_unchanged_copies_return_a_cyc
     b.update_task_status(t, TaskStatus.PENDING)
     second.nodes["n1"].add_task(t)
     second.nodes["n1"].remove_task(t)
+    cache.apply(s2.result())  # its result says what it touched
     # the cache changed a
     cache.upsert_pod(pod("a-3", group="a"))
-    third = cache.snapshot()  # first's slot again: a changed in the cache, n1 and n2 untouched
+    s3 = _session(cache)  # first's slot again: a changed in the cache, n1 and n2 untouched
+    third = s3.snapshot
     assert third.jobs["default/a"] is not first.jobs["default/a"]
     assert len(third.jobs["default/a"].tasks) == 4
     assert third.jobs["default/b"] is first.jobs["default/b"]
     assert third.nodes["n1"] is first.nodes["n1"] and third.nodes["n2"] is first.nodes["n2"]
+    cache.apply(s3.result())
     fourth = cache.snapshot()  # second's slot again: what its session touched is copied afresh
     assert fourth.jobs["default/b"] is not b
     assert fourth.jobs["default/b"].count(TaskStatus.PENDING) == 3
@@ -98,17 +109,41 @@ def test_consecutive_snapshots_share_no_object_and_unchanged_copies_return_a_cyc
     assert not _objects(third) & _objects(fourth)
 
 
+def test_the_copies_of_a_session_that_never_came_back_are_not_used_again():
+    """A failed cycle hands no result back: whatever its session changed is unknown, so its slot's
+    copies are all made afresh the next time (none of them is used again)."""
+    pg, pods = gang("a", 2)
+    cache = load(ClusterCache(), nodes=[node("n1"), node("n2")], pods=pods, podgroups=[pg])
+    failed = cache.snapshot()  # never applied
+    job = failed.jobs["default/a"]
+    task = next(iter(job.tasks.values()))
+    job.update_task_status(task, TaskStatus.ALLOCATED)
+    failed.nodes["n1"].add_task(task)
+    ssn = _session(cache)
+    cache.apply(ssn.result())
+    again = cache.snapshot()  # the failed snapshot's slot
+    assert not _objects(failed) & _objects(again)
+    assert again.jobs["default/a"].count(TaskStatus.PENDING) == 2
+    assert again.nodes["n1"].idle.cpu == cache.nodes["n1"].idle.cpu
+
+
 def test_what_a_session_writes_on_its_copies_never_reaches_a_later_session():
     pg = podgroup("job", min_member=2, phase="Pending")
     pods = [pod(f"job-{i}", cpu="1", group="job") for i in range(2)]
     cache = load(ClusterCache(), nodes=[node("n1", cpu="4")], pods=pods, podgroups=[pg])
-    first = cache.snapshot()
+    s1 = _session(cache)
+    first = s1.snapshot
     job = first.jobs["default/job"]
     job.fit_errors["x"] = "0/1 nodes are available"
     job.job_fit_error = "gang unschedulable"
     job.phase = "Inqueue"
     assert len(first.nodes["n1"].tasks) == 0  # loads the node's tasks (this session's copies)
-    cache.snapshot()
+    result = s1.result()
+    assert "n1" in result.touched_nodes
+    job.phase = "Pending"  # (not assumed Inqueue by the cache: what is checked is the copy's reset)
+    cache.apply(result)
+    s2 = _session(cache)
+    cache.apply(s2.result())
     third = cache.snapshot()  # first's slot again
     again = third.jobs["default/job"]
     assert (again.fit_errors, again.job_fit_error, again.phase) == ({}, "", "Pending")

@@ -127,7 +127,9 @@ class Twins:
 
         def apply(cache: ClusterCache) -> None:
             task = cache.tasks[p.metadata.uid]
-            assert cache.apply(SessionResult(placements=[Placement(task, node_name)])) == [task]
+            assumed = cache.apply(SessionResult(placements=[Placement(task, node_name)]))
+            assert assumed == [cache.tasks[task.uid]] and assumed[0].status == TaskStatus.BINDING
+            assert task.status == TaskStatus.PENDING  # a task object once made is never changed
             cache.confirm_bound(task.uid)
 
         self.each(apply)

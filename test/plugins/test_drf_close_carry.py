@@ -14,65 +14,16 @@ from typing import Any
 import pytest
 
 from caldera.cache.store import ClusterCache
-from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.objects import Pod, PodGroup
-from caldera.hack.scenario import gang, load, node, queue
+from caldera.hack import twins
+from caldera.hack.scenario import gang, node, queue
 from caldera.plugins import drf
-from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
-from caldera.scheduler.registry import builtin_registry
 
 
-class Carrying(SchedulerLoop):
-    #: run after the session decided and before its result is applied to the cache (as the watch
-    #: does while a session runs in its thread)
-    meanwhile: Callable[[ClusterCache], None] | None = None
-
-    def decide(self):  # type: ignore[override]
-        out = super().decide()
-        if self.meanwhile is not None:
-            self.meanwhile(self.cache)  # type: ignore[arg-type]
-        return out
-
-
-class Forgetting(Carrying):
-    """Nothing carried from one cycle to the next: every close sums every job."""
-
-    def decide(self):  # type: ignore[override]
-        self._carry.clear()
-        return super().decide()
-
-
-class Twins:
-    def __init__(self) -> None:
-        registry = builtin_registry()
-        conf = parse_conf(DEFAULT_CONF, registry)
-        self.caches = (ClusterCache(), ClusterCache())
-        self.binders = (RecordingBinder(), RecordingBinder())
-        self.fast = Carrying(self.caches[0], lambda: conf, registry, self.binders[0])
-        self.full = Forgetting(self.caches[1], lambda: conf, registry, self.binders[1])
-
-    def load(self, **objects: Any) -> None:
-        for cache in self.caches:
-            load(cache, **objects)
-
-    def each(self, method: str, *args: Any) -> None:
-        for cache in self.caches:
-            getattr(cache, method)(*args)
-
+class Twins(twins.Twins):
     def cycle(self, bind: bool = True, meanwhile: Callable[[ClusterCache], None] | None = None) -> Any:
-        self.fast.meanwhile = self.full.meanwhile = meanwhile
-        fast, full = self.fast.run_once(), self.full.run_once()
-        assert fast is not None and full is not None
-        assert sorted((p.task.name, p.node) for p in fast.placements) == sorted(
-            (p.task.name, p.node) for p in full.placements
-        )
-        assert fast.report.namespace_shares == full.report.namespace_shares
-        assert fast.report.job_shares == full.report.job_shares
-        if bind:
-            for cache, result in zip(self.caches, (fast, full), strict=True):
-                for p in result.placements:
-                    cache.confirm_bound(p.task.uid)
-        return fast
+        self.set_meanwhile(meanwhile)
+        return super().cycle(bind)
 
 
 @pytest.fixture
@@ -114,29 +65,29 @@ def test_namespace_shares_of_a_stream_equal_a_fresh_sum(reader: bool, closes: di
     nothing). team-c runs one gang at a time, so it leaves the namespace shares and comes back.
     A node joins halfway (the cluster total moves). A gang too big for any node is tried every
     cycle and fails (its allocation is changed and changed back within the session)."""
-    twins = Twins()
-    twins.load(
+    pair = Twins()
+    pair.load(
         nodes=[node(f"n{i}", cpu="16", memory="64Gi", extra={"nvidia.com/gpu": "4"}) for i in range(3)],
         queues=[queue("default"), queue("research", weight=2)],
     )
     big_pg, big_pods = gang("too-big", 3, cpu="12", namespace="team-a")
-    twins.load(podgroups=[big_pg], pods=big_pods)
+    pair.load(podgroups=[big_pg], pods=big_pods)
     running: list[list[tuple[PodGroup, list[Pod]]]] = []
     seen_c = set()
     for c in range(14):
         gangs = arrivals(c)
-        twins.load(podgroups=[pg for pg, _ in gangs], pods=[p for _, pods in gangs for p in pods])
+        pair.load(podgroups=[pg for pg, _ in gangs], pods=[p for _, pods in gangs for p in pods])
         if c == 7:
-            twins.load(nodes=[node("n7", cpu="32", memory="128Gi")])
+            pair.load(nodes=[node("n7", cpu="32", memory="128Gi")])
         if len(running) > 3:
             for i, (pg, pods) in enumerate(running.pop(0)):
                 for p in pods:
-                    twins.each("delete_pod", p)
+                    pair.each("delete_pod", p)
                 if (c + i) % 2:
-                    twins.each("delete_podgroup", pg)
+                    pair.each("delete_podgroup", pg)
         if reader and c % 3 == 1:
-            twins.caches[0].snapshot()  # a /debug reader: the next snapshot does not follow the last
-        result = twins.cycle()
+            pair.caches[0].snapshot()  # a /debug reader: the next snapshot does not follow the last
+        result = pair.cycle()
         running.append(gangs)
         seen_c.add("team-c" in result.report.namespace_shares)
         assert set(result.report.namespace_shares) >= {"team-a", "team-b"}
@@ -146,17 +97,17 @@ def test_namespace_shares_of_a_stream_equal_a_fresh_sum(reader: bool, closes: di
 
 
 def test_a_namespace_whose_jobs_hold_nothing_any_more_is_not_named(closes: dict[str, int]) -> None:
-    twins = Twins()
-    twins.load(nodes=[node("n0", cpu="8", memory="32Gi")])
+    pair = Twins()
+    pair.load(nodes=[node("n0", cpu="8", memory="32Gi")])
     pg_a, pods_a = gang("a", 2, cpu="1", namespace="team-a")
     pg_b, pods_b = gang("b", 1, cpu="1", namespace="team-b")
-    twins.load(podgroups=[pg_a, pg_b], pods=pods_a + pods_b)
-    first = twins.cycle()
+    pair.load(podgroups=[pg_a, pg_b], pods=pods_a + pods_b)
+    first = pair.cycle()
     assert set(first.report.namespace_shares) == {"team-a", "team-b"}
     assert first.report.namespace_shares["team-a"] == pytest.approx(2 / 8)
     for p in pods_b:
-        twins.each("delete_pod", p)  # its PodGroup stays, with no pod
-    after = twins.cycle()
+        pair.each("delete_pod", p)  # its PodGroup stays, with no pod
+    after = pair.cycle()
     assert set(after.report.namespace_shares) == {"team-a"}
     assert closes["carried"] == 1
 
@@ -164,12 +115,12 @@ def test_a_namespace_whose_jobs_hold_nothing_any_more_is_not_named(closes: dict[
 def test_sums_beyond_the_exact_range_are_made_afresh_each_time(closes: dict[str, int]) -> None:
     """Memory of 2**53 bytes per pod: a namespace's sum leaves the range where float sums are
     exact in any order, so nothing is carried and every close sums every job."""
-    twins = Twins()
-    twins.load(nodes=[node(f"n{i}", cpu="8", memory="16Pi") for i in range(2)])
+    pair = Twins()
+    pair.load(nodes=[node(f"n{i}", cpu="8", memory="16Pi") for i in range(2)])
     for c in range(3):
         pg, pods = gang(f"huge-{c}", 1, cpu="1", memory="8Pi")  # 8 Pi = 2**53 bytes
-        twins.load(podgroups=[pg], pods=pods)
-        result = twins.cycle()
+        pair.load(podgroups=[pg], pods=pods)
+        result = pair.cycle()
         assert result.report.namespace_shares["default"] > 0
     assert closes["carried"] == 0
 
@@ -179,15 +130,15 @@ def test_a_placement_the_cache_could_not_take_is_taken_out_again(closes: dict[st
     cache drops the placement and the job stays as it was, unchanged. The next session cannot place
     it anywhere (its selector names that node only) and does not touch it: its namespace holds
     nothing again, although the last close counted the placement."""
-    twins = Twins()
+    pair = Twins()
     n1 = node("n1", cpu="8", memory="32Gi", labels={"pool": "one"})
-    twins.load(nodes=[node("n0", cpu="8", memory="32Gi"), n1])
+    pair.load(nodes=[node("n0", cpu="8", memory="32Gi"), n1])
     pg, pods = gang("picky", 1, cpu="1", namespace="team-a", node_selector={"pool": "one"})
-    twins.load(podgroups=[pg], pods=pods)
-    placed = twins.cycle(meanwhile=lambda cache: cache.delete_node(n1))
+    pair.load(podgroups=[pg], pods=pods)
+    placed = pair.cycle(meanwhile=lambda cache: cache.delete_node(n1))
     assert [(p.task.name, p.node) for p in placed.placements] == [("picky-0", "n1")]
     assert "team-a" in placed.report.namespace_shares  # the session's own view, at its close
-    after = twins.cycle()
+    after = pair.cycle()
     assert after.placements == []
     assert after.report.namespace_shares == {}
     assert closes["carried"] == 1

@@ -156,7 +156,7 @@ def test_the_cache_takes_an_abandoned_eviction_back_as_running() -> None:
     load(cache, nodes=[node("n1", cpu="4")], pods=[p])
     task = cache.tasks[p.metadata.uid]
     cache.apply(SessionResult(evictions=[Eviction(task, "preempt")]))
-    assert task.status == TaskStatus.RELEASING
+    assert cache.tasks[p.metadata.uid].status == TaskStatus.RELEASING
     assert cache.forget_eviction(p.metadata.uid)
-    assert task.status == TaskStatus.RUNNING
+    assert cache.tasks[p.metadata.uid].status == TaskStatus.RUNNING
     assert cache.snapshot().nodes["n1"].used.cpu == 1000
