@@ -397,12 +397,20 @@ def run_spread(args: argparse.Namespace) -> int:
     return 0
 
 
+#: cycles the loop-stall figure runs (the first copies everything)
+STALL_CYCLES = 6
+
+
 def run_core(args: argparse.Namespace) -> int:
     if args.spread:
         return run_spread(args)
     n = args.nodes
     if args.only == "pending":
         cycle_latency(n, args.pending, args.repeats, profile=args.profile, arrivals=args.pending_arrivals)
+        print_stall(n, args.pending, args.stall_in_thread)
+        return 0
+    if args.only == "stall":
+        print_stall(n, args.pending, args.stall_in_thread)
         return 0
     print(
         f"caldera core benchmark: {n} nodes of 32 cpu / 128Gi, in process, recording binder,"
@@ -426,7 +434,24 @@ def run_core(args: argparse.Namespace) -> int:
     steady_cycles(n, args.cycles, args.arrivals, args.gang_size, args.lifetime)
     snapshot_cost(n, args.pending // args.gang_size, args.gang_size, changed=50)
     cycle_latency(n, args.pending, args.repeats)
+    print_stall(n, args.pending, args.stall_in_thread)
     return 0
+
+
+def print_stall(nodes: int, pending: int, in_thread: bool) -> None:
+    """The event loop's longest stall while cycles run over ``pending`` pods (hack/bench_stall.py)."""
+    from caldera.hack.bench_stall import run_stall
+
+    figures = run_stall(nodes, pending, STALL_CYCLES)
+    print(
+        f"{pending} pending pods on {nodes} full nodes: " + figures.line("snapshot made on the loop in steps")
+    )
+    if in_thread:
+        before = run_stall(nodes, pending, STALL_CYCLES, in_thread=True)
+        print(
+            f"{pending} pending pods on {nodes} full nodes: "
+            + before.line("snapshot made whole in the decision's thread")
+        )
 
 
 def run_e2e(args: argparse.Namespace) -> int:
@@ -468,9 +493,14 @@ def register(subparsers: Any) -> None:
     )
     core.add_argument(
         "--only",
-        choices=("pending",),
+        choices=("pending", "stall"),
         default=None,
-        help="run one figure only: pending = the memory and cycle over --pending pods on full nodes",
+        help="run one figure only: pending = the memory and cycle over --pending pods on full nodes (and the loop stall); stall = the event loop's longest stall while cycles run over them",
+    )
+    core.add_argument(
+        "--stall-in-thread",
+        action="store_true",
+        help="also measure the loop's stall with the snapshot made whole in the decision's thread (as before)",
     )
     core.add_argument(
         "--pending-arrivals",
