@@ -185,7 +185,8 @@ class DrfPlugin(Plugin):
         unchanged since: the same vector (never changed in place: ``_change`` replaces it) and, when
         the cluster total is the same to the bit, the same share. When this session's snapshot
         follows the last one's, only the jobs it names as changed are looked at
-        (``Session.jobs_changed_since``); otherwise every job is checked by its ``framework.carry.job_generation``."""
+        (``Session.jobs_changed_since``); otherwise every job is checked by its generation
+        (``framework.carry.job_generation``)."""
         total = self.total
         key = total_key(total)
         carried = ssn.carry.carried(_DrfOpen)
@@ -250,7 +251,8 @@ class DrfPlugin(Plugin):
     def _open_each(
         self, jobs: dict[str, JobInfo], previous: _DrfOpen | None, key: tuple[object, ...]
     ) -> _DrfOpen:
-        """Every job, in job order; a job whose copy is unchanged (``framework.carry.job_generation``) keeps its figures."""
+        """Every job, in job order; a job whose copy is unchanged (the same generation,
+        ``framework.carry.job_generation``) keeps its figures."""
         total = self.total
         same_total = previous is not None and previous.total_key == key
         old_tokens = previous.tokens if previous is not None else {}

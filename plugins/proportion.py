@@ -283,10 +283,10 @@ class ProportionPlugin(Plugin):
         """Each queue's allocated, requested and inqueue resources, summed over its jobs.
 
         Last cycle's sums are kept (``framework.carry``) with each job's part in them: a job copy
-        unchanged since (``framework.carry.job_generation``) keeps its part, a changed job's old part is taken out and
-        its new one put in, a job gone has its part taken out. When this session's snapshot follows
-        the last one's, only the jobs it names as changed are looked at
-        (``Session.jobs_changed_since``); otherwise every job's token is. The figures are whole numbers
+        of the same generation (``framework.carry.job_generation``) keeps its part, a changed job's
+        old part is taken out and its new one put in, a job gone has its part taken out. When this
+        session's snapshot follows the last one's, only the jobs it names as changed are looked at
+        (``Session.jobs_changed_since``); otherwise every job's generation is. The figures are whole numbers
         (``EXACT_BELOW``), so the sums equal those made afresh over every job, which is what the
         first cycle does and any cycle whose figures leave the exact range."""
         carried = ssn.carry.carried(_QueueSums)
