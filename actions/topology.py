@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
+from caldera.framework.nodetable import NodeTable
 from caldera.framework.resource import MIN_RESOURCE
 from caldera.framework.session import EventHandler, Session
 from caldera.framework.statement import Op, Statement
@@ -41,9 +42,10 @@ from caldera.framework.topology import (
     SOFT,
     NodeGroup,
     Requirement,
+    Segments,
     Topology,
     TopologySettings,
-    build_topology,
+    session_topology_of,
 )
 
 __all__ = [
@@ -87,10 +89,16 @@ class TopologyDecision:
     #: soft mode found no group: the caller places the job cluster-wide
     fallback: bool = False
     reason: str = ""
-    trials: list[GroupTrial] = field(default_factory=list)
     tiers_tried: list[int] = field(default_factory=list)
     #: how many more of the gang's pods had to be placed together
     need: int = 0
+    #: the selector whose trials these are (made on first read of ``trials``)
+    selector: _Selector | None = field(default=None, repr=False)
+
+    @property
+    def trials(self) -> list[GroupTrial]:
+        """What happened to each candidate group (see ``_Selector.trials``)."""
+        return self.selector.trials if self.selector is not None else []
 
 
 # ------------------------------------------------------------------------------------------------
@@ -101,7 +109,7 @@ def session_topology(ssn: Session) -> tuple[Topology, TopologySettings]:
     built from the HyperNode objects alone; built once per session."""
     published = ssn.report.topology
     if published is None:
-        topo = build_topology(ssn.node_list, (), ssn.snapshot.hypernodes)
+        topo = session_topology_of(ssn)
         published = ssn.report.topology = (topo, TopologySettings())
     return published
 
@@ -273,6 +281,45 @@ def _needs_pod_affinity(task: TaskInfo) -> bool:
     return bool(pa and pa.required_during_scheduling_ignored_during_execution)
 
 
+class _Room:
+    """Per session: every row's room for a gang (idle plus releasing less pipelined, never below
+    zero) and the same on schedulable nodes only, kept in step with the node table through its
+    write log: a gang placed rewrites its few rows, not the table (the next job asks again)."""
+
+    __slots__ = ("idle", "idle_all", "version", "width")
+
+    def __init__(self) -> None:
+        self.version = -1
+        self.width = -1
+        self.idle = np.zeros((0, 0))
+        self.idle_all = np.zeros((0, 0))
+
+    def of(self, table: NodeTable) -> _Room:
+        n, width = table.rows, len(table.dims)
+        behind = table.version - self.version
+        log = table.log
+        if self.width == width and behind == 0:
+            return self
+        if self.width == width and log is not None and 0 < behind <= max(8, n // 16) and behind <= len(log):
+            rows = np.unique(np.asarray(log[len(log) - behind :], dtype=np.intp))
+            self._fill(table, rows)
+        else:
+            self.idle = np.zeros((n, width))
+            self.idle_all = np.zeros((n, width))
+            self._fill(table, np.arange(n, dtype=np.intp))
+            self.width = width
+        self.version = table.version
+        return self
+
+    def _fill(self, table: NodeTable, rows: np.ndarray) -> None:
+        w = self.idle.shape[1]
+        idle = table.idle[rows, :w] + table.releasing[rows, :w] - table.pipelined[rows, :w]
+        np.maximum(idle, 0.0, out=idle)
+        schedulable = table.ready[rows] & ~table.unschedulable[rows]
+        self.idle[rows] = idle
+        self.idle_all[rows] = idle * schedulable[:, None]
+
+
 class _Selector:
     def __init__(
         self,
@@ -288,12 +335,10 @@ class _Selector:
         self.place = place
         self.spread = settings.score_policy == SPREAD
         self.gang = _Gang(ssn, job)
-        table = ssn.table
-        n, w = table.rows, self.gang.width
-        idle = table.idle[:n, :w] + table.releasing[:n, :w] - table.pipelined[:n, :w]
-        np.maximum(idle, 0.0, out=idle)
-        schedulable = table.ready[:n] & ~table.unschedulable[:n]
-        self.idle_all = idle * schedulable[:, None]
+        w = self.gang.width
+        room = ssn.memo(_Room, _Room).of(ssn.table)
+        idle = room.idle[:, :w]
+        self.idle_all = room.idle_all[:, :w]
         self.usable = _usable_rows_mask(ssn, self.gang)
         self.idle_usable = idle * self.usable[:, None]
         # per node, an upper bound of how many of the gang's pods fit there (node-by-node fit, which
@@ -306,17 +351,12 @@ class _Selector:
             self.slots = np.where(self.usable, float(len(self.gang.tasks)), 0.0)
         if self.gang.one_per_node:
             np.minimum(self.slots, 1.0, out=self.slots)
-        self.trials: list[GroupTrial] = []
+        #: what each tier tried (see ``trials``)
+        self._tiers: list[_TierTrials] = []
 
     # -- scores ----------------------------------------------------------------------------------
     def _leftover(self, agg: np.ndarray, placed: np.ndarray) -> float:
         return float(((agg - placed) * self.gang.weight).sum())
-
-    def _bound(self, agg_all: np.ndarray) -> float:
-        # placed lies between the gang's minimum and its full request, per dimension
-        if self.spread:
-            return round(self._leftover(agg_all, self.gang.minimum), 9)
-        return round(-self._leftover(agg_all, self.gang.full), 9)
 
     def _score(self, agg_all: np.ndarray, stmt: Statement) -> tuple[float, int]:
         table = self.ssn.table
@@ -329,7 +369,7 @@ class _Selector:
                 placed[cols[keep]] += vals[keep]
                 count += 1
         left = self._leftover(agg_all, placed)
-        return round(left if self.spread else -left, 9), count
+        return _round9(left if self.spread else -left), count
 
     # -- one dry run -----------------------------------------------------------------------------
     def _dry_run(self, group: NodeGroup, usable_rows: np.ndarray) -> tuple[Statement | None, int, str]:
@@ -363,58 +403,77 @@ class _Selector:
 
     # -- a tier ----------------------------------------------------------------------------------
     def run_tier(self, tier: int, candidates: list[NodeGroup]) -> tuple[NodeGroup, Statement] | None:
+        """Prune and rank every candidate group of the tier at once (numpy over the groups' rows laid
+        end to end, ``Topology.segments``: per-job work does not loop over groups in Python), then
+        dry-run in bound order until no bound can beat the best group found."""
         gang = self.gang
-        ranked: list[tuple[float, str, NodeGroup, np.ndarray, np.ndarray]] = []
-        for g in candidates:
-            if g.size == 0:
-                continue
-            agg_usable = self.idle_usable[g.rows].sum(axis=0)
-            short = gang.minimum - agg_usable
-            slots = int(self.slots[g.rows].sum())
-            usable_rows = g.rows[self.usable[g.rows]]
-            if (short > MIN_RESOURCE).any() or slots < gang.need:
-                deficit = float((np.maximum(short, 0.0) * gang.weight).sum())
-                self.trials.append(
-                    GroupTrial(
-                        g,
-                        "pruned",
-                        placed=min(slots, gang.need),
-                        detail=self._short_text(short, len(usable_rows), slots),
-                        deficit=deficit,
-                    )
-                )
-                continue
-            agg_all = self.idle_all[g.rows].sum(axis=0)
-            ranked.append((self._bound(agg_all), g.name, g, agg_all, usable_rows))
-        ranked.sort(key=lambda r: (-r[0], r[1]))
+        if candidates is self.topo.groups(tier):
+            segments = self.topo.segments(tier)
+        else:
+            segments = Segments.of(candidates)
+        groups = segments.groups
+        record = _TierTrials(self, groups)
+        self._tiers.append(record)
+        if not groups:
+            return None
+        rows, starts = segments.rows, segments.starts
+        agg_usable = np.add.reduceat(self.idle_usable[rows], starts, axis=0)
+        slots = np.add.reduceat(self.slots[rows], starts).astype(np.int64)
+        short = gang.minimum - agg_usable
+        pruned = (short > MIN_RESOURCE).any(axis=1) | (slots < gang.need)
+        record.pruned(pruned, short, slots, np.add.reduceat(self.usable[rows].astype(np.int64), starts))
+        kept = np.flatnonzero(~pruned)
+        if len(kept) == 0:
+            return None
+        agg_all = np.add.reduceat(self.idle_all[rows], starts, axis=0)[kept]
+        target = gang.minimum if self.spread else gang.full
+        raw = ((agg_all - target) * gang.weight).sum(axis=1)
+        bounds = np.round(raw if self.spread else -raw, 9)
+        # by bound, best first; ties by name (candidates come sorted by name)
+        order = np.lexsort((kept, -bounds))
 
-        best: tuple[float, NodeGroup, np.ndarray, Statement | None] | None = None
-        for bound, name, g, agg_all, usable_rows in ranked:
-            if best is not None and (bound < best[0] or (bound == best[0] and name > best[1].name)):
-                self.trials.append(GroupTrial(g, "skipped", bound=bound))
-                continue
-            if best is not None and best[3] is not None:
+        best: tuple[float, NodeGroup, Statement | None] | None = None
+        for position in range(len(order)):
+            k = int(order[position])
+            g = groups[int(kept[k])]
+            bound = float(bounds[k])
+            if best is not None and (bound < best[0] or (bound == best[0] and g.name > best[1].name)):
+                # every later group's bound is no better: none can win
+                rest = order[position:]
+                record.skipped(kept[rest], bounds[rest])
+                break
+            if best is not None and best[2] is not None:
                 # only one dry run can be live at a time: the best one is re-run if it stays best
-                best[3].discard()
-                best = (best[0], best[1], best[2], None)
+                best[2].discard()
+                best = (best[0], best[1], None)
             stmt, placed, detail = self._dry_run(g, g.rows)
             if stmt is None:
-                self.trials.append(GroupTrial(g, "infeasible", bound=bound, placed=placed, detail=detail))
+                record.trials.append(GroupTrial(g, "infeasible", bound=bound, placed=placed, detail=detail))
                 continue
-            score, count = self._score(agg_all, stmt)
-            self.trials.append(GroupTrial(g, "feasible", bound=bound, score=score, placed=count))
-            if best is None or score > best[0] or (score == best[0] and name < best[1].name):
-                best = (score, g, usable_rows, stmt)
+            score, count = self._score(agg_all[k], stmt)
+            record.trials.append(GroupTrial(g, "feasible", bound=bound, score=score, placed=count))
+            if best is None or score > best[0] or (score == best[0] and g.name < best[1].name):
+                best = (score, g, stmt)
             else:
                 stmt.discard()
         if best is None:
             return None
-        stmt = best[3]
+        stmt = best[2]
         if stmt is None:
             stmt, _, _ = self._dry_run(best[1], best[1].rows)
             if stmt is None:  # pragma: no cover - placement is deterministic for the same state
                 return None
         return best[1], stmt
+
+    @property
+    def trials(self) -> list[GroupTrial]:
+        """What happened to every candidate group, tier by tier: the pruned ones in candidate order,
+        then the dry runs in the order they ran, then those skipped (made on first read: a job
+        that is placed seldom needs them)."""
+        out: list[GroupTrial] = []
+        for record in self._tiers:
+            out.extend(record.all())
+        return out
 
     def _short_text(self, short: np.ndarray, usable_nodes: int, slots: int) -> str:
         need = self.gang.need
@@ -437,6 +496,54 @@ class _Selector:
         if parts:
             text += (", " if text else "") + "short of " + ", ".join(parts)
         return text + " on its usable nodes"
+
+
+def _round9(value: float) -> float:
+    """Bounds and scores rounded alike (numpy's rounding, as the bounds are rounded in bulk), so
+    that a bound equal to a score compares equal."""
+    return float(np.round(value, 9))
+
+
+class _TierTrials:
+    """One tier's trials: the pruned groups kept as arrays until someone reads them."""
+
+    def __init__(self, selector: _Selector, groups: list[NodeGroup]) -> None:
+        self.selector = selector
+        self.groups = groups
+        self._pruned: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.trials: list[GroupTrial] = []
+        self._skipped: tuple[np.ndarray, np.ndarray] | None = None
+
+    def pruned(self, mask: np.ndarray, short: np.ndarray, slots: np.ndarray, usable: np.ndarray) -> None:
+        self._pruned = (mask, short, slots, usable)
+
+    def skipped(self, indices: np.ndarray, bounds: np.ndarray) -> None:
+        """The groups (indices into ``groups``) whose bounds could not beat the best, in order."""
+        self._skipped = (indices, bounds)
+
+    def all(self) -> list[GroupTrial]:
+        out: list[GroupTrial] = []
+        if self._pruned is not None:
+            mask, short, slots, usable = self._pruned
+            gang = self.selector.gang
+            for i in np.flatnonzero(mask).tolist():
+                out.append(
+                    GroupTrial(
+                        self.groups[i],
+                        "pruned",
+                        placed=min(int(slots[i]), gang.need),
+                        detail=self.selector._short_text(short[i], int(usable[i]), int(slots[i])),
+                        deficit=float((np.maximum(short[i], 0.0) * gang.weight).sum()),
+                    )
+                )
+        out.extend(self.trials)
+        if self._skipped is not None:
+            indices, bounds = self._skipped
+            out.extend(
+                GroupTrial(self.groups[i], "skipped", bound=b)
+                for i, b in zip(indices.tolist(), bounds.tolist(), strict=True)
+            )
+        return out
 
 
 def _candidates(topo: Topology, tier: int, job_rows: np.ndarray) -> list[NodeGroup]:
@@ -470,9 +577,9 @@ def allocate_in_topology(
         found = selector.run_tier(tier, candidates)
         if found is not None:
             decision.group, decision.statement = found
-            decision.trials = selector.trials
+            decision.selector = selector
             return decision
-    decision.trials = selector.trials
+    decision.selector = selector
     decision.need = selector.gang.need
     decision.reason = _reason(topo, req, decision.tiers_tried, selector, job_rows)
     # kept for the job's explanation (actions/explain.py): failures only

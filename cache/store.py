@@ -253,6 +253,8 @@ class ClusterCache:
         self._jobs_changed: set[str] | None = set()
         self._changed_priority_revision = 0
         self.hypernodes: dict[str, HyperNode] = {}
+        #: bumped whenever a HyperNode comes, changes or goes (``Snapshot.hypernodes_revision``)
+        self._hypernodes_revision = 0
         #: policy/v1 PodDisruptionBudgets by namespace/name (read by the pdb plugin)
         self.pdbs: dict[str, PodDisruptionBudget] = {}
         #: storage objects (the volume predicates and the binder's volume step read them)
@@ -869,11 +871,13 @@ class ClusterCache:
     def upsert_hypernode(self, hn: HyperNode) -> None:
         with self._lock:
             self.revision += 1
+            self._hypernodes_revision += 1
             self.hypernodes[hn.metadata.name] = hn
 
     def delete_hypernode(self, hn: HyperNode) -> None:
         with self._lock:
             self.revision += 1
+            self._hypernodes_revision += 1
             self.hypernodes.pop(hn.metadata.name, None)
 
     @property
@@ -1068,6 +1072,7 @@ class ClusterCache:
             queues=queues,
             priority_classes=dict(self.priority_classes),
             hypernodes=dict(self.hypernodes),
+            hypernodes_revision=self._hypernodes_revision,
             revision=self.revision,
             decision_revision=self.decision_revision,
             seq=self._snapshot_seq,

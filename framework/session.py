@@ -280,6 +280,11 @@ class Session(CallbackRegistry):
             value = self._node_memo[key] = build()
             return value
 
+    def node_memo_replace(self, key: object, value: Any) -> None:
+        """Put ``value`` under ``key`` in place of what :meth:`node_memo` holds there (a value that
+        depends on more than the node specs and found stale by its user); kept like the others."""
+        self._node_memo[key] = value
+
     def pending_candidates(self) -> Collection[str] | None:
         """The uids of the jobs that had a pending task or were in phase Pending when the session
         opened (a session never makes a task pending), when the snapshot's builder keeps that index;

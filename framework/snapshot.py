@@ -24,6 +24,9 @@ class Snapshot:
     queues: dict[str, QueueInfo]
     priority_classes: dict[str, int] = field(default_factory=dict)
     hypernodes: dict[str, HyperNode] = field(default_factory=dict)
+    #: moves whenever a HyperNode comes, changes or goes (0: not known; a topology built from them
+    #: is kept across cycles only while this and the node specs stand still)
+    hypernodes_revision: int = 0
     revision: int = 0
     #: the source's revision without changes that cannot change a decision (None: not known)
     decision_revision: int | None = None

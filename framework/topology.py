@@ -19,11 +19,15 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskStatus
 from caldera.framework.objects import HyperNode, MemberSelector
+
+if TYPE_CHECKING:
+    from caldera.framework.session import Session
 
 log = logging.getLogger("caldera.topology")
 
@@ -82,6 +86,31 @@ class NodeGroup:
         return f"NodeGroup(tier {self.tier} {self.name!r}, {self.size} nodes)"
 
 
+class Segments:
+    """Groups' rows laid end to end (``rows[starts[i]:starts[i] + sizes[i]]`` are group i's), so that
+    per-group sums over any per-row array are one ``np.add.reduceat``. Empty groups are left out."""
+
+    __slots__ = ("groups", "rows", "sizes", "starts")
+
+    def __init__(
+        self, groups: list[NodeGroup], rows: np.ndarray, starts: np.ndarray, sizes: np.ndarray
+    ) -> None:
+        self.groups = groups
+        self.rows = rows
+        self.starts = starts
+        self.sizes = sizes
+
+    @classmethod
+    def of(cls, groups: Iterable[NodeGroup]) -> Segments:
+        kept = [g for g in groups if g.size]
+        sizes = np.fromiter((g.size for g in kept), dtype=np.intp, count=len(kept))
+        starts = np.zeros(len(kept), dtype=np.intp)
+        if len(kept) > 1:
+            np.cumsum(sizes[:-1], out=starts[1:])
+        rows = np.concatenate([g.rows for g in kept]) if kept else np.zeros(0, dtype=np.intp)
+        return cls(kept, rows, starts, sizes)
+
+
 @dataclass(frozen=True)
 class Requirement:
     """A job's network topology requirement: ``hard`` stays pending rather than spanning groups wider
@@ -127,6 +156,7 @@ class Topology:
         self.tier_labels: dict[int, str] = dict(tier_labels or {})
         self.tier_labels.setdefault(top, "cluster")
         self.errors: list[str] = list(errors)
+        self._segments: dict[int, Segments] = {}
         self._link_parents()
 
     @property
@@ -142,6 +172,14 @@ class Topology:
         if tier == self.top_tier:
             return [self.cluster]
         return self.by_tier.get(tier, [])
+
+    def segments(self, tier: int) -> Segments:
+        """The tier's groups as :class:`Segments`, made on first use (derived data: the topology
+        itself never changes, so sessions sharing it share these too)."""
+        made = self._segments.get(tier)
+        if made is None:
+            made = self._segments[tier] = Segments.of(self.groups(tier))
+        return made
 
     def group(self, name: str, tier: int | None = None) -> NodeGroup | None:
         if tier is not None:
@@ -226,11 +264,39 @@ def _label_groups(keys: Sequence[str], node_list: Sequence[NodeInfo]) -> list[No
     return groups
 
 
-def _label_selector_matches(match_labels: Mapping[str, str], labels: Mapping[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in match_labels.items())
+class _LabelIndex:
+    """Node names by label value, per label key, built on first use of a key: a leaf HyperNode's
+    ``labelMatch`` then costs the nodes it selects, not a pass over every node (625 leaves over
+    5,000 nodes took seconds per session scanned one by one)."""
+
+    def __init__(self, node_list: Sequence[NodeInfo]) -> None:
+        self.node_list = node_list
+        self.by_key: dict[str, dict[str, set[str]]] = {}
+
+    def names(self, key: str, value: str) -> set[str]:
+        values = self.by_key.get(key)
+        if values is None:
+            values = self.by_key[key] = {}
+            for n in self.node_list:
+                have = n.labels.get(key)
+                if have is not None:
+                    values.setdefault(have, set()).add(n.name)
+        return values.get(value, set())
+
+    def matching(self, match_labels: Mapping[str, str]) -> set[str]:
+        """Names of the nodes carrying every one of ``match_labels``."""
+        out: set[str] | None = None
+        for key, value in sorted(match_labels.items(), key=lambda kv: len(self.names(*kv))):
+            found = self.names(key, value)
+            out = set(found) if out is None else out & found
+            if not out:
+                return set()
+        return out or set()
 
 
-def hypernode_members(selector: MemberSelector, node_list: Sequence[NodeInfo]) -> set[str]:
+def hypernode_members(
+    selector: MemberSelector, node_list: Sequence[NodeInfo], index: _LabelIndex | None = None
+) -> set[str]:
     """Node names a Node-type member selects (Volcano's semantics: an empty exact name, a bad
     pattern or an empty label match select nothing; a pattern matches anywhere in the name)."""
     names: set[str] = set()
@@ -244,8 +310,7 @@ def hypernode_members(selector: MemberSelector, node_list: Sequence[NodeInfo]) -
             return set()
         names.update(n.name for n in node_list if pattern.search(n.name))
     if selector.label_match is not None and selector.label_match.match_labels:
-        ml = selector.label_match.match_labels
-        names.update(n.name for n in node_list if _label_selector_matches(ml, n.labels))
+        names.update((index or _LabelIndex(node_list)).matching(selector.label_match.match_labels))
     return names
 
 
@@ -253,6 +318,7 @@ def _hypernode_groups(
     hypernodes: Mapping[str, HyperNode], node_list: Sequence[NodeInfo], errors: list[str]
 ) -> list[NodeGroup]:
     row_of = {n.name: n.row for n in node_list}
+    index = _LabelIndex(node_list)
     direct: dict[str, set[int]] = {}
     children: dict[str, list[str]] = {}
     parent_of: dict[str, str] = {}
@@ -283,7 +349,9 @@ def _hypernode_groups(
                 parent_of[child] = name
                 kids.append(child)
             elif member.type == MEMBER_NODE:
-                rows.update(row_of[n] for n in hypernode_members(member.selector, node_list) if n in row_of)
+                rows.update(
+                    row_of[n] for n in hypernode_members(member.selector, node_list, index) if n in row_of
+                )
             else:
                 errors.append(f"hypernode {name}: unknown member type {member.type!r}")
         direct[name] = rows
@@ -340,3 +408,35 @@ def build_topology(
         log.warning("topology: %s", message)
     rows = len(node_list)
     return Topology(groups, rows, labels, errors)
+
+
+class _CachedTopology:
+    """A topology kept across cycles (``Session.node_memo``) with what it was built from."""
+
+    __slots__ = ("hypernodes_revision", "keys", "topology")
+
+    def __init__(self, keys: tuple[str, ...], hypernodes_revision: int, topology: Topology) -> None:
+        self.keys = keys
+        self.hypernodes_revision = hypernodes_revision
+        self.topology = topology
+
+
+def session_topology_of(ssn: Session, keys: Sequence[str] = ()) -> Topology:
+    """The session's topology for the label ``keys`` and the snapshot's HyperNodes: the one the
+    last cycle built when neither the node specs (``Session.node_memo``) nor the HyperNodes
+    (``Snapshot.hypernodes_revision``) changed since, else built afresh. A topology is never
+    changed once built, so sessions may share it."""
+    snapshot = ssn.snapshot
+    revision = snapshot.hypernodes_revision
+    wanted = tuple(keys)
+    cached = ssn.node_memo(_CachedTopology, lambda: None)
+    if (
+        isinstance(cached, _CachedTopology)
+        and cached.keys == wanted
+        and cached.hypernodes_revision == revision
+        and (revision or not snapshot.hypernodes)
+    ):
+        return cached.topology
+    topology = build_topology(ssn.node_list, wanted, snapshot.hypernodes)
+    ssn.node_memo_replace(_CachedTopology, _CachedTopology(wanted, revision, topology))
+    return topology

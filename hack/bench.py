@@ -405,6 +405,11 @@ def run_core(args: argparse.Namespace) -> int:
     if args.spread:
         return run_spread(args)
     n = args.nodes
+    if args.topology:
+        from caldera.hack.bench_hypernodes import run_topology
+
+        run_topology(n, args.topology_repeat)
+        return 0
     if args.only == "pending":
         cycle_latency(n, args.pending, args.repeats, profile=args.profile, arrivals=args.pending_arrivals)
         print_stall(n, args.pending, args.stall_in_thread)
@@ -496,6 +501,15 @@ def register(subparsers: Any) -> None:
         choices=("pending", "stall"),
         default=None,
         help="run one figure only: pending = the memory and cycle over --pending pods on full nodes (and the loop stall); stall = the event loop's longest stall while cycles run over them",
+    )
+    core.add_argument(
+        "--topology",
+        action="store_true",
+        help="topology-aware gangs of 8, 32 and 128 over a three-tier HyperNode tree, against the same"
+        " gangs without topology (hack/bench_hypernodes.py)",
+    )
+    core.add_argument(
+        "--topology-repeat", type=int, default=3, help="with --topology: runs of each shape (default 3)"
     )
     core.add_argument(
         "--stall-in-thread",

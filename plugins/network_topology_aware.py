@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from caldera.framework.plugin import ArgumentError, Arguments, Plugin, unsupported
-from caldera.framework.topology import HARD, SOFT, TopologySettings, build_topology
+from caldera.framework.topology import HARD, SOFT, TopologySettings, session_topology_of
 
 if TYPE_CHECKING:
     from caldera.framework.session import Session
@@ -64,7 +64,7 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         s = self.settings
-        topo = build_topology(ssn.node_list, s.keys, ssn.snapshot.hypernodes)
+        topo = session_topology_of(ssn, s.keys)
         ssn.report.topology = (topo, s)
 
 

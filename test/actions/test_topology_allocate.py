@@ -496,3 +496,41 @@ def test_across_cycles_a_pod_recreated_after_a_failure_rejoins_its_job_in_its_le
     sim.add(pods=[pod("train-3b", cpu="8", group="train")])
     sim.cycle()
     assert sim.running_on()["train-3b"] == first["train-3"]
+
+
+@pytest.mark.parametrize("tier", [1, 2])
+def test_over_a_hypernode_tree_the_fast_choice_is_the_exhaustive_one(tier):
+    """The three-tier HyperNode tree of ``bench core --topology`` (leaves of 4 nodes here, 3 leaves a
+    spine), with random room taken on the nodes: the group the vectorised pruning and branch and
+    bound choose is the one a dry run of every group of the tier finds best."""
+    from caldera.hack.bench_hypernodes import tree
+
+    chosen_at = {1: 0, 2: 0}
+    for seed in range(8):
+        rng = random.Random(seed * 10 + tier)
+        nodes, hypernodes, _ = tree(24, leaf=4, spine=3)
+        fillers = [
+            filler(n.metadata.name, str(used))
+            for n in nodes
+            if (used := rng.choice([0, 0, 8, 16, 24, 30]))
+        ]
+        size = rng.randint(2, 6) * (3 if tier == 2 else 1)
+        pg, pods = gang_pods("g", size, str(rng.choice([4, 8])), {"mode": "hard", "highestTierAllowed": tier})
+        snap = cluster(nodes=nodes, pods=fillers + pods, podgroups=[pg])
+        snap.hypernodes = {hn.metadata.name: hn for hn in hypernodes}
+        ssn = _session(snap, conf(keys=()))
+        job = ssn.jobs["default/g"]
+        # the narrowest tier that holds the gang, and there the best group by exhaustive dry runs
+        expected = None
+        for t in range(1, tier + 1):
+            best = _exhaustive_best(ssn, job, t)
+            if best is not None:
+                expected = (t, best)
+                break
+        decision = allocate_in_topology(ssn, job, allocate_job)
+        got = (decision.group.tier, decision.group.name) if decision.group is not None else None
+        assert got == expected, (seed, decision.trials)
+        chosen_at[tier if expected is None else expected[0]] += 1
+        if decision.statement is not None:
+            decision.statement.discard()
+    assert chosen_at[tier] > 0  # the seeds reach the tier under test
