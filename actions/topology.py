@@ -561,10 +561,11 @@ def allocate_in_topology(
 ) -> TopologyDecision | None:
     """Choose the job's group and place it there (see the module's text). None when the job has no
     topology requirement: the caller allocates it as usual."""
-    topo, settings = session_topology(ssn)
-    req = requirement or job_requirement(job, settings)
+    published = ssn.report.topology
+    req = requirement or job_requirement(job, published[1] if published is not None else TopologySettings())
     if req is None:
-        return None
+        return None  # (without building a topology: most jobs of most clusters have no requirement)
+    topo, settings = session_topology(ssn)
     decision = TopologyDecision(req)
     if not job.count(TaskStatus.PENDING):
         return decision
