@@ -320,9 +320,7 @@ class Binder:
             if failure is not None:
                 self._settle(placement, f"could not annotate the pod before binding: {failure}")
                 return
-        body = _binding_encoder.encode(
-            _Binding(_BindingMeta(task.name, task.namespace, task.uid), _Target(placement.node))
-        )
+        body = binding_body(task.namespace, task.name, task.uid, placement.node)
         shape = self._binding_shape
         if shape is None:
             shape = self._binding_shape = self.client.shape("POST", "/binding")
@@ -472,6 +470,12 @@ class _Binding(msgspec.Struct, tag_field="kind", tag="Binding", rename="camel"):
 
 
 _binding_encoder = msgspec.json.Encoder()
+
+
+def binding_body(namespace: str, name: str, uid: str, node: str) -> bytes:
+    """The body of ``POST pods/NAME/binding``: a v1 Binding of the pod (its uid a precondition) to
+    ``node``."""
+    return _binding_encoder.encode(_Binding(_BindingMeta(name, namespace, uid), _Target(node)))
 
 
 @functools.cache
