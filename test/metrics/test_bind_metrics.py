@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -55,15 +56,10 @@ async def api() -> AsyncIterator[ApiClient]:
 
     app = web.Application()
     app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", bind)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
-    yield client
-    await client.close()
-    await runner.cleanup()
+    async with TestServer(app, host="127.0.0.1") as server:
+        client = ApiClient(ClusterConfig(host=str(server.make_url("")).rstrip("/")))
+        yield client
+        await client.close()
 
 
 async def test_a_scrape_after_binds_counts_and_times_each_bound_pod(api: ApiClient) -> None:
