@@ -8,12 +8,13 @@ through this pool and through ApiClient's aiohttp session, same workload against
 
     caldera-sim bench http --binds 5000 --concurrency 16 --repeat 3
 
-    (2 CPUs, load average 0.8-1.3; median over 3 repeats [min - max])
-    pool        7,287 binds/s [7,086 - 7,680]   client CPU   36.0 us/bind [34.8 - 37.2]
-    aiohttp     5,099 binds/s [4,880 - 5,187]   client CPU   97.2 us/bind [96.2 - 101.9]
+    two runs on 2 shared CPUs (load average 0.8-1.3); client CPU per bind, median [min - max]
+    of 3 repeats; binds/s are bounded by the simulator (~90 us of its CPU per bind) and vary
+    run 1 (10:29 UTC)  pool 36.0 us [34.8 - 37.2]   aiohttp 97.2 us [96.2 - 101.9]
+    run 2 (10:31 UTC)  pool 36.3 us [35.9 - 46.1]   aiohttp 91.6 us [79.7 - 95.1]
 
-61 µs of client CPU saved per bind, ten times the widest run-to-run spread (5.7 µs); this stays
-only while that command shows such a gain.
+55-61 µs of client CPU saved per bind (60-63 % of aiohttp's), 3.6 and 10.8 times the widest
+run-to-run spread within an arm; this module stays only while that command shows such a gain.
 
 Here a request is one pre-built byte string written on a pooled keep-alive connection, and
 the connection's protocol parses the answer as its bytes arrive: a status line, headers, and a body

@@ -21,7 +21,8 @@ figures per phase: binds per second (wall clock), the client's CPU per bind (thi
 ``time.process_time``: user + system, nothing else runs in it meanwhile), the simulator's CPU per
 bind, and the load average (the machine may be shared: a busy neighbour slows both arms). The arms
 alternate their order from one repeat to the next, so a drift in the machine's load does not favour
-one. Figures only: no pass/fail.
+one. Binds per second are bounded by the simulator's CPU (it answers in the same machine), so the
+client's CPU per bind is the figure that tells the clients apart. Figures only: no pass/fail.
 """
 
 from __future__ import annotations
