@@ -2,6 +2,7 @@
 
     caldera-sim bench core      # the scheduling core in process, no API server
     caldera-sim bench e2e       # end to end through caldera-sim (pods created -> bound)
+    caldera-sim bench http      # the binder's writes: cache/http1.py's pool against aiohttp
 
 The core benchmark drives the real cache, session, actions and plugins with the conf in force
 (Volcano's default unless --conf), binding into a recording binder.
@@ -465,6 +466,12 @@ def run_e2e(args: argparse.Namespace) -> int:
     return run_e2e_bench(args)
 
 
+def run_http(args: argparse.Namespace) -> int:
+    from caldera.hack.bench_http import run as run_http_bench
+
+    return run_http_bench(args)
+
+
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser("bench", help="benchmarks that print figures")
     sub = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
@@ -556,3 +563,8 @@ def register(subparsers: Any) -> None:
         help="attach py-spy to the scheduler and write folded stacks to PATH-SHAPE-N.txt (needs py-spy)",
     )
     e2e.set_defaults(func=run_e2e)
+    http = sub.add_parser("http", help="the binder's writes: cache/http1.py's pool against aiohttp")
+    http.add_argument("--binds", type=int, default=5000, help="measured binds per arm and repeat")
+    http.add_argument("--concurrency", type=int, default=16, help="binds in flight (the binder's workers)")
+    http.add_argument("--repeat", type=int, default=3, help="runs of each arm, their order alternating")
+    http.set_defaults(func=run_http)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from caldera.metrics.batched import BatchedCounter, BatchedHistogram
-
 SCHEDULE_ATTEMPTS = Counter(
     "volcano_schedule_attempts_total",
     "Scheduling attempts of pods, by result (scheduled, unschedulable, error).",
@@ -21,7 +19,7 @@ CYCLE_DURATION = Histogram(
     "Duration of a scheduling cycle (snapshot, actions, hand-over).",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
-BINDS = BatchedCounter(  # incremented per bound pod: batched, exact (metrics/batched.py)
+BINDS = Counter(  # per bound pod: the binder keeps its labelled children (scheduler/binder.py)
     "caldera_binds_total", "Bind requests finished, by result (bound, failed).", ["result"]
 )
 BIND_RETRIES = Counter(
@@ -64,7 +62,7 @@ PLUGIN_LATENCY = Histogram(
     ["plugin", "OnSession"],
     buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
 )
-TASK_LATENCY = BatchedHistogram(  # observed per bound pod: batched, exact (metrics/batched.py)
+TASK_LATENCY = Histogram(
     "volcano_task_scheduling_latency_milliseconds",
     "Task scheduling latency in milliseconds (task created to task bound to a node).",
     buckets=_MS_BUCKETS,
@@ -139,7 +137,7 @@ QUEUE_INQUEUE_SCALAR = Gauge(
     ["queue_name", "resource"],
 )
 CYCLES_FAILED = Counter("caldera_cycles_failed", "Scheduling cycles that failed (nothing of them was bound).")
-BIND_DURATION = BatchedHistogram(  # observed per bound pod: batched, exact
+BIND_DURATION = Histogram(
     "caldera_bind_duration_seconds",
     "From a placement's hand-over to the binder to its pod being bound.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),

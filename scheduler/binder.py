@@ -320,9 +320,7 @@ class Binder:
             if failure is not None:
                 self._settle(placement, f"could not annotate the pod before binding: {failure}")
                 return
-        body = _binding_encoder.encode(
-            _Binding(_BindingMeta(task.name, task.namespace, task.uid), _Target(placement.node))
-        )
+        body = binding_body(task.namespace, task.name, task.uid, placement.node)
         shape = self._binding_shape
         if shape is None:
             shape = self._binding_shape = self.client.shape("POST", "/binding")
@@ -408,7 +406,7 @@ class Binder:
             self.bound_count += 1
             self._bound[uid] = self.clock()
             self.cache.confirm_bound(uid)
-            _bound_counter().inc()
+            _binds("bound").inc()
             if gang is not None:
                 gang.bound.append(placement)
             if self.observer is not None:
@@ -418,7 +416,7 @@ class Binder:
             self.failed_count += 1
             self._issued.pop(uid, None)
             self.cache.forget_assumption(uid)
-            m.BINDS.labels("failed").inc()
+            _binds("failed").inc()
             self.failures[uid] = BindFailure(task.key, placement.node, reason, time.time())
             if len(self.failures) > 1000:
                 self.failures.pop(next(iter(self.failures)))
@@ -474,10 +472,17 @@ class _Binding(msgspec.Struct, tag_field="kind", tag="Binding", rename="camel"):
 _binding_encoder = msgspec.json.Encoder()
 
 
+def binding_body(namespace: str, name: str, uid: str, node: str) -> bytes:
+    """The body of ``POST pods/NAME/binding``: a v1 Binding of the pod (its uid a precondition) to
+    ``node``."""
+    return _binding_encoder.encode(_Binding(_BindingMeta(name, namespace, uid), _Target(node)))
+
+
 @functools.cache
-def _bound_counter() -> Any:
-    """The binds{result="bound"} child, looked up once (label lookups cost per bind)."""
-    return m.BINDS.labels("bound")
+def _binds(result: str) -> Any:
+    """The ``caldera_binds_total{result}`` child, looked up once per result and kept (prometheus_client's
+    ``labels`` validates and hashes the label values on each call; ``inc`` on the child is all a bind pays)."""
+    return m.BINDS.labels(result)
 
 
 def _reason(exc: ApiError) -> str:
