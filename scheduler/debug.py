@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from caldera.actions.explain import explain_job, wire
-from caldera.cache.store import CacheProblems, MissingPodGroup, UngroupedPod, UnreadablePod
+from caldera.cache.indexes import CacheProblems, MissingPodGroup, UngroupedPod, UnreadablePod
 from caldera.framework.model import (
     ALLOCATED_STATUSES,
     GROUP_NAME_ANNOTATION,

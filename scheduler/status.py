@@ -18,7 +18,8 @@ from typing import Any
 
 from caldera.actions.explain import one_line
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
-from caldera.cache.store import CacheProblems, ClusterCache
+from caldera.cache.indexes import CacheProblems
+from caldera.cache.store import ClusterCache
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
 from caldera.framework.objects import PodGroup
 from caldera.framework.session import Placement, SessionResult
