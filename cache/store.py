@@ -20,14 +20,29 @@ cache's fields.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 from caldera.cache.assumptions import Assumptions
 from caldera.cache.indexes import CacheProblems
 from caldera.cache.ingest import Ingest
 from caldera.cache.snapshot import Snapshots, _Slot
 from caldera.cache.state import CacheStats
+from caldera.framework.model import NodeInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
+from caldera.framework.objects import PersistentVolumeClaim, PodGroup, StorageClass
+
+
+@dataclass(frozen=True)
+class CacheCounts:
+    """How much the cache holds (for logs and /debug/state)."""
+
+    nodes: int
+    jobs: int
+    tasks: int
+    #: our pods whose PodGroup the cache does not hold (yet)
+    waiting_for_podgroup: int
 
 
 class ClusterCache(Ingest, Snapshots, Assumptions):
@@ -79,3 +94,56 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
         self._settled_changes = 0
         self._pending_jobs = set()
         self.stats = CacheStats()
+
+    # -- the read API: what code outside cache/ reads of the cache -------------------------------------
+    # The ``*_view`` and ``node_infos`` mappings are the cache's own, typed read-only: no copy and no
+    # wrapper per call (the status updater reads every job's PodGroup every cycle). They follow the
+    # cache as it changes; read them on the event loop (where the cache is written) or inside
+    # ``locked()``, and copy what must stay as it is.
+    def locked(self) -> AbstractContextManager[object]:
+        """Hold the cache still while reading several things of it from another thread (reentrant)."""
+        return self._lock
+
+    def counts(self) -> CacheCounts:
+        return CacheCounts(
+            nodes=len(self.nodes),
+            jobs=len(self.jobs),
+            tasks=len(self.tasks),
+            waiting_for_podgroup=sum(len(v) for v in self.waiting.values()),
+        )
+
+    def task(self, uid: str) -> TaskInfo | None:
+        """The cache's task for the pod with this uid, or None (a task object is never changed: the
+        cache replaces it, so what this returns is a value)."""
+        return self.tasks.get(uid)
+
+    def find_task(self, namespace: str, name: str) -> TaskInfo | None:
+        """The cache's task for a pod, by name (a scan: for the debug API, not for the cycle)."""
+        for task in list(self.tasks.values()):
+            if task.name == name and task.namespace == namespace:
+                return task
+        return None
+
+    def node_infos(self) -> Mapping[str, NodeInfo]:
+        """Every node the cache holds, by name, with the tasks on it (the cache's own objects: read only)."""
+        return self.nodes
+
+    def podgroup(self, key: str) -> PodGroup | None:
+        """The PodGroup ``namespace/name`` as the cache holds it, or None."""
+        return self.podgroups.get(key)
+
+    def podgroups_view(self) -> Mapping[str, PodGroup]:
+        """Every PodGroup the cache holds, by ``namespace/name``."""
+        return self.podgroups
+
+    def pvc(self, key: str) -> PersistentVolumeClaim | None:
+        """The PersistentVolumeClaim ``namespace/name`` as the cache holds it, or None."""
+        return self.pvcs.get(key)
+
+    def pvcs_view(self) -> Mapping[str, PersistentVolumeClaim]:
+        """Every PersistentVolumeClaim the cache holds, by ``namespace/name``."""
+        return self.pvcs
+
+    def storage_classes_view(self) -> Mapping[str, StorageClass]:
+        """Every StorageClass the cache holds, by name."""
+        return self.storage_classes

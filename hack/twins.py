@@ -114,16 +114,13 @@ class Twins:
             for (kind, namespace, name), write in updater._pending.items():
                 written += 1
                 if kind == "podgroup":
-                    current = cache.podgroups.get(f"{namespace}/{name}")
+                    current = cache.podgroup(f"{namespace}/{name}")
                     if current is not None:
                         doc = msgspec.to_builtins(current)
                         doc["status"] = write.body["status"]
                         cache.upsert_podgroup(msgspec.convert(doc, PodGroup))
                 elif kind == "pod":
-                    task = next(
-                        (t for t in cache.tasks.values() if t.namespace == namespace and t.name == name),
-                        None,
-                    )
+                    task = cache.find_task(namespace, name)
                     if task is not None:
                         doc = msgspec.to_builtins(task.pod)
                         doc["status"]["conditions"] = write.body["status"]["conditions"]

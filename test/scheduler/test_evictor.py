@@ -154,9 +154,9 @@ def test_the_cache_takes_an_abandoned_eviction_back_as_running() -> None:
     cache = ClusterCache()
     p = pod("victim", node_name="n1", phase="Running", group="g")
     load(cache, nodes=[node("n1", cpu="4")], pods=[p])
-    task = cache.tasks[p.metadata.uid]
+    task = cache.task(p.metadata.uid)
     cache.apply(SessionResult(evictions=[Eviction(task, "preempt")]))
-    assert cache.tasks[p.metadata.uid].status == TaskStatus.RELEASING
+    assert cache.task(p.metadata.uid).status == TaskStatus.RELEASING
     assert cache.forget_eviction(p.metadata.uid)
-    assert cache.tasks[p.metadata.uid].status == TaskStatus.RUNNING
+    assert cache.task(p.metadata.uid).status == TaskStatus.RUNNING
     assert cache.snapshot().nodes["n1"].used.cpu == 1000

@@ -191,7 +191,7 @@ class _Churn:
             self.put(_replace(self.pods[uid], node_name=node_name, phase="Pending"))
         # pods the API shows bound whose watch event is late
         for uid, p in self.pods.items():
-            if p.spec.node_name and self.cache.tasks[uid].pod.spec.node_name != p.spec.node_name:
+            if p.spec.node_name and self.cache.task(uid).pod.spec.node_name != p.spec.node_name:
                 if rng.random() < 0.5:
                     self.cache.upsert_pod(p)
 

@@ -164,7 +164,7 @@ async def test_a_different_reason_is_its_own_event_and_creations_per_object_are_
     load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
     clock = Clock()
     status = StatusUpdater(client, cache, clock=clock)
-    pgo = cache.podgroups["default/noisy"]
+    pgo = cache.podgroup("default/noisy")
     for i in range(20):  # twenty distinct reasons about one object within a second
         status.event_for_podgroup(pgo, "Warning", f"Reason{i}", "something")
     await status.flush()
