@@ -105,7 +105,7 @@ class SessionReport:
     """What a session tells the binary besides placements and evictions: explanations, shares,
     timings and events to publish. Every field has one writer, named in its comment."""
 
-    #: job uid → explanation document (actions/explain.py)
+    #: job uid → explanation document (scheduler/explain.py)
     explanations: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: job uid → the topology decision that left it pending (actions/topology.py; read by explain)
     topology_failures: dict[str, Any] = field(default_factory=dict)

@@ -19,13 +19,13 @@ from typing import Any
 
 import msgspec
 
-from caldera.actions.explain import BUILT_AT
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.carry import CarryBook
 from caldera.framework.objects import Pod, PodGroup
 from caldera.framework.session import SessionResult
 from caldera.hack.scenario import load
+from caldera.scheduler.explain import BUILT_AT
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 from caldera.scheduler.registry import builtin_registry
 from caldera.scheduler.status import StatusUpdater

@@ -22,10 +22,10 @@ from prometheus_client import REGISTRY
 from caldera.cache.client import ApiClient, ClusterConfig, ClusterConfigError
 from caldera.cache.informer import Informers
 from caldera.cache.store import ClusterCache
+from caldera.cache.supervise import stop_workers, supervise
 from caldera.config.conf import ConfError
 from caldera.framework.plugin import Registry
 from caldera.framework.session import SessionResult
-from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import devices as device_metrics
 from caldera.metrics import scheduler as m
 from caldera.metrics.collectors import WatchCollector, WatchState

@@ -28,9 +28,9 @@ import msgspec
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.http1 import RequestShape
 from caldera.cache.store import ClusterCache
+from caldera.cache.supervise import stop_workers, supervise
 from caldera.framework.model import TaskInfo
 from caldera.framework.session import Eviction, Placement
-from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import scheduler as m
 from caldera.plugins.volumes import SELECTED_NODE, claims_to_provision
 

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from caldera.actions.explain import explain_job, wire
 from caldera.cache.indexes import CacheProblems, MissingPodGroup, UngroupedPod, UnreadablePod
 from caldera.framework.model import (
     ALLOCATED_STATUSES,
@@ -24,6 +23,7 @@ from caldera.framework.model import (
 from caldera.framework.resource import Resource
 from caldera.framework.session import Placement, QueueShare, SessionResult
 from caldera.metrics.cycle import CycleMetrics
+from caldera.scheduler.explain import explain_job, wire
 from caldera.scheduler.problems import (
     INVALID_POD_SPEC,
     NO_PODGROUP,

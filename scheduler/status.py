@@ -16,16 +16,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from caldera.actions.explain import one_line
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.indexes import CacheProblems
 from caldera.cache.store import ClusterCache
+from caldera.cache.supervise import stop_workers, supervise
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
 from caldera.framework.objects import PodGroup
 from caldera.framework.session import Placement, SessionResult
-from caldera.framework.supervise import stop_workers, supervise
 from caldera.metrics import scheduler as m
 from caldera.scheduler.events import EventRecorder
+from caldera.scheduler.explain import one_line
 from caldera.scheduler.problems import (
     PODGROUP_GRACE,
     missing_podgroup_reason,
