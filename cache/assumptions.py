@@ -13,7 +13,7 @@ from caldera.cache.indexes import Indexes
 from caldera.cache.ingest import _with_annotations
 from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo, TaskStatus, task_status_of
 from caldera.framework.objects import Pod
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 
 
 class Assumptions(Indexes):

@@ -23,7 +23,7 @@ from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.carry import CarryBook
 from caldera.framework.objects import Pod, PodGroup
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 from caldera.hack.scenario import load
 from caldera.scheduler.explain import BUILT_AT
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop

@@ -25,7 +25,7 @@ from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.config.conf import ConfError
 from caldera.framework.plugin import Registry
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 from caldera.metrics import devices as device_metrics
 from caldera.metrics import scheduler as m
 from caldera.metrics.collectors import WatchCollector, WatchState

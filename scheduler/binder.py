@@ -30,7 +30,7 @@ from caldera.cache.http1 import RequestShape
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.framework.model import TaskInfo
-from caldera.framework.session import Eviction, Placement
+from caldera.framework.result import Eviction, Placement
 from caldera.metrics import scheduler as m
 from caldera.plugins.volumes import SELECTED_NODE, claims_to_provision
 

@@ -21,7 +21,7 @@ from caldera.framework.model import (
     TaskStatus,
 )
 from caldera.framework.resource import Resource
-from caldera.framework.session import Placement, QueueShare, SessionResult
+from caldera.framework.result import Placement, QueueShare, SessionResult
 from caldera.metrics.cycle import CycleMetrics
 from caldera.scheduler.explain import explain_job, wire
 from caldera.scheduler.problems import (

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.supervise import stop_workers, supervise
-from caldera.framework.session import Eviction
+from caldera.framework.result import Eviction
 from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.evictor")

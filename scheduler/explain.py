@@ -26,7 +26,8 @@ from caldera.framework.carry import JobGeneration, carry_user, job_generation
 from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
 from caldera.framework.quantity import format_quantity
 from caldera.framework.resource import MIN_RESOURCE, Resource
-from caldera.framework.session import QueueShare, Session
+from caldera.framework.result import QueueShare
+from caldera.framework.session import Session
 
 #: per cycle, at most this many jobs get per-role detail (the rest keep the one-line reason)
 DETAILED_JOBS = 1000

@@ -13,7 +13,8 @@ from typing import Protocol
 
 from caldera.framework.carry import CarryBook
 from caldera.framework.plugin import Arguments, Registry
-from caldera.framework.session import Eviction, Placement, Session, SessionResult, close_session, open_session
+from caldera.framework.result import Eviction, Placement, SessionResult
+from caldera.framework.session import Session, close_session, open_session
 from caldera.framework.snapshot import Snapshot
 from caldera.framework.tiers import SchedulerConf
 from caldera.scheduler.explain import REUSE_SECONDS, explain_session

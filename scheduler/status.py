@@ -22,7 +22,7 @@ from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
 from caldera.framework.objects import PodGroup
-from caldera.framework.session import Placement, SessionResult
+from caldera.framework.result import Placement, SessionResult
 from caldera.metrics import scheduler as m
 from caldera.scheduler.events import EventRecorder
 from caldera.scheduler.explain import one_line

@@ -13,7 +13,7 @@ from aiohttp import web
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskStatus
-from caldera.framework.session import Placement, SessionResult
+from caldera.framework.result import Placement, SessionResult
 from caldera.hack.scenario import gang, load, node
 from caldera.scheduler.binder import Binder
 

@@ -14,7 +14,7 @@ import pytest
 from caldera.cache.client import ApiClient, ApiError, ClusterConfig
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskStatus
-from caldera.framework.session import Placement, SessionResult
+from caldera.framework.result import Placement, SessionResult
 from caldera.hack.scenario import gang, load, node
 from caldera.scheduler import binder as binder_module
 from caldera.scheduler.binder import Binder

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.framework.model import TaskInfo
-from caldera.framework.session import Eviction
+from caldera.framework.result import Eviction
 from caldera.hack.scenario import pod
 from caldera.scheduler.evictor import Evictor
 
@@ -148,7 +148,7 @@ async def test_a_budget_that_keeps_refusing_is_given_up_and_never_bypassed_by_a_
 def test_the_cache_takes_an_abandoned_eviction_back_as_running() -> None:
     from caldera.cache.store import ClusterCache
     from caldera.framework.model import TaskStatus
-    from caldera.framework.session import SessionResult
+    from caldera.framework.result import SessionResult
     from caldera.hack.scenario import load, node
 
     cache = ClusterCache()

@@ -24,7 +24,7 @@ from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.model import GROUP_NAME_ANNOTATION, TaskStatus
 from caldera.framework.objects import Pod, PodGroup
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 from caldera.hack.scenario import gang, load, node, pod, podgroup, queue
 from caldera.metrics.cycle import CycleMetrics
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop

@@ -12,7 +12,7 @@ from aiohttp import web
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.cache.store import ClusterCache
 from caldera.framework.objects import PodGroup
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 from caldera.hack.scenario import gang, load, node, podgroup_dict
 from caldera.scheduler.status import StatusUpdater
 
@@ -102,7 +102,7 @@ async def test_per_pod_events_only_behind_the_flag(recorder) -> None:
 async def test_a_plugins_queue_event_reaches_the_api_once(recorder) -> None:
     """Proportion reports a queue whose guarantee it scaled down; the binary publishes it on the Queue,
     and the same message in the next cycles is not sent again."""
-    from caldera.framework.session import SessionReport
+    from caldera.framework.result import SessionReport
 
     rec, client = recorder
     cache = ClusterCache()

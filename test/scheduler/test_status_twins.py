@@ -23,7 +23,7 @@ from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.model import TaskStatus
 from caldera.framework.objects import Pod, PodGroup
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 from caldera.hack.scenario import gang, load, node, pod, podgroup
 from caldera.scheduler import events as events_module
 from caldera.scheduler import status as status_module
