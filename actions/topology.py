@@ -583,7 +583,7 @@ def allocate_in_topology(
     decision.selector = selector
     decision.need = selector.gang.need
     decision.reason = _reason(topo, req, decision.tiers_tried, selector, job_rows)
-    # kept for the job's explanation (actions/explain.py): failures only
+    # kept for the job's explanation (scheduler/explain.py): failures only
     ssn.report.topology_failures[job.uid] = decision
     if req.mode == SOFT:
         decision.fallback = True

@@ -20,6 +20,7 @@ import msgspec
 
 from caldera.cache.client import ApiClient
 from caldera.cache.store import ClusterCache
+from caldera.cache.supervise import stop_workers, supervise
 from caldera.cache.watch import Handler, Reflector
 from caldera.framework.objects import (
     CSINode,
@@ -34,7 +35,6 @@ from caldera.framework.objects import (
     Queue,
     StorageClass,
 )
-from caldera.framework.supervise import stop_workers, supervise
 
 log = logging.getLogger("caldera.informer")
 

@@ -18,7 +18,7 @@ from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from caldera.framework.tiers import Tier
 
 if TYPE_CHECKING:
-    from caldera.framework.session import Event
+    from caldera.framework.result import Event
 
 #: A bulk predicate: (task, rows) → boolean mask over ``rows`` (True: the node passes).
 BulkPredicate = Callable[[TaskInfo, np.ndarray], np.ndarray]

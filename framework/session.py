@@ -1,9 +1,7 @@
 """A Session: one scheduling cycle over a snapshot, with the callback points plugins register.
 
-Tier semantics follow Volcano's: order functions ask plugins tier by tier and the first that
-decides wins; predicates must all pass; node scores add up; vote functions (enqueueable,
-pipelined) stop at the first tier that permits; victim selection intersects within a tier and
-the first tier that selects wins. Each callback kind can be switched off per plugin in the conf.
+Tier semantics follow Volcano's (``framework/tier_rules.py`` says how each kind of answer combines
+across tiers); what a closed session hands back is in ``framework/result.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from caldera.framework.callbacks import (
@@ -22,27 +19,22 @@ from caldera.framework.callbacks import (
     CallbackPoint,
     CallbackRegistry,
     EventHandler,
-    JobVoteFn,
     ValidateResult,
-    VictimsFn,
 )
 from caldera.framework.carry import Kept, carry_user
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.placement import PlacementEngine
 from caldera.framework.plugin import Plugin
+from caldera.framework.result import Event, Eviction, Placement, SessionReport, SessionResult
 from caldera.framework.snapshot import Snapshot
+from caldera.framework.tier_rules import ABSTAIN, PERMIT, REJECT, tiered_order, tiered_victims, tiered_vote
 from caldera.framework.tiers import PluginOption, Tier
-from caldera.framework.topology import Topology, TopologySettings
 
 if TYPE_CHECKING:
     from caldera.framework.statement import Statement
 
 log = logging.getLogger("caldera.session")
-
-PERMIT = 1
-ABSTAIN = 0
-REJECT = -1
 
 T = TypeVar("T")
 
@@ -53,115 +45,12 @@ __all__ = [
     "BulkExplain",
     "BulkPredicate",
     "BulkScore",
-    "Event",
     "EventHandler",
-    "Eviction",
-    "Placement",
-    "QueueShare",
     "Session",
-    "SessionReport",
-    "SessionResult",
     "ValidateResult",
     "close_session",
     "open_session",
 ]
-
-
-@dataclass
-class Event:
-    task: TaskInfo
-
-
-@dataclass
-class Placement:
-    task: TaskInfo
-    node: str
-    #: annotations to write on the pod before it is bound (device assignments and the like)
-    annotations: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Eviction:
-    task: TaskInfo
-    reason: str
-
-
-@dataclass
-class QueueShare:
-    """A queue's figures at session close (proportion); resources as ``Resource.to_dict`` gives them."""
-
-    deserved: dict[str, float] = field(default_factory=dict)
-    allocated: dict[str, float] = field(default_factory=dict)
-    request: dict[str, float] = field(default_factory=dict)
-    inqueue: dict[str, float] = field(default_factory=dict)
-    real_capability: dict[str, float] = field(default_factory=dict)
-    share: float = 0.0
-    weight: float = 0.0
-    overused: bool = False
-
-
-@dataclass
-class SessionReport:
-    """What a session tells the binary besides placements and evictions: explanations, shares,
-    timings and events to publish. Every field has one writer, named in its comment."""
-
-    #: job uid → explanation document (actions/explain.py)
-    explanations: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: job uid → the topology decision that left it pending (actions/topology.py; read by explain)
-    topology_failures: dict[str, Any] = field(default_factory=dict)
-    #: the topology the session placed against (plugins/network_topology_aware.py or actions/topology.py)
-    topology: tuple[Topology, TopologySettings] | None = None
-    #: queue → share at session close (proportion)
-    queue_shares: dict[str, QueueShare] = field(default_factory=dict)
-    #: job uid → dominant share (drf)
-    job_shares: dict[str, float] = field(default_factory=dict)
-    #: namespace → dominant share (drf)
-    namespace_shares: dict[str, float] = field(default_factory=dict)
-    #: queue → resource → factor, for queues whose guarantee was scaled down because all guarantees
-    #: exceed the cluster (proportion, capacity)
-    queue_guarantee_scaled: dict[str, dict[str, float]] = field(default_factory=dict)
-    #: the cluster's total was zero or unknown, so no queue had a deserved share (proportion)
-    cluster_empty: bool = False
-    #: Kubernetes events to publish: (kind, "namespace/name" or name, reason, message) (plugins)
-    events: list[tuple[str, str, str, str]] = field(default_factory=list)
-    #: preemption attempts this cycle (preempt)
-    preempt_attempts: int = 0
-    #: allocate's counts: tasks tried, placed, pipelined, jobs whose last vain try was taken over
-    #: (replayed, actions/helpers.FailureMemo), and its seconds
-    allocate_stats: dict[str, float] = field(default_factory=dict)
-    #: seconds to snapshot and open the session (the binary's loop)
-    open_session_seconds: float | None = None
-    #: action → seconds (the binary's loop)
-    action_seconds: dict[str, float] = field(default_factory=dict)
-    #: (plugin, "OnSessionOpen" | "OnSessionClose", seconds)
-    plugin_seconds: list[tuple[str, str, float]] = field(default_factory=list)
-    #: the session's view of the nodes, for /debug/nodes
-    node_list: list[NodeInfo] = field(default_factory=list)
-
-
-@dataclass
-class SessionResult:
-    """What a closed session hands back to the cache and the binder."""
-
-    placements: list[Placement] = field(default_factory=list)
-    evictions: list[Eviction] = field(default_factory=list)
-    jobs: dict[str, JobInfo] = field(default_factory=dict)
-    queues: dict[str, QueueInfo] = field(default_factory=dict)
-    node_count: int = 0
-    duration: float = 0.0
-    report: SessionReport = field(default_factory=SessionReport)
-    #: the snapshot's ``seq`` and ``changed_jobs``: an observer of the results of consecutive
-    #: snapshots (``seq`` one up) may look again only at the jobs named, plus those the sessions
-    #: changed (0 and None: not known, look at every job)
-    seq: int = 0
-    changed_jobs: set[str] | None = None
-    #: what the session kept for the next cycle (``framework.carry``): the loop offers it to the
-    #: next session once this result has been applied
-    kept: dict[object, Any] = field(default_factory=dict)
-    #: what the session changed of its snapshot's copies, for the cache to copy afresh: jobs whose
-    #: task statuses it changed, nodes whose table rows it wrote or whose tasks it loaded
-    touched_jobs: list[str] = field(default_factory=list)
-    touched_nodes: list[str] = field(default_factory=list)
 
 
 class _NodeSpecMemo:
@@ -303,14 +192,7 @@ class Session(CallbackRegistry):
         return snapshot.changed_jobs
 
     # -- order -----------------------------------------------------------------------------------
-    @staticmethod
-    def _order(point: CallbackPoint[Callable[[Any, Any], int]], left: Any, right: Any) -> int:
-        for level in point.levels():
-            for fn in level:
-                result = fn(left, right)
-                if result != 0:
-                    return -1 if result < 0 else 1
-        return 0
+    _order = staticmethod(tiered_order)
 
     def job_order(self, left: JobInfo, right: JobInfo) -> bool:
         """True when ``left`` goes before ``right``: plugins first, then creation time, then uid."""
@@ -407,19 +289,7 @@ class Session(CallbackRegistry):
                 return False
         return True
 
-    @staticmethod
-    def _vote(point: CallbackPoint[JobVoteFn], job: JobInfo) -> bool:
-        for level in point.levels():
-            found = False
-            for fn in level:
-                vote = fn(job)
-                if vote < 0:
-                    return False
-                if vote > 0:
-                    found = True
-            if found:
-                return True
-        return True
+    _vote = staticmethod(tiered_vote)
 
     def job_pipelined(self, job: JobInfo) -> bool:
         return self._vote(self.job_pipelined_fns, job)
@@ -450,29 +320,7 @@ class Session(CallbackRegistry):
         return False
 
     # -- victims -----------------------------------------------------------------------------------
-    @staticmethod
-    def _victims(
-        point: CallbackPoint[VictimsFn], actor: TaskInfo, candidates: list[TaskInfo]
-    ) -> list[TaskInfo]:
-        for level in point.levels():
-            init = False
-            selected: list[TaskInfo] = []
-            for fn in level:
-                chosen, vote = fn(actor, candidates)
-                if vote == ABSTAIN:
-                    continue
-                if not chosen:
-                    selected = []
-                    break
-                if not init:
-                    selected = list(chosen)
-                    init = True
-                else:
-                    keep = {t.uid for t in chosen}
-                    selected = [t for t in selected if t.uid in keep]
-            if selected:
-                return selected
-        return []
+    _victims = staticmethod(tiered_victims)
 
     def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims(self.preemptable_fns, preemptor, preemptees)

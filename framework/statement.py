@@ -121,7 +121,7 @@ class Statement:
         """Hand allocations to the binder and evictions to the evictor (pipelines stay in the session)."""
         if self.closed:
             return
-        from caldera.framework.session import Eviction, Placement
+        from caldera.framework.result import Eviction, Placement
 
         for record in self.operations:
             if record.op is Op.ALLOCATE:

@@ -19,13 +19,13 @@ from typing import Any
 
 import msgspec
 
-from caldera.actions.explain import BUILT_AT
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.carry import CarryBook
 from caldera.framework.objects import Pod, PodGroup
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 from caldera.hack.scenario import load
+from caldera.scheduler.explain import BUILT_AT
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 from caldera.scheduler.registry import builtin_registry
 from caldera.scheduler.status import StatusUpdater
@@ -114,16 +114,13 @@ class Twins:
             for (kind, namespace, name), write in updater._pending.items():
                 written += 1
                 if kind == "podgroup":
-                    current = cache.podgroups.get(f"{namespace}/{name}")
+                    current = cache.podgroup(f"{namespace}/{name}")
                     if current is not None:
                         doc = msgspec.to_builtins(current)
                         doc["status"] = write.body["status"]
                         cache.upsert_podgroup(msgspec.convert(doc, PodGroup))
                 elif kind == "pod":
-                    task = next(
-                        (t for t in cache.tasks.values() if t.namespace == namespace and t.name == name),
-                        None,
-                    )
+                    task = cache.find_task(namespace, name)
                     if task is not None:
                         doc = msgspec.to_builtins(task.pod)
                         doc["status"]["conditions"] = write.body["status"]["conditions"]

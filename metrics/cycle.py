@@ -14,7 +14,7 @@ from typing import Any
 from prometheus_client import Gauge
 
 from caldera.framework.model import QueueInfo, TaskInfo, TaskStatus
-from caldera.framework.session import Placement, QueueShare, SessionReport, SessionResult
+from caldera.framework.result import Placement, QueueShare, SessionReport, SessionResult
 from caldera.metrics import scheduler as m
 
 _INF = float("inf")

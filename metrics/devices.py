@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
@@ -41,10 +41,12 @@ POD_CORES = "volcano_vgpu_device_core_allocation_for_a_certain_pod"
 
 
 class ClusterCache(Protocol):
-    """What the device metrics read of the cache: its nodes (with their tasks) and a change counter."""
+    """What the device metrics read of the cache (``cache.store.ClusterCache``'s read API): its nodes
+    (with their tasks), held still while read, and a change counter."""
 
-    @property
-    def nodes(self) -> Mapping[str, NodeInfo]: ...
+    def locked(self) -> contextlib.AbstractContextManager[object]: ...
+
+    def node_infos(self) -> Mapping[str, NodeInfo]: ...
 
     @property
     def revision(self) -> int: ...
@@ -57,9 +59,8 @@ Series = dict[str, dict[tuple[str, ...], float]]
 def node_usage(cache: ClusterCache) -> dict[str, NodeDevices]:
     """Per vGPU node, its devices' usage recomputed from the pods the cache holds there now."""
     out: dict[str, NodeDevices] = {}
-    lock: Any = getattr(cache, "_lock", None) or contextlib.nullcontext()
-    with lock:
-        for name, info in cache.nodes.items():
+    with cache.locked():
+        for name, info in cache.node_infos().items():
             devices = node_devices(info.node)
             if not devices:
                 continue

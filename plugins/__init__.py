@@ -1,7 +1,7 @@
 """Plugins: scheduling policy registered on a session. ``ALL`` lists the built-ins for the registry.
 
 Plugins never touch the API; what the binary should publish they leave in the session's typed
-``ssn.report`` (``framework.session.SessionReport``: events, queue shares, scaled guarantees, ...).
+``ssn.report`` (``framework.result.SessionReport``: events, queue shares, scaled guarantees, ...).
 A cache a plugin builds for the session lives on the plugin object (plugins are built per session),
 or, when several plugins share it, in ``ssn.memo(key, build)`` keyed by an object of their own.
 """

@@ -18,7 +18,8 @@ from caldera.plugins.helpers import safe_sub
 from caldera.plugins.proportion import QueueAttr, dims_of, queue_share, scale_guarantees
 
 if TYPE_CHECKING:
-    from caldera.framework.session import Event, Session
+    from caldera.framework.result import Event
+    from caldera.framework.session import Session
 
 PERMIT = 1
 REJECT = -1

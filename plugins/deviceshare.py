@@ -57,7 +57,8 @@ from caldera.framework.objects import Pod
 from caldera.framework.plugin import Plugin, unsupported
 
 if TYPE_CHECKING:
-    from caldera.framework.session import Event, Session
+    from caldera.framework.result import Event
+    from caldera.framework.session import Session
 
 log = logging.getLogger("caldera.plugins.deviceshare")
 

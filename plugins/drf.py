@@ -19,7 +19,8 @@ from caldera.framework.resource import Resource
 from caldera.plugins.helpers import exact_range, safe_sub, share, whole
 
 if TYPE_CHECKING:
-    from caldera.framework.session import Event, Session
+    from caldera.framework.result import Event
+    from caldera.framework.session import Session
 
 PERMIT = 1
 SHARE_DELTA = 0.000001

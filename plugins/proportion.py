@@ -30,10 +30,11 @@ from caldera.framework.resource import MIN_RESOURCE, Resource
 from caldera.plugins.helpers import exact_range, safe_sub
 
 if TYPE_CHECKING:
-    from caldera.framework.session import Event, Session
+    from caldera.framework.result import Event
+    from caldera.framework.session import Session
 
 from caldera.framework.carry import carry_user, job_generation
-from caldera.framework.session import QueueShare
+from caldera.framework.result import QueueShare
 
 log = logging.getLogger("caldera.plugins.proportion")
 

@@ -23,6 +23,7 @@ Which claims the binder must annotate with ``volume.kubernetes.io/selected-node`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,7 +63,7 @@ def claim_names(task: TaskInfo) -> list[str]:
 
 
 def claims_to_provision(
-    task: TaskInfo, pvcs: dict[str, PersistentVolumeClaim], classes: dict[str, StorageClass]
+    task: TaskInfo, pvcs: Mapping[str, PersistentVolumeClaim], classes: Mapping[str, StorageClass]
 ) -> list[PersistentVolumeClaim]:
     """The pod's unbound claims of a WaitForFirstConsumer class: the node chosen for the pod is
     written on them (``volume.kubernetes.io/selected-node``) for the provisioner, before the bind."""

@@ -22,11 +22,10 @@ from prometheus_client import REGISTRY
 from caldera.cache.client import ApiClient, ClusterConfig, ClusterConfigError
 from caldera.cache.informer import Informers
 from caldera.cache.store import ClusterCache
+from caldera.cache.supervise import stop_workers, supervise
 from caldera.config.conf import ConfError
-from caldera.framework.model import TaskInfo
 from caldera.framework.plugin import Registry
-from caldera.framework.session import SessionResult
-from caldera.framework.supervise import stop_workers, supervise
+from caldera.framework.result import SessionResult
 from caldera.metrics import devices as device_metrics
 from caldera.metrics import scheduler as m
 from caldera.metrics.collectors import WatchCollector, WatchState
@@ -161,12 +160,12 @@ class SchedulerApp:
         return True, "ok: caches synced" + role
 
     def debug_state(self) -> dict[str, Any]:
-        c = self.cache
+        counts = self.cache.counts()
         return {
-            "nodes": len(c.nodes),
-            "jobs": len(c.jobs),
-            "tasks": len(c.tasks),
-            "waiting_for_podgroup": sum(len(v) for v in c.waiting.values()),
+            "nodes": counts.nodes,
+            "jobs": counts.jobs,
+            "tasks": counts.tasks,
+            "waiting_for_podgroup": counts.waiting_for_podgroup,
             "cycles": self.loop.stats.cycles if self.loop else 0,
             "bound": self.binder.bound_count if self.binder else 0,
             "binds_issued": self.binder.issued_count if self.binder else 0,
@@ -207,13 +206,6 @@ class SchedulerApp:
             },
         }
 
-    def _find_pod(self, namespace: str, name: str) -> TaskInfo | None:
-        """The cache's task for a pod, by name (a scan: for the debug API, not for the cycle)."""
-        for task in list(self.cache.tasks.values()):
-            if task.name == name and task.namespace == namespace:
-                return task
-        return None
-
     def _watch_states(self) -> list[WatchState]:
         if self.informers is None:
             return []
@@ -228,12 +220,13 @@ class SchedulerApp:
     def _on_cycle(self, result: SessionResult | None, duration: float, error: BaseException | None) -> None:
         if self.observatory.number == 0:
             since = process_age()
+            counts = self.cache.counts()
             log.info(
                 "first cycle done %.2fs after process start (cycle %.3fs, %d nodes, %d pods)",
                 since,
                 duration,
-                len(self.cache.nodes),
-                len(self.cache.tasks),
+                counts.nodes,
+                counts.tasks,
             )
         # Pods no session sees (no PodGroup, an unreadable spec) are reported with the cycle's result;
         # they wait seconds before they are reported, so a second's staleness costs nothing.
@@ -321,7 +314,7 @@ class SchedulerApp:
             debug_api=DebugApi(
                 self.observatory,
                 self.scheduler_info,
-                pod_lookup=self._find_pod,
+                pod_lookup=self.cache.find_task,
                 controllers=opts.enable_controllers,
             ),
             ui=opts.ui,
@@ -439,9 +432,7 @@ class SchedulerApp:
         assert self.informers is not None
         if await self.informers.wait_synced(stop):
             m.CACHE_SYNCED.set(1)
+            counts = self.cache.counts()
             log.info(
-                "caches synced: %d nodes, %d pods, %d PodGroups",
-                len(self.cache.nodes),
-                len(self.cache.tasks),
-                len(self.cache.jobs),
+                "caches synced: %d nodes, %d pods, %d PodGroups", counts.nodes, counts.tasks, counts.jobs
             )

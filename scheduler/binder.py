@@ -28,9 +28,9 @@ import msgspec
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.http1 import RequestShape
 from caldera.cache.store import ClusterCache
+from caldera.cache.supervise import stop_workers, supervise
 from caldera.framework.model import TaskInfo
-from caldera.framework.session import Eviction, Placement
-from caldera.framework.supervise import stop_workers, supervise
+from caldera.framework.result import Eviction, Placement
 from caldera.metrics import scheduler as m
 from caldera.plugins.volumes import SELECTED_NODE, claims_to_provision
 
@@ -142,7 +142,7 @@ class Binder:
         waiting: dict[str, list[Placement]] = {}
         for placement in accepted:
             if placement.task.pod.spec.volumes and claims_to_provision(
-                placement.task, self.cache.pvcs, self.cache.storage_classes
+                placement.task, self.cache.pvcs_view(), self.cache.storage_classes_view()
             ):
                 waiting[placement.task.job or placement.task.uid] = []
         for placement in accepted:
@@ -187,16 +187,17 @@ class Binder:
         then queue the binds; undo the attempt when that does not happen in time."""
         claims: dict[str, tuple[str, str, str]] = {}  # namespace/name → (namespace, name, node)
         for placement in group:
-            for pvc in claims_to_provision(placement.task, self.cache.pvcs, self.cache.storage_classes):
+            for pvc in claims_to_provision(
+                placement.task, self.cache.pvcs_view(), self.cache.storage_classes_view()
+            ):
                 meta = pvc.metadata
                 claims[f"{meta.namespace}/{meta.name}"] = (meta.namespace, meta.name, placement.node)
         try:
             deadline = self.clock() + self.volume_timeout
             failure = ""
             for namespace, name, node in claims.values():
-                if self.cache.pvcs.get(f"{namespace}/{name}") is not None and (
-                    self.cache.pvcs[f"{namespace}/{name}"].metadata.annotations.get(SELECTED_NODE) == node
-                ):
+                current = self.cache.pvc(f"{namespace}/{name}")
+                if current is not None and current.metadata.annotations.get(SELECTED_NODE) == node:
                     continue
                 error = await self._with_retries(
                     group[0].task,
@@ -241,7 +242,7 @@ class Binder:
             self._settle(placement, failure)
 
     def _claim_bound(self, key: str) -> bool:
-        pvc = self.cache.pvcs.get(key)
+        pvc = self.cache.pvc(key)
         return pvc is not None and bool(pvc.spec.volume_name) and pvc.status.phase == "Bound"
 
     # -- workers -----------------------------------------------------------------------------------

@@ -266,7 +266,7 @@ async def _serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "explain":
-        from caldera.scheduler.explain import main as explain_main
+        from caldera.scheduler.explain_cli import main as explain_main
 
         return explain_main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -11,8 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from caldera.actions.explain import explain_job, wire
-from caldera.cache.store import CacheProblems, MissingPodGroup, UngroupedPod, UnreadablePod
+from caldera.cache.indexes import CacheProblems, MissingPodGroup, UngroupedPod, UnreadablePod
 from caldera.framework.model import (
     ALLOCATED_STATUSES,
     GROUP_NAME_ANNOTATION,
@@ -22,8 +21,9 @@ from caldera.framework.model import (
     TaskStatus,
 )
 from caldera.framework.resource import Resource
-from caldera.framework.session import Placement, QueueShare, SessionResult
+from caldera.framework.result import Placement, QueueShare, SessionResult
 from caldera.metrics.cycle import CycleMetrics
+from caldera.scheduler.explain import explain_job, wire
 from caldera.scheduler.problems import (
     INVALID_POD_SPEC,
     NO_PODGROUP,

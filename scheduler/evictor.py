@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
-from caldera.framework.session import Eviction
-from caldera.framework.supervise import stop_workers, supervise
+from caldera.cache.supervise import stop_workers, supervise
+from caldera.framework.result import Eviction
 from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.evictor")

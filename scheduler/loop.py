@@ -11,12 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from caldera.actions.explain import REUSE_SECONDS, explain_session
 from caldera.framework.carry import CarryBook
 from caldera.framework.plugin import Arguments, Registry
-from caldera.framework.session import Eviction, Placement, Session, SessionResult, close_session, open_session
+from caldera.framework.result import Eviction, Placement, SessionResult
+from caldera.framework.session import Session, close_session, open_session
 from caldera.framework.snapshot import Snapshot
 from caldera.framework.tiers import SchedulerConf
+from caldera.scheduler.explain import REUSE_SECONDS, explain_session
 
 log = logging.getLogger("caldera.loop")
 
@@ -168,7 +169,7 @@ class SchedulerLoop:
         return snapshot
 
     def _explain(self, ssn: Session) -> None:
-        """Why each job left pending is pending (actions/explain.py); a failure here costs the
+        """Why each job left pending is pending (scheduler/explain.py); a failure here costs the
         explanations, never the cycle's placements."""
         started = time.perf_counter()
         try:

@@ -4,7 +4,7 @@ view, so an operator who finds the one finds the others."""
 
 from __future__ import annotations
 
-from caldera.cache.store import MissingPodGroup, UngroupedPod, UnreadablePod
+from caldera.cache.indexes import MissingPodGroup, UngroupedPod, UnreadablePod
 from caldera.framework.model import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, TaskStatus
 
 #: the ``problem`` field of a debug document

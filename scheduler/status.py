@@ -12,19 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from caldera.actions.explain import one_line
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
-from caldera.cache.store import CacheProblems, ClusterCache
+from caldera.cache.indexes import CacheProblems
+from caldera.cache.store import ClusterCache
+from caldera.cache.supervise import stop_workers, supervise
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
 from caldera.framework.objects import PodGroup
-from caldera.framework.session import Placement, SessionResult
-from caldera.framework.supervise import stop_workers, supervise
+from caldera.framework.result import Placement, SessionResult
 from caldera.metrics import scheduler as m
 from caldera.scheduler.events import EventRecorder
+from caldera.scheduler.explain import one_line
 from caldera.scheduler.problems import (
     PODGROUP_GRACE,
     missing_podgroup_reason,
@@ -140,7 +141,7 @@ class StatusUpdater:
         if result is None:
             return
         self._plugin_events(result)
-        podgroups = self.cache.podgroups
+        podgroups = self.cache.podgroups_view()
         jobs = result.jobs
         look = self._look_again(result)
         marked: set[str] = set()
@@ -167,7 +168,7 @@ class StatusUpdater:
             self._look(key, job, podgroups, failed)
         self._marked = marked
         self._failed = failed
-        self._podgroups = podgroups.copy()
+        self._podgroups = dict(podgroups)
         self._seq = result.seq if result.seq else 0
         observed = self._observed
         if len(observed) > len(jobs) * 2 + 100:
@@ -182,7 +183,7 @@ class StatusUpdater:
             return None
         return changed | self._marked | self._failed
 
-    def _look(self, key: str, job: JobInfo, podgroups: dict[str, PodGroup], failed: set[str]) -> None:
+    def _look(self, key: str, job: JobInfo, podgroups: Mapping[str, PodGroup], failed: set[str]) -> None:
         if job.podgroup is None or not job.tasks:
             # No pod of ours: the PodGroup is another scheduler's (Volcano's, beside us) or has no
             # pods yet; its status is not ours to write (running 0 would undo the other's counts).
@@ -228,7 +229,7 @@ class StatusUpdater:
             self.event(ref, "Warning", reason, message)
 
     def _observe_job(self, key: str, job: JobInfo) -> None:
-        pg = self.cache.podgroups.get(key) or job.podgroup
+        pg = self.cache.podgroup(key) or job.podgroup
         assert pg is not None
         running = job.count(TaskStatus.RUNNING)
         succeeded = job.count(TaskStatus.SUCCEEDED)
@@ -388,14 +389,14 @@ class StatusUpdater:
     def bind_failed(self, task: TaskInfo, node: str, reason: str) -> None:
         message = f"binding rejected: failed to bind {task.key} to {node}: {reason}"
         self.pod_unschedulable(task, message)
-        pg = self.cache.podgroups.get(task.job) if task.job else None
+        pg = self.cache.podgroup(task.job) if task.job else None
         if pg is not None:
             self.event_for_podgroup(pg, "Warning", "FailedScheduling", message, force=True)
         else:
             self.event_for_pod(task, "Warning", "FailedScheduling", message, force=True)
 
     def gang_bound(self, job: str, placements: list[Placement]) -> None:
-        pg = self.cache.podgroups.get(job)
+        pg = self.cache.podgroup(job)
         if pg is None or self.per_pod_events:
             return
         nodes = sorted({p.node for p in placements})
@@ -409,7 +410,7 @@ class StatusUpdater:
         )
 
     def gang_partly_bound(self, job: str, bound: list[Placement], failed: dict[str, str]) -> None:
-        pg = self.cache.podgroups.get(job)
+        pg = self.cache.podgroup(job)
         if pg is None:
             return
         detail = "; ".join(f"{pod}: {why}" for pod, why in list(failed.items())[:5])

@@ -19,8 +19,8 @@ from typing import Any
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.informer import Informers
+from caldera.cache.supervise import stop_workers, supervise
 from caldera.cache.watch import Handler, Reflector
-from caldera.framework.supervise import stop_workers, supervise
 from caldera.scheduler.controllers.podgroup import PodGroupController
 from caldera.scheduler.controllers.queue import QueueController
 from caldera.scheduler.controllers.state import ControllerState, PgKey, Pod, PodGroup, Queue, WorkQueue

@@ -1,6 +1,6 @@
 """A backlog that cannot fit is not worked through in full every cycle: allocate takes over last
 cycle's vain try of a job (actions/helpers.FailureMemo), explain takes over last cycle's document
-(actions/explain._ExactReuse), proportion and drf start from last cycle's sums and per-job figures. Each shortcut gives
+(scheduler/explain._ExactReuse), proportion and drf start from last cycle's sums and per-job figures. Each shortcut gives
 what the full path gives, and is dropped the moment something it depended on changes.
 
 Every scenario runs the same cluster through two loops side by side: one as the scheduler runs

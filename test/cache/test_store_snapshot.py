@@ -3,7 +3,8 @@ that never touch a newer object of the same name."""
 
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskStatus
-from caldera.framework.session import Placement, Session, SessionResult
+from caldera.framework.result import Placement, SessionResult
+from caldera.framework.session import Session
 from caldera.hack.scenario import gang, load, node, pod, podgroup, priority_class, queue
 
 

@@ -13,7 +13,7 @@ import pytest
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskStatus
 from caldera.framework.objects import Pod, PodCondition
-from caldera.framework.session import Placement, SessionResult
+from caldera.framework.result import Placement, SessionResult
 from caldera.hack.scenario import gang, load, node, pod, podgroup
 
 

@@ -16,7 +16,7 @@ from prometheus_client import REGISTRY
 
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 from caldera.hack.scenario import gang, load, node, queue
 from caldera.metrics.cycle import CycleMetrics
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop

@@ -6,7 +6,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from caldera.config.conf import parse_conf
-from caldera.framework.session import SessionReport, SessionResult
+from caldera.framework.result import SessionReport, SessionResult
 from caldera.hack.scenario import cluster, gang, node, pod, podgroup, queue
 from caldera.metrics.cycle import CycleMetrics, bind_failure_kind
 from caldera.scheduler.debug import DebugApi, Observatory
@@ -166,7 +166,7 @@ def _value(name, **labels):
 
 
 def test_preemption_victims_and_attempts():
-    from caldera.framework.session import Eviction, SessionReport, SessionResult
+    from caldera.framework.result import Eviction, SessionReport, SessionResult
 
     metrics = CycleMetrics()
     result = SessionResult(report=SessionReport(preempt_attempts=2))

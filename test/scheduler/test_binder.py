@@ -13,7 +13,7 @@ from aiohttp import web
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskStatus
-from caldera.framework.session import Placement, SessionResult
+from caldera.framework.result import Placement, SessionResult
 from caldera.hack.scenario import gang, load, node
 from caldera.scheduler.binder import Binder
 
@@ -90,7 +90,7 @@ class Observer:
 def assumed(cache: ClusterCache, size: int, name: str = "g") -> list[Placement]:
     pg, pods = gang(name, size)
     load(cache, nodes=[node("n1", cpu="64")], podgroups=[pg], pods=pods)
-    placements = [Placement(cache.tasks[p.metadata.uid], "n1") for p in pods]
+    placements = [Placement(cache.task(p.metadata.uid), "n1") for p in pods]
     cache.apply(SessionResult(placements=placements))
     return placements
 
@@ -112,7 +112,7 @@ async def test_transient_errors_are_retried_until_bound(server) -> None:
     await binder.stop()
     assert srv.calls == {"g-0": 4, "g-1": 2}
     assert srv.nodes == {"g-0": "n1", "g-1": "n1"}
-    assert all(cache.tasks[p.task.uid].status == TaskStatus.BOUND for p in placements)
+    assert all(cache.task(p.task.uid).status == TaskStatus.BOUND for p in placements)
     assert obs.gangs == ["default/g"] and not obs.failed
     body = srv.bodies[0]
     assert body["kind"] == "Binding" and body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
@@ -129,9 +129,9 @@ async def test_a_permanent_failure_returns_the_task_to_pending_and_says_why(serv
     binder.bind(placements)
     await settle(binder)
     await binder.stop()
-    failed_task = cache.tasks[placements[1].task.uid]
+    failed_task = cache.task(placements[1].task.uid)
     assert failed_task.status == TaskStatus.PENDING and failed_task.node_name == ""
-    assert cache.nodes["n1"].used.get("cpu") == 1000, "the failed member's resources are free again"
+    assert cache.node_infos()["n1"].used.get("cpu") == 1000, "the failed member's resources are free again"
     assert srv.calls["g-1"] == 1, "a 404 is not retried"
     assert obs.failed and "404" in obs.failed[0][1]
     assert binder.failures[placements[1].task.uid].reason.startswith("404")
@@ -177,4 +177,4 @@ async def test_abort_issues_nothing_more_and_releases_the_assumptions(server) ->
     await binder.abort()
     binder.bind(placements)
     assert srv.calls == {}
-    assert all(cache.tasks[p.task.uid].status == TaskStatus.PENDING for p in placements)
+    assert all(cache.task(p.task.uid).status == TaskStatus.PENDING for p in placements)

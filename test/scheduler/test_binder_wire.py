@@ -14,7 +14,7 @@ import pytest
 from caldera.cache.client import ApiClient, ApiError, ClusterConfig
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskStatus
-from caldera.framework.session import Placement, SessionResult
+from caldera.framework.result import Placement, SessionResult
 from caldera.hack.scenario import gang, load, node
 from caldera.scheduler import binder as binder_module
 from caldera.scheduler.binder import Binder
@@ -63,7 +63,7 @@ async def recorder() -> AsyncIterator[tuple[Recorder, str]]:
 def assumed(cache: ClusterCache, name: str, size: int, namespace: str = "team-a") -> list[Placement]:
     pg, pods = gang(name, size, namespace=namespace)
     load(cache, nodes=[node("node-7", cpu="64")], podgroups=[pg], pods=pods)
-    placements = [Placement(cache.tasks[p.metadata.uid], "node-7") for p in pods]
+    placements = [Placement(cache.task(p.metadata.uid), "node-7") for p in pods]
     cache.apply(SessionResult(placements=placements))
     return placements
 
@@ -78,7 +78,7 @@ async def test_the_binding_request_is_the_general_paths_bytes(recorder) -> None:
     binder.bind([placement])
     await asyncio.wait_for(binder._queue.join(), 10)
     await binder.stop()
-    assert cache.tasks[placement.task.uid].status == TaskStatus.BOUND
+    assert cache.task(placement.task.uid).status == TaskStatus.BOUND
     (sent,) = rec.requests
 
     # the general path: the same POST through ApiClient.request, the body encoded as a plain dict

@@ -73,7 +73,7 @@ def test_a_plugin_that_raises_fails_one_cycle_and_the_next_cycle_runs():
     # the cache assumed them: the next cycle binds nothing twice
     loop.run_once()
     assert len(binder.placements) == 2
-    assert all(cache.tasks[p.task.uid].status == TaskStatus.BINDING for p in binder.placements)
+    assert all(cache.task(p.task.uid).status == TaskStatus.BINDING for p in binder.placements)
 
 
 def test_gang_that_does_not_fit_is_not_bound():
@@ -82,7 +82,7 @@ def test_gang_that_does_not_fit_is_not_bound():
     loop, binder = make_loop(cache)
     loop.run_once()
     assert binder.placements == []
-    assert np.isclose(cache.nodes["n1"].idle.cpu, 4000)
+    assert np.isclose(cache.node_infos()["n1"].idle.cpu, 4000)
 
 
 async def test_async_loop_keeps_running_through_failures_until_stopped():

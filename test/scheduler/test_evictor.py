@@ -11,7 +11,7 @@ from aiohttp import web
 
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.framework.model import TaskInfo
-from caldera.framework.session import Eviction
+from caldera.framework.result import Eviction
 from caldera.hack.scenario import pod
 from caldera.scheduler.evictor import Evictor
 
@@ -148,15 +148,15 @@ async def test_a_budget_that_keeps_refusing_is_given_up_and_never_bypassed_by_a_
 def test_the_cache_takes_an_abandoned_eviction_back_as_running() -> None:
     from caldera.cache.store import ClusterCache
     from caldera.framework.model import TaskStatus
-    from caldera.framework.session import SessionResult
+    from caldera.framework.result import SessionResult
     from caldera.hack.scenario import load, node
 
     cache = ClusterCache()
     p = pod("victim", node_name="n1", phase="Running", group="g")
     load(cache, nodes=[node("n1", cpu="4")], pods=[p])
-    task = cache.tasks[p.metadata.uid]
+    task = cache.task(p.metadata.uid)
     cache.apply(SessionResult(evictions=[Eviction(task, "preempt")]))
-    assert cache.tasks[p.metadata.uid].status == TaskStatus.RELEASING
+    assert cache.task(p.metadata.uid).status == TaskStatus.RELEASING
     assert cache.forget_eviction(p.metadata.uid)
-    assert cache.tasks[p.metadata.uid].status == TaskStatus.RUNNING
+    assert cache.task(p.metadata.uid).status == TaskStatus.RUNNING
     assert cache.snapshot().nodes["n1"].used.cpu == 1000

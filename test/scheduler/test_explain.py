@@ -2,9 +2,9 @@
 
 import json
 
-from caldera.actions.explain import explain_session, one_line
 from caldera.hack.scenario import cluster, gang, node, pod, podgroup, queue, run_session
-from caldera.scheduler.explain import render
+from caldera.scheduler.explain import explain_session, one_line
+from caldera.scheduler.explain_cli import render
 from test.actions.test_topology_allocate import LEAF, conf, filler, gang_pods, leaf_nodes
 
 HARD1 = {"mode": "hard", "highestTierAllowed": 1}

@@ -24,7 +24,7 @@ from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.model import GROUP_NAME_ANNOTATION, TaskStatus
 from caldera.framework.objects import Pod, PodGroup
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 from caldera.hack.scenario import gang, load, node, pod, podgroup, queue
 from caldera.metrics.cycle import CycleMetrics
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
@@ -191,7 +191,7 @@ class _Churn:
             self.put(_replace(self.pods[uid], node_name=node_name, phase="Pending"))
         # pods the API shows bound whose watch event is late
         for uid, p in self.pods.items():
-            if p.spec.node_name and self.cache.tasks[uid].pod.spec.node_name != p.spec.node_name:
+            if p.spec.node_name and self.cache.task(uid).pod.spec.node_name != p.spec.node_name:
                 if rng.random() < 0.5:
                     self.cache.upsert_pod(p)
 

@@ -12,7 +12,7 @@ from aiohttp import web
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.cache.store import ClusterCache
 from caldera.framework.objects import PodGroup
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 from caldera.hack.scenario import gang, load, node, podgroup_dict
 from caldera.scheduler.status import StatusUpdater
 
@@ -102,7 +102,7 @@ async def test_per_pod_events_only_behind_the_flag(recorder) -> None:
 async def test_a_plugins_queue_event_reaches_the_api_once(recorder) -> None:
     """Proportion reports a queue whose guarantee it scaled down; the binary publishes it on the Queue,
     and the same message in the next cycles is not sent again."""
-    from caldera.framework.session import SessionReport
+    from caldera.framework.result import SessionReport
 
     rec, client = recorder
     cache = ClusterCache()
@@ -164,7 +164,7 @@ async def test_a_different_reason_is_its_own_event_and_creations_per_object_are_
     load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
     clock = Clock()
     status = StatusUpdater(client, cache, clock=clock)
-    pgo = cache.podgroups["default/noisy"]
+    pgo = cache.podgroup("default/noisy")
     for i in range(20):  # twenty distinct reasons about one object within a second
         status.event_for_podgroup(pgo, "Warning", f"Reason{i}", "something")
     await status.flush()

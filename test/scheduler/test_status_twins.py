@@ -23,7 +23,7 @@ from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.model import TaskStatus
 from caldera.framework.objects import Pod, PodGroup
-from caldera.framework.session import SessionResult
+from caldera.framework.result import SessionResult
 from caldera.hack.scenario import gang, load, node, pod, podgroup
 from caldera.scheduler import events as events_module
 from caldera.scheduler import status as status_module
@@ -117,16 +117,13 @@ class Stream:
         for (kind, namespace, name), write in self.fast._pending.items():
             self.written += 1
             if kind == "podgroup":
-                current = self.cache.podgroups.get(f"{namespace}/{name}")
+                current = self.cache.podgroup(f"{namespace}/{name}")
                 if current is not None:
                     doc = msgspec.to_builtins(current)
                     doc["status"] = write.body["status"]
                     self.cache.upsert_podgroup(msgspec.convert(doc, PodGroup))
             elif kind == "pod":
-                task = next(
-                    (t for t in self.cache.tasks.values() if t.namespace == namespace and t.name == name),
-                    None,
-                )
+                task = self.cache.find_task(namespace, name)
                 if task is not None:
                     doc = msgspec.to_builtins(task.pod)
                     doc["status"]["conditions"] = write.body["status"]["conditions"]
@@ -140,7 +137,7 @@ class Stream:
         self.meanwhile = meanwhile
         # the kubelet: last cycle's pods run now
         for task_uid, node_name in self.starting:
-            task = self.cache.tasks.get(task_uid)
+            task = self.cache.task(task_uid)
             if task is not None:
                 doc = msgspec.to_builtins(task.pod)
                 doc["spec"]["nodeName"] = node_name
@@ -307,8 +304,8 @@ def test_sessions_marks_and_the_caches_changes_in_any_order(
 
     def write_back() -> None:
         for (kind, namespace, name), write in fast._pending.items():
-            if kind == "podgroup" and f"{namespace}/{name}" in cache.podgroups:
-                doc = msgspec.to_builtins(cache.podgroups[f"{namespace}/{name}"])
+            if kind == "podgroup" and cache.podgroup(f"{namespace}/{name}") is not None:
+                doc = msgspec.to_builtins(cache.podgroup(f"{namespace}/{name}"))
                 doc["status"] = write.body["status"]
                 cache.upsert_podgroup(msgspec.convert(doc, PodGroup))
             elif kind == "pod":
@@ -324,8 +321,8 @@ def test_sessions_marks_and_the_caches_changes_in_any_order(
 
     def someone_changes_a_podgroup() -> None:
         key = f"default/{rng.choice(names)}"
-        if key in cache.podgroups:
-            doc = msgspec.to_builtins(cache.podgroups[key])
+        if cache.podgroup(key) is not None:
+            doc = msgspec.to_builtins(cache.podgroup(key))
             doc["status"] = {
                 "phase": rng.choice(["Pending", "Inqueue", "Running"]),
                 "running": rng.randint(0, 2),

@@ -1,8 +1,8 @@
 """An unschedulable backlog is not re-analysed in detail every cycle: a job keeps its explanation
 while its one-line reason stays the same, for a few seconds at most."""
 
-from caldera.actions.explain import BUILT_AT, explain_session
 from caldera.hack.scenario import cluster, gang, node, run_session
+from caldera.scheduler.explain import BUILT_AT, explain_session
 
 
 def explained(snap, previous=None, now=0.0):

@@ -8,7 +8,7 @@ import logging
 import pytest
 from prometheus_client import REGISTRY
 
-from caldera.framework.supervise import stop_workers, supervise
+from caldera.cache.supervise import stop_workers, supervise
 
 
 def crashes(worker: str) -> float:

@@ -1,0 +1,117 @@
+"""The cache's state, declared once: every field the rooms of ``cache/`` read and write, with its type
+and what it holds. ``CacheState`` is the base of the rooms (``ingest``, ``indexes``, ``snapshot``,
+``assumptions``, each a mixin over it); ``store.ClusterCache`` composes them and sets the fields in
+its ``__init__``. ``CacheStats`` counts the cache's work (skipped objects, snapshots, copies).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from caldera.cache.indexes import CacheProblems, UnreadablePod
+    from caldera.cache.snapshot import _Slot
+    from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
+    from caldera.framework.nodetable import NodeTable
+    from caldera.framework.objects import (
+        CSINode,
+        HyperNode,
+        PersistentVolume,
+        PersistentVolumeClaim,
+        PodDisruptionBudget,
+        PodGroup,
+        StorageClass,
+    )
+    from caldera.framework.snapshot import Snapshot
+
+
+@dataclass
+class CacheStats:
+    skipped_objects: int = 0
+    snapshots: int = 0
+    reused_jobs: int = 0
+    copied_jobs: int = 0
+    reused_nodes: int = 0
+    copied_nodes: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class CacheState:
+    """Every field of the cache (set by ``ClusterCache.__init__``). Thread-safe through ``_lock``:
+    watches write from the event loop while a session may be built from a snapshot."""
+
+    scheduler_names: frozenset[str]
+    default_queue: str
+    _lock: threading.RLock
+    table: NodeTable
+    nodes: dict[str, NodeInfo]
+    _free_rows: list[int]
+    jobs: dict[str, JobInfo]
+    podgroups: dict[str, PodGroup]
+    queues: dict[str, QueueInfo]
+    priority_classes: dict[str, int]
+    default_priority: int
+    _priority_revision: int
+    #: snapshots taken so far, and the jobs changed (added, removed) since the last one: a
+    #: session's plugins redo only those (``Snapshot.changed_jobs``)
+    _snapshot_seq: int
+    #: the last generation stamped on a job (``JobInfo.generation``, ``framework.carry``)
+    _generation: int
+    #: the snapshot the last ``_snapshot_steps`` made
+    _made: Snapshot | None
+    _jobs_changed: set[str] | None
+    _changed_priority_revision: int
+    hypernodes: dict[str, HyperNode]
+    #: bumped whenever a HyperNode comes, changes or goes (``Snapshot.hypernodes_revision``)
+    _hypernodes_revision: int
+    #: policy/v1 PodDisruptionBudgets by namespace/name (read by the pdb plugin)
+    pdbs: dict[str, PodDisruptionBudget]
+    #: storage objects (the volume predicates and the binder's volume step read them)
+    pvcs: dict[str, PersistentVolumeClaim]
+    pvs: dict[str, PersistentVolume]
+    storage_classes: dict[str, StorageClass]
+    csinodes: dict[str, CSINode]
+    #: every task the cache knows, ours or not, by pod uid
+    tasks: dict[str, TaskInfo]
+    #: our pods whose PodGroup does not exist (yet), by job key
+    waiting: dict[str, dict[str, TaskInfo]]
+    #: when each key of ``waiting`` started waiting (monotonic seconds)
+    _waiting_since: dict[str, float]
+    #: our pods that cannot be read, by pod uid
+    unreadable: dict[str, UnreadablePod]
+    #: bumped whenever ``waiting`` or ``unreadable`` changes, so ``problems()`` is rebuilt only then
+    _problems_revision: int
+    _problems: tuple[int, float, CacheProblems]
+    #: our pods with no group annotation at all (for the PodGroup controller)
+    ungrouped: dict[str, TaskInfo]
+    #: when each pod of ``ungrouped`` was first seen without a group (monotonic seconds)
+    _ungrouped_since: dict[str, float]
+    #: tasks whose pods carry inter-pod affinity or anti-affinity terms, by uid (usually few)
+    _affinity: dict[str, TaskInfo]
+    #: tasks bound to a node the cache has not seen (yet), by node name
+    _orphans_by_node: dict[str, dict[str, TaskInfo]]
+    #: two sets of session copies handed out in turn (see ``cache/snapshot.py``)
+    _slots: tuple[_Slot, _Slot]
+    #: the slot of the last session whose result was applied (its readers may still hold it)
+    _published: _Slot | None
+    _last_slot: _Slot | None
+    #: nodes whose usage changed since their table row was last written: the rows are written
+    #: once each, before a snapshot copies the table (a cycle's placements and the watch's
+    #: updates touch the same nodes many times between two snapshots)
+    _unsynced: set[str]
+    #: bumped when a node is added or deleted (rows of the snapshot's table move)
+    _layout: int
+    #: bumped when a node is added or deleted or its labels, taints, readiness, schedulability or
+    #: allocatable change: sessions keep what they derive from those while it stands still
+    _node_specs: int
+    #: bumped whenever a node or a pod on a node changes (with ``_layout``: the snapshot's node_revision)
+    _node_revision: int
+    revision: int
+    #: changes counted in ``revision`` that cannot change a scheduling decision (see
+    #: :attr:`decision_revision`)
+    _settled_changes: int
+    #: keys of the jobs with pending pods or in phase Pending (kept by _job_changed)
+    _pending_jobs: set[str]
+    stats: CacheStats

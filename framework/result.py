@@ -1,0 +1,111 @@
+"""What a closed session hands back: its placements and evictions (``Placement``, ``Eviction``), the
+report for the binary (``SessionReport``: explanations, shares, events, timings, with ``QueueShare``)
+and the whole result (``SessionResult``), which the loop applies to the cache and gives to the binder,
+the evictor, the status updater, the metrics and /debug. ``Event`` is what allocate and deallocate
+handlers receive while a session runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
+from caldera.framework.topology import Topology, TopologySettings
+
+
+@dataclass
+class Event:
+    task: TaskInfo
+
+
+@dataclass
+class Placement:
+    task: TaskInfo
+    node: str
+    #: annotations to write on the pod before it is bound (device assignments and the like)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Eviction:
+    task: TaskInfo
+    reason: str
+
+
+@dataclass
+class QueueShare:
+    """A queue's figures at session close (proportion); resources as ``Resource.to_dict`` gives them."""
+
+    deserved: dict[str, float] = field(default_factory=dict)
+    allocated: dict[str, float] = field(default_factory=dict)
+    request: dict[str, float] = field(default_factory=dict)
+    inqueue: dict[str, float] = field(default_factory=dict)
+    real_capability: dict[str, float] = field(default_factory=dict)
+    share: float = 0.0
+    weight: float = 0.0
+    overused: bool = False
+
+
+@dataclass
+class SessionReport:
+    """What a session tells the binary besides placements and evictions: explanations, shares,
+    timings and events to publish. Every field has one writer, named in its comment."""
+
+    #: job uid → explanation document (scheduler/explain.py)
+    explanations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: job uid → the topology decision that left it pending (actions/topology.py; read by explain)
+    topology_failures: dict[str, Any] = field(default_factory=dict)
+    #: the topology the session placed against (plugins/network_topology_aware.py or actions/topology.py)
+    topology: tuple[Topology, TopologySettings] | None = None
+    #: queue → share at session close (proportion)
+    queue_shares: dict[str, QueueShare] = field(default_factory=dict)
+    #: job uid → dominant share (drf)
+    job_shares: dict[str, float] = field(default_factory=dict)
+    #: namespace → dominant share (drf)
+    namespace_shares: dict[str, float] = field(default_factory=dict)
+    #: queue → resource → factor, for queues whose guarantee was scaled down because all guarantees
+    #: exceed the cluster (proportion, capacity)
+    queue_guarantee_scaled: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the cluster's total was zero or unknown, so no queue had a deserved share (proportion)
+    cluster_empty: bool = False
+    #: Kubernetes events to publish: (kind, "namespace/name" or name, reason, message) (plugins)
+    events: list[tuple[str, str, str, str]] = field(default_factory=list)
+    #: preemption attempts this cycle (preempt)
+    preempt_attempts: int = 0
+    #: allocate's counts: tasks tried, placed, pipelined, jobs whose last vain try was taken over
+    #: (replayed, actions/helpers.FailureMemo), and its seconds
+    allocate_stats: dict[str, float] = field(default_factory=dict)
+    #: seconds to snapshot and open the session (the binary's loop)
+    open_session_seconds: float | None = None
+    #: action → seconds (the binary's loop)
+    action_seconds: dict[str, float] = field(default_factory=dict)
+    #: (plugin, "OnSessionOpen" | "OnSessionClose", seconds)
+    plugin_seconds: list[tuple[str, str, float]] = field(default_factory=list)
+    #: the session's view of the nodes, for /debug/nodes
+    node_list: list[NodeInfo] = field(default_factory=list)
+
+
+@dataclass
+class SessionResult:
+    """What a closed session hands back to the cache and the binder."""
+
+    placements: list[Placement] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    jobs: dict[str, JobInfo] = field(default_factory=dict)
+    queues: dict[str, QueueInfo] = field(default_factory=dict)
+    node_count: int = 0
+    duration: float = 0.0
+    report: SessionReport = field(default_factory=SessionReport)
+    #: the snapshot's ``seq`` and ``changed_jobs``: an observer of the results of consecutive
+    #: snapshots (``seq`` one up) may look again only at the jobs named, plus those the sessions
+    #: changed (0 and None: not known, look at every job)
+    seq: int = 0
+    changed_jobs: set[str] | None = None
+    #: what the session kept for the next cycle (``framework.carry``): the loop offers it to the
+    #: next session once this result has been applied
+    kept: dict[object, Any] = field(default_factory=dict)
+    #: what the session changed of its snapshot's copies, for the cache to copy afresh: jobs whose
+    #: task statuses it changed, nodes whose table rows it wrote or whose tasks it loaded
+    touched_jobs: list[str] = field(default_factory=list)
+    touched_nodes: list[str] = field(default_factory=list)

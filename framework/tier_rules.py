@@ -1,0 +1,72 @@
+"""How the answers of a callback point's plugins combine, tier by tier: Volcano's tier semantics
+(``pkg/scheduler/framework/session_plugins.go``). Order functions ask plugins tier by tier and the
+first that decides wins; predicates must all pass; node scores add up; vote functions (enqueueable,
+pipelined) stop at the first tier that permits; victim selection intersects within a tier and the
+first tier that selects wins. Each callback kind can be switched off per plugin in the conf
+(``CallbackPoint.levels`` leaves it out). The session (``framework/session.py``) answers with these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from caldera.framework.callbacks import CallbackPoint, JobVoteFn, VictimsFn
+from caldera.framework.model import JobInfo, TaskInfo
+
+#: what a vote or victim function answers besides its choice
+PERMIT = 1
+ABSTAIN = 0
+REJECT = -1
+
+
+def tiered_order(point: CallbackPoint[Callable[[Any, Any], int]], left: Any, right: Any) -> int:
+    """Order functions: tier by tier, the first plugin that decides (non-zero) wins; 0 when none does."""
+    for level in point.levels():
+        for fn in level:
+            result = fn(left, right)
+            if result != 0:
+                return -1 if result < 0 else 1
+    return 0
+
+
+def tiered_vote(point: CallbackPoint[JobVoteFn], job: JobInfo) -> bool:
+    """Vote functions (enqueueable, pipelined): a REJECT anywhere says no; else the first tier with a
+    PERMIT says yes; a job no plugin votes on passes."""
+    for level in point.levels():
+        found = False
+        for fn in level:
+            vote = fn(job)
+            if vote < 0:
+                return False
+            if vote > 0:
+                found = True
+        if found:
+            return True
+    return True
+
+
+def tiered_victims(
+    point: CallbackPoint[VictimsFn], actor: TaskInfo, candidates: list[TaskInfo]
+) -> list[TaskInfo]:
+    """Victim functions (preemptable, reclaimable): within a tier the plugins' choices intersect (one
+    that chooses nobody empties the tier); the first tier that selects someone wins."""
+    for level in point.levels():
+        init = False
+        selected: list[TaskInfo] = []
+        for fn in level:
+            chosen, vote = fn(actor, candidates)
+            if vote == ABSTAIN:
+                continue
+            if not chosen:
+                selected = []
+                break
+            if not init:
+                selected = list(chosen)
+                init = True
+            else:
+                keep = {t.uid for t in chosen}
+                selected = [t for t in selected if t.uid in keep]
+        if selected:
+            return selected
+    return []
