@@ -510,9 +510,7 @@ def test_over_a_hypernode_tree_the_fast_choice_is_the_exhaustive_one(tier):
         rng = random.Random(seed * 10 + tier)
         nodes, hypernodes, _ = tree(24, leaf=4, spine=3)
         fillers = [
-            filler(n.metadata.name, str(used))
-            for n in nodes
-            if (used := rng.choice([0, 0, 8, 16, 24, 30]))
+            filler(n.metadata.name, str(used)) for n in nodes if (used := rng.choice([0, 0, 8, 16, 24, 30]))
         ]
         size = rng.randint(2, 6) * (3 if tier == 2 else 1)
         pg, pods = gang_pods("g", size, str(rng.choice([4, 8])), {"mode": "hard", "highestTierAllowed": tier})
