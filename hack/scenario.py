@@ -193,7 +193,11 @@ def queue_dict(
     parent: str = "",
     deserved: dict[str, str] | None = None,
     priority: int = 0,
+    affinity: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A Queue; ``affinity`` is its ``spec.affinity`` as written in a manifest (nodeGroupAffinity,
+    nodeGroupAntiAffinity)."""
     spec: dict[str, Any] = {"weight": weight}
     if priority:
         spec["priority"] = priority
@@ -207,10 +211,15 @@ def queue_dict(
         spec["parent"] = parent
     if deserved:
         spec["deserved"] = deserved
+    if affinity is not None:
+        spec["affinity"] = affinity
+    meta: dict[str, Any] = {"name": name, "uid": f"queue-{name}-{next(_uid)}", "creationTimestamp": _ts()}
+    if annotations:
+        meta["annotations"] = annotations
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",
-        "metadata": {"name": name, "uid": f"queue-{name}-{next(_uid)}", "creationTimestamp": _ts()},
+        "metadata": meta,
         "spec": spec,
         "status": {"state": state},
     }

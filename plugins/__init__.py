@@ -14,6 +14,7 @@ from caldera.plugins.deviceshare import DeviceSharePlugin
 from caldera.plugins.drf import DrfPlugin
 from caldera.plugins.gang import GangPlugin
 from caldera.plugins.network_topology_aware import NetworkTopologyAwarePlugin
+from caldera.plugins.nodegroup import NodeGroupPlugin
 from caldera.plugins.nodeorder import NodeOrderPlugin
 from caldera.plugins.overcommit import OvercommitPlugin
 from caldera.plugins.pdb import PdbPlugin
@@ -37,4 +38,5 @@ ALL: list[type[Plugin]] = [
     SlaPlugin,
     DeviceSharePlugin,
     NetworkTopologyAwarePlugin,
+    NodeGroupPlugin,
 ]

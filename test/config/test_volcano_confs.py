@@ -93,3 +93,32 @@ def test_every_action_and_plugin_with_arguments_loads_and_runs():
 def test_capacity_conf_loads_and_runs():
     text = DEFAULT_CONF.replace("  - name: proportion", "  - name: capacity")
     assert len(run(text).running_on()) == 5
+
+
+NODEGROUP_CONF = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodegroup
+    enableHierarchy: true
+    arguments:
+      strict: false
+      enablePreferredOrder: true
+"""
+
+
+def test_nodegroup_conf_as_volcano_documents_it_loads_and_runs():
+    """nodegroup.go's own example conf (with both arguments and the hierarchy option): the nodes
+    carry no group label and the queues no affinity, so with strict: false every pod runs."""
+    conf = parse_conf(NODEGROUP_CONF, builtin_registry())
+    option = conf.plugin_option("nodegroup")
+    assert option.switches == {"enableHierarchy": True}
+    assert dict(option.arguments) == {"strict": False, "enablePreferredOrder": True, "enableHierarchy": True}
+    assert len(run(NODEGROUP_CONF).running_on()) == 5
