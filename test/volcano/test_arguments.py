@@ -156,6 +156,9 @@ COVERED_ELSEWHERE = {
     ("network-topology-aware", "defaultMode"): "test/actions/test_topology_allocate.py",
     ("network-topology-aware", "defaultHighestTierAllowed"): "test/actions/test_topology_allocate.py",
     ("network-topology-aware", "scorePolicy"): "test/actions/test_topology_allocate.py",
+    ("nodegroup", "strict"): "test/volcano/test_nodegroup_test.py",
+    ("nodegroup", "enablePreferredOrder"): "test/volcano/test_nodegroup_test.py",
+    ("nodegroup", "enableHierarchy"): "test/volcano/test_nodegroup_test.py",
 }
 COVERED_ELSEWHERE.update(
     {
