@@ -21,6 +21,7 @@ from caldera.plugins.pdb import PdbPlugin
 from caldera.plugins.predicates import PredicatesPlugin
 from caldera.plugins.priority import PriorityPlugin
 from caldera.plugins.proportion import ProportionPlugin
+from caldera.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from caldera.plugins.sla import SlaPlugin
 
 ALL: list[type[Plugin]] = [
@@ -39,4 +40,5 @@ ALL: list[type[Plugin]] = [
     DeviceSharePlugin,
     NetworkTopologyAwarePlugin,
     NodeGroupPlugin,
+    ResourceStrategyFitPlugin,
 ]

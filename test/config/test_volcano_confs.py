@@ -122,3 +122,45 @@ def test_nodegroup_conf_as_volcano_documents_it_loads_and_runs():
     assert option.switches == {"enableHierarchy": True}
     assert dict(option.arguments) == {"strict": False, "enablePreferredOrder": True, "enableHierarchy": True}
     assert len(run(NODEGROUP_CONF).running_on()) == 5
+
+
+RESOURCE_STRATEGY_FIT_CONF = """
+actions: "enqueue, allocate, backfill, reclaim, preempt"
+tiers:
+- plugins:
+  - name: resource-strategy-fit
+    arguments:
+       resourceStrategyFitWeight: 10
+       resources:
+         nvidia.com/gpu:
+           type: MostAllocated
+           weight: 2
+         cpu:
+           type: LeastAllocated
+           weight: 1
+       sra:
+         enable: true
+         resources: nvidia.com/gpu
+         weight: 10
+         resourceWeight:
+           nvidia.com/gpu: 1
+       proportional:
+         enable: false
+         resources: nvidia.com/gpu
+         resourceProportion:
+           nvidia.com/gpu.cpu: 4
+           nvidia.com/gpu.memory: 8
+- plugins:
+  - name: priority
+  - name: gang
+  - name: predicates
+  - name: proportion
+"""
+
+
+def test_resource_strategy_fit_conf_as_volcano_documents_it_loads_and_runs():
+    """The example in resource_strategy_fit.go's calculateWeight, verbatim (indentation and all)."""
+    conf = parse_conf(RESOURCE_STRATEGY_FIT_CONF, builtin_registry())
+    args = conf.plugin_option("resource-strategy-fit").arguments
+    assert args["sra"]["resourceWeight"] == {"nvidia.com/gpu": 1}
+    assert len(run(RESOURCE_STRATEGY_FIT_CONF).running_on()) == 5

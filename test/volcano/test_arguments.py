@@ -159,6 +159,10 @@ COVERED_ELSEWHERE = {
     ("nodegroup", "strict"): "test/volcano/test_nodegroup_test.py",
     ("nodegroup", "enablePreferredOrder"): "test/volcano/test_nodegroup_test.py",
     ("nodegroup", "enableHierarchy"): "test/volcano/test_nodegroup_test.py",
+    ("resource-strategy-fit", "resourceStrategyFitWeight"): "test/volcano/test_resource_strategy_fit_test.py",
+    ("resource-strategy-fit", "resources"): "test/volcano/test_resource_strategy_fit_test.py",
+    ("resource-strategy-fit", "sra"): "test/volcano/test_resource_strategy_fit_test.py",
+    ("resource-strategy-fit", "proportional"): "test/volcano/test_resource_strategy_fit_test.py",
 }
 COVERED_ELSEWHERE.update(
     {
