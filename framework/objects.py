@@ -183,6 +183,8 @@ class PodCondition(_Base, frozen=True):
     status: str = ""
     reason: str = ""
     message: str = ""
+    #: RFC 3339 (the cdp plugin reads PodScheduled's: when the pod started for its cooldown)
+    last_transition_time: str | None = None
 
 
 class PodStatus(_Base, frozen=True):

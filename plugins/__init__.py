@@ -9,6 +9,7 @@ or, when several plugins share it, in ``ssn.memo(key, build)`` keyed by an objec
 from caldera.framework.plugin import Plugin
 from caldera.plugins.binpack import BinpackPlugin
 from caldera.plugins.capacity import CapacityPlugin
+from caldera.plugins.cdp import CdpPlugin
 from caldera.plugins.conformance import ConformancePlugin
 from caldera.plugins.deviceshare import DeviceSharePlugin
 from caldera.plugins.drf import DrfPlugin
@@ -41,4 +42,5 @@ ALL: list[type[Plugin]] = [
     NetworkTopologyAwarePlugin,
     NodeGroupPlugin,
     ResourceStrategyFitPlugin,
+    CdpPlugin,
 ]

@@ -164,3 +164,11 @@ def test_resource_strategy_fit_conf_as_volcano_documents_it_loads_and_runs():
     args = conf.plugin_option("resource-strategy-fit").arguments
     assert args["sra"]["resourceWeight"] == {"nvidia.com/gpu": 1}
     assert len(run(RESOURCE_STRATEGY_FIT_CONF).running_on()) == 5
+
+
+def test_cdp_conf_loads_and_runs():
+    """cdp beside gang in the tier that decides victims, with preempt and reclaim."""
+    text = FULL_CONF.replace("  - name: conformance\n", "  - name: conformance\n  - name: cdp\n", 1)
+    conf = parse_conf(text, builtin_registry())
+    assert [p.name for p in conf.tiers[0].plugins] == ["priority", "gang", "conformance", "cdp", "sla"]
+    assert len(run(text).running_on()) == 5
