@@ -155,6 +155,7 @@ def podgroup_dict(
     phase: str = "Inqueue",
     network_topology: dict[str, Any] | None = None,
     uid: str | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"minMember": min_member, "queue": queue}
     if priority_class:
@@ -173,6 +174,7 @@ def podgroup_dict(
             "namespace": namespace,
             "uid": uid or f"pg-{namespace}-{name}-{next(_uid)}",
             "creationTimestamp": _ts(),
+            "annotations": annotations or {},
         },
         "spec": spec,
         "status": {"phase": phase},

@@ -24,6 +24,7 @@ from caldera.plugins.priority import PriorityPlugin
 from caldera.plugins.proportion import ProportionPlugin
 from caldera.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from caldera.plugins.sla import SlaPlugin
+from caldera.plugins.task_topology import TaskTopologyPlugin
 
 ALL: list[type[Plugin]] = [
     PriorityPlugin,
@@ -43,4 +44,5 @@ ALL: list[type[Plugin]] = [
     NodeGroupPlugin,
     ResourceStrategyFitPlugin,
     CdpPlugin,
+    TaskTopologyPlugin,
 ]

@@ -172,3 +172,23 @@ def test_cdp_conf_loads_and_runs():
     conf = parse_conf(text, builtin_registry())
     assert [p.name for p in conf.tiers[0].plugins] == ["priority", "gang", "conformance", "cdp", "sla"]
     assert len(run(text).running_on()) == 5
+
+
+def test_task_topology_conf_as_volcano_documents_it_loads_and_runs():
+    """util.go calculateWeight's example conf."""
+    text = """
+actions: "enqueue, reclaim, allocate, backfill, preempt"
+tiers:
+- plugins:
+  - name: task-topology
+    arguments:
+      task-topology.weight: 10
+- plugins:
+  - name: priority
+  - name: gang
+  - name: predicates
+  - name: proportion
+"""
+    conf = parse_conf(text, builtin_registry())
+    assert conf.plugin_option("task-topology").arguments["task-topology.weight"] == 10
+    assert len(run(text).running_on()) == 5

@@ -163,6 +163,7 @@ COVERED_ELSEWHERE = {
     ("resource-strategy-fit", "resources"): "test/volcano/test_resource_strategy_fit_test.py",
     ("resource-strategy-fit", "sra"): "test/volcano/test_resource_strategy_fit_test.py",
     ("resource-strategy-fit", "proportional"): "test/volcano/test_resource_strategy_fit_test.py",
+    ("task-topology", "task-topology.weight"): "test/plugins/test_task_topology.py",
 }
 COVERED_ELSEWHERE.update(
     {
