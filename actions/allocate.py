@@ -109,7 +109,8 @@ def place_tasks(
             return False
         # A pod template that fitted nowhere fits nowhere until some node changes: an unschedulable
         # backlog of identical pods costs one evaluation per cycle, not one per pod.
-        cached = unfit.get(task.template) if rows is None and task.template else None
+        template = ssn.placement_key(task)
+        cached = unfit.get(template) if rows is None and template else None
         if cached is not None and cached[0] == table.version:
             if failed(task, cached[1]):
                 continue
@@ -117,8 +118,8 @@ def place_tasks(
         choice = ssn.best_placement(task, rows)
         if choice is None:
             message = explain(ssn, task, rows)
-            if rows is None and task.template:
-                unfit[task.template] = (table.version, message)
+            if rows is None and template:
+                unfit[template] = (table.version, message)
             if failed(task, message):
                 continue
             return False

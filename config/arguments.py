@@ -133,6 +133,25 @@ def unsupported(kind: type, reason: str, accepted: Any = _NO_VALUE) -> type:
     )
 
 
+class StructuredArgument:
+    """Base of the schema entries made by :func:`structured` (never instantiated)."""
+
+    kind: type = dict
+
+    @staticmethod
+    def check(where: str, value: Any) -> Any:  # pragma: no cover - replaced by structured()
+        return value
+
+
+def structured(kind: type, check: Any) -> type:
+    """A schema entry for an argument with a nested structure (a mapping of settings, as Volcano
+    decodes into a struct): ``check(key, value)`` gets the value once it is of ``kind`` and returns
+    it as the plugin will read it, or raises :class:`ArgumentError` naming the setting at fault
+    (``resources['cpu'].weight``); the message then names the owner too.
+    A type, so schemas stay ``dict[str, type]``."""
+    return builtins.type("Structured", (StructuredArgument,), {"kind": kind, "check": staticmethod(check)})
+
+
 def _lookup(schema: Mapping[str, type], key: str) -> type | None:
     kind = schema.get(key)
     if kind is None:
@@ -161,6 +180,15 @@ def check_arguments(owner: str, schema: Mapping[str, type], values: Mapping[str,
             if spec.accepted is _NO_VALUE or got != spec.accepted:
                 raise ArgumentError(f"argument {key!r} of {owner} is not supported by Caldera: {spec.reason}")
             checked[key] = got
+            continue
+        if isinstance(kind, builtins.type) and issubclass(kind, StructuredArgument):
+            if value is not None:
+                value = coerce(owner, key, value, kind.kind)
+                try:
+                    value = kind.check(key, value)
+                except ArgumentError as exc:
+                    raise ArgumentError(f"{exc} (in the arguments of {owner})") from None
+            checked[key] = value
             continue
         checked[key] = coerce(owner, key, value, kind) if value is not None else None
     return Arguments(owner, checked)

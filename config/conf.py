@@ -138,7 +138,7 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
             args_raw = _mapping(pmap.get("arguments"), f"arguments of plugin {name!r}")
             if switches.get("enableHierarchy"):
                 if name not in HIERARCHY_PLUGINS:
-                    reason = "only capacity and drf (hdrf) have a hierarchical mode"
+                    reason = "only capacity, drf (hdrf) and nodegroup have a hierarchical mode"
                     raise ConfError(
                         f"option 'enableHierarchy' of plugin {name!r} is not supported by Caldera: {reason}"
                     )

@@ -50,9 +50,10 @@ UNSUPPORTED_SWITCHES: dict[str, str] = {
     "enabledSubJobOrder": "sub-jobs (subGroupPolicy) are not implemented",
     "enabledHyperNodeGradient": "hypernode gradients are not implemented",
 }
-#: Plugins for which ``enableHierarchy: true`` means something: capacity (hierarchical queues)
-#: and drf (Volcano's hdrf); the switch is handed to them as an argument.
-HIERARCHY_PLUGINS = frozenset({"capacity", "drf"})
+#: Plugins for which ``enableHierarchy: true`` means something: capacity (hierarchical queues),
+#: drf (Volcano's hdrf) and nodegroup (a queue inherits its ancestor's node-group affinity); the
+#: switch is handed to them as an argument.
+HIERARCHY_PLUGINS = frozenset({"capacity", "drf", "nodegroup"})
 #: Every switch key a conf may carry.
 SWITCH_KEYS = frozenset(SWITCHES.values()) | frozenset(SWITCH_ALIASES)
 

@@ -51,6 +51,8 @@ JobEnqueuedFn = Callable[[JobInfo], None]
 VictimsFn = Callable[[TaskInfo, list[TaskInfo]], tuple[list[TaskInfo], int]]
 QueueTestFn = Callable[[QueueInfo], bool]
 QueueTaskTestFn = Callable[[QueueInfo, TaskInfo], bool]
+#: What a plugin's predicates and scores read of a task beyond its pod template (bytes; b"" for none)
+TemplateQualifier = Callable[[TaskInfo], bytes]
 
 F = TypeVar("F")
 
@@ -175,6 +177,8 @@ class CallbackRegistry:
         #: plugin → part → (bulk score, its locality): the parts add up to the plugin's bulk score
         self.score_parts: dict[str, dict[str, tuple[BulkScore, Locality, Applies | None]]] = {}
         self.event_handlers: list[EventHandler] = []
+        #: plugin → what its predicates and scores read of a task besides the pod's template
+        self.template_qualifiers: dict[str, TemplateQualifier] = {}
 
     def add_job_order_fn(self, name: str, fn: JobOrderFn) -> None:
         self.job_order_fns.add(name, fn)
@@ -318,3 +322,18 @@ class CallbackRegistry:
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)
+
+    def add_template_qualifier(self, name: str, fn: TemplateQualifier) -> None:
+        """For a plugin whose predicates or scores read more of a task than its pod template (the
+        nodegroup plugin: the queue of the task's job): pods of one template that differ there are
+        not interchangeable, so what is cached or remembered per template is kept apart by it."""
+        self.template_qualifiers[name] = fn
+
+    def placement_key(self, task: TaskInfo) -> bytes:
+        """The task's template (``TaskInfo.template``: pods with equal keys are interchangeable for
+        every predicate and score) with what the session's plugins read besides; b"" when the task
+        has no template (nothing is cached for it)."""
+        template = task.template
+        if not template or not self.template_qualifiers:
+            return template
+        return template + b"".join(b"\0" + fn(task) for fn in self.template_qualifiers.values())

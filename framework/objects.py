@@ -183,6 +183,8 @@ class PodCondition(_Base, frozen=True):
     status: str = ""
     reason: str = ""
     message: str = ""
+    #: RFC 3339 (the cdp plugin reads PodScheduled's: when the pod started for its cooldown)
+    last_transition_time: str | None = None
 
 
 class PodStatus(_Base, frozen=True):
@@ -269,6 +271,22 @@ class Guarantee(_Base, frozen=True):
     resource: ResourceList = {}
 
 
+class NodeGroupAffinity(_Base, frozen=True):
+    """Node groups (the ``volcano.sh/nodegroup-name`` node label's values) a queue's pods must or
+    should run in (Volcano's scheduling/v1beta1 ``NodeGroupAffinity``); ``NodeGroupAntiAffinity``
+    has the same two lists for the groups they must or should avoid."""
+
+    required_during_scheduling_ignored_during_execution: list[str] = []
+    preferred_during_scheduling_ignored_during_execution: list[str] = []
+
+
+class QueueAffinity(_Base, frozen=True):
+    """A Queue's ``spec.affinity`` (Volcano's v1beta1 ``Affinity``), read by the nodegroup plugin."""
+
+    node_group_affinity: NodeGroupAffinity | None = None
+    node_group_anti_affinity: NodeGroupAffinity | None = None
+
+
 class QueueSpec(_Base, frozen=True):
     weight: int = 1
     capability: ResourceList = {}
@@ -279,6 +297,8 @@ class QueueSpec(_Base, frozen=True):
     priority: int = 0
     #: the desired state the queue controller acts on ("" or "Open", or "Closed")
     state: str = ""
+    #: None when the queue sets none (then, with enableHierarchy, it inherits its nearest ancestor's)
+    affinity: QueueAffinity | None = None
 
 
 class QueueStatus(_Base, frozen=True):

@@ -273,7 +273,7 @@ class PlacementEngine:
 
     def static_mask(self, task: TaskInfo) -> np.ndarray:
         """Template-level predicates over all nodes, cached per pod template for the session."""
-        key = task.template
+        key = self.callbacks.placement_key(task)
         mask = self._static_masks.get(key) if key else None
         if mask is None:
             mask = np.ones(self.table.rows, dtype=bool)
@@ -375,7 +375,7 @@ class PlacementEngine:
         """Whether every predicate and score for this task is vectorised (no per-node callbacks):
         then node-local parts are cached per template and patched row by row, and the parts that
         are not node-local are laid over them on each call (:meth:`_overlay`)."""
-        key = task.template
+        key = self.callbacks.placement_key(task)
         ok = self._incremental.get(key)
         if ok is None:
             ok = bool(key) and not (
@@ -389,11 +389,12 @@ class PlacementEngine:
 
     def _local_scores(self, task: TaskInfo) -> tuple[list[BulkScore], list[BulkScore]]:
         """The enabled bulk score parts for this task: (node-local ones, the others); per template."""
-        got = self._score_split.get(task.template) if task.template else None
+        template = self.callbacks.placement_key(task)
+        got = self._score_split.get(template) if template else None
         if got is None:
             got = self.callbacks.split_scores(task)
-            if task.template:
-                self._score_split[task.template] = got
+            if template:
+                self._score_split[template] = got
         return got
 
     def _overlay(self, task: TaskInfo) -> tuple[bytes, list[BulkPred], list[BulkScore]]:
@@ -402,7 +403,8 @@ class PlacementEngine:
         a normalisation), so they are evaluated afresh on every call instead of cached. Also the
         key of the task's cached node-local results: templates that differ only in what the
         overlay reads (labels, namespace, spread constraints, pod affinity terms) share them."""
-        got = self._overlays.get(task.template)
+        template = self.callbacks.placement_key(task)
+        got = self._overlays.get(template)
         if got is None:
             preds = [
                 bp
@@ -426,9 +428,11 @@ class PlacementEngine:
                         [id(fn) for fn in scores],
                     )
                 )
+                # what plugins read besides the template (add_template_qualifier) keeps caches apart
+                key += template[len(task.template) :]
             else:
-                key = task.template
-            got = self._overlays[task.template] = (key, preds, scores)
+                key = template
+            got = self._overlays[template] = (key, preds, scores)
         return got
 
     def _placement_entry(self, task: TaskInfo, key: bytes) -> _Placement:

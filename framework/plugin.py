@@ -6,7 +6,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from caldera.config.arguments import ArgumentError, Arguments, check_arguments, coerce, unsupported
+from caldera.config.arguments import (
+    ArgumentError,
+    Arguments,
+    check_arguments,
+    coerce,
+    structured,
+    unsupported,
+)
 
 if TYPE_CHECKING:
     from caldera.framework.session import Session
@@ -22,6 +29,7 @@ __all__ = [
     "Registry",
     "check_arguments",
     "coerce",
+    "structured",
     "unsupported",
 ]
 

@@ -155,6 +155,7 @@ def podgroup_dict(
     phase: str = "Inqueue",
     network_topology: dict[str, Any] | None = None,
     uid: str | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"minMember": min_member, "queue": queue}
     if priority_class:
@@ -173,6 +174,7 @@ def podgroup_dict(
             "namespace": namespace,
             "uid": uid or f"pg-{namespace}-{name}-{next(_uid)}",
             "creationTimestamp": _ts(),
+            "annotations": annotations or {},
         },
         "spec": spec,
         "status": {"phase": phase},
@@ -193,7 +195,11 @@ def queue_dict(
     parent: str = "",
     deserved: dict[str, str] | None = None,
     priority: int = 0,
+    affinity: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A Queue; ``affinity`` is its ``spec.affinity`` as written in a manifest (nodeGroupAffinity,
+    nodeGroupAntiAffinity)."""
     spec: dict[str, Any] = {"weight": weight}
     if priority:
         spec["priority"] = priority
@@ -207,10 +213,15 @@ def queue_dict(
         spec["parent"] = parent
     if deserved:
         spec["deserved"] = deserved
+    if affinity is not None:
+        spec["affinity"] = affinity
+    meta: dict[str, Any] = {"name": name, "uid": f"queue-{name}-{next(_uid)}", "creationTimestamp": _ts()}
+    if annotations:
+        meta["annotations"] = annotations
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",
-        "metadata": {"name": name, "uid": f"queue-{name}-{next(_uid)}", "creationTimestamp": _ts()},
+        "metadata": meta,
         "spec": spec,
         "status": {"state": state},
     }

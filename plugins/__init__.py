@@ -9,18 +9,22 @@ or, when several plugins share it, in ``ssn.memo(key, build)`` keyed by an objec
 from caldera.framework.plugin import Plugin
 from caldera.plugins.binpack import BinpackPlugin
 from caldera.plugins.capacity import CapacityPlugin
+from caldera.plugins.cdp import CdpPlugin
 from caldera.plugins.conformance import ConformancePlugin
 from caldera.plugins.deviceshare import DeviceSharePlugin
 from caldera.plugins.drf import DrfPlugin
 from caldera.plugins.gang import GangPlugin
 from caldera.plugins.network_topology_aware import NetworkTopologyAwarePlugin
+from caldera.plugins.nodegroup import NodeGroupPlugin
 from caldera.plugins.nodeorder import NodeOrderPlugin
 from caldera.plugins.overcommit import OvercommitPlugin
 from caldera.plugins.pdb import PdbPlugin
 from caldera.plugins.predicates import PredicatesPlugin
 from caldera.plugins.priority import PriorityPlugin
 from caldera.plugins.proportion import ProportionPlugin
+from caldera.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from caldera.plugins.sla import SlaPlugin
+from caldera.plugins.task_topology import TaskTopologyPlugin
 
 ALL: list[type[Plugin]] = [
     PriorityPlugin,
@@ -37,4 +41,8 @@ ALL: list[type[Plugin]] = [
     SlaPlugin,
     DeviceSharePlugin,
     NetworkTopologyAwarePlugin,
+    NodeGroupPlugin,
+    ResourceStrategyFitPlugin,
+    CdpPlugin,
+    TaskTopologyPlugin,
 ]

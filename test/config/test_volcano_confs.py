@@ -93,3 +93,102 @@ def test_every_action_and_plugin_with_arguments_loads_and_runs():
 def test_capacity_conf_loads_and_runs():
     text = DEFAULT_CONF.replace("  - name: proportion", "  - name: capacity")
     assert len(run(text).running_on()) == 5
+
+
+NODEGROUP_CONF = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodegroup
+    enableHierarchy: true
+    arguments:
+      strict: false
+      enablePreferredOrder: true
+"""
+
+
+def test_nodegroup_conf_as_volcano_documents_it_loads_and_runs():
+    """nodegroup.go's own example conf (with both arguments and the hierarchy option): the nodes
+    carry no group label and the queues no affinity, so with strict: false every pod runs."""
+    conf = parse_conf(NODEGROUP_CONF, builtin_registry())
+    option = conf.plugin_option("nodegroup")
+    assert option.switches == {"enableHierarchy": True}
+    assert dict(option.arguments) == {"strict": False, "enablePreferredOrder": True, "enableHierarchy": True}
+    assert len(run(NODEGROUP_CONF).running_on()) == 5
+
+
+RESOURCE_STRATEGY_FIT_CONF = """
+actions: "enqueue, allocate, backfill, reclaim, preempt"
+tiers:
+- plugins:
+  - name: resource-strategy-fit
+    arguments:
+       resourceStrategyFitWeight: 10
+       resources:
+         nvidia.com/gpu:
+           type: MostAllocated
+           weight: 2
+         cpu:
+           type: LeastAllocated
+           weight: 1
+       sra:
+         enable: true
+         resources: nvidia.com/gpu
+         weight: 10
+         resourceWeight:
+           nvidia.com/gpu: 1
+       proportional:
+         enable: false
+         resources: nvidia.com/gpu
+         resourceProportion:
+           nvidia.com/gpu.cpu: 4
+           nvidia.com/gpu.memory: 8
+- plugins:
+  - name: priority
+  - name: gang
+  - name: predicates
+  - name: proportion
+"""
+
+
+def test_resource_strategy_fit_conf_as_volcano_documents_it_loads_and_runs():
+    """The example in resource_strategy_fit.go's calculateWeight, verbatim (indentation and all)."""
+    conf = parse_conf(RESOURCE_STRATEGY_FIT_CONF, builtin_registry())
+    args = conf.plugin_option("resource-strategy-fit").arguments
+    assert args["sra"]["resourceWeight"] == {"nvidia.com/gpu": 1}
+    assert len(run(RESOURCE_STRATEGY_FIT_CONF).running_on()) == 5
+
+
+def test_cdp_conf_loads_and_runs():
+    """cdp beside gang in the tier that decides victims, with preempt and reclaim."""
+    text = FULL_CONF.replace("  - name: conformance\n", "  - name: conformance\n  - name: cdp\n", 1)
+    conf = parse_conf(text, builtin_registry())
+    assert [p.name for p in conf.tiers[0].plugins] == ["priority", "gang", "conformance", "cdp", "sla"]
+    assert len(run(text).running_on()) == 5
+
+
+def test_task_topology_conf_as_volcano_documents_it_loads_and_runs():
+    """util.go calculateWeight's example conf."""
+    text = """
+actions: "enqueue, reclaim, allocate, backfill, preempt"
+tiers:
+- plugins:
+  - name: task-topology
+    arguments:
+      task-topology.weight: 10
+- plugins:
+  - name: priority
+  - name: gang
+  - name: predicates
+  - name: proportion
+"""
+    conf = parse_conf(text, builtin_registry())
+    assert conf.plugin_option("task-topology").arguments["task-topology.weight"] == 10
+    assert len(run(text).running_on()) == 5

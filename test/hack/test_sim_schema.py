@@ -88,3 +88,34 @@ def test_the_deploy_crds_are_loaded_for_the_three_volcano_kinds() -> None:
         "queues.scheduling.volcano.sh",
         "hypernodes.topology.volcano.sh",
     }
+
+
+def test_a_queues_node_group_affinity_survives_pruning_and_is_decoded() -> None:
+    """The nodegroup plugin reads spec.affinity of a Queue: the installed CRD declares it, so a
+    server keeps it, and the scheduler's Queue decodes it."""
+    from caldera.framework.objects import Queue, convert
+
+    schema = load_crd_schemas(crd_files(DEFAULT_CRD_DIR))["queues.scheduling.volcano.sh"]
+    affinity = {
+        "nodeGroupAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": ["a"],
+            "preferredDuringSchedulingIgnoredDuringExecution": ["b"],
+        },
+        "nodeGroupAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": ["c"],
+            "preferredDuringSchedulingIgnoredDuringExecution": ["d"],
+        },
+    }
+    obj = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "q"},
+        "spec": {"affinity": {**affinity, "unknown": 1}},
+    }
+    kept = prune_and_default(obj, schema)
+    assert kept["spec"]["affinity"] == affinity
+    decoded = convert(Queue, kept).spec.affinity
+    assert decoded is not None and decoded.node_group_anti_affinity is not None
+    assert decoded.node_group_affinity is not None
+    assert decoded.node_group_affinity.preferred_during_scheduling_ignored_during_execution == ["b"]
+    assert decoded.node_group_anti_affinity.required_during_scheduling_ignored_during_execution == ["c"]

@@ -124,7 +124,11 @@ def build_queue(
     priority: int = 0,
     reclaimable: bool | None = None,
     state: str = "Open",
+    parent: str = "",
+    affinity: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> Queue:
+    """Volcano's util.BuildQueue / util.MakeQueue().Parent(...).Affinity(...).Annotations(...)."""
     d = scenario.queue_dict(
         name,
         weight=weight,
@@ -134,6 +138,9 @@ def build_queue(
         priority=priority,
         reclaimable=reclaimable,
         state=state,
+        parent=parent,
+        affinity=affinity,
+        annotations=annotations,
     )
     d["metadata"]["creationTimestamp"] = T0
     return convert(Queue, d)

@@ -156,6 +156,14 @@ COVERED_ELSEWHERE = {
     ("network-topology-aware", "defaultMode"): "test/actions/test_topology_allocate.py",
     ("network-topology-aware", "defaultHighestTierAllowed"): "test/actions/test_topology_allocate.py",
     ("network-topology-aware", "scorePolicy"): "test/actions/test_topology_allocate.py",
+    ("nodegroup", "strict"): "test/volcano/test_nodegroup_test.py",
+    ("nodegroup", "enablePreferredOrder"): "test/volcano/test_nodegroup_test.py",
+    ("nodegroup", "enableHierarchy"): "test/volcano/test_nodegroup_test.py",
+    ("resource-strategy-fit", "resourceStrategyFitWeight"): "test/volcano/test_resource_strategy_fit_test.py",
+    ("resource-strategy-fit", "resources"): "test/volcano/test_resource_strategy_fit_test.py",
+    ("resource-strategy-fit", "sra"): "test/volcano/test_resource_strategy_fit_test.py",
+    ("resource-strategy-fit", "proportional"): "test/volcano/test_resource_strategy_fit_test.py",
+    ("task-topology", "task-topology.weight"): "test/plugins/test_task_topology.py",
 }
 COVERED_ELSEWHERE.update(
     {
