@@ -90,7 +90,12 @@ class PreemptAction(Action):
                 for task in tasks:
                     if not ssn.job_starving(job):
                         break
-                    shape = (task.template, task.priority, task.best_effort, preemption_allowed(task))
+                    shape = (
+                        ssn.placement_key(task),
+                        task.priority,
+                        task.best_effort,
+                        preemption_allowed(task),
+                    )
                     if task.template and shape in failed:
                         continue
                     # (Volcano's preempt does not ask PreemptiveFn: only reclaim does)

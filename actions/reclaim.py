@@ -47,7 +47,12 @@ class ReclaimAction(Action):
                 for task in preemptor_tasks(ssn, job):
                     if not ssn.job_starving(job):
                         break
-                    shape = (task.template, task.priority, task.best_effort, preemption_allowed(task))
+                    shape = (
+                        ssn.placement_key(task),
+                        task.priority,
+                        task.best_effort,
+                        preemption_allowed(task),
+                    )
                     if task.template and shape in failed:
                         continue
                     if not ssn.preemptive(queue, task):

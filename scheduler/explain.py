@@ -439,7 +439,7 @@ def _roles(ssn: Session, job: JobInfo, cache: dict[bytes, dict[str, Any]]) -> li
     for role, tasks in sorted(by_role.items()):
         tasks.sort(key=lambda t: t.name)
         rep = tasks[0]
-        key = rep.template or rep.uid.encode()
+        key = ssn.placement_key(rep) or rep.uid.encode()
         detail = cache.get(key)
         if detail is None:
             detail = cache[key] = _role_detail(ssn, rep)
