@@ -152,8 +152,26 @@ class Inventory:
                 continue  # out-dated
             pool.slices.append(slice_)
         self.pools: list[Pool] = [newest[k] for k in sorted(newest)]
+        self._pools_by_node: dict[str, list[Pool]] = {}
+        self._shared_pools: list[Pool] = []
         for pool in self.pools:
             self._index(pool)
+            for node_name in pool.devices_by_node:
+                self._pools_by_node.setdefault(node_name, []).append(pool)
+            if pool.shared:
+                self._shared_pools.append(pool)
+
+    def devices_for(
+        self, node_name: str, labels: Mapping[str, str]
+    ) -> list[tuple[Pool, list[InventoryDevice]]]:
+        """Each pool with devices reachable from the node, and those devices (``GatherPools``); only
+        the node's own pools and the pools of shared slices are looked at."""
+        candidates = {id(p): p for p in self._pools_by_node.get(node_name, ())}
+        candidates.update((id(p), p) for p in self._shared_pools)
+        out = [(p, p.devices_for(node_name, labels)) for p in candidates.values()]
+        out = [(p, devices) for p, devices in out if devices]
+        out.sort(key=lambda pd: (pd[0].driver, pd[0].name))
+        return out
 
     @staticmethod
     def _index(pool: Pool) -> None:
@@ -403,10 +421,7 @@ class _Search:
         self.owner = owner
         self.claims = claims
         self.node_name = node_name
-        self.node_devices: list[tuple[Pool, list[InventoryDevice]]] = [
-            (p, p.devices_for(node_name, node_labels)) for p in owner.inventory.pools
-        ]
-        self.node_devices = [(p, devs) for p, devs in self.node_devices if devs]
+        self.node_devices = owner.inventory.devices_for(node_name, node_labels)
         # per claim, per request: the alternatives (one for `exactly`, the subrequests for firstAvailable)
         self.requests: list[list[list[_Request]]] = []
         self.constraints: list[list[_MatchAttribute]] = []
