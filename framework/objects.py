@@ -159,6 +159,21 @@ class Volume(_Base, frozen=True):
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
 
 
+class PodResourceClaim(_Base, frozen=True):
+    """``spec.resourceClaims[]``: at most one of the two sources is set (the API server checks it)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(_Base, frozen=True):
+    """``status.resourceClaimStatuses[]``: the claim the resourceclaim controller made from a template."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
 class PodSpec(_Base, frozen=True):
     node_name: str = ""
     scheduler_name: str = "default-scheduler"
@@ -176,6 +191,7 @@ class PodSpec(_Base, frozen=True):
     scheduling_gates: list[PodSchedulingGate] = []
     topology_spread_constraints: list[TopologySpreadConstraint] = []
     volumes: list[Volume] = []
+    resource_claims: list[PodResourceClaim] = []
 
 
 class PodCondition(_Base, frozen=True):
@@ -191,6 +207,7 @@ class PodStatus(_Base, frozen=True):
     phase: str = "Pending"
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
+    resource_claim_statuses: list[PodResourceClaimStatus] = []
 
 
 class Pod(_Base, frozen=True):
