@@ -1,6 +1,7 @@
 """Assumptions: what the cache takes for true before the API says so, and how it is confirmed or
 forgotten. ``apply`` assumes a session's placements (their tasks Binding on their nodes, with the
-annotations the binder will write), its evictions (Releasing) and its enqueued jobs (Inqueue);
+annotations the binder will write, and the ResourceClaims allocated and reserved for them: see
+``cache/dra.py``), its evictions (Releasing) and its enqueued jobs (Inqueue);
 ``confirm_bound`` records a bind the API accepted before the watch brings it back;
 ``forget_assumption`` puts a task whose bind failed for good back to Pending, ``forget_eviction``
 gives a pod whose eviction was given up its node back. A task object is never changed: it is
@@ -9,14 +10,14 @@ replaced by a copy (``_set_status``, ``_replace_indexed``).
 
 from __future__ import annotations
 
-from caldera.cache.indexes import Indexes
+from caldera.cache.dra import DraCache
 from caldera.cache.ingest import _with_annotations
 from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo, TaskStatus, task_status_of
 from caldera.framework.objects import Pod
 from caldera.framework.result import SessionResult
 
 
-class Assumptions(Indexes):
+class Assumptions(DraCache):
     """The assume / confirm / forget lifecycle (see the module's docstring)."""
 
     def apply(self, result: SessionResult) -> list[TaskInfo]:
@@ -54,6 +55,9 @@ class Assumptions(Indexes):
                 # assumption: the next snapshot must see it before the watch brings it back.
                 pod = _with_annotations(task.pod, placement.annotations) if placement.annotations else None
                 assumed.append(self._set_status(task, TaskStatus.BINDING, placement.node, pod))
+                if placement.claims:
+                    # The claims as the binder will write them: their devices are in use from now.
+                    self.assume_claims(task.name, task.uid, placement.claims)
                 self.revision = before + 1
             for eviction in result.evictions:
                 task = self.tasks.get(eviction.task.uid)
@@ -104,6 +108,7 @@ class Assumptions(Indexes):
                 return False
             self.revision += 1
             self._set_status(task, TaskStatus.PENDING, "")
+            self.forget_claims(task_uid)
             return True
 
     def forget_eviction(self, task_uid: str) -> bool:
@@ -125,6 +130,7 @@ class Assumptions(Indexes):
                 return
             self.revision += 1
             self._settled_changes += 1  # binding to bound on the same node: no decision changes
+            self.claim_confirmed(task_uid)
             self._node_revision += 1  # the task on its node is bound now, no longer binding
             new = task.clone()
             new.status = TaskStatus.BOUND

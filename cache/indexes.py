@@ -3,7 +3,8 @@ write leaves for the snapshot. Tasks attached to and detached from their nodes (
 of a node not seen yet), the job and node changed marks and the generations they stamp
 (``JobInfo.generation``), the pending-jobs index (``has_pending_work``), the revision that counts
 only what can change a decision (``decision_revision``), and the pods no session can see: waiting
-for their PodGroup, unreadable, or with no PodGroup at all (``problems()`` and its dataclasses).
+for their PodGroup, unreadable, with no PodGroup at all, or waiting for their ResourceClaims
+(``problems()`` and its dataclasses).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from caldera.cache.state import CacheState
+from caldera.framework.dra.view import missing_claim_reason
 from caldera.framework.model import OCCUPYING_STATUSES, QUEUE_NAME_ANNOTATION, TaskInfo, TaskStatus
 
 
@@ -66,15 +68,29 @@ class UngroupedPod:
 
 
 @dataclass(frozen=True)
+class ClaimWait:
+    """A pending pod of ours whose ResourceClaims do not all exist yet (or whose template claim is not
+    named in its status yet): no node will do until they do."""
+
+    task: TaskInfo
+    reason: str
+
+    @property
+    def key(self) -> str:
+        return self.task.key
+
+
+@dataclass(frozen=True)
 class CacheProblems:
     """What the cache holds that no session can schedule, and why (read once per cycle)."""
 
     missing_podgroups: tuple[MissingPodGroup, ...] = ()
     unreadable_pods: tuple[UnreadablePod, ...] = ()
     ungrouped_pods: tuple[UngroupedPod, ...] = ()
+    claim_waits: tuple[ClaimWait, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.missing_podgroups or self.unreadable_pods or self.ungrouped_pods)
+        return bool(self.missing_podgroups or self.unreadable_pods or self.ungrouped_pods or self.claim_waits)
 
 
 class Indexes(CacheState):
@@ -191,7 +207,17 @@ class Indexes(CacheState):
                 since = self._ungrouped_since.get(uid, time.monotonic())
                 ungrouped.append(UngroupedPod(task, queue, exists, since))
             ungrouped.sort(key=lambda u: u.key)
-            problems = CacheProblems(tuple(missing), unreadable, tuple(ungrouped))
+            claims = {**self.resource_claims, **self._assumed_claims}
+            waits = []
+            for uid in self._claim_pods:
+                claimant = self.tasks.get(uid)
+                if claimant is None or claimant.status != TaskStatus.PENDING:
+                    continue
+                reason = missing_claim_reason(claimant.pod, claims)
+                if reason:
+                    waits.append(ClaimWait(claimant, reason))
+            waits.sort(key=lambda w: w.key)
+            problems = CacheProblems(tuple(missing), unreadable, tuple(ungrouped), tuple(waits))
             self._problems = (self._problems_revision, now, problems)
             return problems
 

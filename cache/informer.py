@@ -22,6 +22,7 @@ from caldera.cache.client import ApiClient
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.cache.watch import Handler, Reflector
+from caldera.framework.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
 from caldera.framework.objects import (
     CSINode,
     HyperNode,
@@ -52,6 +53,9 @@ PATHS: dict[str, str] = {
     "persistentvolumes": "/api/v1/persistentvolumes",
     "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
     "csinodes": "/apis/storage.k8s.io/v1/csinodes",
+    "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses",
+    "resourceslices": "/apis/resource.k8s.io/v1/resourceslices",
+    "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
 }
 #: kinds a cluster may not serve (a CRD not installed): a 404 on list counts as "none of them"
 OPTIONAL = frozenset(
@@ -62,6 +66,10 @@ OPTIONAL = frozenset(
         "persistentvolumes",
         "storageclasses",
         "csinodes",
+        # Dynamic Resource Allocation (GA in Kubernetes 1.34): an older server does not serve it
+        "deviceclasses",
+        "resourceslices",
+        "resourceclaims",
     }
 )
 
@@ -201,6 +209,13 @@ class Informers:
                 c.upsert_storage_class, c.delete_storage_class, on_change=on_change
             ),
             "csinodes": KindHandler(c.upsert_csinode, c.delete_csinode, on_change=on_change),
+            "deviceclasses": KindHandler(c.upsert_device_class, c.delete_device_class, on_change=on_change),
+            "resourceslices": KindHandler(
+                c.upsert_resource_slice, c.delete_resource_slice, on_change=on_change
+            ),
+            "resourceclaims": KindHandler(
+                c.upsert_resource_claim, c.delete_resource_claim, on_change=on_change
+            ),
         }
         kinds: dict[str, type] = {
             "pods": Pod,
@@ -214,6 +229,9 @@ class Informers:
             "persistentvolumes": PersistentVolume,
             "storageclasses": StorageClass,
             "csinodes": CSINode,
+            "deviceclasses": DeviceClass,
+            "resourceslices": ResourceSlice,
+            "resourceclaims": ResourceClaim,
         }
         self.reflectors: dict[str, Reflector[Any]] = {
             name: Reflector(

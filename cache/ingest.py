@@ -164,6 +164,9 @@ class Ingest(Indexes):
             ):
                 self._affinity[uid] = task
             if ours:
+                if pod.spec.resource_claims:
+                    self._claim_pods.add(uid)
+                    self._problems_revision += 1
                 if job_key is None:
                     self.ungrouped[uid] = task
                     self._ungrouped_since.setdefault(uid, time.monotonic())
@@ -202,6 +205,8 @@ class Ingest(Indexes):
             or new_meta.creation_timestamp != old_meta.creation_timestamp
             or new_meta.name != old_meta.name
             or new_meta.namespace != old_meta.namespace
+            # the claims made from templates are named there: part of the template key
+            or pod.status.resource_claim_statuses != old_pod.status.resource_claim_statuses
         ):
             return False
         spec = old_pod.spec
@@ -268,6 +273,9 @@ class Ingest(Indexes):
     def _remove_task(self, task: TaskInfo) -> None:
         self.tasks.pop(task.uid, None)
         self._affinity.pop(task.uid, None)
+        if task.uid in self._claim_pods:
+            self._claim_pods.discard(task.uid)
+            self._problems_revision += 1
         if self.ungrouped.pop(task.uid, None) is not None:
             self._problems_revision += 1
         self._detach_from_node(task)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from caldera.cache.indexes import Indexes
+from caldera.cache.dra import DraCache
 from caldera.framework.model import OCCUPYING_STATUSES, JobInfo, NodeInfo, QueueInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.snapshot import Snapshot
@@ -115,7 +115,7 @@ class _TaskLoader:
         return out
 
 
-class Snapshots(Indexes):
+class Snapshots(DraCache):
     """Making snapshots from the slots (see the module's docstring)."""
 
     def snapshot(self) -> Snapshot:
@@ -312,6 +312,7 @@ class Snapshots(Indexes):
             pvs=dict(self.pvs),
             storage_classes=dict(self.storage_classes),
             csinodes=dict(self.csinodes),
+            dra=self.dra_view(),
             rows=list(slot.node_list),
             affinity_pods=len(self._affinity),
             affinity_nodes=frozenset(

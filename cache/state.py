@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from caldera.cache.indexes import CacheProblems, UnreadablePod
     from caldera.cache.snapshot import _Slot
+    from caldera.framework.dra.allocator import Inventory
+    from caldera.framework.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
+    from caldera.framework.dra.view import DraView
     from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
     from caldera.framework.nodetable import NodeTable
     from caldera.framework.objects import (
@@ -73,6 +76,23 @@ class CacheState:
     pvs: dict[str, PersistentVolume]
     storage_classes: dict[str, StorageClass]
     csinodes: dict[str, CSINode]
+    #: resource.k8s.io/v1 objects (cache/dra.py): classes and slices by name, claims by namespace/name
+    device_classes: dict[str, DeviceClass]
+    resource_slices: dict[str, ResourceSlice]
+    resource_claims: dict[str, ResourceClaim]
+    #: claims as the binder will write them (allocated, reserved), by namespace/name, until the watch
+    #: shows them allocated or the placement is given up; and which pod's placement assumed which
+    _assumed_claims: dict[str, ResourceClaim]
+    _claims_assumed_by: dict[str, list[str]]
+    #: bumped whenever a class, slice, claim or assumed claim changes; the slices' own revision
+    _dra_revision: int
+    _dra_slices_revision: int
+    #: the last view made (``dra_view``), and the inventory with the slices revision it was built at
+    _dra_made: DraView | None
+    _dra_inventory: Inventory | None
+    _dra_inventory_revision: int
+    #: our pods that use ResourceClaims, by uid (for ``problems()``: those whose claims are missing)
+    _claim_pods: set[str]
     #: every task the cache knows, ours or not, by pod uid
     tasks: dict[str, TaskInfo]
     #: our pods whose PodGroup does not exist (yet), by job key

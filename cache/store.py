@@ -29,6 +29,7 @@ from caldera.cache.indexes import CacheProblems
 from caldera.cache.ingest import Ingest
 from caldera.cache.snapshot import Snapshots, _Slot
 from caldera.cache.state import CacheStats
+from caldera.framework.dra.objects import ResourceClaim
 from caldera.framework.model import NodeInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.objects import PersistentVolumeClaim, PodGroup, StorageClass
@@ -74,6 +75,17 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
         self.pvs = {}
         self.storage_classes = {}
         self.csinodes = {}
+        self.device_classes = {}
+        self.resource_slices = {}
+        self.resource_claims = {}
+        self._assumed_claims = {}
+        self._claims_assumed_by = {}
+        self._dra_revision = 0
+        self._dra_slices_revision = 0
+        self._dra_made = None
+        self._dra_inventory = None
+        self._dra_inventory_revision = -1
+        self._claim_pods = set()
         self.tasks = {}
         self.waiting = {}
         self._waiting_since = {}
@@ -144,6 +156,10 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
     def pvcs_view(self) -> Mapping[str, PersistentVolumeClaim]:
         """Every PersistentVolumeClaim the cache holds, by ``namespace/name``."""
         return self.pvcs
+
+    def resource_claim(self, key: str) -> ResourceClaim | None:
+        """The ResourceClaim ``namespace/name`` as the watch last showed it, or None."""
+        return self.resource_claims.get(key)
 
     def storage_classes_view(self) -> Mapping[str, StorageClass]:
         """Every StorageClass the cache holds, by name."""

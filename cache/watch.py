@@ -128,6 +128,7 @@ class Reflector(Generic[T]):
         optional: bool = False,
     ) -> None:
         self.optional = optional
+        self._absent_logged = False
         self.client = client
         self.path = path
         self.kind = kind
@@ -339,6 +340,14 @@ class Reflector(Generic[T]):
                             "%s: not allowed to list (%s); scheduling goes on as if there were none",
                             self.name,
                             exc,
+                        )
+                    elif not self._absent_logged:
+                        # once: a cluster without the group (no DRA, no HyperNode CRD) says so every 30 s
+                        self._absent_logged = True
+                        log.info(
+                            "%s: not served by this API server (%s); scheduling goes on without them",
+                            self.name,
+                            self.path,
                         )
                     self.handler.replace([])
                     self.synced.set()

@@ -149,6 +149,10 @@ def template_key(pod: Pod, req: Resource) -> bytes:
             owner,
             # claims are per namespace: the volume predicates read them
             [pod.metadata.namespace, spec.volumes] if spec.volumes else None,
+            # ResourceClaims are the pod's own (or shared by name): the DRA predicate reads them
+            [pod.metadata.namespace, spec.resource_claims, pod.status.resource_claim_statuses]
+            if spec.resource_claims
+            else None,
         )
     )
 
@@ -159,7 +163,10 @@ def _same_template_inputs(old: Pod, new: Pod) -> bool:
     a, b = old.spec, new.spec
     om, nm = old.metadata, new.metadata
     if not (
-        om.namespace == nm.namespace and om.labels == nm.labels and om.owner_references == nm.owner_references
+        om.namespace == nm.namespace
+        and om.labels == nm.labels
+        and om.owner_references == nm.owner_references
+        and old.status.resource_claim_statuses == new.status.resource_claim_statuses
     ):
         return False
     if a is b:
@@ -173,6 +180,7 @@ def _same_template_inputs(old: Pod, new: Pod) -> bool:
         and a.tolerations == b.tolerations
         and a.topology_spread_constraints == b.topology_spread_constraints
         and a.volumes == b.volumes
+        and a.resource_claims == b.resource_claims
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from caldera.framework.dra.view import ClaimAllocation
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from caldera.framework.topology import Topology, TopologySettings
 
@@ -25,6 +26,9 @@ class Placement:
     node: str
     #: annotations to write on the pod before it is bound (device assignments and the like)
     annotations: dict[str, str] = field(default_factory=dict)
+    #: the pod's ResourceClaims, each with the allocation it must hold, written (allocation and
+    #: reservation) before the binding; None: the session allocated no claims for the pod
+    claims: list[ClaimAllocation] | None = None
 
 
 @dataclass

@@ -22,6 +22,7 @@ from caldera.framework.callbacks import (
     ValidateResult,
 )
 from caldera.framework.carry import Kept, carry_user
+from caldera.framework.dra.view import ClaimAllocation
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.placement import PlacementEngine
@@ -94,6 +95,9 @@ class Session(CallbackRegistry):
         #: pod annotations plugins decide with a placement (set in allocate handlers, dropped in
         #: deallocate handlers); a committed placement carries its task's entry to the binder
         self.task_annotations: dict[str, dict[str, str]] = {}
+        #: the ResourceClaims allocated or reserved for a placed task (set in the DRA allocate
+        #: handler, dropped in its deallocate handler); a committed placement carries them
+        self.task_claims: dict[str, list[ClaimAllocation]] = {}
         self.evictions: list[Eviction] = []
         # Every ready node's allocatable, summed over the table's column (not a loop over nodes).
         self.total_resource = self.table.total(self.table.allocatable, self.table.ready)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from caldera.framework.dra.view import DraView
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.objects import (
@@ -50,6 +51,9 @@ class Snapshot:
     pvs: dict[str, PersistentVolume] = field(default_factory=dict)
     storage_classes: dict[str, StorageClass] = field(default_factory=dict)
     csinodes: dict[str, CSINode] = field(default_factory=dict)
+    #: Dynamic Resource Allocation: classes, claims, the devices in use and the inventory (an
+    #: immutable value shared between snapshots; None: the cluster has no DRA object)
+    dra: DraView | None = None
     #: the nodes in row order, when the builder has them at hand (else derived from ``nodes``)
     rows: list[NodeInfo] | None = None
     #: how many pods of the cluster carry inter-pod affinity or anti-affinity terms, and the names of

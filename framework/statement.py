@@ -126,8 +126,14 @@ class Statement:
         for record in self.operations:
             if record.op is Op.ALLOCATE:
                 annotations = self.ssn.task_annotations.get(record.task.uid)
+                claims = self.ssn.task_claims.get(record.task.uid) if self.ssn.task_claims else None
                 self.ssn.placements.append(
-                    Placement(record.task, record.node, dict(annotations) if annotations else {})
+                    Placement(
+                        record.task,
+                        record.node,
+                        dict(annotations) if annotations else {},
+                        list(claims) if claims is not None else None,
+                    )
                 )
             elif record.op is Op.EVICT:
                 self.ssn.evictions.append(Eviction(record.task, record.reason))

@@ -267,9 +267,12 @@ def load(
     queues: Iterable[Queue] = (),
     priority_classes: Iterable[PriorityClass] = (),
     pdbs: Iterable[Any] = (),
+    dra: Iterable[Any] = (),
 ) -> ClusterCache:
     for pdb in pdbs:
         cache.upsert_pdb(pdb)
+    for obj in dra:
+        load_dra(cache, obj)
     for pc in priority_classes:
         cache.upsert_priority_class(pc)
     for q in queues:
@@ -291,10 +294,11 @@ def cluster(
     priority_classes: Iterable[PriorityClass] = (),
     scheduler_names: Iterable[str] = ("caldera",),
     pdbs: Iterable[Any] = (),
+    dra: Iterable[Any] = (),
 ) -> Snapshot:
     """A snapshot of a cache loaded with these objects."""
     return load(
-        ClusterCache(scheduler_names), nodes, pods, podgroups, queues, priority_classes, pdbs
+        ClusterCache(scheduler_names), nodes, pods, podgroups, queues, priority_classes, pdbs, dra
     ).snapshot()
 
 
@@ -316,6 +320,97 @@ def pdb(
             "status": {"disruptionsAllowed": allowed, "disruptedPods": {p: _ts() for p in disrupted}},
         },
     )
+
+
+# --- Dynamic Resource Allocation (resource.k8s.io/v1) ---------------------------------------------
+def device_class(name: str, expression: str = "") -> Any:
+    """A DeviceClass; ``expression`` (default: ``device.driver == "<name>"``) its one CEL selector."""
+    from caldera.framework.dra.objects import DeviceClass
+
+    cel = expression or f'device.driver == "{name}"'
+    return convert(
+        DeviceClass,
+        {
+            "metadata": {"name": name, "uid": f"dc-{name}"},
+            "spec": {"selectors": [{"cel": {"expression": cel}}]},
+        },
+    )
+
+
+def resource_slice(
+    node: str, driver: str, devices: Iterable[str] | dict[str, dict[str, Any]], pool: str = ""
+) -> Any:
+    """A node-local ResourceSlice of one complete pool; ``devices`` are names, or name -> attributes
+    as on the wire (``{"numa": {"int": 0}}``)."""
+    from caldera.framework.dra.objects import ResourceSlice
+
+    attrs = devices if isinstance(devices, dict) else {d: {} for d in devices}
+    return convert(
+        ResourceSlice,
+        {
+            "metadata": {"name": f"{node}-{driver}", "uid": f"rs-{node}-{driver}"},
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": pool or node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": d, "attributes": a} for d, a in attrs.items()],
+            },
+        },
+    )
+
+
+def resource_claim(
+    name: str,
+    device_class_name: str,
+    count: int = 1,
+    selector: str = "",
+    namespace: str = "default",
+    match_attribute: str = "",
+    status: dict[str, Any] | None = None,
+) -> Any:
+    """A ResourceClaim with one request ``req`` for ``count`` devices of the class (and a CEL selector
+    and a matchAttribute constraint when given)."""
+    from caldera.framework.dra.objects import ResourceClaim
+
+    exactly: dict[str, Any] = {
+        "deviceClassName": device_class_name,
+        "count": count,
+        "allocationMode": "ExactCount",
+    }
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    devices: dict[str, Any] = {"requests": [{"name": "req", "exactly": exactly}]}
+    if match_attribute:
+        devices["constraints"] = [{"matchAttribute": match_attribute}]
+    return convert(
+        ResourceClaim,
+        {
+            "metadata": {"name": name, "namespace": namespace, "uid": f"rc-{namespace}-{name}"},
+            "spec": {"devices": devices},
+            "status": status or {},
+        },
+    )
+
+
+def claim_pod_spec(*claims: str, template: str = "") -> dict[str, Any]:
+    """``spec_extra`` for a pod using these claims by name (or one claim from ``template``)."""
+    entries: list[dict[str, Any]] = [{"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
+    if template:
+        entries.append({"name": "tmpl", "resourceClaimTemplateName": template})
+    return {"resourceClaims": entries}
+
+
+def load_dra(cache: ClusterCache, obj: Any) -> None:
+    from caldera.framework.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
+
+    if isinstance(obj, DeviceClass):
+        cache.upsert_device_class(obj)
+    elif isinstance(obj, ResourceSlice):
+        cache.upsert_resource_slice(obj)
+    elif isinstance(obj, ResourceClaim):
+        cache.upsert_resource_claim(obj)
+    else:
+        raise TypeError(f"not a DRA object: {obj!r}")
 
 
 # --- running cycles in tests ---------------------------------------------------------------------

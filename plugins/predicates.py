@@ -12,8 +12,9 @@ over the rows its per-template cache lets through.
 Arguments (Volcano's names): ``predicate.NodeAffinityEnable``, ``predicate.NodePortsEnable``,
 ``predicate.TaintTolerationEnable``, ``predicate.PodAffinityEnable``,
 ``predicate.PodTopologySpreadEnable``, ``predicate.VolumeBindingEnable``,
-``predicate.VolumeZoneEnable``, ``predicate.NodeVolumeLimitsEnable`` (all default true). The
-volume rules are plugins/volumes.py's.
+``predicate.VolumeZoneEnable``, ``predicate.NodeVolumeLimitsEnable``,
+``predicate.DynamicResourceAllocationEnable`` (all default true; Volcano's default for the last is
+false). The volume rules are plugins/volumes.py's, the ResourceClaim rules plugins/dra.py's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
 from caldera.framework.objects import PodAffinityTerm
 from caldera.framework.plugin import Plugin, unsupported
+from caldera.plugins.dra import DraPart
 from caldera.plugins.helpers import NodeIndex, node_index, pod_matches_term, term_mask, tolerates
 from caldera.plugins.spread import R_SPREAD, R_SPREAD_LABEL, SpreadIndex, spread_index
 from caldera.plugins.volumes import R_LIMIT, R_ZONE, VolumeIndex
@@ -57,8 +59,7 @@ def resource_fit(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
 
 class PredicatesPlugin(Plugin):
     name: ClassVar[str] = "predicates"
-    # Volcano's names (pkg/scheduler/plugins/predicates/predicates.go); volume and DRA checks are
-    # not implemented, so only ``false`` (what Caldera does) is accepted for them.
+    # Volcano's names (pkg/scheduler/plugins/predicates/predicates.go).
     arguments_schema: ClassVar[dict[str, type]] = {
         "predicate.NodeAffinityEnable": bool,
         "predicate.NodePortsEnable": bool,
@@ -68,9 +69,8 @@ class PredicatesPlugin(Plugin):
         "predicate.NodeVolumeLimitsEnable": bool,
         "predicate.VolumeZoneEnable": bool,
         "predicate.VolumeBindingEnable": bool,
-        "predicate.DynamicResourceAllocationEnable": unsupported(
-            bool, "dynamic resource allocation is not implemented", False
-        ),
+        # true by default (Volcano's default is false): plugins/dra.py
+        "predicate.DynamicResourceAllocationEnable": bool,
         "predicate.CacheEnable": unsupported(
             bool, "template-level predicate results are always cached per session", True
         ),
@@ -115,6 +115,9 @@ class PredicatesPlugin(Plugin):
                 applies=lambda task: not self._affinity_free(task),
             )
         snap = ssn.snapshot
+        if snap.dra is not None:
+            # Only a cluster with DRA objects or pods using claims pays for it (plugins/dra.py).
+            self.dra = DraPart(ssn, self.name, args.bool("predicate.DynamicResourceAllocationEnable", True))
         if self.volume_binding_on or self.volume_zone_on or self.volume_limits_on:
             self.volumes = VolumeIndex(ssn, self.idx)
             if self.volume_binding_on:

@@ -228,6 +228,18 @@ class DeviceLedger:
             self._taken[device_id] = claim
             self._log.append(device_id)
 
+    def release(self, result: AllocationResult) -> None:
+        """Give back the devices ``take`` marked for this allocation (out of stack order: a claim
+        whose last user in the session left)."""
+        gone = set()
+        for r in result.devices.results:
+            device_id = (r.driver, r.pool, r.device)
+            if not r.admin_access and device_id in self._taken:
+                del self._taken[device_id]
+                gone.add(device_id)
+        if gone:
+            self._log = [d for d in self._log if d not in gone]
+
     def mark(self) -> int:
         return len(self._log)
 

@@ -1,0 +1,166 @@
+"""Dynamic Resource Allocation in the cache: DeviceClasses, ResourceSlices and ResourceClaims
+(``resource.k8s.io/v1``) as the watches bring them, the claim allocations assumed for placements
+handed to the binder, and the session's view of them (``framework.dra.view.DraView``).
+
+The view is rebuilt only when one of the three kinds (or an assumption) changed since the last one,
+and its :class:`Inventory` only when slices changed: a cluster without DRA objects, or whose objects
+stand still, pays nothing per snapshot. Every object in a view is immutable (decoded structs,
+replaced never changed), so views share them.
+
+An assumed allocation (``assume_claims``, from ``cache.apply``) stands for the claim until the watch
+shows the claim allocated (our write, or anyone's), or the binder gives the placement up
+(``forget_claims``): the next snapshot never hands the same devices out again in between.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from caldera.cache.indexes import Indexes
+from caldera.framework.dra.allocator import Inventory
+from caldera.framework.dra.objects import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimConsumerReference,
+    ResourceClaimStatus,
+    ResourceSlice,
+)
+from caldera.framework.dra.view import ClaimAllocation, DraView, allocated_devices
+
+
+def _key(meta: object) -> str:
+    namespace = getattr(meta, "namespace", "")
+    name = getattr(meta, "name", "")
+    return f"{namespace}/{name}" if namespace else name
+
+
+class DraCache(Indexes):
+    """The DRA kinds' watch handlers, the assumed allocations and the view (module docstring)."""
+
+    def _dra_changed(self, slices: bool = False) -> None:
+        self.revision += 1
+        self._dra_revision += 1
+        if slices:
+            self._dra_slices_revision += 1
+        # a pod waiting for a claim may wait no more (or start to): problems() looks again
+        if self._claim_pods:
+            self._problems_revision += 1
+
+    # -- watch handlers ------------------------------------------------------------------------------
+    def upsert_device_class(self, obj: DeviceClass) -> None:
+        with self._lock:
+            self.device_classes[obj.metadata.name] = obj
+            self._dra_changed()
+
+    def delete_device_class(self, obj: DeviceClass) -> None:
+        with self._lock:
+            self.device_classes.pop(obj.metadata.name, None)
+            self._dra_changed()
+
+    def upsert_resource_slice(self, obj: ResourceSlice) -> None:
+        with self._lock:
+            self.resource_slices[obj.metadata.name] = obj
+            self._dra_changed(slices=True)
+
+    def delete_resource_slice(self, obj: ResourceSlice) -> None:
+        with self._lock:
+            self.resource_slices.pop(obj.metadata.name, None)
+            self._dra_changed(slices=True)
+
+    def upsert_resource_claim(self, obj: ResourceClaim) -> None:
+        with self._lock:
+            key = _key(obj.metadata)
+            self.resource_claims[key] = obj
+            assumed = self._assumed_claims.get(key)
+            if assumed is not None and (
+                obj.status.allocation is not None or obj.metadata.uid != assumed.metadata.uid
+            ):
+                # The watch shows the claim allocated (our write come back, or someone else's), or
+                # a new claim under the name: the API's word replaces the assumption.
+                del self._assumed_claims[key]
+            self._dra_changed()
+
+    def delete_resource_claim(self, obj: ResourceClaim) -> None:
+        with self._lock:
+            key = _key(obj.metadata)
+            current = self.resource_claims.get(key)
+            if current is not None and obj.metadata.uid and current.metadata.uid != obj.metadata.uid:
+                return
+            self.resource_claims.pop(key, None)
+            self._assumed_claims.pop(key, None)
+            self._dra_changed()
+
+    # -- assumptions ---------------------------------------------------------------------------------
+    def assume_claims(self, pod_name: str, pod_uid: str, claims: list[ClaimAllocation]) -> None:
+        """The placement's claims as the binder will write them: allocated, reserved for the pod."""
+        with self._lock:
+            for ca in claims:
+                current = self._assumed_claims.get(ca.key) or self.resource_claims.get(ca.key)
+                if current is None or current.metadata.uid != ca.uid:
+                    continue
+                status = current.status
+                reserved = list(status.reserved_for)
+                if not any(r.uid == pod_uid for r in reserved):
+                    reserved.append(
+                        ResourceClaimConsumerReference(resource="pods", name=pod_name, uid=pod_uid)
+                    )
+                allocation = status.allocation if status.allocation is not None else ca.allocation
+                self._assumed_claims[ca.key] = msgspec.structs.replace(
+                    current, status=ResourceClaimStatus(allocation=allocation, reserved_for=reserved)
+                )
+                self._claims_assumed_by.setdefault(pod_uid, []).append(ca.key)
+            if claims:
+                self._dra_changed()
+
+    def forget_claims(self, pod_uid: str) -> None:
+        """The pod's placement was given up: its reservation goes from the assumed claims, and an
+        allocation assumed only for it goes too."""
+        with self._lock:
+            keys = self._claims_assumed_by.pop(pod_uid, None)
+            if not keys:
+                return
+            for key in keys:
+                assumed = self._assumed_claims.get(key)
+                if assumed is None:
+                    continue
+                reserved = [r for r in assumed.status.reserved_for if r.uid != pod_uid]
+                watched = self.resource_claims.get(key)
+                if not reserved or (watched is not None and watched.status.allocation is not None):
+                    del self._assumed_claims[key]
+                else:
+                    self._assumed_claims[key] = msgspec.structs.replace(
+                        assumed, status=msgspec.structs.replace(assumed.status, reserved_for=reserved)
+                    )
+            self._dra_changed()
+
+    def claim_confirmed(self, pod_uid: str) -> None:
+        """The pod was bound: its claims' assumptions stay until the watch shows the claims."""
+        with self._lock:
+            self._claims_assumed_by.pop(pod_uid, None)
+
+    # -- the view ------------------------------------------------------------------------------------
+    def dra_view(self) -> DraView | None:
+        """The session's view (None when the cluster has no DRA object and no pod of ours uses claims)."""
+        with self._lock:
+            made = self._dra_made
+            if made is not None and made.revision == self._dra_revision:
+                return made
+            if not (self.device_classes or self.resource_slices or self.resource_claims or self._claim_pods):
+                self._dra_made = None
+                return None
+            inventory = self._dra_inventory
+            if inventory is None or self._dra_inventory_revision != self._dra_slices_revision:
+                inventory = self._dra_inventory = Inventory(self.resource_slices.values())
+                self._dra_inventory_revision = self._dra_slices_revision
+            claims = dict(self.resource_claims)
+            claims.update(self._assumed_claims)
+            holders = allocated_devices(claims)
+            made = self._dra_made = DraView(
+                inventory=inventory,
+                classes=dict(self.device_classes),
+                claims=claims,
+                allocated=frozenset(holders),
+                revision=self._dra_revision,
+                holders=holders,
+            )
+            return made

@@ -1,0 +1,120 @@
+"""What a session reads of Dynamic Resource Allocation, as one plain value, and what it hands back.
+
+:class:`DraView` is built by the cache (``cache/dra.py``) and put on the snapshot: the device
+classes, the ResourceClaims by ``namespace/name`` (with the allocations the cache assumes for claims
+it handed to the binder), the devices held by allocated claims, and an :class:`Inventory` rebuilt only
+when ResourceSlices change. Every object in it is immutable and shared between snapshots; sessions
+never write into it.
+
+:func:`pod_claims` resolves a pod's ``spec.resourceClaims`` as kube-scheduler's dynamicresources
+plugin does (``PreFilter`` -> ``podResourceClaims``, ``resourceclaim.Name`` in
+``k8s.io/dynamic-resource-allocation/resourceclaim``): ``resourceClaimName`` names the claim; for a
+``resourceClaimTemplateName`` the claim made by the resourceclaim controller is named in the pod's
+``status.resourceClaimStatuses`` (until then the pod waits). A claim that does not exist (yet) makes
+the pod wait too, with a reason.
+
+:class:`ClaimAllocation` is what a placement carries to the binder for each of its pod's claims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from caldera.framework.dra.allocator import DeviceID, Inventory
+from caldera.framework.dra.objects import AllocationResult, DeviceClass, ResourceClaim
+from caldera.framework.objects import Pod
+
+#: ``resourceapi.ResourceClaimReservedForMaxSize``: at most this many consumers of one claim
+RESERVED_FOR_MAX_SIZE = 256
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DraView:
+    inventory: Inventory
+    classes: Mapping[str, DeviceClass]
+    #: namespace/name -> claim (an assumed allocation and reservation included)
+    claims: Mapping[str, ResourceClaim]
+    #: devices held by allocated claims (admin-access results excluded: they own nothing)
+    allocated: frozenset[DeviceID]
+    #: moves whenever classes, slices or claims change in the source (0: built by hand)
+    revision: int = 0
+    #: holder claim of each allocated device, for explanations ("held by default/c0")
+    holders: Mapping[DeviceID, str] = field(default_factory=dict)
+
+
+def allocated_devices(claims: Mapping[str, ResourceClaim]) -> dict[DeviceID, str]:
+    """Every device an allocated claim holds, with the claim's key."""
+    out: dict[DeviceID, str] = {}
+    for key, claim in claims.items():
+        allocation = claim.status.allocation
+        if allocation is None:
+            continue
+        for r in allocation.devices.results:
+            if not r.admin_access:
+                out[(r.driver, r.pool, r.device)] = key
+    return out
+
+
+def pod_claims(pod: Pod) -> tuple[list[str], str]:
+    """The ``namespace/name`` of each claim the pod uses, in ``spec.resourceClaims`` order, or ([],
+    the reason it must wait) when a template's claim is not named in its status yet."""
+    spec = pod.spec
+    namespace = pod.metadata.namespace
+    out: list[str] = []
+    statuses = None
+    for entry in spec.resource_claims:
+        if entry.resource_claim_name:
+            name: str | None = entry.resource_claim_name
+        elif entry.resource_claim_template_name:
+            if statuses is None:
+                statuses = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
+            if entry.name not in statuses:
+                return [], (
+                    f"waiting for the ResourceClaim of pod claim {entry.name!r} (template "
+                    f"{entry.resource_claim_template_name}) to be created"
+                )
+            name = statuses[entry.name]
+            if name is None:
+                # The controller decided no claim is needed for this entry (ResourceClaimStatus).
+                continue
+        else:
+            return [], f"pod claim {entry.name!r} names neither a ResourceClaim nor a template"
+        key = f"{namespace}/{name}"
+        if key not in out:
+            out.append(key)
+    return out, ""
+
+
+def missing_claim_reason(pod: Pod, claims: Mapping[str, ResourceClaim]) -> str:
+    """Why the pod cannot be scheduled yet for want of claims ("" when every claim exists)."""
+    keys, reason = pod_claims(pod)
+    if reason:
+        return reason
+    for key in keys:
+        claim = claims.get(key)
+        if claim is None:
+            return f"waiting for ResourceClaim {key} to be created"
+        if claim.metadata.deletion_timestamp:
+            return f"ResourceClaim {key} is being deleted"
+    return ""
+
+
+def reserved_for(claim: ResourceClaim, pod_uid: str) -> bool:
+    return any(ref.uid == pod_uid for ref in claim.status.reserved_for)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAllocation:
+    """One claim of a placed pod: the allocation it must hold when the pod is bound (allocated in
+    this session when ``new``, else the one it had) and the pod to reserve it for."""
+
+    namespace: str
+    name: str
+    uid: str
+    allocation: AllocationResult
+    new: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"

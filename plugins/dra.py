@@ -1,0 +1,279 @@
+"""Dynamic Resource Allocation in the session: the predicates plugin's ``dra`` part.
+
+Feasibility as kube-scheduler's dynamicresources plugin decides it (``pkg/scheduler/framework/plugins/
+dynamicresources/dynamicresources.go`` in kubernetes/kubernetes): ``PreFilter`` finds the pod's claims
+(a claim that does not exist yet, or a template claim not named in the pod's status, makes the pod
+unschedulable for now; so does a claim being deleted or reserved for the maximum number of
+consumers); ``Filter`` accepts a node when every allocated claim's ``allocation.nodeSelector`` matches
+it and the structured allocator (``framework/dra/allocator.py``) finds devices for all unallocated
+claims there together. Volcano runs that plugin from its predicates plugin behind
+``predicate.DynamicResourceAllocationEnable`` (``pkg/scheduler/plugins/predicates/predicates.go``);
+Caldera's default is true. With it false a pod with claims is refused everywhere with a reason: it is
+never bound without its devices.
+
+The devices handed out in a session live in one :class:`DeviceLedger` over the devices allocated
+claims hold. The allocate event of a statement allocates the task's unallocated claims on its node
+(``Reserve``) and the deallocate event releases them (``Unreserve``), so a discarded gang gives its
+devices back and two gangs never get the same device. A claim shared by several pods is allocated
+once, by the first, and only reserved for the others. What a task got goes to the binder with its
+placement (``ssn.task_claims`` -> ``Placement.claims``), as ``PreBind`` writes it.
+
+Pods without claims pay nothing: the predicate is registered with ``applies=`` and only when the
+snapshot has DRA objects or pods with claims exist.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from caldera.framework.callbacks import EventHandler
+from caldera.framework.dra.allocator import Allocator, DeviceLedger, Inventory, node_selector_matches
+from caldera.framework.dra.cel import CelError
+from caldera.framework.dra.objects import AllocationResult, ResourceClaim
+from caldera.framework.dra.view import (
+    RESERVED_FOR_MAX_SIZE,
+    ClaimAllocation,
+    DraView,
+    pod_claims,
+    reserved_for,
+)
+from caldera.framework.model import NodeInfo, TaskInfo
+from caldera.framework.result import Event
+
+if TYPE_CHECKING:
+    from caldera.framework.session import Session
+
+log = logging.getLogger("caldera.dra")
+
+R_DISABLED = (
+    "pod uses ResourceClaims but dynamic resource allocation is disabled "
+    "(predicates: predicate.DynamicResourceAllocationEnable: false)"
+)
+#: the Event reason on a claim whose selector expression fails
+CEL_EVENT_REASON = "FailedResourceClaimSelector"
+
+#: CEL errors logged so far (a log line each, not one per cycle); bounded
+_logged: set[tuple[str, str, str]] = set()
+
+
+def has_claims(task: TaskInfo) -> bool:
+    return bool(task.pod.spec.resource_claims)
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A task's claims as the session stands: those allocated (with their node selectors) and those
+    to allocate; or why no node will do."""
+
+    keys: list[str]
+    claims: list[ResourceClaim]
+    allocated: list[tuple[str, AllocationResult]]
+    unallocated: list[ResourceClaim]
+    reason: str = ""
+
+
+class DraPart:
+    """The ``dra`` predicate of the predicates plugin (see the module's docstring)."""
+
+    def __init__(self, ssn: Session, plugin: str, enabled: bool) -> None:
+        self.ssn = ssn
+        self.enabled = enabled
+        view = ssn.snapshot.dra
+        self.view: DraView = view if view is not None else DraView(Inventory(()), {}, {}, frozenset())
+        self.ledger = DeviceLedger(self.view.allocated)
+        self.allocator = Allocator(self.view.inventory, self.view.classes, self.ledger)
+        #: claims allocated in this session: key -> (allocation, the uids of the tasks using it)
+        self.session_allocs: dict[str, tuple[AllocationResult, list[str]]] = {}
+        #: per task uid: the claims it allocated here (released on deallocate)
+        self.allocated_by: dict[str, list[str]] = {}
+        self.reported: set[tuple[str, str]] = set()
+        if enabled:
+            ssn.add_bulk_predicate_fn(plugin, self.passes, self.explain, part="dra", applies=has_claims)
+            ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
+        else:
+            ssn.add_bulk_predicate_fn(
+                plugin,
+                lambda task, rows: np.zeros(len(rows), dtype=bool),
+                lambda task, rows: {R_DISABLED: np.ones(len(rows), dtype=bool)},
+                part="dra",
+                local=True,
+                applies=has_claims,
+            )
+
+    # -- the plan ------------------------------------------------------------------------------------
+    def plan(self, task: TaskInfo) -> _Plan:
+        keys, reason = pod_claims(task.pod)
+        plan = _Plan(keys, [], [], [])
+        if reason:
+            plan.reason = reason
+            return plan
+        claims = self.view.claims
+        for key in keys:
+            claim = claims.get(key)
+            if claim is None:
+                plan.reason = f"waiting for ResourceClaim {key} to be created"
+                return plan
+            if claim.metadata.deletion_timestamp:
+                plan.reason = f"ResourceClaim {key} is being deleted"
+                return plan
+            plan.claims.append(claim)
+            allocation = claim.status.allocation
+            if allocation is not None:
+                status = claim.status
+                if not reserved_for(claim, task.uid) and len(status.reserved_for) >= RESERVED_FOR_MAX_SIZE:
+                    plan.reason = (
+                        f"ResourceClaim {key} is in use by {len(status.reserved_for)} pods, the most allowed"
+                    )
+                    return plan
+                plan.allocated.append((key, allocation))
+            elif key in self.session_allocs:
+                plan.allocated.append((key, self.session_allocs[key][0]))
+            else:
+                plan.unallocated.append(claim)
+        return plan
+
+    def _on_node(self, plan: _Plan, node: NodeInfo) -> str:
+        """ "" when the task's claims can be had on the node, else why not."""
+        for key, allocation in plan.allocated:
+            selector = allocation.node_selector
+            if selector is not None and not node_selector_matches(selector, node.name, node.labels):
+                return f"node(s) could not reach the devices allocated to ResourceClaim {key}"
+        if not plan.unallocated:
+            return ""
+        outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels)
+        if outcome.cel_errors:
+            self._report_cel(plan.unallocated, outcome.cel_errors)
+        if outcome.allocations is None:
+            return outcome.reason
+        return ""
+
+    # -- the predicate -------------------------------------------------------------------------------
+    def passes(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        plan = self.plan(task)
+        out = np.zeros(len(rows), dtype=bool)
+        if plan.reason:
+            return out
+        node_list = self.ssn.node_list
+        for i, row in enumerate(rows.tolist()):
+            out[i] = not self._on_node(plan, node_list[row])
+        return out
+
+    def explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+        plan = self.plan(task)
+        if plan.reason:
+            return {plan.reason: np.ones(len(rows), dtype=bool)}
+        out: dict[str, np.ndarray] = {}
+        node_list = self.ssn.node_list
+        for i, row in enumerate(rows.tolist()):
+            reason = self._on_node(plan, node_list[row])
+            if reason:
+                mask = out.get(reason)
+                if mask is None:
+                    mask = out[reason] = np.zeros(len(rows), dtype=bool)
+                mask[i] = True
+        return out
+
+    def _report_cel(self, claims: list[ResourceClaim], errors: list[CelError]) -> None:
+        """One Event per claim and failing expression each session (the recorder coalesces repeats),
+        and one log line per claim and expression for as long as the process runs."""
+        for claim in claims:
+            key = f"{claim.metadata.namespace}/{claim.metadata.name}"
+            for error in errors:
+                if not _uses(claim, error.expression, self.view):
+                    continue
+                if (key, error.expression) in self.reported:
+                    continue
+                self.reported.add((key, error.expression))
+                message = f"selector {error.expression!r} cannot be evaluated ({error.kind} error): {error.message}; the pods using this claim cannot be scheduled on devices it rules out"
+                self.ssn.report.events.append(("ResourceClaim", key, CEL_EVENT_REASON, message))
+                token = (claim.metadata.uid, error.expression, error.message)
+                if token not in _logged:
+                    if len(_logged) > 10_000:
+                        _logged.clear()
+                    _logged.add(token)
+                    log.warning("ResourceClaim %s: %s", key, message)
+
+    # -- the statement's events ----------------------------------------------------------------------
+    def _on_allocate(self, event: Event) -> None:
+        task = event.task
+        if not has_claims(task):
+            return
+        node = self.ssn.nodes.get(task.node_name)
+        plan = self.plan(task)
+        if plan.reason or node is None:
+            return  # no claims for the placement: the binder refuses to bind it
+        results: list[AllocationResult] = []
+        if plan.unallocated:
+            outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels)
+            if outcome.allocations is None:
+                log.warning(
+                    "%s placed on %s, where its claims cannot be allocated: %s",
+                    task.key,
+                    node.name,
+                    outcome.reason,
+                )
+                return
+            results = outcome.allocations
+        mine: list[str] = []
+        fresh: dict[str, AllocationResult] = {}
+        for claim, result in zip(plan.unallocated, results, strict=True):
+            key = f"{claim.metadata.namespace}/{claim.metadata.name}"
+            self.ledger.take(result, key)
+            self.session_allocs[key] = (result, [task.uid])
+            fresh[key] = result
+            mine.append(key)
+        out: list[ClaimAllocation] = []
+        for key, claim in zip(plan.keys, plan.claims, strict=True):
+            if key in fresh:
+                allocation, new = fresh[key], True
+            elif claim.status.allocation is not None:
+                allocation, new = claim.status.allocation, False
+            else:
+                allocation, users = self.session_allocs[key]
+                users.append(task.uid)
+                new = True
+            out.append(
+                ClaimAllocation(
+                    claim.metadata.namespace, claim.metadata.name, claim.metadata.uid, allocation, new
+                )
+            )
+        self.allocated_by[task.uid] = mine
+        self.ssn.task_claims[task.uid] = out
+
+    def _on_deallocate(self, event: Event) -> None:
+        task = event.task
+        claims = self.ssn.task_claims.pop(task.uid, None)
+        if claims is None:
+            return
+        self.allocated_by.pop(task.uid, None)
+        for ca in claims:
+            entry = self.session_allocs.get(ca.key)
+            if entry is None:
+                continue
+            allocation, users = entry
+            if task.uid in users:
+                users.remove(task.uid)
+            if not users:
+                # the last pod using the claim left: its devices are free again this session
+                del self.session_allocs[ca.key]
+                self.ledger.release(allocation)
+
+
+def _uses(claim: ResourceClaim, expression: str, view: DraView) -> bool:
+    """Whether the claim's requests, or the classes they name, carry the expression."""
+    for request in claim.spec.devices.requests:
+        subs = [request.exactly] if request.exactly is not None else list(request.first_available)
+        for sub in subs:
+            if sub is None:
+                continue
+            selectors = list(sub.selectors)
+            device_class = view.classes.get(sub.device_class_name)
+            if device_class is not None:
+                selectors.extend(device_class.spec.selectors)
+            if any(s.cel is not None and s.cel.expression == expression for s in selectors):
+                return True
+    return False

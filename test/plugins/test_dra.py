@@ -1,0 +1,257 @@
+"""Dynamic Resource Allocation in the session: nodes, ResourceSlices, DeviceClasses, claims and pods,
+and where the pods land with which devices (plugins/dra.py)."""
+
+from __future__ import annotations
+
+from caldera.framework.dra.view import ClaimAllocation
+from caldera.framework.model import GROUP_NAME_ANNOTATION
+from caldera.hack.scenario import (
+    claim_pod_spec,
+    cluster,
+    device_class,
+    gang,
+    node,
+    pod,
+    podgroup,
+    resource_claim,
+    resource_slice,
+    run_session,
+)
+
+GPU = "gpu.example.com"
+
+DRA_OFF = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: drf
+  - name: predicates
+    arguments:
+      predicate.DynamicResourceAllocationEnable: false
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def claim_pod(name: str, *claims: str, **kw: object) -> object:
+    """A pod of its own one-member PodGroup (named after it) using these claims."""
+    return pod(name, group=name, spec_extra=claim_pod_spec(*claims), **kw)
+
+
+def groups(*pods: object) -> list[object]:
+    return [podgroup(p.metadata.annotations[GROUP_NAME_ANNOTATION]) for p in pods]  # type: ignore[attr-defined]
+
+
+def world(nodes: list[object], pods: list[object], dra: list[object], **kw: object) -> object:
+    """A snapshot; each pod not in a gang gets its PodGroup."""
+    singles = [p for p in pods if p.metadata.annotations.get(GROUP_NAME_ANNOTATION) == p.metadata.name]  # type: ignore[attr-defined]
+    podgroups = list(kw.pop("podgroups", [])) + groups(*singles)  # type: ignore[call-overload]
+    return cluster(nodes=nodes, pods=pods, podgroups=podgroups, dra=dra, **kw)  # type: ignore[arg-type]
+
+
+def devices_of(placement_claims: list[ClaimAllocation] | None) -> list[str]:
+    assert placement_claims is not None
+    return [r.device for ca in placement_claims for r in ca.allocation.devices.results]
+
+
+def placed(result: object) -> dict[str, str]:
+    return {p.task.name: p.node for p in result.placements}  # type: ignore[attr-defined]
+
+
+def test_the_pod_lands_where_the_device_is_and_its_allocation_names_it() -> None:
+    snap = world(
+        nodes=[node("n1"), node("n2")],
+        pods=[claim_pod("p", "c0")],
+        dra=[device_class(GPU), resource_slice("n2", GPU, ["gpu-0"]), resource_claim("c0", GPU)],
+    )
+    _, result = run_session(snap)
+    [placement] = result.placements
+    assert placement.node == "n2"
+    [ca] = placement.claims
+    assert (ca.key, ca.new) == ("default/c0", True)
+    [r] = ca.allocation.devices.results
+    assert (r.request, r.driver, r.pool, r.device) == ("req", GPU, "n2", "gpu-0")
+    assert ca.allocation.node_selector is not None
+    assert ca.allocation.node_selector.node_selector_terms[0].match_fields[0].values == ["n2"]
+
+
+def test_three_pods_two_devices_two_placed_on_distinct_devices_the_third_waits_with_the_reason() -> None:
+    snap = world(
+        nodes=[node("n1"), node("n2")],
+        pods=[claim_pod(f"p{i}", f"c{i}") for i in range(3)],
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0"]),
+            resource_slice("n2", GPU, ["gpu-0"]),
+            *[resource_claim(f"c{i}", GPU) for i in range(3)],
+        ],
+    )
+    ssn, result = run_session(snap)
+    assert len(result.placements) == 2
+    held = {(p.node, devices_of(p.claims)[0]) for p in result.placements}
+    assert held == {("n1", "gpu-0"), ("n2", "gpu-0")}
+    [left] = [t for j in ssn.jobs.values() for t in j.tasks.values() if t.name not in placed(result)]
+    reasons = ssn.explain_predicates(left)
+    assert any("no free device of class gpu.example.com" in r and "1 allocated" in r for r in reasons), (
+        reasons
+    )
+
+
+def test_a_gang_with_a_match_attribute_constraint_lands_together_or_not_at_all() -> None:
+    # Each pod's claim wants one GPU on the "fast" interconnect; only n2 has four of them.
+    def gpus(node_name: str, n: int, link: str) -> object:
+        return resource_slice(node_name, GPU, {f"gpu-{i}": {"link": {"string": link}} for i in range(n)})
+
+    pg, pods = gang("g", 4, spec_extra=None)
+    pods = [pod(p.metadata.name, group="g", spec_extra=claim_pod_spec(f"c{i}")) for i, p in enumerate(pods)]
+    claims = [
+        resource_claim(f"c{i}", GPU, selector='device.attributes["gpu.example.com"].link == "fast"')
+        for i in range(4)
+    ]
+    snap = world(
+        nodes=[node("n1"), node("n2"), node("n3")],
+        pods=pods,
+        podgroups=[pg],
+        dra=[device_class(GPU), gpus("n1", 3, "fast"), gpus("n2", 4, "fast"), gpus("n3", 4, "slow"), *claims],
+    )
+    _, result = run_session(snap)
+    assert len(result.placements) == 4
+    devices = [(p.node, d) for p in result.placements for d in devices_of(p.claims)]
+    assert len(set(devices)) == 4
+    assert all(n != "n3" for n, _ in devices)
+
+    # One fast device too few in the whole cluster: nothing is placed, nothing is held.
+    snap = world(
+        nodes=[node("n1"), node("n3")],
+        pods=pods,
+        podgroups=[pg],
+        dra=[device_class(GPU), gpus("n1", 3, "fast"), gpus("n3", 4, "slow"), *claims],
+    )
+    _, result = run_session(snap)
+    assert result.placements == []
+
+
+def test_a_claim_shared_by_two_pods_is_allocated_once_and_reserved_for_both() -> None:
+    snap = world(
+        nodes=[node("n1"), node("n2")],
+        pods=[claim_pod("a", "shared"), claim_pod("b", "shared")],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0", "gpu-1"]), resource_claim("shared", GPU)],
+    )
+    _, result = run_session(snap)
+    assert sorted(placed(result).items()) == [("a", "n1"), ("b", "n1")]
+    [first, second] = [p.claims[0] for p in result.placements]
+    assert first.allocation == second.allocation
+    assert len(first.allocation.devices.results) == 1
+
+
+def test_a_template_claim_is_found_through_the_pods_status_and_waits_until_named() -> None:
+    spec = claim_pod_spec(template="gpu-template")
+    waiting = pod("w", group="w", spec_extra=spec)
+    snap = world(
+        nodes=[node("n1")],
+        pods=[waiting],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"])],
+    )
+    ssn, result = run_session(snap)
+    assert result.placements == []
+    [task] = [t for j in ssn.jobs.values() for t in j.tasks.values()]
+    assert any("tmpl" in r and "to be created" in r for r in ssn.explain_predicates(task))
+
+    from caldera.framework.objects import Pod, convert
+    from caldera.hack.scenario import pod_dict
+
+    named = pod_dict("t", group="t", spec_extra=spec)
+    named["status"]["resourceClaimStatuses"] = [{"name": "tmpl", "resourceClaimName": "t-tmpl-x7"}]
+    snap = world(
+        nodes=[node("n1")],
+        pods=[convert(Pod, named)],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"]), resource_claim("t-tmpl-x7", GPU)],
+    )
+    _, result = run_session(snap)
+    [placement] = result.placements
+    assert placement.claims[0].key == "default/t-tmpl-x7"
+
+
+def test_a_pod_whose_claim_does_not_exist_waits_with_the_claim_named() -> None:
+    snap = world(nodes=[node("n1")], pods=[claim_pod("p", "nope")], dra=[device_class(GPU)])
+    ssn, result = run_session(snap)
+    assert result.placements == []
+    [task] = [t for j in ssn.jobs.values() for t in j.tasks.values()]
+    assert "waiting for ResourceClaim default/nope to be created" in ssn.explain_predicates(task)
+
+
+def test_a_bad_cel_expression_leaves_the_pod_unschedulable_with_an_event_and_others_go_on() -> None:
+    snap = world(
+        nodes=[node("n1")],
+        pods=[claim_pod("bad", "c-bad"), claim_pod("good", "c-good"), pod("plain", group="plain")],
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0"]),
+            resource_claim("c-bad", GPU, selector='device.attributes["gpu.example.com"].missing == 1'),
+            resource_claim("c-good", GPU),
+        ],
+    )
+    _, result = run_session(snap)
+    assert sorted(placed(result)) == ["good", "plain"]
+    events = [e for e in result.report.events if e[0] == "ResourceClaim"]
+    assert [e[1] for e in events] == ["default/c-bad"]
+    assert "missing" in events[0][3]
+
+
+def test_with_the_option_false_pods_with_claims_are_never_placed() -> None:
+    snap = world(
+        nodes=[node("n1")],
+        pods=[claim_pod("p", "c0"), pod("plain", group="plain")],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"]), resource_claim("c0", GPU)],
+    )
+    ssn, result = run_session(snap, DRA_OFF)
+    assert placed(result) == {"plain": "n1"}
+    [task] = [t for j in ssn.jobs.values() for t in j.tasks.values() if t.name == "p"]
+    assert any("predicate.DynamicResourceAllocationEnable: false" in r for r in ssn.explain_predicates(task))
+
+
+def test_devices_of_allocated_claims_are_not_handed_out_again() -> None:
+    taken = {
+        "allocation": {
+            "devices": {"results": [{"request": "req", "driver": GPU, "pool": "n1", "device": "gpu-0"}]}
+        },
+        "reservedFor": [{"resource": "pods", "name": "other", "uid": "u-other"}],
+    }
+    snap = world(
+        nodes=[node("n1")],
+        pods=[claim_pod("p", "c1")],
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0"]),
+            resource_claim("c0", GPU, status=taken),
+            resource_claim("c1", GPU),
+        ],
+    )
+    _, result = run_session(snap)
+    assert result.placements == []
+
+
+def test_the_next_cycle_does_not_hand_out_devices_the_last_one_gave_before_the_watch_shows_them() -> None:
+    from caldera.hack.scenario import InProcessCluster
+
+    pods = [claim_pod(f"p{i}", f"c{i}") for i in range(3)]
+    sim = InProcessCluster(
+        nodes=[node("n1"), node("n2")],
+        pods=pods[:2],
+        podgroups=groups(*pods),
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0"]),
+            resource_slice("n2", GPU, ["gpu-0"]),
+            *[resource_claim(f"c{i}", GPU) for i in range(3)],
+        ],
+    )
+    sim.cycle()
+    assert sorted(sim.running_on()) == ["p0", "p1"]
+    # The claims' status writes have not come back through the watch; a third pod arrives.
+    sim.add(pods=pods[2:])
+    sim.cycle()
+    assert "p2" not in sim.running_on()
