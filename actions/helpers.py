@@ -87,6 +87,7 @@ class SessionWorld:
     __slots__ = (
         "affinity_pods",
         "configurations",
+        "dra",
         "node_revision",
         "objects",
         "priority_classes",
@@ -101,6 +102,8 @@ class SessionWorld:
         self.node_revision = snap.node_revision
         # pods with inter-pod (anti-)affinity terms, pending ones included (plugins size work by it)
         self.affinity_pods = snap.affinity_pods
+        # DRA classes, slices and claims: one immutable value the cache makes anew when any changes
+        self.dra = snap.dra
         self.priority_classes = dict(snap.priority_classes)
         # an implicit queue (no object yet) is rebuilt every snapshot: compared by its fields
         self.queues = {
@@ -130,6 +133,7 @@ class SessionWorld:
             )
             and self.node_revision == other.node_revision
             and self.affinity_pods == other.affinity_pods
+            and self.dra is other.dra
             and self.priority_classes == other.priority_classes
             and self.queues.keys() == other.queues.keys()
         ):

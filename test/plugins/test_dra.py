@@ -255,3 +255,21 @@ def test_the_next_cycle_does_not_hand_out_devices_the_last_one_gave_before_the_w
     sim.add(pods=pods[2:])
     sim.cycle()
     assert "p2" not in sim.running_on()
+
+
+def test_a_pod_that_waited_for_its_claim_is_placed_once_the_claim_exists() -> None:
+    from caldera.hack.scenario import InProcessCluster
+
+    p = claim_pod("p", "c0")
+    sim = InProcessCluster(
+        nodes=[node("n1")],
+        pods=[p],
+        podgroups=groups(p),
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"])],
+    )
+    sim.cycle()
+    sim.cycle()
+    assert sim.running_on() == {}
+    sim.add(dra=[resource_claim("c0", GPU)])
+    sim.cycle()
+    assert sim.running_on() == {"p": "n1"}
