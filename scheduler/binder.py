@@ -11,6 +11,16 @@ pod whose unbound claims are of a WaitForFirstConsumer class gets its node writt
 bound to volumes. A gang waits whole: none of its pods of the cycle is bound before all their
 claims are, and if that does not happen within ``volume_timeout`` the attempt is undone (the
 annotations removed from claims still unbound, every pod of it pending again).
+
+ResourceClaims (kube-scheduler's dynamicresources ``PreBind`` -> ``bindClaim``): before the binding,
+each claim the session allocated or reserved for the pod gets its ``status`` written through the
+``status`` subresource, allocation and reservation in one write (a reservation without an allocation
+is refused). The write is a merge patch with the claim's ``resourceVersion`` as precondition; a 409
+re-reads the claim and tries again, and a claim allocated meanwhile to other devices fails the
+placement. A pod whose claims could not be written is not bound (its assumption is forgotten), and a
+pod with claims but no allocations from its session is never bound. When the binding fails after the
+claims were written, the reservation is undone (and the allocation, when this placement made it and
+nobody else holds the claim).
 """
 
 from __future__ import annotations
@@ -29,7 +39,10 @@ from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.http1 import RequestShape
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
+from caldera.framework.dra.objects import ResourceClaim
+from caldera.framework.dra.view import ClaimAllocation, reserved_for, same_devices
 from caldera.framework.model import TaskInfo
+from caldera.framework.objects import ObjectError, decode
 from caldera.framework.result import Eviction, Placement
 from caldera.metrics import scheduler as m
 from caldera.plugins.volumes import SELECTED_NODE, claims_to_provision
@@ -38,6 +51,9 @@ log = logging.getLogger("caldera.binder")
 
 #: While binds are in flight, the queue-depth gauge is set at most this often (seconds).
 GAUGE_INTERVAL = 0.1
+#: the ResourceClaims API, and how often a claim write is tried again after a 409
+CLAIMS = "/apis/resource.k8s.io/v1"
+CLAIM_CONFLICT_RETRIES = 5
 #: How long a successful bind is remembered (so a stale watch event cannot get it placed again).
 REMEMBER_BOUND = 600.0
 
@@ -311,6 +327,19 @@ class Binder:
         task = placement.task
         pod_path = f"/api/v1/namespaces/{task.namespace}/pods/{task.name}"
         deadline = self.clock() + self.retry_deadline
+        written: list[tuple[ClaimAllocation, bool]] = []
+        if task.pod.spec.resource_claims:
+            if placement.claims is None:
+                # The last line of defence: never bind a pod without its devices.
+                self._settle(
+                    placement, "pod uses ResourceClaims but its placement carries no allocation for them"
+                )
+                return
+            claim_failure = await self._write_claims(placement, deadline, written)
+            if claim_failure is not None:
+                await self._unreserve(task, written)
+                self._settle(placement, f"could not allocate its ResourceClaims: {claim_failure}")
+                return
         if placement.annotations:
             # The decision's annotations (device assignments) go on the pod before the bind, as
             # device plugins read them when the pod starts. The uid makes the patch a precondition.
@@ -319,6 +348,7 @@ class Binder:
                 task, "PATCH", pod_path, patch, deadline, "application/merge-patch+json"
             )
             if failure is not None:
+                await self._unreserve(task, written)
                 self._settle(placement, f"could not annotate the pod before binding: {failure}")
                 return
         body = binding_body(task.namespace, task.name, task.uid, placement.node)
@@ -332,7 +362,106 @@ class Binder:
             # An earlier attempt that seemed to fail did bind it.
             self._settle(placement, None, ok=True)
         else:
+            await self._unreserve(task, written)
             self._settle(placement, _reason(failure))
+
+    # -- ResourceClaims ----------------------------------------------------------------------------
+    async def _read_claim(self, namespace: str, name: str) -> ResourceClaim | ApiError:
+        try:
+            raw = await self.client.request(
+                "GET", f"{CLAIMS}/namespaces/{namespace}/resourceclaims/{name}", timeout=self.request_timeout
+            )
+            return decode(ResourceClaim, raw)
+        except ApiError as exc:
+            return exc
+        except ObjectError as exc:
+            return ApiError(0, "Unreadable", str(exc))
+
+    async def _write_claims(
+        self, placement: Placement, deadline: float, written: list[tuple[ClaimAllocation, bool]]
+    ) -> str | None:
+        """Allocate and reserve each of the placement's claims for its pod (``bindClaim``); None when
+        all are written, else why not. ``written`` gets each claim written, and whether this write
+        allocated it."""
+        task = placement.task
+        for ca in placement.claims or ():
+            claim: ResourceClaim | ApiError | None = self.cache.resource_claim(ca.key)
+            for _attempt in range(CLAIM_CONFLICT_RETRIES):
+                if claim is None:
+                    claim = await self._read_claim(ca.namespace, ca.name)
+                if isinstance(claim, ApiError):
+                    return f"ResourceClaim {ca.key}: {_reason(claim)}"
+                if claim.metadata.uid != ca.uid:
+                    return f"ResourceClaim {ca.key} was deleted and created again"
+                status = claim.status
+                if status.allocation is not None and not same_devices(status.allocation, ca.allocation):
+                    return f"ResourceClaim {ca.key} was allocated meanwhile to other devices"
+                if status.allocation is not None and reserved_for(claim, task.uid):
+                    break  # already as it must be
+                reserved = [msgspec.to_builtins(r) for r in status.reserved_for]
+                reserved.append({"resource": "pods", "name": task.name, "uid": task.uid})
+                patch: dict[str, Any] = {
+                    "metadata": {"uid": ca.uid, "resourceVersion": claim.metadata.resource_version},
+                    "status": {"reservedFor": reserved},
+                }
+                allocating = status.allocation is None
+                if allocating:
+                    # allocation and reservation in one write: reservedFor alone is refused (422)
+                    patch["status"]["allocation"] = msgspec.to_builtins(ca.allocation)
+                failure = await self._with_retries(
+                    task,
+                    "PATCH",
+                    f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}/status",
+                    patch,
+                    deadline,
+                    "application/merge-patch+json",
+                )
+                if failure is None:
+                    written.append((ca, allocating))
+                    break
+                if failure.code != 409:
+                    return f"ResourceClaim {ca.key}: {_reason(failure)}"
+                claim = None  # changed since we read it: read it again and decide again
+            else:
+                return f"ResourceClaim {ca.key}: still conflicting after {CLAIM_CONFLICT_RETRIES} tries"
+        return None
+
+    async def _unreserve(self, task: TaskInfo, written: list[tuple[ClaimAllocation, bool]]) -> None:
+        """The binding failed after the claims were written: take the pod out of ``reservedFor``, and
+        the allocation too when this placement made it and nobody else holds the claim
+        (kube-scheduler's ``Unreserve``)."""
+        deadline = self.clock() + 5.0
+        for ca, allocated in written:
+            for _attempt in range(CLAIM_CONFLICT_RETRIES):
+                claim = await self._read_claim(ca.namespace, ca.name)
+                if isinstance(claim, ApiError) or claim.metadata.uid != ca.uid:
+                    break
+                left = [msgspec.to_builtins(r) for r in claim.status.reserved_for if r.uid != task.uid]
+                if len(left) == len(claim.status.reserved_for):
+                    break
+                status: dict[str, Any] = {"reservedFor": left or None}
+                if allocated and not left:
+                    status["allocation"] = None
+                failure = await self._with_retries(
+                    task,
+                    "PATCH",
+                    f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}/status",
+                    {
+                        "metadata": {"uid": ca.uid, "resourceVersion": claim.metadata.resource_version},
+                        "status": status,
+                    },
+                    deadline,
+                    "application/merge-patch+json",
+                )
+                if failure is None or failure.code != 409:
+                    if failure is not None:
+                        log.warning(
+                            "could not undo the reservation of ResourceClaim %s for %s: %s",
+                            ca.key,
+                            task.key,
+                            _reason(failure),
+                        )
+                    break
 
     async def _with_retries(
         self,

@@ -100,6 +100,15 @@ def missing_claim_reason(pod: Pod, claims: Mapping[str, ResourceClaim]) -> str:
     return ""
 
 
+def same_devices(a: AllocationResult, b: AllocationResult) -> bool:
+    """Whether two allocations hand out the same devices (for the same requests)."""
+
+    def devices(x: AllocationResult) -> set[tuple[str, str, str, str]]:
+        return {(r.request, r.driver, r.pool, r.device) for r in x.devices.results}
+
+    return devices(a) == devices(b)
+
+
 def reserved_for(claim: ResourceClaim, pod_uid: str) -> bool:
     return any(ref.uid == pod_uid for ref in claim.status.reserved_for)
 

@@ -1,0 +1,228 @@
+"""The binder's ResourceClaim writes against a fake API server that keeps claims as the real one does
+(resourceVersion preconditions, reservedFor only with an allocation): the claim's status is written
+before the binding, a conflict is retried on a fresh read, a failed claim write means no binding, and
+a failed binding takes the reservation back."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import pytest
+from aiohttp import web
+
+from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.cache.store import ClusterCache
+from caldera.framework.dra.objects import (
+    AllocationResult,
+    DeviceAllocationResult,
+    DeviceRequestAllocationResult,
+    ResourceClaim,
+)
+from caldera.framework.dra.view import ClaimAllocation
+from caldera.framework.model import TaskStatus
+from caldera.framework.objects import convert
+from caldera.framework.result import Placement, SessionResult
+from caldera.hack.scenario import claim_pod_spec, load, node, pod, podgroup, resource_claim
+from caldera.scheduler.binder import Binder
+
+GPU = "gpu.example.com"
+
+
+class DraServer:
+    """Claims by name with a resourceVersion; pods' bindings; every write in order in ``log``."""
+
+    def __init__(self) -> None:
+        self.claims: dict[str, dict[str, Any]] = {}
+        self.log: list[tuple[str, str]] = []
+        self.patches: list[dict[str, Any]] = []
+        self.accepted: list[dict[str, Any]] = []
+        self.bind_codes: dict[str, int] = {}
+        self.claim_codes: list[int] = []
+        #: before the n-th claim write is answered, someone else changes the claim (a 409 follows)
+        self.interfere: dict[str, Any] | None = None
+
+    def add(self, claim: ResourceClaim) -> None:
+        raw = msgspec.to_builtins(claim)
+        raw["metadata"]["resourceVersion"] = "1"
+        self.claims[claim.metadata.name] = raw
+
+    async def get_claim(self, request: web.Request) -> web.Response:
+        return web.json_response(self.claims[request.match_info["name"]])
+
+    async def patch_status(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        patch = await request.json()
+        self.patches.append(patch)
+        self.log.append(("claim", name))
+        claim = self.claims[name]
+        if self.interfere is not None:
+            claim["status"] = self.interfere
+            claim["metadata"]["resourceVersion"] = str(int(claim["metadata"]["resourceVersion"]) + 1)
+            self.interfere = None
+        if self.claim_codes:
+            return _status(self.claim_codes.pop(0))
+        if patch["metadata"].get("resourceVersion") != claim["metadata"]["resourceVersion"]:
+            return _status(409)
+        status = copy.deepcopy(claim.get("status") or {})
+        for key, value in patch["status"].items():
+            if value is None:
+                status.pop(key, None)
+            else:
+                status[key] = value
+        if status.get("reservedFor") and not status.get("allocation"):
+            return _status(422)
+        claim["status"] = status
+        claim["metadata"]["resourceVersion"] = str(int(claim["metadata"]["resourceVersion"]) + 1)
+        self.accepted.append(patch)
+        return web.json_response(claim)
+
+    async def bind(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.log.append(("bind", name))
+        code = self.bind_codes.get(name, 201)
+        return web.Response(status=201, body=b"{}") if code == 201 else _status(code)
+
+
+def _status(code: int) -> web.Response:
+    reasons = {409: "Conflict", 422: "Invalid", 404: "NotFound", 403: "Forbidden"}
+    body = msgspec.json.encode(
+        {"kind": "Status", "code": code, "reason": reasons.get(code, ""), "message": f"scripted {code}"}
+    )
+    return web.Response(status=code, body=body)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[DraServer, ApiClient]]:
+    srv = DraServer()
+    app = web.Application()
+    base = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}"
+    app.router.add_get(base, srv.get_claim)
+    app.router.add_patch(base + "/status", srv.patch_status)
+    app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", srv.bind)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
+    yield srv, client
+    await client.close()
+    await runner.cleanup()
+
+
+def allocation(device: str) -> AllocationResult:
+    return AllocationResult(
+        devices=DeviceAllocationResult(
+            results=[DeviceRequestAllocationResult(request="req", driver=GPU, pool="n1", device=device)]
+        )
+    )
+
+
+def placed(srv: DraServer, cache: ClusterCache, name: str = "p", claim: str = "c0") -> Placement:
+    """A pod using ``claim``, placed on n1 with gpu-0 for it, assumed in the cache."""
+    rc = srv.claims.get(claim)
+    claim_obj = convert(ResourceClaim, rc) if rc is not None else resource_claim(claim, GPU)
+    if rc is None:
+        srv.add(claim_obj)
+        claim_obj = convert(ResourceClaim, srv.claims[claim])
+    p = pod(name, group=name, spec_extra=claim_pod_spec(claim))
+    load(cache, nodes=[node("n1")], podgroups=[podgroup(name)], pods=[p], dra=[claim_obj])
+    ca = ClaimAllocation("default", claim, claim_obj.metadata.uid, allocation("gpu-0"), True)
+    placement = Placement(cache.task(p.metadata.uid), "n1", claims=[ca])  # type: ignore[arg-type]
+    cache.apply(SessionResult(placements=[placement]))
+    return placement
+
+
+async def run(binder: Binder, placements: list[Placement]) -> None:
+    binder.start()
+    binder.bind(placements)
+    await asyncio.wait_for(binder._queue.join(), 10)
+    await binder.stop()
+
+
+async def test_the_claim_is_allocated_and_reserved_in_one_write_before_the_binding(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placement = placed(srv, cache)
+    await run(Binder(client, cache), [placement])
+    assert srv.log == [("claim", "c0"), ("bind", "p")]
+    status = srv.claims["c0"]["status"]
+    assert status["allocation"]["devices"]["results"] == [
+        {"request": "req", "driver": GPU, "pool": "n1", "device": "gpu-0"}
+    ]
+    assert status["reservedFor"] == [{"resource": "pods", "name": "p", "uid": placement.task.uid}]
+    assert cache.task(placement.task.uid).status == TaskStatus.BOUND  # type: ignore[union-attr]
+
+
+async def test_a_conflict_is_retried_on_a_fresh_read(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placement = placed(srv, cache)
+    # Another writer changed the claim (not its allocation) since the watch showed it.
+    srv.interfere = {}
+    await run(Binder(client, cache), [placement])
+    assert srv.log == [("claim", "c0"), ("claim", "c0"), ("bind", "p")]
+    assert srv.claims["c0"]["status"]["reservedFor"][0]["name"] == "p"
+
+
+async def test_a_claim_allocated_meanwhile_to_other_devices_fails_the_placement_and_nothing_is_bound(
+    server,
+) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placement = placed(srv, cache)
+    srv.interfere = {"allocation": msgspec.to_builtins(allocation("gpu-1"))}
+    await run(Binder(client, cache), [placement])
+    assert ("bind", "p") not in srv.log
+    task = cache.task(placement.task.uid)
+    assert task is not None and task.status == TaskStatus.PENDING
+    view = cache.snapshot().dra
+    assert view is not None and (GPU, "n1", "gpu-0") not in view.allocated, "the assumption is forgotten"
+
+
+async def test_a_failed_claim_write_means_no_binding(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placement = placed(srv, cache)
+    srv.claim_codes = [403]
+    binder = Binder(client, cache)
+    await run(binder, [placement])
+    assert srv.log == [("claim", "c0")]
+    assert "could not allocate its ResourceClaims" in binder.failures[placement.task.uid].reason
+    assert cache.task(placement.task.uid).status == TaskStatus.PENDING  # type: ignore[union-attr]
+
+
+async def test_a_failed_binding_takes_the_reservation_and_our_allocation_back(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placement = placed(srv, cache)
+    srv.bind_codes = {"p": 404}
+    await run(Binder(client, cache), [placement])
+    assert srv.log == [("claim", "c0"), ("bind", "p"), ("claim", "c0")]
+    assert srv.claims["c0"]["status"] == {}
+    assert cache.task(placement.task.uid).status == TaskStatus.PENDING  # type: ignore[union-attr]
+
+
+async def test_a_pod_with_claims_but_no_allocation_is_never_bound(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placement = placed(srv, cache)
+    placement.claims = None
+    await run(Binder(client, cache), [placement])
+    assert srv.log == []
+    assert cache.task(placement.task.uid).status == TaskStatus.PENDING  # type: ignore[union-attr]
+
+
+async def test_a_shared_claim_is_allocated_by_the_first_write_and_only_reserved_by_the_second(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    first = placed(srv, cache, "a", "shared")
+    second = placed(srv, cache, "b", "shared")
+    await run(Binder(client, cache, workers=1), [first, second])
+    # (the second pod's first try may meet a 409: the watch has not shown the first write yet)
+    assert [("allocation" in p["status"]) for p in srv.accepted] == [True, False]
+    assert [r["name"] for r in srv.claims["shared"]["status"]["reservedFor"]] == ["a", "b"]
