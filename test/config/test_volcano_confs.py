@@ -90,6 +90,36 @@ def test_every_action_and_plugin_with_arguments_loads_and_runs():
     assert len(run(FULL_CONF).running_on()) == 5
 
 
+#: installer/helm/chart/volcano/config/volcano-scheduler-ci.conf at Volcano HEAD (ed72c7c8, 2026-08-20):
+#: the conf Volcano's own e2e runs with, DRA on.
+VOLCANO_CI_CONF = """actions: "enqueue, allocate, backfill, reclaim, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+  - name: sla
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+    arguments:
+      predicate.DynamicResourceAllocationEnable: true
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+  - name: network-topology-aware
+"""
+
+
+def test_volcanos_e2e_conf_with_dra_on_loads_unchanged_and_runs():
+    conf = parse_conf(VOLCANO_CI_CONF, builtin_registry())
+    assert conf.plugin_option("predicates").arguments.bool("predicate.DynamicResourceAllocationEnable", False)
+    assert len(run(VOLCANO_CI_CONF).running_on()) == 5
+
+
 def test_capacity_conf_loads_and_runs():
     text = DEFAULT_CONF.replace("  - name: proportion", "  - name: capacity")
     assert len(run(text).running_on()) == 5
