@@ -91,6 +91,8 @@ class DraPart:
         #: per task uid: the claims it allocated here (released on deallocate)
         self.allocated_by: dict[str, list[str]] = {}
         self.reported: set[tuple[str, str]] = set()
+        #: the first selector error met for each claim this session (named in its reasons)
+        self.claim_cel: dict[str, CelError] = {}
         if enabled:
             ssn.add_bulk_predicate_fn(plugin, self.passes, self.explain, part="dra", applies=has_claims)
             ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
@@ -148,6 +150,12 @@ class DraPart:
         if outcome.cel_errors:
             self._report_cel(plan.unallocated, outcome.cel_errors)
         if outcome.allocations is None:
+            # a selector that failed is the user's to fix: name it (the allocator reports an error
+            # once per claim and device, the session remembers it per claim)
+            for claim in plan.unallocated:
+                error = self.claim_cel.get(f"{claim.metadata.namespace}/{claim.metadata.name}")
+                if error is not None:
+                    return f"{outcome.reason}; {error}"
             return outcome.reason
         return ""
 
@@ -185,6 +193,7 @@ class DraPart:
             for error in errors:
                 if not _uses(claim, error.expression, self.view):
                     continue
+                self.claim_cel.setdefault(key, error)
                 if (key, error.expression) in self.reported:
                     continue
                 self.reported.add((key, error.expression))

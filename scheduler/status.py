@@ -224,6 +224,8 @@ class StatusUpdater:
                 queue = result.queues.get(object_name)
                 if queue is not None and queue.queue is not None and queue.queue.metadata.uid:
                     ref["uid"] = queue.queue.metadata.uid
+            elif kind == "ResourceClaim":
+                ref["apiVersion"] = "resource.k8s.io/v1"
             if namespace:
                 ref["namespace"] = namespace
             self.event(ref, "Warning", reason, message)

@@ -194,11 +194,15 @@ def test_a_bad_cel_expression_leaves_the_pod_unschedulable_with_an_event_and_oth
             resource_claim("c-good", GPU),
         ],
     )
-    _, result = run_session(snap)
+    ssn, result = run_session(snap)
     assert sorted(placed(result)) == ["good", "plain"]
     events = [e for e in result.report.events if e[0] == "ResourceClaim"]
     assert [e[1] for e in events] == ["default/c-bad"]
-    assert "missing" in events[0][3]
+    assert 'device.attributes["gpu.example.com"].missing == 1' in events[0][3]
+    assert "no such key" in events[0][3]
+    [bad] = [t for j in ssn.jobs.values() for t in j.tasks.values() if t.name == "bad"]
+    [reason] = ssn.explain_predicates(bad)
+    assert "claim default/c-bad request req" in reason and "CEL runtime error" in reason
 
 
 def test_with_the_option_false_pods_with_claims_are_never_placed() -> None:

@@ -124,6 +124,28 @@ async def test_a_plugins_queue_event_reaches_the_api_once(recorder) -> None:
     )
 
 
+async def test_a_bad_claim_selector_gives_one_event_on_the_claim(recorder) -> None:
+    """The DRA part reports a selector that fails each cycle it meets it; one Event reaches the API,
+    on the ResourceClaim in its namespace."""
+    from caldera.framework.result import SessionReport
+
+    rec, client = recorder
+    status = StatusUpdater(client, ClusterCache(), component="caldera")
+    message = "selector 'device.driver ==' cannot be evaluated (compile error): Syntax error"
+    for _ in range(3):
+        report = SessionReport(events=[("ResourceClaim", "team/c0", "FailedResourceClaimSelector", message)])
+        status.observe(SessionResult(report=report))
+    await status.flush()
+    [event] = rec.of("POST", "/events")
+    assert event["involvedObject"] == {
+        "kind": "ResourceClaim",
+        "name": "c0",
+        "namespace": "team",
+        "apiVersion": "resource.k8s.io/v1",
+    }
+    assert event["metadata"]["namespace"] == "team" and event["message"] == message
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
