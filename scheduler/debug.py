@@ -385,6 +385,11 @@ class DebugApi:
             )
             doc["suggestion"] = unreadable_suggestion(unreadable[0])
             doc["problem"] = INVALID_POD_SPEC
+        waits = [w for w in self.obs.problems.claim_waits if w.task.job == uid]
+        if waits:
+            # pods whose ResourceClaims do not exist yet: no node will do until they do
+            doc = dict(doc)
+            doc["claim_waits"] = [{"name": w.task.name, "reason": w.reason} for w in waits]
         return doc
 
     def _job(self, uid: str) -> dict[str, Any]:

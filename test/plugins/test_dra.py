@@ -277,3 +277,46 @@ def test_a_pod_that_waited_for_its_claim_is_placed_once_the_claim_exists() -> No
     sim.add(dra=[resource_claim("c0", GPU)])
     sim.cycle()
     assert sim.running_on() == {"p": "n1"}
+
+
+def test_why_pending_names_the_claim_the_request_and_what_is_missing() -> None:
+    from caldera.scheduler.explain import explain_session
+
+    snap = world(
+        nodes=[node("n1"), node("n2")],
+        pods=[claim_pod("p", "c0")],
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0"]),
+            resource_claim("c0", GPU, count=2),
+        ],
+    )
+    ssn, _ = run_session(snap)
+    doc = explain_session(ssn)["default/p"]
+    assert "0/2 nodes are available" in doc["reason"]
+    assert (
+        "no free device of class gpu.example.com for claim default/c0 request req: 1 devices, 0 allocated"
+        in doc["reason"]
+    )
+
+
+def test_debug_shows_the_pods_waiting_for_their_claims() -> None:
+    from caldera.cache.store import ClusterCache
+    from caldera.config.conf import DEFAULT_CONF, parse_conf
+    from caldera.hack.scenario import load
+    from caldera.scheduler.debug import DebugApi, Observatory
+    from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
+    from caldera.scheduler.registry import builtin_registry
+
+    p = claim_pod("p", "c0")
+    cache = load(ClusterCache(), nodes=[node("n1")], pods=[p], podgroups=groups(p), dra=[device_class(GPU)])
+    registry = builtin_registry()
+    conf = parse_conf(DEFAULT_CONF, registry)
+    obs = Observatory()
+    obs.problems = cache.problems()  # as the binary sets it before each cycle (scheduler/app.py)
+    SchedulerLoop(cache, lambda: conf, registry, RecordingBinder(), on_cycle=obs.on_cycle).run_once()
+    doc = DebugApi(obs).job("default", "p")
+    assert doc["claim_waits"] == [
+        {"name": "p", "reason": "waiting for ResourceClaim default/c0 to be created"}
+    ]
+    assert "waiting for ResourceClaim default/c0 to be created" in doc["reason"]
