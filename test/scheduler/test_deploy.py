@@ -295,6 +295,11 @@ def test_rbac_grants_what_the_scheduler_calls_and_no_wildcards() -> None:
         ("topology.volcano.sh", "hypernodes", "watch"),
         ("coordination.k8s.io", "leases", "update"),
         ("", "configmaps", "watch"),
+        ("resource.k8s.io", "deviceclasses", "watch"),
+        ("resource.k8s.io", "resourceslices", "watch"),
+        ("resource.k8s.io", "resourceclaims", "watch"),
+        ("resource.k8s.io", "resourceclaims", "get"),
+        ("resource.k8s.io", "resourceclaims/status", "patch"),
     ]:
         assert allowed(group, resource, verb), (group, resource, verb)
     assert not allowed("", "secrets", "get")
