@@ -10,7 +10,9 @@ state (``cache/state.py``, every field with its type):
   and generations, pending jobs, the pods no session sees and ``problems()``);
 - ``cache/snapshot.py``: the copy-on-write slots and the snapshot (``snapshot``, ``snapshot_async``);
 - ``cache/assumptions.py``: a session's result assumed (``apply``), confirmed (``confirm_bound``)
-  or forgotten (``forget_assumption``, ``forget_eviction``).
+  or forgotten (``forget_assumption``, ``forget_eviction``);
+- ``cache/dra.py``: DeviceClasses, ResourceSlices and ResourceClaims, the claim allocations assumed
+  until the watch shows them, and the snapshot's ``DraView``.
 
 This module sets the state (``ClusterCache.__init__``) and holds the read API that code outside
 ``cache/`` uses (the scheduler, the metrics, the tools): no code outside ``cache/`` reads the
