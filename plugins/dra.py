@@ -91,6 +91,7 @@ class DraPart:
         #: per task uid: the claims it allocated here (released on deallocate)
         self.allocated_by: dict[str, list[str]] = {}
         self.reported: set[tuple[str, str]] = set()
+        self._device_rows: np.ndarray | None = None
         #: the first selector error met for each claim this session (named in its reasons)
         self.claim_cel: dict[str, CelError] = {}
         if enabled:
@@ -160,14 +161,30 @@ class DraPart:
         return ""
 
     # -- the predicate -------------------------------------------------------------------------------
+    def device_rows(self) -> np.ndarray:
+        """Per node row, whether any device is reachable from the node (found once per session)."""
+        if self._device_rows is None:
+            inventory = self.view.inventory
+            self._device_rows = np.array(
+                [bool(inventory.devices_for(n.name, n.labels)) for n in self.ssn.node_list], dtype=bool
+            )
+        return self._device_rows
+
+    def _candidates(self, plan: _Plan, rows: np.ndarray) -> np.ndarray:
+        """The rows worth asking the allocator about: with claims to allocate, only nodes that reach
+        a device at all (the others fail alike)."""
+        if not all(c.spec.devices.requests for c in plan.unallocated):
+            return np.ones(len(rows), dtype=bool)  # (a claim without requests fits anywhere)
+        return self.device_rows()[rows]
+
     def passes(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         plan = self.plan(task)
         out = np.zeros(len(rows), dtype=bool)
         if plan.reason:
             return out
         node_list = self.ssn.node_list
-        for i, row in enumerate(rows.tolist()):
-            out[i] = not self._on_node(plan, node_list[row])
+        for i in np.flatnonzero(self._candidates(plan, rows)).tolist():
+            out[i] = not self._on_node(plan, node_list[int(rows[i])])
         return out
 
     def explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:

@@ -320,3 +320,21 @@ def test_debug_shows_the_pods_waiting_for_their_claims() -> None:
         {"name": "p", "reason": "waiting for ResourceClaim default/c0 to be created"}
     ]
     assert "waiting for ResourceClaim default/c0 to be created" in doc["reason"]
+
+
+def test_a_claim_without_requests_fits_on_a_node_without_devices() -> None:
+    from caldera.framework.dra.objects import ResourceClaim
+    from caldera.framework.objects import convert
+
+    empty = convert(
+        ResourceClaim,
+        {"metadata": {"name": "none", "namespace": "default", "uid": "rc-none"}, "spec": {"devices": {}}},
+    )
+    snap = world(
+        nodes=[node("n1")],
+        pods=[claim_pod("p", "none")],
+        dra=[device_class(GPU), resource_slice("elsewhere", GPU, ["gpu-0"]), empty],
+    )
+    _, result = run_session(snap)
+    [placement] = result.placements
+    assert placement.node == "n1" and placement.claims[0].allocation.devices.results == []
