@@ -28,6 +28,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from caldera.framework.callbacks import EventHandler
@@ -64,6 +65,18 @@ def has_claims(task: TaskInfo) -> bool:
     return bool(task.pod.spec.resource_claims)
 
 
+_spec_encoder = msgspec.json.Encoder()
+
+
+@dataclass(slots=True, eq=False)
+class _Fit:
+    """The allocator's answers for one claim spec, per node row, and the device epoch of each."""
+
+    mask: np.ndarray
+    epoch: np.ndarray
+    shared: int
+
+
 @dataclass(slots=True)
 class _Plan:
     """A task's claims as the session stands: those allocated (with their node selectors) and those
@@ -92,6 +105,11 @@ class DraPart:
         self.allocated_by: dict[str, list[str]] = {}
         self.reported: set[tuple[str, str]] = set()
         self._device_rows: np.ndarray | None = None
+        #: the allocator's answers per claim spec (``_unallocated_fit``), and the device epochs
+        self._spec_keys: dict[tuple[str, ...], bytes] = {}
+        self._fits: dict[bytes, _Fit] = {}
+        self._epoch = np.zeros(len(ssn.node_list), dtype=np.int64)
+        self._shared_epoch = 0
         #: the first selector error met for each claim this session (named in its reasons)
         self.claim_cel: dict[str, CelError] = {}
         if enabled:
@@ -140,13 +158,22 @@ class DraPart:
         return plan
 
     def _on_node(self, plan: _Plan, node: NodeInfo) -> str:
-        """ "" when the task's claims can be had on the node, else why not."""
+        """Why the task's claims cannot be had on the node ("" when they can)."""
+        return self._selectors_fail(plan, node) or (
+            self._allocator_fails(plan, node) if plan.unallocated else ""
+        )
+
+    @staticmethod
+    def _selectors_fail(plan: _Plan, node: NodeInfo) -> str:
+        """Why an allocated claim's devices cannot be reached from the node ("" when they can)."""
         for key, allocation in plan.allocated:
             selector = allocation.node_selector
             if selector is not None and not node_selector_matches(selector, node.name, node.labels):
                 return f"node(s) could not reach the devices allocated to ResourceClaim {key}"
-        if not plan.unallocated:
-            return ""
+        return ""
+
+    def _allocator_fails(self, plan: _Plan, node: NodeInfo) -> str:
+        """Why the allocator finds no devices for the unallocated claims on the node ("" if it does)."""
         outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels)
         if outcome.cel_errors:
             self._report_cel(plan.unallocated, outcome.cel_errors)
@@ -179,13 +206,45 @@ class DraPart:
 
     def passes(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         plan = self.plan(task)
-        out = np.zeros(len(rows), dtype=bool)
         if plan.reason:
-            return out
+            return np.zeros(len(rows), dtype=bool)
         node_list = self.ssn.node_list
-        for i in np.flatnonzero(self._candidates(plan, rows)).tolist():
-            out[i] = not self._on_node(plan, node_list[int(rows[i])])
+        out = self._unallocated_fit(plan, rows) if plan.unallocated else np.ones(len(rows), dtype=bool)
+        if plan.allocated:
+            for i in np.flatnonzero(out).tolist():
+                out[i] = not self._selectors_fail(plan, node_list[int(rows[i])])
         return out
+
+    def _unallocated_fit(self, plan: _Plan, rows: np.ndarray) -> np.ndarray:
+        """Whether the allocator finds devices for the plan's unallocated claims, per row. Claims with
+        equal specs get equal answers on a node while the devices in use there stand still, so the
+        answers are kept per spec and node row, with the row's device epoch (moved by every take and
+        release of a device of that node; a device of a slice serving several nodes moves them all):
+        only rows whose devices changed are asked again."""
+        names = tuple(f"{c.metadata.namespace}/{c.metadata.name}" for c in plan.unallocated)
+        key = self._spec_keys.get(names)
+        if key is None:
+            key = self._spec_keys[names] = _spec_encoder.encode([c.spec for c in plan.unallocated])
+        fit = self._fits.get(key)
+        if fit is None or fit.shared != self._shared_epoch:
+            n = len(self.ssn.node_list)
+            fit = self._fits[key] = _Fit(
+                np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64), self._shared_epoch
+            )
+        candidates = self._candidates(plan, rows)
+        if not candidates.all():
+            rows_ = rows[candidates]
+        else:
+            rows_ = rows
+        epoch = self._epoch
+        stale = rows_[fit.epoch[rows_] != epoch[rows_]]
+        if len(stale):
+            node_list = self.ssn.node_list
+            for row in stale.tolist():
+                node = node_list[row]
+                fit.mask[row] = not self._allocator_fails(plan, node)
+                fit.epoch[row] = epoch[row]
+        return fit.mask[rows] & candidates
 
     def explain(self, task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
         plan = self.plan(task)
@@ -249,6 +308,7 @@ class DraPart:
         for claim, result in zip(plan.unallocated, results, strict=True):
             key = f"{claim.metadata.namespace}/{claim.metadata.name}"
             self.ledger.take(result, key)
+            self._moved(result)
             self.session_allocs[key] = (result, [task.uid])
             fresh[key] = result
             mine.append(key)
@@ -287,6 +347,19 @@ class DraPart:
                 # the last pod using the claim left: its devices are free again this session
                 del self.session_allocs[ca.key]
                 self.ledger.release(allocation)
+                self._moved(allocation)
+
+    def _moved(self, allocation: AllocationResult) -> None:
+        """Devices of this allocation were taken or given back: the nodes that reach them answer anew."""
+        inventory = self.view.inventory
+        nodes = self.ssn.nodes
+        for r in allocation.devices.results:
+            name = inventory.node_of((r.driver, r.pool, r.device))
+            node = nodes.get(name) if name is not None else None
+            if node is not None:
+                self._epoch[node.row] += 1
+            else:
+                self._shared_epoch += 1
 
 
 def _uses(claim: ResourceClaim, expression: str, view: DraView) -> bool:

@@ -154,6 +154,7 @@ class Inventory:
         self.pools: list[Pool] = [newest[k] for k in sorted(newest)]
         self._pools_by_node: dict[str, list[Pool]] = {}
         self._shared_pools: list[Pool] = []
+        self._node_of: dict[DeviceID, str] | None = None
         for pool in self.pools:
             self._index(pool)
             for node_name in pool.devices_by_node:
@@ -172,6 +173,18 @@ class Inventory:
         out = [(p, devices) for p, devices in out if devices]
         out.sort(key=lambda pd: (pd[0].driver, pd[0].name))
         return out
+
+    def node_of(self, device_id: DeviceID) -> str | None:
+        """The node of a node-local device; None for a device of a slice serving several nodes (or
+        one not in the inventory). Indexed on first use."""
+        if self._node_of is None:
+            self._node_of = {
+                d.id: node_name
+                for pool in self.pools
+                for node_name, devices in pool.devices_by_node.items()
+                for d in devices
+            }
+        return self._node_of.get(device_id)
 
     @staticmethod
     def _index(pool: Pool) -> None:
