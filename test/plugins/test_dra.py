@@ -338,3 +338,53 @@ def test_a_claim_without_requests_fits_on_a_node_without_devices() -> None:
     _, result = run_session(snap)
     [placement] = result.placements
     assert placement.node == "n1" and placement.claims[0].allocation.devices.results == []
+
+
+def claim_gang(name: str, size: int) -> tuple[object, list[object], list[object]]:
+    """A gang of ``size`` pods, each with its own one-GPU claim."""
+    from caldera.hack.scenario import podgroup as pg_
+
+    pods = [pod(f"{name}-{i}", group=name, spec_extra=claim_pod_spec(f"{name}-c{i}")) for i in range(size)]
+    return pg_(name, min_member=size), pods, [resource_claim(f"{name}-c{i}", GPU) for i in range(size)]
+
+
+def test_a_discarded_gang_gives_its_devices_back_to_the_next_gang_of_the_cycle() -> None:
+    # "big" (3 pods) is tried first (older) but only two devices exist: it is discarded whole, and
+    # "small" (2 pods) gets both devices in the same cycle.
+    big_pg, big_pods, big_claims = claim_gang("big", 3)
+    small_pg, small_pods, small_claims = claim_gang("small", 2)
+    snap = cluster(
+        nodes=[node("n1"), node("n2")],
+        pods=[*big_pods, *small_pods],
+        podgroups=[big_pg, small_pg],
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0"]),
+            resource_slice("n2", GPU, ["gpu-0"]),
+            *big_claims,
+            *small_claims,
+        ],
+    )
+    _, result = run_session(snap)
+    assert sorted(placed(result)) == ["small-0", "small-1"]
+    assert sorted(p.node for p in result.placements) == ["n1", "n2"]
+
+
+def test_two_gangs_never_get_the_same_device() -> None:
+    a_pg, a_pods, a_claims = claim_gang("a", 2)
+    b_pg, b_pods, b_claims = claim_gang("b", 2)
+    snap = cluster(
+        nodes=[node("n1"), node("n2")],
+        pods=[*a_pods, *b_pods],
+        podgroups=[a_pg, b_pg],
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0", "gpu-1"]),
+            resource_slice("n2", GPU, ["gpu-0"]),
+            *a_claims,
+            *b_claims,
+        ],
+    )
+    _, result = run_session(snap)
+    devices = [(p.node, d) for p in result.placements for d in devices_of(p.claims)]
+    assert len(devices) == 2 and len(set(devices)) == 2, "three devices: one gang of two fits, not both"
