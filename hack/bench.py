@@ -411,6 +411,11 @@ def run_core(args: argparse.Namespace) -> int:
 
         run_topology(n, args.topology_repeat)
         return 0
+    if args.dra:
+        from caldera.hack.bench_dra import run_dra
+
+        run_dra(n, args.gangs, args.gang_size)
+        return 0
     if args.only == "pending":
         cycle_latency(n, args.pending, args.repeats, profile=args.profile, arrivals=args.pending_arrivals)
         print_stall(n, args.pending, args.stall_in_thread)
@@ -514,6 +519,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="topology-aware gangs of 8, 32 and 128 over a three-tier HyperNode tree, against the same"
         " gangs without topology (hack/bench_hypernodes.py)",
+    )
+    core.add_argument(
+        "--dra",
+        action="store_true",
+        help="gangs whose pods each claim one device (nodes of 8 devices), against the same gangs without"
+        " claims (hack/bench_dra.py)",
     )
     core.add_argument(
         "--topology-repeat", type=int, default=3, help="with --topology: runs of each shape (default 3)"

@@ -32,7 +32,13 @@ import msgspec
 import numpy as np
 
 from caldera.framework.callbacks import EventHandler
-from caldera.framework.dra.allocator import Allocator, DeviceLedger, Inventory, node_selector_matches
+from caldera.framework.dra.allocator import (
+    Allocator,
+    DeviceLedger,
+    Inventory,
+    Outcome,
+    node_selector_matches,
+)
 from caldera.framework.dra.cel import CelError
 from caldera.framework.dra.objects import AllocationResult, ResourceClaim
 from caldera.framework.dra.view import (
@@ -75,6 +81,8 @@ class _Fit:
     mask: np.ndarray
     epoch: np.ndarray
     shared: int
+    #: the allocations found per row (equal specs, equal devices in use: equal allocations)
+    results: list[list[AllocationResult] | None]
 
 
 @dataclass(slots=True)
@@ -172,11 +180,16 @@ class DraPart:
                 return f"node(s) could not reach the devices allocated to ResourceClaim {key}"
         return ""
 
-    def _allocator_fails(self, plan: _Plan, node: NodeInfo) -> str:
-        """Why the allocator finds no devices for the unallocated claims on the node ("" if it does)."""
+    def _allocate(self, plan: _Plan, node: NodeInfo) -> Outcome:
+        """The allocator's answer for the unallocated claims on the node; selector errors reported."""
         outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels)
         if outcome.cel_errors:
             self._report_cel(plan.unallocated, outcome.cel_errors)
+        return outcome
+
+    def _allocator_fails(self, plan: _Plan, node: NodeInfo) -> str:
+        """Why the allocator finds no devices for the unallocated claims on the node ("" if it does)."""
+        outcome = self._allocate(plan, node)
         if outcome.allocations is None:
             # a selector that failed is the user's to fix: name it (the allocator reports an error
             # once per claim and device, the session remembers it per claim)
@@ -215,12 +228,8 @@ class DraPart:
                 out[i] = not self._selectors_fail(plan, node_list[int(rows[i])])
         return out
 
-    def _unallocated_fit(self, plan: _Plan, rows: np.ndarray) -> np.ndarray:
-        """Whether the allocator finds devices for the plan's unallocated claims, per row. Claims with
-        equal specs get equal answers on a node while the devices in use there stand still, so the
-        answers are kept per spec and node row, with the row's device epoch (moved by every take and
-        release of a device of that node; a device of a slice serving several nodes moves them all):
-        only rows whose devices changed are asked again."""
+    def _fit(self, plan: _Plan) -> _Fit:
+        """The answers kept for the plan's unallocated claims' specs (see ``_unallocated_fit``)."""
         names = tuple(f"{c.metadata.namespace}/{c.metadata.name}" for c in plan.unallocated)
         key = self._spec_keys.get(names)
         if key is None:
@@ -229,8 +238,17 @@ class DraPart:
         if fit is None or fit.shared != self._shared_epoch:
             n = len(self.ssn.node_list)
             fit = self._fits[key] = _Fit(
-                np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64), self._shared_epoch
+                np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64), self._shared_epoch, [None] * n
             )
+        return fit
+
+    def _unallocated_fit(self, plan: _Plan, rows: np.ndarray) -> np.ndarray:
+        """Whether the allocator finds devices for the plan's unallocated claims, per row. Claims with
+        equal specs get equal answers on a node while the devices in use there stand still, so the
+        answers are kept per spec and node row, with the row's device epoch (moved by every take and
+        release of a device of that node; a device of a slice serving several nodes moves them all):
+        only rows whose devices changed are asked again."""
+        fit = self._fit(plan)
         candidates = self._candidates(plan, rows)
         if not candidates.all():
             rows_ = rows[candidates]
@@ -241,8 +259,9 @@ class DraPart:
         if len(stale):
             node_list = self.ssn.node_list
             for row in stale.tolist():
-                node = node_list[row]
-                fit.mask[row] = not self._allocator_fails(plan, node)
+                allocations = self._allocate(plan, node_list[row]).allocations
+                fit.mask[row] = allocations is not None
+                fit.results[row] = allocations
                 fit.epoch[row] = epoch[row]
         return fit.mask[rows] & candidates
 
@@ -293,16 +312,22 @@ class DraPart:
             return  # no claims for the placement: the binder refuses to bind it
         results: list[AllocationResult] = []
         if plan.unallocated:
-            outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels)
-            if outcome.allocations is None:
-                log.warning(
-                    "%s placed on %s, where its claims cannot be allocated: %s",
-                    task.key,
-                    node.name,
-                    outcome.reason,
-                )
-                return
-            results = outcome.allocations
+            fit = self._fit(plan)
+            row = node.row
+            kept = fit.results[row] if fit.epoch[row] == self._epoch[row] else None
+            if kept is not None:
+                results = kept  # what the predicate found on this node, which stands still since
+            else:
+                outcome = self._allocate(plan, node)
+                if outcome.allocations is None:
+                    log.warning(
+                        "%s placed on %s, where its claims cannot be allocated: %s",
+                        task.key,
+                        node.name,
+                        outcome.reason,
+                    )
+                    return
+                results = outcome.allocations
         mine: list[str] = []
         fresh: dict[str, AllocationResult] = {}
         for claim, result in zip(plan.unallocated, results, strict=True):
