@@ -5,6 +5,8 @@ A task may be placed while its queue and every ancestor stay within their real c
 queue may preempt within its deserved share; queues above their deserved share give back
 resources (reclaim); jobs are let in while their minimum fits the queue's real capability.
 Guarantees above the cluster's capacity are scaled down as in proportion; no arithmetic raises.
+With ``capacity.DynamicResourceAllocationEnable`` (default true), ``deviceclass/<class>`` keys of a
+queue's capability cap the DRA devices its pods' claims hold (plugins/dra_quota.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from caldera.framework.model import JobInfo, QueueInfo, TaskInfo
 from caldera.framework.plugin import Plugin, unsupported
 from caldera.framework.resource import MIN_RESOURCE, Resource
+from caldera.plugins.dra_quota import DraQuota
 from caldera.plugins.helpers import safe_sub
 from caldera.plugins.proportion import QueueAttr, dims_of, queue_share, scale_guarantees
 
@@ -33,11 +36,13 @@ class CapacityPlugin(Plugin):
         "enableHierarchy": bool,
         # Volcano's (pkg/scheduler/plugins/capacity/capacity.go)
         "ancestorReclaimLevel": unsupported(int, "reclaim between ancestor queues is not implemented"),
-        "capacity.DynamicResourceAllocationEnable": unsupported(
-            bool, "dynamic resource allocation is not implemented", False
-        ),
+        # queue quota of DRA devices, deviceclass/<class> keys (plugins/dra_quota.py); default true,
+        # as Volcano's (the DynamicResourceAllocation feature gate, on since Kubernetes 1.34)
+        "capacity.DynamicResourceAllocationEnable": bool,
         "capacity.DRAConsumableCapacityEnable": unsupported(
-            bool, "dynamic resource allocation is not implemented", False
+            bool,
+            "quota of consumable device capacity (<dimension>.deviceclass/<class>) is not implemented",
+            False,
         ),
     }
 
@@ -105,6 +110,13 @@ class CapacityPlugin(Plugin):
             attr.deserved.set_max(attr.guarantee)
             attr.deserved.min_dimension(attr.real_capability, "infinity")
             attr.update_share()
+
+        self.dra: DraQuota | None = None
+        if ssn.snapshot.dra is not None and self.arguments.bool(
+            "capacity.DynamicResourceAllocationEnable", True
+        ):
+            quota = DraQuota(ssn, ssn.snapshot.dra, self.chain)
+            self.dra = quota if quota.active else None
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
         self.parents_of: set[str] = set(self.parent.values())
@@ -184,7 +196,7 @@ class CapacityPlugin(Plugin):
             attr = self.attrs[name]
             if not attr.allocated.clone().add(task.resreq).less_equal_in(attr.real_capability, dims):
                 return False
-        return True
+        return self.dra is None or self.dra.allocatable(queue, task)
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """May the queue reclaim for this task? Its future use must stay within its real capability
@@ -244,6 +256,11 @@ class CapacityPlugin(Plugin):
         if job.queue in self.attrs and not self.is_leaf(job.queue):
             job.job_fit_error = f"queue {job.queue} is not a leaf queue"
             return REJECT
+        if job.queue in self.attrs and self.dra is not None:
+            why = self.dra.enqueue_refusal(job)
+            if why:
+                job.job_fit_error = why
+                return REJECT
         if job.queue not in self.attrs or need is None or need.is_empty():
             return PERMIT
         for name in self.chain(job.queue):
@@ -255,6 +272,8 @@ class CapacityPlugin(Plugin):
         return PERMIT
 
     def enqueued(self, job: JobInfo) -> None:
+        if job.queue in self.attrs and self.dra is not None:
+            self.dra.enqueued(job)
         if job.queue in self.attrs and job.min_resources is not None:
             for name in self.chain(job.queue):
                 self.attrs[name].inqueue.add(job.min_resources)
@@ -269,6 +288,8 @@ class CapacityPlugin(Plugin):
         job = self.ssn.jobs.get(task.job)
         if job is None or job.queue not in self.attrs:
             return
+        if self.dra is not None:
+            self.dra.change(job.queue, task, add)
         for name in self.chain(job.queue):
             attr = self.attrs[name]
             if add:

@@ -148,6 +148,7 @@ COVERED_ELSEWHERE = {
     ("binpack", "binpack.resources.*"): "test/plugins/test_binpack.py",
     ("sla", "sla-waiting-time"): "test/plugins/test_sla.py",
     ("predicates", "predicate.DynamicResourceAllocationEnable"): "test/plugins/test_dra.py",
+    ("capacity", "capacity.DynamicResourceAllocationEnable"): "test/plugins/test_dra_quota.py",
     ("deviceshare", "deviceshare.VGPUEnable"): "test/plugins/test_deviceshare.py",
     ("deviceshare", "deviceshare.SchedulePolicy"): "test/plugins/test_deviceshare.py",
     ("deviceshare", "deviceshare.ScheduleWeight"): "test/plugins/test_deviceshare.py",
