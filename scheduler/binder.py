@@ -18,9 +18,11 @@ each claim the session allocated or reserved for the pod gets its ``status`` wri
 is refused). The write is a merge patch with the claim's ``resourceVersion`` as precondition; a 409
 re-reads the claim and tries again, and a claim allocated meanwhile to other devices fails the
 placement. A pod whose claims could not be written is not bound (its assumption is forgotten), and a
-pod with claims but no allocations from its session is never bound. When the binding fails after the
-claims were written, the reservation is undone (and the allocation, when this placement made it and
-nobody else holds the claim).
+pod with claims but no allocations from its session is never bound. An allocation is preceded by the
+``resource.kubernetes.io/delete-protection`` finalizer (a normal update of the claim), so that the
+resourceclaim controller deallocates the claim once no pod reserves it. When the binding fails after
+the claims were written, the reservation is taken back (``Unreserve``); the controller then
+deallocates.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ GAUGE_INTERVAL = 0.1
 #: the ResourceClaims API, and how often a claim write is tried again after a 409
 CLAIMS = "/apis/resource.k8s.io/v1"
 CLAIM_CONFLICT_RETRIES = 5
+#: ``resourceapi.Finalizer``: put on a claim by the allocator; the resourceclaim controller deallocates
+#: claims that carry it once nothing reserves them, and removes it
+CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
 #: How long a successful bind is remembered (so a stale watch event cannot get it placed again).
 REMEMBER_BOUND = 600.0
 
@@ -327,7 +332,7 @@ class Binder:
         task = placement.task
         pod_path = f"/api/v1/namespaces/{task.namespace}/pods/{task.name}"
         deadline = self.clock() + self.retry_deadline
-        written: list[tuple[ClaimAllocation, bool]] = []
+        written: list[ClaimAllocation] = []
         if task.pod.spec.resource_claims:
             if placement.claims is None:
                 # The last line of defence: never bind a pod without its devices.
@@ -378,11 +383,10 @@ class Binder:
             return ApiError(0, "Unreadable", str(exc))
 
     async def _write_claims(
-        self, placement: Placement, deadline: float, written: list[tuple[ClaimAllocation, bool]]
+        self, placement: Placement, deadline: float, written: list[ClaimAllocation]
     ) -> str | None:
         """Allocate and reserve each of the placement's claims for its pod (``bindClaim``); None when
-        all are written, else why not. ``written`` gets each claim written, and whether this write
-        allocated it."""
+        all are written, else why not. ``written`` gets each claim written."""
         task = placement.task
         for ca in placement.claims or ():
             claim: ResourceClaim | ApiError | None = self.cache.resource_claim(ca.key)
@@ -393,11 +397,24 @@ class Binder:
                     return f"ResourceClaim {ca.key}: {_reason(claim)}"
                 if claim.metadata.uid != ca.uid:
                     return f"ResourceClaim {ca.key} was deleted and created again"
+                if claim.metadata.deletion_timestamp:
+                    return f"ResourceClaim {ca.key} is being deleted"
                 status = claim.status
                 if status.allocation is not None and not same_devices(status.allocation, ca.allocation):
                     return f"ResourceClaim {ca.key} was allocated meanwhile to other devices"
                 if status.allocation is not None and reserved_for(claim, task.uid):
                     break  # already as it must be
+                if status.allocation is None and CLAIM_FINALIZER not in claim.metadata.finalizers:
+                    # An allocation is made under the finalizer (a normal update, before the status):
+                    # the resourceclaim controller deallocates claims that carry it once no pod
+                    # reserves them any more.
+                    added = await self._claim_finalizer(task, ca, claim, deadline)
+                    if isinstance(added, ApiError):
+                        if added.code != 409:
+                            return f"ResourceClaim {ca.key}: {_reason(added)}"
+                        claim = None
+                        continue
+                    claim = added
                 reserved = [msgspec.to_builtins(r) for r in status.reserved_for]
                 reserved.append({"resource": "pods", "name": task.name, "uid": task.uid})
                 patch: dict[str, Any] = {
@@ -417,7 +434,7 @@ class Binder:
                     "application/merge-patch+json",
                 )
                 if failure is None:
-                    written.append((ca, allocating))
+                    written.append(ca)
                     break
                 if failure.code != 409:
                     return f"ResourceClaim {ca.key}: {_reason(failure)}"
@@ -426,12 +443,45 @@ class Binder:
                 return f"ResourceClaim {ca.key}: still conflicting after {CLAIM_CONFLICT_RETRIES} tries"
         return None
 
-    async def _unreserve(self, task: TaskInfo, written: list[tuple[ClaimAllocation, bool]]) -> None:
-        """The binding failed after the claims were written: take the pod out of ``reservedFor``, and
-        the allocation too when this placement made it and nobody else holds the claim
-        (kube-scheduler's ``Unreserve``)."""
+    async def _claim_finalizer(
+        self, task: TaskInfo, ca: ClaimAllocation, claim: ResourceClaim, deadline: float
+    ) -> ResourceClaim | ApiError:
+        """The claim with ``CLAIM_FINALIZER`` added (its resourceVersion a precondition)."""
+        patch = {
+            "metadata": {
+                "uid": ca.uid,
+                "resourceVersion": claim.metadata.resource_version,
+                "finalizers": [*claim.metadata.finalizers, CLAIM_FINALIZER],
+            }
+        }
+        path = f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}"
+        attempt = 0
+        while True:
+            try:
+                self.requests += 1
+                raw = await self.client.request(
+                    "PATCH",
+                    path,
+                    body=patch,
+                    content_type="application/merge-patch+json",
+                    timeout=self.request_timeout,
+                )
+                return decode(ResourceClaim, raw)
+            except ObjectError as exc:
+                return ApiError(0, "Unreadable", str(exc))
+            except ApiError as exc:
+                if exc.transient and attempt + 1 < self.max_attempts and self.clock() < deadline:
+                    await asyncio.sleep(backoff_delay(attempt, 0.05, 5.0))
+                    attempt += 1
+                    continue
+                return exc
+
+    async def _unreserve(self, task: TaskInfo, written: list[ClaimAllocation]) -> None:
+        """The binding failed after the claims were written: take the pod out of ``reservedFor``
+        (kube-scheduler's ``Unreserve``). An allocation this placement made stays: the claim carries
+        the finalizer, so the resourceclaim controller deallocates it once no pod reserves it."""
         deadline = self.clock() + 5.0
-        for ca, allocated in written:
+        for ca in written:
             for _attempt in range(CLAIM_CONFLICT_RETRIES):
                 claim = await self._read_claim(ca.namespace, ca.name)
                 if isinstance(claim, ApiError) or claim.metadata.uid != ca.uid:
@@ -440,8 +490,6 @@ class Binder:
                 if len(left) == len(claim.status.reserved_for):
                     break
                 status: dict[str, Any] = {"reservedFor": left or None}
-                if allocated and not left:
-                    status["allocation"] = None
                 failure = await self._with_retries(
                     task,
                     "PATCH",

@@ -80,6 +80,18 @@ class DraServer:
         self.accepted.append(patch)
         return web.json_response(claim)
 
+    async def patch_claim(self, request: web.Request) -> web.Response:
+        """A merge patch of the claim itself (the finalizer), resourceVersion a precondition."""
+        name = request.match_info["name"]
+        patch = await request.json()
+        self.log.append(("finalizer", name))
+        claim = self.claims[name]
+        if patch["metadata"].get("resourceVersion") != claim["metadata"]["resourceVersion"]:
+            return _status(409)
+        claim["metadata"]["finalizers"] = patch["metadata"]["finalizers"]
+        claim["metadata"]["resourceVersion"] = str(int(claim["metadata"]["resourceVersion"]) + 1)
+        return web.json_response(claim)
+
     async def bind(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         self.log.append(("bind", name))
@@ -101,6 +113,7 @@ async def server() -> AsyncIterator[tuple[DraServer, ApiClient]]:
     app = web.Application()
     base = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}"
     app.router.add_get(base, srv.get_claim)
+    app.router.add_patch(base, srv.patch_claim)
     app.router.add_patch(base + "/status", srv.patch_status)
     app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", srv.bind)
     runner = web.AppRunner(app)
@@ -149,7 +162,9 @@ async def test_the_claim_is_allocated_and_reserved_in_one_write_before_the_bindi
     cache = ClusterCache()
     placement = placed(srv, cache)
     await run(Binder(client, cache), [placement])
-    assert srv.log == [("claim", "c0"), ("bind", "p")]
+    # the finalizer first (a normal update), then allocation and reservation in one status write
+    assert srv.log == [("finalizer", "c0"), ("claim", "c0"), ("bind", "p")]
+    assert srv.claims["c0"]["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     status = srv.claims["c0"]["status"]
     assert status["allocation"]["devices"]["results"] == [
         {"request": "req", "driver": GPU, "pool": "n1", "device": "gpu-0"}
@@ -165,7 +180,7 @@ async def test_a_conflict_is_retried_on_a_fresh_read(server) -> None:
     # Another writer changed the claim (not its allocation) since the watch showed it.
     srv.interfere = {}
     await run(Binder(client, cache), [placement])
-    assert srv.log == [("claim", "c0"), ("claim", "c0"), ("bind", "p")]
+    assert srv.log == [("finalizer", "c0"), ("claim", "c0"), ("claim", "c0"), ("bind", "p")]
     assert srv.claims["c0"]["status"]["reservedFor"][0]["name"] == "p"
 
 
@@ -191,19 +206,21 @@ async def test_a_failed_claim_write_means_no_binding(server) -> None:
     srv.claim_codes = [403]
     binder = Binder(client, cache)
     await run(binder, [placement])
-    assert srv.log == [("claim", "c0")]
+    assert srv.log == [("finalizer", "c0"), ("claim", "c0")]
     assert "could not allocate its ResourceClaims" in binder.failures[placement.task.uid].reason
     assert cache.task(placement.task.uid).status == TaskStatus.PENDING  # type: ignore[union-attr]
 
 
-async def test_a_failed_binding_takes_the_reservation_and_our_allocation_back(server) -> None:
+async def test_a_failed_binding_takes_the_reservation_back(server) -> None:
     srv, client = server
     cache = ClusterCache()
     placement = placed(srv, cache)
     srv.bind_codes = {"p": 404}
     await run(Binder(client, cache), [placement])
-    assert srv.log == [("claim", "c0"), ("bind", "p"), ("claim", "c0")]
-    assert srv.claims["c0"]["status"] == {}
+    assert srv.log == [("finalizer", "c0"), ("claim", "c0"), ("bind", "p"), ("claim", "c0")]
+    # unreserved; the allocation is left to the resourceclaim controller (the claim has the finalizer)
+    assert "reservedFor" not in srv.claims["c0"]["status"]
+    assert srv.claims["c0"]["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     assert cache.task(placement.task.uid).status == TaskStatus.PENDING  # type: ignore[union-attr]
 
 
@@ -226,3 +243,15 @@ async def test_a_shared_claim_is_allocated_by_the_first_write_and_only_reserved_
     # (the second pod's first try may meet a 409: the watch has not shown the first write yet)
     assert [("allocation" in p["status"]) for p in srv.accepted] == [True, False]
     assert [r["name"] for r in srv.claims["shared"]["status"]["reservedFor"]] == ["a", "b"]
+
+
+async def test_a_claim_being_deleted_is_not_allocated_and_the_pod_not_bound(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    srv.add(resource_claim("c0", GPU))
+    srv.claims["c0"]["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"
+    placement = placed(srv, cache)
+    binder = Binder(client, cache)
+    await run(binder, [placement])
+    assert srv.log == []
+    assert "is being deleted" in binder.failures[placement.task.uid].reason

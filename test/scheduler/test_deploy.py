@@ -299,6 +299,7 @@ def test_rbac_grants_what_the_scheduler_calls_and_no_wildcards() -> None:
         ("resource.k8s.io", "resourceslices", "watch"),
         ("resource.k8s.io", "resourceclaims", "watch"),
         ("resource.k8s.io", "resourceclaims", "get"),
+        ("resource.k8s.io", "resourceclaims", "patch"),
         ("resource.k8s.io", "resourceclaims/status", "patch"),
     ]:
         assert allowed(group, resource, verb), (group, resource, verb)
