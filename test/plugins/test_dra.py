@@ -388,3 +388,32 @@ def test_two_gangs_never_get_the_same_device() -> None:
     _, result = run_session(snap)
     devices = [(p.node, d) for p in result.placements for d in devices_of(p.claims)]
     assert len(devices) == 2 and len(set(devices)) == 2, "three devices: one gang of two fits, not both"
+
+
+def test_a_gang_whose_claims_need_a_matching_pair_lands_together_or_not_at_all() -> None:
+    """Each of 4 pods claims two GPUs with ``matchAttribute: gpu.example.com/numa`` (the same NUMA node)."""
+
+    def numa_gpus(node_name: str, numas: list[int]) -> object:
+        return resource_slice(node_name, GPU, {f"gpu-{i}": {"numa": {"int": n}} for i, n in enumerate(numas)})
+
+    def run(n2_numas: list[int]) -> object:
+        pg, pods, _ = claim_gang("g", 4)
+        claims = [resource_claim(f"g-c{i}", GPU, count=2, match_attribute=f"{GPU}/numa") for i in range(4)]
+        snap = cluster(
+            nodes=[node("n1"), node("n2")],
+            pods=pods,
+            podgroups=[pg],
+            dra=[device_class(GPU), numa_gpus("n1", [0, 0, 1, 1]), numa_gpus("n2", n2_numas), *claims],
+        )
+        return run_session(snap)[1]
+
+    result = run([0, 1, 0, 1])  # two same-NUMA pairs on each node: all four pods
+    assert len(result.placements) == 4
+    for p in result.placements:
+        [ca] = p.claims
+        picked = [r.device for r in ca.allocation.devices.results]
+        numas = {0: [0, 0, 1, 1], 1: [0, 1, 0, 1]}[0 if p.node == "n1" else 1]
+        assert len(picked) == 2 and len({numas[int(d.split("-")[1])] for d in picked}) == 1
+
+    result = run([0, 1, 2, 3])  # no pair on n2: two pods would fit, the gang of four does not
+    assert result.placements == []
