@@ -417,3 +417,16 @@ def test_a_gang_whose_claims_need_a_matching_pair_lands_together_or_not_at_all()
 
     result = run([0, 1, 2, 3])  # no pair on n2: two pods would fit, the gang of four does not
     assert result.placements == []
+
+
+def test_a_claim_naming_a_missing_device_class_leaves_the_pod_pending_with_the_reason() -> None:
+    snap = world(
+        nodes=[node("n1")],
+        pods=[claim_pod("p", "c0")],
+        dra=[resource_slice("n1", GPU, ["gpu-0"]), resource_claim("c0", "no-such-class")],
+    )
+    ssn, result = run_session(snap)
+    assert result.placements == []
+    [task] = [t for j in ssn.jobs.values() for t in j.tasks.values()]
+    [reason] = ssn.explain_predicates(task)
+    assert "claim default/c0, request req: could not retrieve device class no-such-class: not found" in reason
