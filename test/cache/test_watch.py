@@ -255,3 +255,44 @@ async def test_events_are_counted_by_type_even_when_an_error_ends_their_chunk(fa
         assert reflector.stats.events == 4 and reflector.stats.skipped == 1 and reflector.stats.expired == 1
     finally:
         task.cancel()
+
+
+async def test_a_server_without_dra_is_one_log_line_and_the_claims_watch_counts_as_synced(caplog) -> None:  # type: ignore[no-untyped-def]
+    """An API server older than Kubernetes 1.34 (or with resource.k8s.io off) answers 404 for the DRA
+    kinds: the scheduler syncs without them and says so once."""
+    from caldera.cache.informer import PATHS
+    from caldera.framework.dra.objects import ResourceClaim
+
+    async def absent(request: web.Request) -> web.Response:
+        return web.Response(status=404, body=enc({"kind": "Status", "code": 404, "reason": "NotFound"}))
+
+    app = web.Application()
+    app.router.add_get(PATHS["resourceclaims"], absent)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
+    cache = ClusterCache()
+    reflector = Reflector(
+        client,
+        PATHS["resourceclaims"],
+        ResourceClaim,
+        KindHandler(cache.upsert_resource_claim, cache.delete_resource_claim),
+        name="resourceclaims",
+        optional=True,
+    )
+    task = asyncio.create_task(reflector.run())
+    try:
+        with caplog.at_level("INFO", logger="caldera.watch"):
+            await until(lambda: reflector.synced.is_set())
+        assert cache.snapshot().dra is None
+        lines = [r.getMessage() for r in caplog.records if "not served" in r.getMessage()]
+        assert lines == [
+            "resourceclaims: not served by this API server (/apis/resource.k8s.io/v1/resourceclaims); scheduling goes on without them"
+        ]
+    finally:
+        task.cancel()
+        await client.close()
+        await runner.cleanup()
