@@ -430,3 +430,15 @@ def test_a_claim_naming_a_missing_device_class_leaves_the_pod_pending_with_the_r
     [task] = [t for j in ssn.jobs.values() for t in j.tasks.values()]
     [reason] = ssn.explain_predicates(task)
     assert "claim default/c0, request req: could not retrieve device class no-such-class: not found" in reason
+
+
+def test_a_best_effort_pod_placed_by_backfill_gets_its_device_too() -> None:
+    p = pod("be", group="be", cpu=None, memory=None, spec_extra=claim_pod_spec("c0"))
+    snap = world(
+        nodes=[node("n1"), node("n2")],
+        pods=[p],
+        dra=[device_class(GPU), resource_slice("n2", GPU, ["gpu-0"]), resource_claim("c0", GPU)],
+    )
+    _, result = run_session(snap)
+    [placement] = result.placements
+    assert placement.node == "n2" and devices_of(placement.claims) == ["gpu-0"]
