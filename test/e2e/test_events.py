@@ -82,14 +82,20 @@ async def test_a_gang_that_does_not_fit_is_reported_once_and_a_new_reason_update
     await api.gang("big", 3, cpu="3")
     clock = Clock()
     async with scheduler(kubeconfig, clock) as s:
-        await s.sees(lambda c: len(c.tasks) == 3 and len(c.nodes) == 2)
+        await s.sees(lambda c: len(c.tasks) == 3 and {"n1", "n2"} <= set(c.nodes))
+        nodes = len(s.cache.nodes)  # a real cluster has its own beside these
         s.cycle()
 
-        first = await eventually(lambda: failed_scheduling(api))
-        pg = await api.read_podgroup("big")
+        async def written() -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+            """The PodGroup, once its condition, the Event and the pods' conditions are all written."""
+            pg, events = await api.read_podgroup("big"), await failed_scheduling(api)
+            told = [p for p in await api.pods() if "PodScheduled" in str(p["status"].get("conditions"))]
+            return (pg, events) if unschedulable(pg) and events and len(told) == 3 else None
+
+        pg, first = await eventually(written)
         cond = unschedulable(pg)
         assert (cond["status"], cond["reason"]) == ("True", "NotEnoughResources")
-        assert "3/3 tasks in gang unschedulable" in cond["message"] and "0/2 nodes" in cond["message"]
+        assert "3/3 tasks in gang unschedulable" in cond["message"] and f"0/{nodes} nodes" in cond["message"]
         assert len(first) == 1 and first[0]["count"] == 1
         assert (
             first[0]["involvedObject"]["kind"] == "PodGroup" and first[0]["involvedObject"]["name"] == "big"
@@ -112,20 +118,24 @@ async def test_a_gang_that_does_not_fit_is_reported_once_and_a_new_reason_update
 
         # Each node added changes the reason: one more occurrence of the same Event, which carries
         # the latest message, as the PodGroup's condition does (its transition time kept).
-        for n in (3, 4, 5):
-            await api.node(f"n{n}", cpu="2")
-            await s.sees(lambda c, n=n: len(c.nodes) == n)
+        for name in ("n3", "n4", "n5"):
+            await api.node(name, cpu="2")
+            await s.sees(lambda c, name=name: name in c.nodes)
+            nodes += 1
             clock.now += PATCH_INTERVAL  # the Event's update falls due
 
-            async def updated(n: int = n) -> list[dict[str, Any]]:
+            async def updated(nodes: int = nodes) -> list[dict[str, Any]]:
                 events = await failed_scheduling(api)
-                return events if events and f"0/{n} nodes" in events[0]["message"] else []
+                return events if events and f"0/{nodes} nodes" in events[0]["message"] else []
 
             s.cycle()
             events = await eventually(updated)
 
+        async def condition_follows() -> dict[str, Any]:
+            now = unschedulable(await api.read_podgroup("big"))
+            return now if now.get("message") == events[0]["message"] else {}
+
+        cond_now = await eventually(condition_follows)
     assert len(events) == 1 and events[0]["metadata"]["name"] == first[0]["metadata"]["name"]
     assert events[0]["count"] == 4
-    cond_now = unschedulable(await api.read_podgroup("big"))
-    assert cond_now["message"] == events[0]["message"]
     assert cond_now["lastTransitionTime"] == cond["lastTransitionTime"]
