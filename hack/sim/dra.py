@@ -714,7 +714,8 @@ def generate_name(pod_name: str, claim_name: str) -> str:
 class ResourceClaimController(BackgroundLoop):
     """What kube-controller-manager's resourceclaim controller does (pkg/controller/resourceclaim/controller.go):
 
-    - `syncPod` / `handleClaim`: for each `resourceClaimTemplateName` entry of a pod that is not being deleted,
+    - `syncPod` / `handleClaim`: for each `resourceClaimTemplateName` entry of a pod that is not being deleted
+      (nor done: see `sync_pod`),
       a claim is created from the template (generateName `<pod>-<entry>-`, the pod as controlling owner, the
       template's labels and annotations plus `resource.kubernetes.io/pod-claim-name: <entry>`, the template's
       `spec.spec`) unless one the pod owns with that annotation exists (`findPodResourceClaim`), and recorded in
@@ -818,6 +819,7 @@ class ResourceClaimController(BackgroundLoop):
                 claims, self._claims = self._claims, set()
                 for ns, name in sorted(claims):
                     self._guard(self.sync_claim, ns, name)
+                await asyncio.sleep(0)  # never hold the loop, whatever the writes trigger
 
     @staticmethod
     def _guard(fn: Any, ns: str, name: str) -> None:
@@ -832,7 +834,9 @@ class ResourceClaimController(BackgroundLoop):
 
     def sync_pod(self, ns: str, name: str) -> None:
         pod = self.store.get_obj(PODS, ns, name)
-        if pod is None or pod["metadata"].get("deletionTimestamp"):
+        if pod is None or pod["metadata"].get("deletionTimestamp") or _pod_done(pod):
+            # A done pod gets no claim and no reservation: the real `podNeedsWork` does not check this, and would
+            # make again the claim `syncClaim` just deleted for it (bounded there by its work queue's backoff).
             return
         made: dict[str, str] = {}
         for pod_claim in _list(pod["spec"].get("resourceClaims")):
