@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .errors import ApiError, invalid
+from .errors import invalid
 from .loop import BackgroundLoop
 from .resources import CORE_EVENTS, PODS, Resource, resource
 
@@ -137,6 +137,16 @@ def _dns_subdomain(value: Any, path: str) -> list[Cause]:
             "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
         )
     ]
+
+
+def _unique_label(name: Any, seen: set[str], path: str) -> list[Cause]:
+    """A list entry's name: required, not seen before in the list (then remembered), a DNS label."""
+    if not name:
+        return [_required(path)]
+    if name in seen:
+        return [_duplicate(path, name)]
+    seen.add(name)
+    return _dns_label(name, path)
 
 
 def _list(value: Any) -> list[Any]:
@@ -399,14 +409,7 @@ def _claim_spec(spec: Any, path: str) -> list[Cause]:
     for i, request in enumerate(_list(devices.get("requests"))):
         where = f"{base}.requests[{i}]"
         request = _dict(request)
-        name = request.get("name")
-        if not name:
-            causes.append(_required(f"{where}.name"))
-        elif name in seen:
-            causes.append(_duplicate(f"{where}.name", name))
-        else:
-            seen.add(name)
-            causes += _dns_label(name, f"{where}.name")
+        causes += _unique_label(request.get("name"), seen, f"{where}.name")
         exactly, first = request.get("exactly"), _list(request.get("firstAvailable"))
         if exactly is None and not first:
             causes.append(_required(where, "exactly one of `exactly` or `firstAvailable` is required"))
@@ -423,14 +426,7 @@ def _claim_spec(spec: Any, path: str) -> list[Cause]:
             for j, sub in enumerate(first):
                 sub_path = f"{where}.firstAvailable[{j}]"
                 sub = _dict(sub)
-                sub_name = sub.get("name")
-                if not sub_name:
-                    causes.append(_required(f"{sub_path}.name"))
-                elif sub_name in sub_seen:
-                    causes.append(_duplicate(f"{sub_path}.name", sub_name))
-                else:
-                    sub_seen.add(sub_name)
-                    causes += _dns_label(sub_name, f"{sub_path}.name")
+                causes += _unique_label(sub.get("name"), sub_seen, f"{sub_path}.name")
                 causes += _device_class_name(sub.get("deviceClassName"), f"{sub_path}.deviceClassName")
                 causes += _selectors(sub.get("selectors"), f"{sub_path}.selectors")
                 causes += _allocation_mode(sub, sub_path)
@@ -510,14 +506,7 @@ def _slice_spec(spec: Any, old: dict[str, Any] | None) -> list[Cause]:
         )
     seen: set[str] = set()
     for i, device in enumerate(_list(spec.get("devices"))):
-        name = _dict(device).get("name")
-        if not name:
-            causes.append(_required(f"spec.devices[{i}].name"))
-        elif name in seen:
-            causes.append(_duplicate(f"spec.devices[{i}].name", name))
-        else:
-            seen.add(name)
-            causes += _dns_label(name, f"spec.devices[{i}].name")
+        causes += _unique_label(_dict(device).get("name"), seen, f"spec.devices[{i}].name")
     return causes
 
 
@@ -606,14 +595,7 @@ def check_pod_claims(name: str, spec: dict[str, Any]) -> None:
     for i, claim in enumerate(_list(spec.get("resourceClaims"))):
         where = f"spec.resourceClaims[{i}]"
         claim = _dict(claim)
-        claim_name = claim.get("name")
-        if not claim_name:
-            causes.append(_required(f"{where}.name"))
-        elif claim_name in names:
-            causes.append(_duplicate(f"{where}.name", claim_name))
-        else:
-            causes += _dns_label(claim_name, f"{where}.name")
-            names.add(claim_name)
+        causes += _unique_label(claim.get("name"), names, f"{where}.name")
         by_name, by_template = claim.get("resourceClaimName"), claim.get("resourceClaimTemplateName")
         if by_name is not None and by_template is not None:
             causes.append(
@@ -820,15 +802,6 @@ class ResourceClaimController(BackgroundLoop):
                 for ns, name in sorted(claims):
                     self._guard(self.sync_claim, ns, name)
                 await asyncio.sleep(0)  # never hold the loop, whatever the writes trigger
-
-    @staticmethod
-    def _guard(fn: Any, ns: str, name: str) -> None:
-        try:
-            fn(ns, name)
-        except ApiError as exc:
-            log.debug("%s %s/%s: %s", fn.__name__, ns, name, exc.message)
-        except Exception:
-            log.exception("%s %s/%s failed", fn.__name__, ns, name)
 
     # -- syncPod --
 
