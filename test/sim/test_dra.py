@@ -524,3 +524,49 @@ async def test_rbac_guards_claims_and_their_status_separately(cluster: Cluster) 
     )
     code, doc = await c.http("GET", f"{API}/deviceclasses", token=token)
     assert code == 403 and doc["message"].endswith("at the cluster scope")
+
+
+async def test_several_errors_are_reported_together(cluster: Cluster) -> None:
+    c = cluster
+    doc = await refused(c, "POST", claims(c), claim("two", {"name": "a"}, exactly("b", count=-1)))
+    assert [x["field"] for x in doc["details"]["causes"]] == [
+        "spec.devices.requests[0]",
+        "spec.devices.requests[1].exactly.count",
+    ]
+    assert doc["message"] == (
+        'ResourceClaim.resource.k8s.io "two" is invalid: [spec.devices.requests[0]: Required value: exactly one '
+        "of `exactly` or `firstAvailable` is required, spec.devices.requests[1].exactly.count: Invalid value: -1: "
+        "must be greater than zero]"
+    )
+
+
+async def test_a_claim_being_deleted_takes_no_new_consumers(cluster: Cluster) -> None:
+    c = cluster
+    await c.create(claims(c), claim("leaving", exactly("gpu")))
+    first = {"resource": "pods", "name": "p", "uid": "2f1e0c7a-0000-4000-8000-000000000001"}
+    second = {"resource": "pods", "name": "q", "uid": "2f1e0c7a-0000-4000-8000-000000000002"}
+    await c.http.ok(
+        "PATCH",
+        f"{claims(c)}/leaving",
+        {"metadata": {"finalizers": ["example.com/hold"]}},
+        content_type="application/merge-patch+json",
+    )
+    code, doc = await put_status(
+        c, "leaving", {"allocation": allocation(result("gpu")), "reservedFor": [first]}
+    )
+    assert code == 200, doc
+    await c.http.ok("DELETE", f"{claims(c)}/leaving")
+    code, doc = await put_status(
+        c, "leaving", {"allocation": allocation(result("gpu")), "reservedFor": [first, second]}
+    )
+    assert code == 422 and only_cause(doc)["message"] == (
+        "Forbidden: new entries may not be added while `deallocationRequested` or `deletionTimestamp` are set"
+    )
+    code, doc = await put_status(c, "leaving", {"allocation": allocation(result("gpu"))})
+    assert code == 200, "consumers may still go"
+    await c.http.ok(
+        "PATCH",
+        f"{claims(c)}/leaving",
+        {"metadata": {"finalizers": None}},
+        content_type="application/merge-patch+json",
+    )
