@@ -64,6 +64,8 @@ FINALIZER = "resource.kubernetes.io/delete-protection"
 #: The annotation a claim made from a template carries: the pod's `spec.resourceClaims[].name`
 #: (`podResourceClaimAnnotation` in pkg/controller/resourceclaim/controller.go).
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+#: `resource.CELSelectorExpressionMaxLength`: a longer selector is not compiled.
+CEL_MAX_LENGTH = 10 * 1024
 #: `resource.ResourceClaimReservedForMaxSize`: how many consumers may reserve one claim.
 RESERVED_FOR_MAX = 256
 
@@ -285,6 +287,10 @@ def cel_problem(expression: str) -> str | None:
     env = _cel_environment()
     try:
         tree = env.compile(expression)
+        result = _cel_type(tree)
+    except RecursionError:
+        # cel-go's parser stops at a nesting depth of its own (250); cel-python's recursion stops first.
+        return "compilation failed: ERROR: <input>:1:1: expression recursion limit exceeded"
     except celpy.CELParseError as exc:
         line = exc.line or 1
         column = exc.column or 1
@@ -293,7 +299,6 @@ def cel_problem(expression: str) -> str | None:
             f"compilation failed: ERROR: <input>:{line}:{column}: Syntax error: unexpected input\n"
             f" | {source}\n | {'.' * (column - 1)}^"
         )
-    result = _cel_type(tree)
     if result in _REPORTED:
         return f"must evaluate to bool or the unknown type, not {result}"
     return None
@@ -308,8 +313,13 @@ def _selectors(selectors: Any, path: str) -> list[Cause]:
             continue
         expression = cel.get("expression")
         where = f"{path}[{i}].cel.expression"
-        if not isinstance(expression, str) or not expression:
-            causes.append(_required(where, "expression must not be empty"))
+        if not isinstance(expression, str):
+            causes.append(_required(where))
+            continue
+        if len(expression) > CEL_MAX_LENGTH:  # too long to compile at all
+            causes.append(
+                (where, "FieldValueTooLong", f"Too long: may not be more than {CEL_MAX_LENGTH} bytes")
+            )
             continue
         problem = cel_problem(expression)
         if problem is not None:

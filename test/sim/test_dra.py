@@ -570,3 +570,12 @@ async def test_a_claim_being_deleted_takes_no_new_consumers(cluster: Cluster) ->
         {"metadata": {"finalizers": None}},
         content_type="application/merge-patch+json",
     )
+
+
+async def test_a_selector_longer_than_10_kib_is_not_compiled(cluster: Cluster) -> None:
+    c = cluster
+    long_expression = "true && " * 1300 + "true"  # 10,404 bytes of valid CEL
+    doc = await refused(c, "POST", f"{API}/deviceclasses", device_class(c.name("long"), long_expression))
+    cause = only_cause(doc)
+    assert (cause["field"], cause["reason"]) == ("spec.selectors[0].cel.expression", "FieldValueTooLong")
+    assert cause["message"] == "Too long: may not be more than 10240 bytes"
