@@ -176,6 +176,30 @@ RESOURCES: tuple[Resource, ...] = (
         False,
         generation=False,
     ),
+    # Dynamic Resource Allocation (resource.k8s.io/v1, GA since Kubernetes 1.34); validation, defaults and the
+    # resourceclaim controller's work are in dra.py.
+    Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    Resource(
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        "ResourceSlice",
+        False,
+        field_labels=frozenset({"spec.nodeName", "spec.driver"}),
+    ),
+    Resource(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaims",
+        "ResourceClaim",
+        True,
+        (),
+        frozenset({"status"}),
+        generation=False,
+    ),
+    Resource(
+        "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True, generation=False
+    ),
     # Volcano's PodGroup CRD declares no status subresource: its status is written through the object itself.
     Resource(
         "scheduling.volcano.sh",

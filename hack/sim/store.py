@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from . import dra
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .patch import (
     APPLY_PATCH,
@@ -889,6 +890,7 @@ class Store:
                     raise invalid(
                         "Pod", name, [(f"spec.containers[{i}].image", "FieldValueRequired", "Required value")]
                     )
+            dra.check_pod_claims(name, spec)
             for group in ("containers", "initContainers"):
                 if spec.get(group):
                     spec[group] = [_default_requests(c) for c in spec[group]]
@@ -961,6 +963,8 @@ class Store:
             obj["spec"] = spec
         elif res.id in _RBAC_KINDS:
             _check_rbac(res, name, obj, None)
+        elif res.group == dra.GROUP:
+            dra.admit(res, obj)
         elif res is PRIORITY_CLASSES:
             if not isinstance(obj.get("value"), int):
                 raise invalid(
@@ -1123,6 +1127,11 @@ class Store:
             elif res.id in _RBAC_KINDS:
                 _check_rbac(res, name, result, old)
         result["metadata"] = meta
+        if res.group == dra.GROUP:
+            if subresource == "status":
+                dra.check_claim_status(name, old, result)
+            else:
+                dra.admit(res, result, old)
         schema = self.schemas.get(res.id) if res.custom else None
         if schema is not None:
             result = prune_and_default(result, schema)
