@@ -2,6 +2,7 @@
 
     caldera-sim bench core      # the scheduling core in process, no API server
     caldera-sim bench e2e       # end to end through caldera-sim (pods created -> bound)
+    caldera-sim bench report    # runs them and writes docs/performance.md (hack/bench_report.py)
 
 The core benchmark drives the real cache, session, actions and plugins with the conf in force
 (Volcano's default unless --conf), binding into a recording binder.
@@ -572,3 +573,6 @@ def register(subparsers: Any) -> None:
         help="attach py-spy to the scheduler and write folded stacks to PATH-SHAPE-N.txt (needs py-spy)",
     )
     e2e.set_defaults(func=run_e2e)
+    from caldera.hack.bench_report import add_parser as add_report
+
+    add_report(sub)
