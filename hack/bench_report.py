@@ -123,20 +123,39 @@ def _git(*argv: str) -> str | None:
     return done.stdout
 
 
-def commit(ignore: Path | None = None) -> str:
-    """HEAD of the checkout the benchmarks run from, and whether tracked files differ from it
-    (``ignore``: the document being written, which is no part of what was measured)."""
+@dataclass(frozen=True)
+class Checkout:
+    """HEAD of the checkout the benchmarks run from (None outside git) and the tracked files that
+    differ from it."""
+
+    head: str | None
+    changed: tuple[str, ...]
+
+    def full(self) -> str:
+        if self.head is None:
+            return "unknown (not a git checkout)"
+        if not self.changed:
+            return f"`{self.head}`"
+        shown = ", ".join(f"`{p}`" for p in self.changed[:5]) + (" ..." if len(self.changed) > 5 else "")
+        return f"`{self.head}`, **dirty**: {len(self.changed)} tracked file(s) changed ({shown})"
+
+    def short(self) -> str:
+        if self.head is None:
+            return "unknown"
+        return f"`{self.head[:7]}`" + (" (**dirty**)" if self.changed else "")
+
+
+def commit(ignore: Path | None = None) -> Checkout:
+    """What the benchmarks run from; ``ignore``: the document being written, no part of what was
+    measured, so rewriting it does not mark the checkout dirty."""
     head = _git("rev-parse", "HEAD")
     if head is None:
-        return "unknown (not a git checkout)"
+        return Checkout(None, ())
     status = _git("status", "--porcelain", "--untracked-files=no") or ""
     changed = [line[3:] for line in status.splitlines() if line[3:]]
     if ignore is not None:
         changed = [p for p in changed if (ROOT / p).resolve() != ignore.resolve()]
-    if not changed:
-        return f"`{head.strip()}`"
-    shown = ", ".join(f"`{p}`" for p in changed[:5]) + (" ..." if len(changed) > 5 else "")
-    return f"`{head.strip()}`, **dirty**: {len(changed)} tracked file(s) changed ({shown})"
+    return Checkout(head.strip(), tuple(changed))
 
 
 def _load(values: tuple[float, float, float]) -> str:
@@ -333,7 +352,7 @@ def render(
     finished: datetime,
     load_start: tuple[float, float, float],
     load_end: tuple[float, float, float],
-    checkout: str,
+    checkout: Checkout,
 ) -> str:
     took = (finished - started).total_seconds()
     env = sorted(k for k in os.environ if k.startswith("CALDERA_BENCH_"))
@@ -356,7 +375,7 @@ def render(
                 ["memory", f"{memory_bytes() / 2**30:.1f} GiB"],
                 ["Python", f"{platform.python_implementation()} {platform.python_version()}"],
                 ["system", platform.platform()],
-                ["commit", checkout],
+                ["commit", checkout.full()],
                 ["started", _when(started)],
                 ["finished", f"{_when(finished)} ({took // 60:.0f} min {took % 60:.0f} s)"],
                 ["load average at start", _load(load_start)],
@@ -371,7 +390,17 @@ def render(
     ]
     summary = summary_rows(outcomes)
     if summary:
-        lines += ["## Summary", "", *_table(["figure", "command", "measured"], summary), ""]
+        lines += [
+            "## Summary",
+            "",
+            *_table(["figure", "command", "measured"], summary),
+            "",
+            # one line, so that a copy of the summary (the README's) carries when and under what load
+            f"Measured {_when(started)} to {finished.strftime('%H:%M:%S')} UTC on {cpus()} CPUs"
+            f" ({cpu_model()}), commit {checkout.short()}; load average {_load(load_start)} at the"
+            f" start, {_load(load_end)} at the end.",
+            "",
+        ]
     sections: dict[str, list[Outcome]] = {}
     for o in outcomes:
         sections.setdefault(o.plan.heading, []).append(o)

@@ -87,6 +87,9 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
     assert summary is not None
     for _figure, command, _measured in _table_rows(summary.group(1)):
         assert command.strip("`") in sections
+    assert re.search(
+        r"^Measured .* commit `[0-9a-f]{7}`.*load average .* at the end\.$", summary.group(1), re.M
+    )
 
 
 def test_only_runs_the_chosen_benchmarks(tmp_path: Path) -> None:
@@ -113,9 +116,11 @@ def test_commit_is_marked_dirty_by_changed_tracked_files_but_not_by_the_document
     monkeypatch.setattr(bench_report, "ROOT", repo)
     doc = repo / "docs" / "performance.md"
 
-    assert "dirty" not in bench_report.commit(ignore=doc)
+    clean = bench_report.commit(ignore=doc)
+    assert clean.head is not None and "dirty" not in clean.full() + clean.short()
     doc.write_text("new figures\n")
-    assert "dirty" not in bench_report.commit(ignore=doc)
+    assert bench_report.commit(ignore=doc) == clean
     (repo / "code.py").write_text("x = 2\n")
     marked = bench_report.commit(ignore=doc)
-    assert "**dirty**" in marked and "`code.py`" in marked and "performance.md" not in marked
+    assert marked.changed == ("code.py",)
+    assert "**dirty**" in marked.full() and "`code.py`" in marked.full() and "dirty" in marked.short()
