@@ -92,6 +92,19 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
     )
 
 
+def test_readme_quotes_its_performance_summary_from_docs_performance() -> None:
+    """The README's performance table and the line saying when it was measured are copied from the
+    committed document, not written by hand."""
+    readme = (ROOT / "README.md").read_text()
+    section = re.search(r"^## Performance\n(.*?)^#{2,3} ", readme, flags=re.M | re.S)
+    assert section is not None
+    assert "(docs/performance.md)" in section.group(1)
+    copied = [line for line in section.group(1).splitlines() if line.startswith(("|", "Measured "))]
+    assert len(copied) >= 4  # a header, its rule, a row, the measured line
+    document = set((ROOT / "docs" / "performance.md").read_text().splitlines())
+    assert [line for line in copied if line not in document] == []
+
+
 def test_only_runs_the_chosen_benchmarks(tmp_path: Path) -> None:
     out = tmp_path / "perf.md"
     assert main(["bench", "report", "--quick", "--only", "micro", "--out", str(out)]) == 0
