@@ -553,6 +553,12 @@ def bench(
 
 
 def run(args: argparse.Namespace) -> int:
+    runs(args)
+    return 0
+
+
+def runs(args: argparse.Namespace) -> list[E2EResult]:
+    """Every run `bench e2e` makes with these flags, printed as it ends and returned in order."""
     nodes = int(getattr(args, "nodes", 1000))
     pods = int(getattr(args, "pods", 5000))
     gang = int(getattr(args, "gang_size", 10))
@@ -571,6 +577,7 @@ def run(args: argparse.Namespace) -> int:
     if os.environ.get("CALDERA_BENCH_BOTH") == "1" and gang > 1:
         sizes.append(1)
     summary: dict[str, list[float]] = {}
+    results: list[E2EResult] = []
     for size in sizes:
         for sh in shapes:
             for i in range(repeat):
@@ -580,6 +587,7 @@ def run(args: argparse.Namespace) -> int:
                     path = str(base.with_name(f"{base.stem}-{sh}-{i + 1}{base.suffix or '.txt'}"))
                 res = bench(nodes, pods, size, period=period, shape=sh, profile=path, rate=rate)
                 print(res.report(), flush=True)
+                results.append(res)
                 if res.cpu_ms_per_pod is not None:
                     summary.setdefault(
                         f"{sh}, {'gangs of ' + str(size) if size > 1 else 'single pods'}", []
@@ -588,4 +596,4 @@ def run(args: argparse.Namespace) -> int:
         print("summary: scheduler CPU per bound pod (ms), per run")
         for key, values in summary.items():
             print(f"  {key}: " + ", ".join(f"{v:.3f}" for v in values) + f" (max {max(values):.3f})")
-    return 0
+    return results
