@@ -341,6 +341,16 @@ def summary_rows(outcomes: list[Outcome]) -> list[list[str]]:
                         f"p50 {_ms(v['p50'])}, p99 {_ms(v['p99'])}; {v['rss'] / 2**20:.0f} MiB",
                     ]
                 )
+            stall = o.data.get("stall")
+            if stall is not None:
+                v = stall.values
+                rows.append(
+                    [
+                        f"in process, {stall.title}: the event loop's longest stall while cycles run",
+                        command,
+                        f"{v['longest'] * 1e3:.1f} ms (p99 {v['p99'] * 1e3:.1f} ms)",
+                    ]
+                )
     return rows
 
 
