@@ -73,12 +73,8 @@ def test_a_topology_key_keeps_the_gang_in_one_zone_though_another_is_emptier() -
     _, result = run_session(snap)
     placed = _placed(result)
     assert len(placed) == 4
-    zones = {
-        n.metadata.labels.get(zone)
-        for n in [x.node for x in snap.nodes.values()]
-        if n.metadata.name in placed.values()
-    }
-    assert len(zones) == 1 and None not in zones
+    zones = {snap.nodes[name].labels.get(zone) for name in placed.values()}
+    assert len(zones) == 1 and None not in zones  # not the empty unlabelled node, nor both zones
 
 
 def test_a_gang_no_single_zone_holds_stays_pending_with_the_reason() -> None:
