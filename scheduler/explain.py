@@ -329,6 +329,7 @@ def explain_job(
     doc: dict[str, Any] = {
         "namespace": job.namespace,
         "name": job.name,
+        "native": job.native is not None,
         "queue": job.queue,
         "phase": job.phase,
         "reason": reason,
