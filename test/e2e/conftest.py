@@ -310,7 +310,9 @@ async def sim(request: pytest.FixtureRequest) -> AsyncIterator[SimCluster | None
     if REAL_KUBECONFIG:
         yield None
         return
-    async with SimCluster(nodes=0, kubelet_delay=0.05, seed=3) as cluster:
+    # a test module with NATIVE_GANG_API = True gets a simulator serving scheduling.k8s.io/v1alpha2
+    native = bool(getattr(request.module, "NATIVE_GANG_API", False))
+    async with SimCluster(nodes=0, kubelet_delay=0.05, seed=3, native_gang=native) as cluster:
         yield cluster
         SUITE.add(cluster, request.node.nodeid)
         refused = {
