@@ -412,19 +412,23 @@ class Ingest(Indexes):
             job = JobInfo.from_podgroup(
                 pg, self._priority_of(pg.spec.priority_class_name), self.default_queue
             )
-            if old is None and key in self.waiting:
-                self._problems_revision += 1
-                self._waiting_since.pop(key, None)
-            tasks: Iterable[TaskInfo] = (
-                old.tasks.values() if old is not None else self.waiting.pop(key, {}).values()
-            )
-            for task in list(tasks):
-                job.add_task(task)
-            if old is not None:
-                job.version = old.version + 1
+            self._adopt_tasks(key, job, old)
             self.jobs[key] = job
             self.podgroups[key] = pg
             self._job_changed(key)
+
+    def _adopt_tasks(self, key: str, job: JobInfo, old: JobInfo | None) -> None:
+        """A job built afresh takes its predecessor's tasks, or the pods that waited for its group."""
+        if old is None and key in self.waiting:
+            self._problems_revision += 1
+            self._waiting_since.pop(key, None)
+        tasks: Iterable[TaskInfo] = (
+            old.tasks.values() if old is not None else self.waiting.pop(key, {}).values()
+        )
+        for task in list(tasks):
+            job.add_task(task)
+        if old is not None:
+            job.version = old.version + 1
 
     def _podgroup_status_only(self, key: str, job: JobInfo, pg: PodGroup) -> bool:
         """The fast path of a PodGroup update that changes only its status (the phase and counts the
@@ -510,16 +514,8 @@ class Ingest(Indexes):
             self.default_queue,
             self.workloads,
         )
-        if old is None and key in self.waiting:
-            self._problems_revision += 1
-            self._waiting_since.pop(key, None)
-        tasks: Iterable[TaskInfo] = (
-            old.tasks.values() if old is not None else self.waiting.pop(key, {}).values()
-        )
-        for task in list(tasks):
-            job.add_task(task)
+        self._adopt_tasks(key, job, old)
         if old is not None:
-            job.version = old.version + 1
             job.phase = old.phase
         self.jobs[key] = job
         self._job_changed(key)

@@ -622,17 +622,11 @@ class StatusUpdater:
     async def _send(self, w: _Write) -> None:
         self.writes += 1
         try:
-            if w.kind == "podgroup":
+            if w.kind in ("podgroup", "native-podgroup"):
+                path = PG_PATH if w.kind == "podgroup" else NATIVE_PG_STATUS_PATH
                 await self.client.request(
                     "PATCH",
-                    PG_PATH.format(ns=w.namespace, name=w.name),
-                    body=w.body,
-                    content_type="application/merge-patch+json",
-                )
-            elif w.kind == "native-podgroup":
-                await self.client.request(
-                    "PATCH",
-                    NATIVE_PG_STATUS_PATH.format(ns=w.namespace, name=w.name),
+                    path.format(ns=w.namespace, name=w.name),
                     body=w.body,
                     content_type="application/merge-patch+json",
                 )
