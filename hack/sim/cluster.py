@@ -83,6 +83,7 @@ class SimCluster:
         gc_full_interval: float | None = None,
         crd_dir: str | Path | None = None,
         seed: int | None = None,
+        native_gang: bool = False,
     ):
         check_loopback(host)
         if isinstance(nodes, ClusterSpec):
@@ -99,7 +100,12 @@ class SimCluster:
         self.port = port
         self.token = token or secrets.token_hex(16)
         self.faults = faults or Faults()
-        self.store = Store(history_size=history_size, seed=seed, crd_dir=str(crd_dir) if crd_dir else None)
+        self.store = Store(
+            history_size=history_size,
+            seed=seed,
+            crd_dir=str(crd_dir) if crd_dir else None,
+            native_gang=native_gang,
+        )
         self.server = ApiServer(self.store, self.token, self.faults, bookmark_interval, watch_timeout)
         self.kubelet = (
             Kubelet(self.store, kubelet_delay, kubelet_stop_delay, kubelet_admission) if kubelet else None

@@ -297,16 +297,17 @@ def refused_requests(cluster: SimCluster) -> dict[Record, int]:
     }
 
 
-def e2e_sim() -> SimCluster:
-    return SimCluster(nodes=0, kubelet_delay=0.05, seed=3)
+def e2e_sim(native_gang: bool = False) -> SimCluster:
+    return SimCluster(nodes=0, kubelet_delay=0.05, seed=3, native_gang=native_gang)
 
 
 @pytest.fixture
-async def sim() -> AsyncIterator[SimCluster | None]:
+async def sim(request: pytest.FixtureRequest) -> AsyncIterator[SimCluster | None]:
     if REAL_KUBECONFIG:
         yield None
         return
-    async with e2e_sim() as cluster:
+    # a test module with NATIVE_GANG_API = True gets a simulator serving scheduling.k8s.io/v1alpha2
+    async with e2e_sim(bool(getattr(request.module, "NATIVE_GANG_API", False))) as cluster:
         yield cluster
         refused = refused_requests(cluster)
         assert not refused, f"RBAC (deploy/base/rbac.yaml) refused requests the scheduler made: {refused}"
@@ -437,11 +438,11 @@ async def start_scheduler(
 
 
 @asynccontextmanager
-async def e2e_cluster(directory: Path) -> AsyncIterator[dict[str, Any]]:
+async def e2e_cluster(directory: Path, native_gang: bool = False) -> AsyncIterator[dict[str, Any]]:
     """The fixtures of one test, by name (sim, admin_kubeconfig, kubeconfig, api, conf_file,
-    start_scheduler, tmp_path), around a simulator of its own: for a test that runs other tests'
-    scenarios each in a fresh cluster."""
-    async with e2e_sim() as cluster:
+    start_scheduler, tmp_path), around a simulator of its own (``native_gang``: serving
+    scheduling.k8s.io/v1alpha2): for a test that runs other tests' scenarios each in a fresh cluster."""
+    async with e2e_sim(native_gang) as cluster:
         admin = str(cluster.kubeconfig_path)
         kubeconfig = await scheduler_kubeconfig(admin, directory)
         conf = write_conf(directory)

@@ -17,7 +17,14 @@ import pytest
 
 from caldera.hack.sim.rbac import RuleUse
 
-from . import test_deployment_flip, test_events, test_lifecycle, test_rare_calls, test_volumes
+from . import (
+    test_deployment_flip,
+    test_events,
+    test_lifecycle,
+    test_native_gang,
+    test_rare_calls,
+    test_volumes,
+)
 from .conftest import REAL_KUBECONFIG, deploy_manifests, e2e_cluster, refused_requests
 
 #: each with the grants it is here for
@@ -42,6 +49,10 @@ SCENARIOS: list[tuple[Callable[..., Awaitable[None]], str]] = [
     (
         test_volumes.test_a_gang_with_wait_for_first_consumer_claims_lands_where_they_can_be_provisioned,
         "patch persistentvolumeclaims",
+    ),
+    (
+        test_native_gang.test_a_native_gang_of_four_binds_whole_or_not_at_all,
+        "list, watch scheduling.k8s.io podgroups and workloads; patch podgroups/status",
     ),
 ]
 
@@ -73,7 +84,8 @@ async def test_every_grant_is_needed_and_every_request_allowed(tmp_path: Path) -
     for i, (scenario, _) in enumerate(SCENARIOS):
         directory = tmp_path / str(i)
         directory.mkdir()
-        async with e2e_cluster(directory) as fixtures:
+        native = bool(getattr(inspect.getmodule(scenario), "NATIVE_GANG_API", False))
+        async with e2e_cluster(directory, native) as fixtures:
             await scenario(**{name: fixtures[name] for name in inspect.signature(scenario).parameters})
             refused = refused_requests(fixtures["sim"])
             used.update(fixtures["sim"].server.authz.rules_used)
