@@ -46,6 +46,7 @@ from caldera.actions.helpers import (
     OrderedHeap,
     job_preemptable_for_gang,
     pending_tasks,
+    resreq_of,
 )
 from caldera.actions.preempt import starving_jobs
 from caldera.actions.topology import job_requirement, job_topology
@@ -77,13 +78,6 @@ class Bundle:
     total: Resource = field(default_factory=Resource)
 
 
-def _sum(tasks: list[TaskInfo]) -> Resource:
-    out = Resource()
-    for t in tasks:
-        out.add(t.resreq)
-    return out
-
-
 def job_bundles(job: JobInfo, local: list[TaskInfo]) -> list[Bundle]:
     """Volcano ``CreateJobBundles`` (pkg/scheduler/actions/utils/bundle.go), without sub-jobs:
     the candidates lowest priority first (then uid); each is safe while the job keeps a surplus
@@ -95,7 +89,7 @@ def job_bundles(job: JobInfo, local: list[TaskInfo]) -> list[Bundle]:
     local = sorted(local, key=lambda t: (t.priority, t.uid))
     surplus = job.ready_task_num() - job.min_available
     if surplus < 0:
-        return [Bundle(False, job, local, _sum(local))]
+        return [Bundle(False, job, local, resreq_of(local))]
     role_surplus: dict[str, int] = {}
     if job.min_available >= sum(job.task_min_available.values()):
         ready: dict[str, int] = {}
@@ -117,9 +111,9 @@ def job_bundles(job: JobInfo, local: list[TaskInfo]) -> list[Bundle]:
             whole.append(t)
     out = []
     if safe:
-        out.append(Bundle(False, job, safe, _sum(safe)))
+        out.append(Bundle(False, job, safe, resreq_of(safe)))
     if whole:
-        out.append(Bundle(True, job, whole, _sum(whole), _sum(list(job.tasks.values()))))
+        out.append(Bundle(True, job, whole, resreq_of(whole), resreq_of(list(job.tasks.values()))))
     return out
 
 
@@ -179,7 +173,7 @@ def apply_allowed(bundles: list[Bundle], allowed: set[str]) -> list[Bundle]:
             if kept and len(kept) == len(b.tasks):
                 out.append(b)
         elif kept:
-            out.append(Bundle(False, b.job, kept, _sum(kept)))
+            out.append(Bundle(False, b.job, kept, resreq_of(kept)))
     return out
 
 
