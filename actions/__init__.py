@@ -1,4 +1,4 @@
-"""Actions: enqueue, allocate, backfill, preempt, reclaim. ``ALL`` lists the built-ins for the registry.
+"""Actions: enqueue, allocate, backfill, preempt, reclaim, gangpreempt, gangreclaim. ``ALL`` lists the built-ins for the registry.
 
 An action never reaches into a plugin: it walks queues, jobs and tasks through the session's
 callbacks and changes the session only through statements.
@@ -7,8 +7,18 @@ callbacks and changes the session only through statements.
 from caldera.actions.allocate import AllocateAction
 from caldera.actions.backfill import BackfillAction
 from caldera.actions.enqueue import EnqueueAction
+from caldera.actions.gangpreempt import GangPreemptAction
+from caldera.actions.gangreclaim import GangReclaimAction
 from caldera.actions.preempt import PreemptAction
 from caldera.actions.reclaim import ReclaimAction
 from caldera.framework.plugin import Action
 
-ALL: list[type[Action]] = [EnqueueAction, AllocateAction, BackfillAction, PreemptAction, ReclaimAction]
+ALL: list[type[Action]] = [
+    EnqueueAction,
+    AllocateAction,
+    BackfillAction,
+    PreemptAction,
+    ReclaimAction,
+    GangPreemptAction,
+    GangReclaimAction,
+]

@@ -450,18 +450,23 @@ def victim_order_key(ssn: Session, preemptor: TaskInfo) -> Callable[[TaskInfo], 
     return ssn._cmp_key(before)
 
 
+def job_preemptable_for_gang(job: JobInfo) -> bool:
+    """Volcano ``IsJobPreemptableForGangEviction`` (pkg/scheduler/actions/utils/util.go): a job
+    whose PodGroup is marked ``volcano.sh/preemptable: "false"`` is never a gang victim; unmarked,
+    it may be."""
+    pg = job.podgroup
+    return pg is None or parse_preemptable(
+        pg.metadata.annotations, pg.metadata.labels, True, f"podgroup {job.uid}"
+    )
+
+
 def whole_gang(job: JobInfo, candidate: Callable[[TaskInfo], bool]) -> list[TaskInfo] | None:
     """Every running task of ``job`` when each one may be a victim (preemptable, passes
     ``candidate``), else None. A victim its gang cannot spare takes the whole gang with it, wherever
     its tasks run, so that a gang is never left partly running: Volcano 1.15's "whole" bundle
     (``CreateJobBundles`` in pkg/scheduler/actions/utils/bundle.go); the tasks a gang can spare
     (its surplus over minAvailable) go first, one at a time, as its "safe" bundle."""
-    pg = job.podgroup
-    # Volcano ``IsJobPreemptableForGangEviction`` (pkg/scheduler/actions/utils/util.go): a PodGroup
-    # marked volcano.sh/preemptable: "false" is never evicted whole; unmarked, it may be.
-    if pg is not None and not parse_preemptable(
-        pg.metadata.annotations, pg.metadata.labels, True, f"podgroup {job.uid}"
-    ):
+    if not job_preemptable_for_gang(job):
         return None
     running = list(job.tasks_in(*EVICTABLE_STATUSES))
     if not running or not all(t.preemptable and candidate(t) for t in running):

@@ -45,6 +45,7 @@ from caldera.framework.topology import (
     Segments,
     Topology,
     TopologySettings,
+    label_domains,
     session_topology_of,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "allocate_in_topology",
     "allocate_topology_job",
     "job_requirement",
+    "job_topology",
     "place_gang",
     "session_topology",
 ]
@@ -94,6 +96,8 @@ class TopologyDecision:
     need: int = 0
     #: the selector whose trials these are (made on first read of ``trials``)
     selector: _Selector | None = field(default=None, repr=False)
+    #: the topology the groups were taken from (the session's, or a job's own label domains)
+    topology: Topology | None = field(default=None, repr=False)
 
     @property
     def trials(self) -> list[GroupTrial]:
@@ -114,8 +118,28 @@ def session_topology(ssn: Session) -> tuple[Topology, TopologySettings]:
     return published
 
 
+class _LabelDomains:
+    """``ssn.node_memo`` key: the label-domain topologies of this node layout, by label keys."""
+
+
+def job_topology(ssn: Session, req: Requirement) -> tuple[Topology, TopologySettings]:
+    """The topology a requirement is placed over: the session's, or for label keys (a Kubernetes
+    PodGroup's topology constraint) their domains (``label_domains``), built once per node layout."""
+    topo, settings = session_topology(ssn)
+    if not req.label_keys:
+        return topo, settings
+    made: dict[tuple[str, ...], Topology] = ssn.node_memo(_LabelDomains, dict)
+    domains = made.get(req.label_keys)
+    if domains is None:
+        domains = made[req.label_keys] = label_domains(ssn.node_list, req.label_keys)
+    return domains, settings
+
+
 def job_requirement(job: JobInfo, settings: TopologySettings) -> Requirement | None:
-    """The job's own ``networkTopology``, else the conf default for gangs (more than one pod)."""
+    """A Kubernetes PodGroup's topology keys (hard: one domain of them, KEP-5732), else the job's
+    own ``networkTopology``, else the conf default for gangs (more than one pod)."""
+    if job.topology_keys:
+        return Requirement(HARD, 1, label_keys=job.topology_keys)
     spec = job.network_topology
     if spec is not None:
         mode = (spec.mode or HARD).lower()
@@ -565,8 +589,8 @@ def allocate_in_topology(
     req = requirement or job_requirement(job, published[1] if published is not None else TopologySettings())
     if req is None:
         return None  # (without building a topology: most jobs of most clusters have no requirement)
-    topo, settings = session_topology(ssn)
-    decision = TopologyDecision(req)
+    topo, settings = job_topology(ssn, req)
+    decision = TopologyDecision(req, topology=topo)
     if not job.count(TaskStatus.PENDING):
         return decision
     selector = _Selector(ssn, job, topo, settings, place or place_gang)

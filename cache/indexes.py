@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 from caldera.cache.state import CacheState
 from caldera.framework.dra.view import missing_claim_reason
-from caldera.framework.model import OCCUPYING_STATUSES, QUEUE_NAME_ANNOTATION, TaskInfo, TaskStatus
+from caldera.framework.model import (
+    NATIVE_JOB_PREFIX,
+    OCCUPYING_STATUSES,
+    QUEUE_NAME_ANNOTATION,
+    TaskInfo,
+    TaskStatus,
+)
 
 
 @dataclass(frozen=True)
@@ -36,17 +42,41 @@ class UnreadablePod:
 
 @dataclass(frozen=True)
 class MissingPodGroup:
-    """Pods of ours whose ``scheduling.k8s.io/group-name`` names a PodGroup the cache does not hold."""
+    """Pods of ours whose ``scheduling.k8s.io/group-name`` names a PodGroup the cache does not hold,
+    or (``native``) whose ``spec.schedulingGroup.podGroupName`` names a ``scheduling.k8s.io/v1alpha2``
+    PodGroup it does not hold."""
 
     namespace: str
     name: str
     pods: tuple[TaskInfo, ...]
     #: monotonic time at which the cache first saw a pod waiting for it
     since: float
+    native: bool = False
+    #: (native) whether the cache watches ``scheduling.k8s.io/v1alpha2`` PodGroups at all
+    api_served: bool = True
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        """The job key (a native group's carries ``NATIVE_JOB_PREFIX``)."""
+        return f"{self.namespace}/{NATIVE_JOB_PREFIX if self.native else ''}{self.name}"
+
+
+@dataclass(frozen=True)
+class GroupConflict:
+    """A pod of ours naming a native group (``spec.schedulingGroup``) and, through the
+    ``scheduling.k8s.io/group-name`` annotation, a Volcano PodGroup: it belongs to the native one."""
+
+    task: TaskInfo
+    native_group: str
+    volcano_group: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"pod {self.task.key} names the scheduling.k8s.io/v1alpha2 PodGroup {self.native_group} "
+            f"(spec.schedulingGroup) and the Volcano PodGroup {self.volcano_group} (annotation "
+            f"scheduling.k8s.io/group-name); it belongs to {self.native_group}, the annotation is ignored"
+        )
 
 
 @dataclass(frozen=True)
@@ -87,10 +117,17 @@ class CacheProblems:
     missing_podgroups: tuple[MissingPodGroup, ...] = ()
     unreadable_pods: tuple[UnreadablePod, ...] = ()
     ungrouped_pods: tuple[UngroupedPod, ...] = ()
+    group_conflicts: tuple[GroupConflict, ...] = ()
     claim_waits: tuple[ClaimWait, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.missing_podgroups or self.unreadable_pods or self.ungrouped_pods or self.claim_waits)
+        return bool(
+            self.missing_podgroups
+            or self.unreadable_pods
+            or self.ungrouped_pods
+            or self.group_conflicts
+            or self.claim_waits
+        )
 
 
 class Indexes(CacheState):
@@ -192,10 +229,13 @@ class Indexes(CacheState):
             missing = []
             for key, tasks in self.waiting.items():
                 namespace, _, name = key.partition("/")
+                native = name.startswith(NATIVE_JOB_PREFIX)
+                if native:
+                    name = name[len(NATIVE_JOB_PREFIX) :]
                 pods = tuple(sorted(tasks.values(), key=lambda t: t.name))
-                missing.append(
-                    MissingPodGroup(namespace, name, pods, self._waiting_since.get(key, time.monotonic()))
-                )
+                since = self._waiting_since.get(key, time.monotonic())
+                served = self.native_gang_api
+                missing.append(MissingPodGroup(namespace, name, pods, since, native, served or not native))
             missing.sort(key=lambda m: m.key)
             unreadable = tuple(sorted(self.unreadable.values(), key=lambda u: u.key))
             ungrouped = []
@@ -207,6 +247,7 @@ class Indexes(CacheState):
                 since = self._ungrouped_since.get(uid, time.monotonic())
                 ungrouped.append(UngroupedPod(task, queue, exists, since))
             ungrouped.sort(key=lambda u: u.key)
+            conflicts = tuple(sorted(self.group_conflicts.values(), key=lambda c: c.task.key))
             claims = {**self.resource_claims, **self._assumed_claims}
             waits = []
             for uid in self._claim_pods:
@@ -217,7 +258,7 @@ class Indexes(CacheState):
                 if reason:
                     waits.append(ClaimWait(claimant, reason))
             waits.sort(key=lambda w: w.key)
-            problems = CacheProblems(tuple(missing), unreadable, tuple(ungrouped), tuple(waits))
+            problems = CacheProblems(tuple(missing), unreadable, tuple(ungrouped), conflicts, tuple(waits))
             self._problems = (self._problems_revision, now, problems)
             return problems
 

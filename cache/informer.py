@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from caldera.cache.client import ApiClient
+from caldera.cache.client import ApiClient, ApiError
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.cache.watch import Handler, Reflector
@@ -26,6 +26,7 @@ from caldera.framework.dra.objects import DeviceClass, ResourceClaim, ResourceSl
 from caldera.framework.objects import (
     CSINode,
     HyperNode,
+    NativePodGroup,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -35,6 +36,7 @@ from caldera.framework.objects import (
     PriorityClass,
     Queue,
     StorageClass,
+    Workload,
 )
 
 log = logging.getLogger("caldera.informer")
@@ -57,6 +59,16 @@ PATHS: dict[str, str] = {
     "resourceslices": "/apis/resource.k8s.io/v1/resourceslices",
     "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
 }
+#: Kubernetes' own gang API (KEP-4671): watched only while discovery says the server serves it
+#: (kube-apiserver 1.36 with ``--runtime-config=scheduling.k8s.io/v1alpha2=true
+#: --feature-gates=GenericWorkload=true``; off by default)
+NATIVE_GANG_GROUP_VERSION = "scheduling.k8s.io/v1alpha2"
+NATIVE_GANG_PATHS: dict[str, str] = {
+    "native-podgroups": f"/apis/{NATIVE_GANG_GROUP_VERSION}/podgroups",
+    "workloads": f"/apis/{NATIVE_GANG_GROUP_VERSION}/workloads",
+}
+#: how often discovery is asked again whether the server serves the native gang API
+GANG_DISCOVERY_INTERVAL = 60.0
 #: kinds a cluster may not serve (a CRD not installed): a 404 on list counts as "none of them"
 OPTIONAL = frozenset(
     {
@@ -84,6 +96,17 @@ class ConfigMapMeta(msgspec.Struct, rename="camel", frozen=True):
 class ConfigMap(msgspec.Struct, frozen=True):
     metadata: ConfigMapMeta = ConfigMapMeta()
     data: dict[str, str] | None = None
+
+
+class _ApiResource(msgspec.Struct):
+    name: str = ""
+
+
+class _ApiResourceList(msgspec.Struct):
+    resources: list[_ApiResource] = []
+
+
+_resource_list_decoder = msgspec.json.Decoder(_ApiResourceList)
 
 
 def _key(obj: Any) -> str:
@@ -246,7 +269,20 @@ class Informers:
             )
             for name in PATHS
         }
+        self.handlers["native-podgroups"] = KindHandler(
+            c.upsert_native_podgroup, c.delete_native_podgroup, on_change=on_change
+        )
+        self.handlers["workloads"] = KindHandler(c.upsert_workload, c.delete_workload, on_change=on_change)
+        self._watch_timeout = watch_timeout
+        self._on_event = on_event
         self._tasks: list[asyncio.Task[None]] = []
+        #: the native gang API's watches while it is served (started and stopped by discovery)
+        self._gang_tasks: list[asyncio.Task[None]] = []
+        #: set once discovery has answered: the first session waits for it (and for the native
+        #: watches' first lists when the API is served)
+        self.gang_discovered = asyncio.Event()
+        self._discovery: asyncio.Task[None] | None = None
+        self.gang_discovery_interval = GANG_DISCOVERY_INTERVAL
 
     def add(self, name: str, reflector: Reflector[Any]) -> None:
         """Another watched kind (the conf ConfigMap) that must sync before the first session."""
@@ -255,12 +291,80 @@ class Informers:
     def start(self) -> None:
         for name, reflector in self.reflectors.items():
             self._tasks.append(supervise(f"watch-{name}", reflector.run))
+        self._discovery = supervise("gang-api-discovery", self._discover_gang_api)
 
     async def stop(self) -> None:
-        await stop_workers(self._tasks)
+        workers = [*self._tasks, *self._gang_tasks]
+        if self._discovery is not None:
+            workers.append(self._discovery)
+            self._discovery = None
+        await stop_workers(workers)
         self._tasks.clear()
+        self._gang_tasks.clear()
+
+    # -- Kubernetes' own gang API: watched while the server serves it --------------------------------
+    async def gang_api_served(self) -> bool | None:
+        """Whether the server serves ``scheduling.k8s.io/v1alpha2`` podgroups (discovery: the group
+        version's resource list); None when the server did not answer (ask again later)."""
+        try:
+            raw = await self.client.request("GET", f"/apis/{NATIVE_GANG_GROUP_VERSION}", timeout=10)
+        except ApiError as exc:
+            if exc.code in (403, 404):
+                return False
+            log.info("discovery of %s failed (%s); asking again later", NATIVE_GANG_GROUP_VERSION, exc)
+            return None
+        try:
+            names = {r.name for r in _resource_list_decoder.decode(raw).resources}
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.warning("undecodable discovery document of %s: %s", NATIVE_GANG_GROUP_VERSION, exc)
+            return None
+        return "podgroups" in names
+
+    async def _discover_gang_api(self) -> None:
+        """Discovery at start and every ``gang_discovery_interval``: start the native watches when the
+        API appears, stop them (and forget their objects) when it goes; one log line each time the
+        set of gang APIs in use changes."""
+        while True:
+            served = await self.gang_api_served()
+            if served is not None:
+                await self.set_gang_api(served)
+                self.gang_discovered.set()
+            await asyncio.sleep(self.gang_discovery_interval if served is not None else 2.0)
+
+    async def set_gang_api(self, served: bool) -> None:
+        running = bool(self._gang_tasks)
+        if served == running and self.gang_discovered.is_set():
+            return
+        if served and not running:
+            for name, path in NATIVE_GANG_PATHS.items():
+                reflector: Reflector[Any] = Reflector(
+                    self.client,
+                    path,
+                    NativePodGroup if name == "native-podgroups" else Workload,
+                    self.handlers[name],
+                    name=name,
+                    watch_timeout=self._watch_timeout,
+                    on_event=self._on_event,
+                    optional=True,
+                )
+                self.reflectors[name] = reflector
+                self._gang_tasks.append(supervise(f"watch-{name}", reflector.run))
+        elif not served and running:
+            await stop_workers(self._gang_tasks)
+            self._gang_tasks.clear()
+            for name in NATIVE_GANG_PATHS:
+                self.reflectors.pop(name, None)
+                self.handlers[name].replace([])  # their objects are gone with the API
+        self.cache.set_native_gang_api(served)
+        native = f"Kubernetes {NATIVE_GANG_GROUP_VERSION} PodGroups and Workloads"
+        log.info(
+            "gang APIs in use: Volcano scheduling.volcano.sh/v1beta1 PodGroups%s",
+            f", {native}" if served else f" ({NATIVE_GANG_GROUP_VERSION} not served)",
+        )
 
     def synced(self, kinds: list[str] | None = None) -> bool:
+        if kinds is None and self._discovery is not None and not self.gang_discovered.is_set():
+            return False
         names = self.reflectors if kinds is None else kinds
         return all(self.reflectors[name].synced.is_set() for name in names)
 
@@ -276,7 +380,10 @@ class Informers:
         return all(r.fresh() for r in self.reflectors.values())
 
     def unsynced(self) -> list[str]:
-        return [name for name, r in self.reflectors.items() if not r.synced.is_set()]
+        missing = [name for name, r in self.reflectors.items() if not r.synced.is_set()]
+        if self._discovery is not None and not self.gang_discovered.is_set():
+            missing.append("gang-api-discovery")
+        return missing
 
     async def wait_synced(self, stop: asyncio.Event | None = None) -> bool:
         while not self.synced():

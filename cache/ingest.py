@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from caldera.cache.indexes import Indexes, UnreadablePod
+from caldera.cache.indexes import GroupConflict, Indexes, UnreadablePod
 from caldera.framework.model import (
     GROUP_NAME_ANNOTATION,
     OCCUPYING_STATUSES,
@@ -24,12 +24,14 @@ from caldera.framework.model import (
     QueueInfo,
     TaskInfo,
     TaskStatus,
+    native_job_key,
     node_ready,
     task_status_of,
 )
 from caldera.framework.objects import (
     CSINode,
     HyperNode,
+    NativePodGroup,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -39,6 +41,7 @@ from caldera.framework.objects import (
     PriorityClass,
     Queue,
     StorageClass,
+    Workload,
 )
 from caldera.framework.resource import Resource, ResourceError
 
@@ -101,10 +104,33 @@ class Ingest(Indexes):
         return pod.spec.scheduler_name in self.scheduler_names
 
     def _job_key(self, pod: Pod) -> str | None:
+        """The job of a pod: its ``spec.schedulingGroup.podGroupName`` (a ``scheduling.k8s.io/v1alpha2``
+        PodGroup, under ``native_job_key``) wins over the Volcano ``scheduling.k8s.io/group-name``
+        annotation (``_note_conflict`` reports a pod naming both)."""
+        sg = pod.spec.scheduling_group
+        if sg is not None and sg.pod_group_name:
+            return native_job_key(pod.metadata.namespace, sg.pod_group_name)
         group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
         if not group:
             return None
         return f"{pod.metadata.namespace}/{group}"
+
+    def _note_conflict(self, task: TaskInfo) -> None:
+        """Keep ``group_conflicts`` right for an added task: one log line when a pod starts naming
+        both a native group and a Volcano PodGroup (the status updater sends the Warning Event)."""
+        pod = task.pod
+        sg = pod.spec.scheduling_group
+        annotation = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
+        if sg is None or not sg.pod_group_name or not annotation:
+            if self.group_conflicts.pop(task.uid, None) is not None:
+                self._problems_revision += 1
+            return
+        conflict = GroupConflict(task, sg.pod_group_name, annotation)
+        before = self.group_conflicts.get(task.uid)
+        if before is None or (before.native_group, before.volcano_group) != (sg.pod_group_name, annotation):
+            log.warning("%s", conflict.message)
+        self.group_conflicts[task.uid] = conflict
+        self._problems_revision += 1
 
     # ------------------------------------------------------------------------------------------
     # pods
@@ -164,6 +190,7 @@ class Ingest(Indexes):
             ):
                 self._affinity[uid] = task
             if ours:
+                self._note_conflict(task)
                 if pod.spec.resource_claims:
                     self._claim_pods.add(uid)
                     self._problems_revision += 1
@@ -278,6 +305,8 @@ class Ingest(Indexes):
             self._problems_revision += 1
         if self.ungrouped.pop(task.uid, None) is not None:
             self._problems_revision += 1
+        if self.group_conflicts.pop(task.uid, None) is not None:
+            self._problems_revision += 1
         self._detach_from_node(task)
         if task.job:
             job = self.jobs.get(task.job)
@@ -391,19 +420,23 @@ class Ingest(Indexes):
             job = JobInfo.from_podgroup(
                 pg, self._priority_of(pg.spec.priority_class_name), self.default_queue
             )
-            if old is None and key in self.waiting:
-                self._problems_revision += 1
-                self._waiting_since.pop(key, None)
-            tasks: Iterable[TaskInfo] = (
-                old.tasks.values() if old is not None else self.waiting.pop(key, {}).values()
-            )
-            for task in list(tasks):
-                job.add_task(task)
-            if old is not None:
-                job.version = old.version + 1
+            self._adopt_tasks(key, job, old)
             self.jobs[key] = job
             self.podgroups[key] = pg
             self._job_changed(key)
+
+    def _adopt_tasks(self, key: str, job: JobInfo, old: JobInfo | None) -> None:
+        """A job built afresh takes its predecessor's tasks, or the pods that waited for its group."""
+        if old is None and key in self.waiting:
+            self._problems_revision += 1
+            self._waiting_since.pop(key, None)
+        tasks: Iterable[TaskInfo] = (
+            old.tasks.values() if old is not None else self.waiting.pop(key, {}).values()
+        )
+        for task in list(tasks):
+            job.add_task(task)
+        if old is not None:
+            job.version = old.version + 1
 
     def _podgroup_status_only(self, key: str, job: JobInfo, pg: PodGroup) -> bool:
         """The fast path of a PodGroup update that changes only its status (the phase and counts the
@@ -453,6 +486,89 @@ class Ingest(Indexes):
             self._job_changed(key)
             if job.tasks:
                 self._wait_for_podgroup(key, dict(job.tasks))
+
+    # ------------------------------------------------------------------------------------------
+    # Kubernetes' own gang API: scheduling.k8s.io/v1alpha2 PodGroups and Workloads
+    # ------------------------------------------------------------------------------------------
+    def upsert_native_podgroup(self, pg: NativePodGroup) -> None:
+        """A ``scheduling.k8s.io/v1alpha2`` PodGroup becomes (or updates) the job
+        ``native_job_key(namespace, name)``; pods that waited for it join it. An update of its status
+        alone (our conditions coming back) changes no decision. The job keeps the phase the cache
+        assumed for it (the enqueue action's Inqueue): the object has no phase of its own."""
+        with self._lock:
+            key = native_job_key(pg.metadata.namespace, pg.metadata.name)
+            self.revision += 1
+            previous = self.native_podgroups.get(key)
+            old = self.jobs.get(key)
+            if (
+                previous is not None
+                and old is not None
+                and previous.metadata.uid == pg.metadata.uid
+                and previous.metadata.labels == pg.metadata.labels
+                and previous.metadata.annotations == pg.metadata.annotations
+                and previous.spec == pg.spec
+            ):
+                self._settled_changes += 1
+                self.native_podgroups[key] = pg
+                old.native = pg
+                return
+            self.native_podgroups[key] = pg
+            self._rebuild_native(key, pg, old)
+
+    def _rebuild_native(self, key: str, pg: NativePodGroup, old: JobInfo | None) -> None:
+        job = JobInfo.from_native_podgroup(
+            pg,
+            self._priority_of(pg.spec.priority_class_name, pg.spec.priority),
+            self.default_queue,
+            self.workloads,
+        )
+        self._adopt_tasks(key, job, old)
+        if old is not None:
+            job.phase = old.phase
+        self.jobs[key] = job
+        self._job_changed(key)
+
+    def delete_native_podgroup(self, pg: NativePodGroup) -> None:
+        """Forget a ``scheduling.k8s.io/v1alpha2`` PodGroup (unless a newer one of the name is held):
+        its pods wait for it again."""
+        with self._lock:
+            key = native_job_key(pg.metadata.namespace, pg.metadata.name)
+            current = self.native_podgroups.get(key)
+            if current is None:
+                return
+            if pg.metadata.uid and current.metadata.uid and pg.metadata.uid != current.metadata.uid:
+                return
+            self.revision += 1
+            del self.native_podgroups[key]
+            job = self.jobs.pop(key, None)
+            self._job_changed(key)
+            if job is not None and job.tasks:
+                self._wait_for_podgroup(key, dict(job.tasks))
+
+    def upsert_workload(self, workload: Workload) -> None:
+        """A Workload's templates (immutable) fill in what a PodGroup made from them leaves out: its
+        PodGroups seen before it are built again."""
+        self._workload(workload, True)
+
+    def delete_workload(self, workload: Workload) -> None:
+        self._workload(workload, False)
+
+    def _workload(self, workload: Workload, present: bool) -> None:
+        meta = workload.metadata
+        with self._lock:
+            self.revision += 1
+            if present:
+                self.workloads[f"{meta.namespace}/{meta.name}"] = workload
+            else:
+                self.workloads.pop(f"{meta.namespace}/{meta.name}", None)
+            for key, pg in list(self.native_podgroups.items()):
+                ref = pg.spec.pod_group_template_ref
+                if (
+                    pg.metadata.namespace == meta.namespace
+                    and ref is not None
+                    and ref.names()[0] == meta.name
+                ):
+                    self._rebuild_native(key, pg, self.jobs.get(key))
 
     def upsert_queue(self, queue: Queue) -> None:
         with self._lock:

@@ -392,7 +392,8 @@ class Snapshots(DraCache):
 
     def _copy_job(self, job: JobInfo) -> JobInfo:
         copy = job.clone()
-        copy.priority = self._priority_of(job.priority_class)
+        native = job.native
+        copy.priority = self._priority_of(job.priority_class, native.spec.priority if native else None)
         for task in copy.tasks.values():
             if task.pod.spec.priority is None:
                 task.priority = self._priority_of(task.pod.spec.priority_class_name)

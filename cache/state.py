@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from caldera.cache.indexes import CacheProblems, UnreadablePod
+    from caldera.cache.indexes import CacheProblems, GroupConflict, UnreadablePod
     from caldera.cache.snapshot import _Slot
     from caldera.framework.dra.allocator import Inventory
     from caldera.framework.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
@@ -21,11 +21,13 @@ if TYPE_CHECKING:
     from caldera.framework.objects import (
         CSINode,
         HyperNode,
+        NativePodGroup,
         PersistentVolume,
         PersistentVolumeClaim,
         PodDisruptionBudget,
         PodGroup,
         StorageClass,
+        Workload,
     )
     from caldera.framework.snapshot import Snapshot
 
@@ -53,6 +55,15 @@ class CacheState:
     _free_rows: list[int]
     jobs: dict[str, JobInfo]
     podgroups: dict[str, PodGroup]
+    #: ``scheduling.k8s.io/v1alpha2`` PodGroups by job key (``model.native_job_key``)
+    native_podgroups: dict[str, NativePodGroup]
+    #: ``scheduling.k8s.io/v1alpha2`` Workloads by namespace/name (their PodGroup templates)
+    workloads: dict[str, Workload]
+    #: our pods that name both a native group (``spec.schedulingGroup``) and a Volcano PodGroup
+    #: (the group-name annotation), by pod uid: the native group wins, the conflict is reported
+    group_conflicts: dict[str, GroupConflict]
+    #: whether ``scheduling.k8s.io/v1alpha2`` PodGroups are watched (the server serves them)
+    native_gang_api: bool
     queues: dict[str, QueueInfo]
     priority_classes: dict[str, int]
     default_priority: int

@@ -34,7 +34,7 @@ from caldera.cache.state import CacheStats
 from caldera.framework.dra.objects import ResourceClaim
 from caldera.framework.model import NodeInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
-from caldera.framework.objects import PersistentVolumeClaim, PodGroup, StorageClass
+from caldera.framework.objects import NativePodGroup, PersistentVolumeClaim, PodGroup, StorageClass
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,10 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
         self._free_rows = []
         self.jobs = {}
         self.podgroups = {}
+        self.native_podgroups = {}
+        self.workloads = {}
+        self.group_conflicts = {}
+        self.native_gang_api = False
         self.queues = {}
         self.priority_classes = {}
         self.default_priority = 0
@@ -150,6 +154,22 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
     def podgroups_view(self) -> Mapping[str, PodGroup]:
         """Every PodGroup the cache holds, by ``namespace/name``."""
         return self.podgroups
+
+    def set_native_gang_api(self, served: bool) -> None:
+        """Whether ``scheduling.k8s.io/v1alpha2`` PodGroups are watched (``cache/informer.py``'s
+        discovery): a pod waiting for a native group is told why."""
+        with self._lock:
+            if self.native_gang_api != served:
+                self.native_gang_api = served
+                self._problems_revision += 1
+
+    def native_podgroup(self, key: str) -> NativePodGroup | None:
+        """The ``scheduling.k8s.io/v1alpha2`` PodGroup of job key ``key`` (``native_job_key``), or None."""
+        return self.native_podgroups.get(key)
+
+    def native_podgroups_view(self) -> Mapping[str, NativePodGroup]:
+        """Every ``scheduling.k8s.io/v1alpha2`` PodGroup the cache holds, by job key."""
+        return self.native_podgroups
 
     def pvc(self, key: str) -> PersistentVolumeClaim | None:
         """The PersistentVolumeClaim ``namespace/name`` as the cache holds it, or None."""

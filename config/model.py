@@ -44,11 +44,13 @@ UNSUPPORTED_SWITCHES: dict[str, str] = {
     "enabledVictim": "victim tasks are chosen only by Volcano's shuffle action, which Caldera does not have",
     "enabledClusterOrder": "Caldera schedules one cluster",
     "enableClusterOrder": "Caldera schedules one cluster",
-    "enabledHyperNodeOrder": "hypernode order is network-topology-aware's own scoring in Caldera",
+    "enabledHyperNodeOrder": "network-topology-aware's hypernode scoring is built into Caldera's "
+    "topology-aware allocate (actions/topology.py) and cannot be switched off yet",
     "enabledSubJobReady": "sub-jobs (subGroupPolicy) are not implemented",
     "enabledSubJobPipelined": "sub-jobs (subGroupPolicy) are not implemented",
     "enabledSubJobOrder": "sub-jobs (subGroupPolicy) are not implemented",
-    "enabledHyperNodeGradient": "hypernode gradients are not implemented",
+    "enabledHyperNodeGradient": "the tier-by-tier search for a job's node group is built into Caldera's "
+    "topology-aware allocate and gang actions and cannot be switched off yet",
 }
 #: Plugins for which ``enableHierarchy: true`` means something: capacity (hierarchical queues),
 #: drf (Volcano's hdrf) and nodegroup (a queue inherits its ancestor's node-group affinity); the

@@ -64,6 +64,26 @@ class ValidateResult:
     message: str = ""
 
 
+#: The kinds of eviction the gang actions ask victims for (Volcano's api.EvictionKindGang*)
+GANG_PREEMPT = "gangpreempt"
+GANG_RECLAIM = "gangreclaim"
+
+
+@dataclass(frozen=True)
+class EvictionContext:
+    """What a gang-aware victim filter is told: Volcano's ``api.EvictionContext``
+    (pkg/scheduler/api/types.go) — the action's kind (``gangpreempt`` or ``gangreclaim``), the job
+    that wants the room and the domain (node group) it is sought in."""
+
+    kind: str
+    job: JobInfo
+    domain: str
+
+
+#: (context, candidates in bundle order) → (the candidates allowed, vote): Volcano's UnifiedEvictableFn
+UnifiedEvictableFn = Callable[[EvictionContext, list[TaskInfo]], tuple[list[TaskInfo], int]]
+
+
 @dataclass
 class EventHandler:
     allocate: Callable[[Event], None] | None = None
@@ -169,6 +189,8 @@ class CallbackRegistry:
         self.overused_fns = CallbackPoint[QueueTestFn]("overused", tiers)
         self.allocatable_fns = CallbackPoint[QueueTaskTestFn]("allocatable", tiers)
         self.preemptive_fns = CallbackPoint[QueueTaskTestFn]("preemptive", tiers)
+        # Volcano has no conf switch for it (isEnabled is not asked in Session.UnifiedEvictable)
+        self.unified_evictable_fns = CallbackPoint[UnifiedEvictableFn]("unified_evictable", tiers)
         #: plugin → part → bulk predicate (one plugin may register several)
         self.bulk_predicate_fns: dict[str, dict[str, BulkPred]] = {}
         self._bulk_predicates: list[BulkPred] | None = None
@@ -319,6 +341,11 @@ class CallbackRegistry:
 
     def add_preemptive_fn(self, name: str, fn: QueueTaskTestFn) -> None:
         self.preemptive_fns.add(name, fn)
+
+    def add_unified_evictable_fn(self, name: str, fn: UnifiedEvictableFn) -> None:
+        """A victim filter for the gang-aware actions (gangpreempt, gangreclaim): Volcano's
+        ``Session.AddUnifiedEvictableFn`` (pkg/scheduler/framework/session_plugins.go)."""
+        self.unified_evictable_fns.add(name, fn)
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)

@@ -10,13 +10,57 @@ from typing import Any
 import msgspec
 
 from caldera.framework.nodetable import NodeTable
-from caldera.framework.objects import NetworkTopologySpec, Node, Pod, PodGroup, Queue, Taint, parse_timestamp
+from caldera.framework.objects import (
+    NativePodGroup,
+    NetworkTopologySpec,
+    Node,
+    Pod,
+    PodGroup,
+    PodGroupSchedulingConstraints,
+    PodGroupSchedulingPolicy,
+    Queue,
+    Taint,
+    Workload,
+    parse_timestamp,
+)
 from caldera.framework.resource import Resource, ResourceError
 
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
+#: the name part of a job key of a ``scheduling.k8s.io/v1alpha2`` PodGroup starts with this (no
+#: Kubernetes name holds a ':'), so a native group and a Volcano PodGroup of the same name never merge
+NATIVE_JOB_PREFIX = "k8s:"
+
+
+def native_job_key(namespace: str, name: str) -> str:
+    """The job key of the ``scheduling.k8s.io/v1alpha2`` PodGroup ``namespace/name``."""
+    return f"{namespace}/{NATIVE_JOB_PREFIX}{name}"
+
+
+def is_native_job_key(key: str) -> bool:
+    return key.partition("/")[2].startswith(NATIVE_JOB_PREFIX)
+
+
+def workload_template(
+    pg: NativePodGroup, workloads: Mapping[str, Workload]
+) -> tuple[PodGroupSchedulingPolicy | None, PodGroupSchedulingConstraints | None]:
+    """The policy and constraints of the Workload template the PodGroup names
+    (``spec.podGroupTemplateRef``), (None, None) when it names none or the Workload or template is
+    not known. Workloads are keyed ``namespace/name``."""
+    ref = pg.spec.pod_group_template_ref
+    if ref is None:
+        return None, None
+    workload_name, template_name = ref.names()
+    workload = workloads.get(f"{pg.metadata.namespace}/{workload_name}")
+    if workload is None:
+        return None, None
+    for template in workload.spec.pod_group_templates:
+        if template.name == template_name:
+            return template.scheduling_policy, template.scheduling_constraints
+    return None, None
+
 
 log = logging.getLogger(__name__)
 
@@ -325,6 +369,7 @@ class JobInfo:
         "min_resources",
         "name",
         "namespace",
+        "native",
         "network_topology",
         "phase",
         "podgroup",
@@ -335,6 +380,7 @@ class JobInfo:
         "ready_count",
         "task_min_available",
         "tasks",
+        "topology_keys",
         "total_request",
         "uid",
         "version",
@@ -369,6 +415,11 @@ class JobInfo:
         self.phase = phase
         self.podgroup = podgroup
         self.network_topology = network_topology
+        #: the ``scheduling.k8s.io/v1alpha2`` PodGroup this job is (None: a Volcano PodGroup's job)
+        self.native: NativePodGroup | None = None
+        #: node label keys the whole job must stay inside one domain of (a native group's
+        #: ``schedulingConstraints.topology``)
+        self.topology_keys: tuple[str, ...] = ()
         self.preemptable = False
         self.tasks: dict[str, TaskInfo] = {}
         self.by_status: dict[TaskStatus, dict[str, TaskInfo]] = {}
@@ -408,6 +459,47 @@ class JobInfo:
             network_topology=spec.network_topology,
             priority_class=spec.priority_class_name,
         )
+        job.preemptable = parse_preemptable(
+            meta.annotations, meta.labels, False, f"podgroup {meta.namespace}/{meta.name}"
+        )
+        return job
+
+    @classmethod
+    def from_native_podgroup(
+        cls,
+        pg: NativePodGroup,
+        priority: int = 0,
+        default_queue: str = "default",
+        workloads: Mapping[str, Workload] | None = None,
+    ) -> JobInfo:
+        """A job of Kubernetes' own PodGroup (``scheduling.k8s.io/v1alpha2``; KEP-4671, KEP-5832):
+        ``schedulingPolicy.gang.minCount`` is its min member; ``basic`` (or no policy) makes its pods
+        independent (min member 1); the policy and constraints come from the Workload template
+        ``podGroupTemplateRef`` names when the PodGroup carries none; the queue is the
+        ``scheduling.volcano.sh/queue-name`` label or annotation, else the default queue."""
+        meta = pg.metadata
+        spec = pg.spec
+        policy, constraints = spec.scheduling_policy, spec.scheduling_constraints
+        if policy is None or constraints is None:
+            t_policy, t_constraints = workload_template(pg, workloads or {})
+            policy = policy or t_policy
+            constraints = constraints or t_constraints
+        min_available = 1
+        if policy is not None and policy.gang is not None:
+            min_available = max(1, policy.gang.min_count)
+        queue = meta.labels.get(QUEUE_NAME_ANNOTATION) or meta.annotations.get(QUEUE_NAME_ANNOTATION)
+        job = cls(
+            uid=native_job_key(meta.namespace, meta.name),
+            name=meta.name,
+            namespace=meta.namespace,
+            queue=queue or default_queue,
+            priority=priority,
+            min_available=min_available,
+            creation=parse_timestamp(meta.creation_timestamp),
+            priority_class=spec.priority_class_name,
+        )
+        job.native = pg
+        job.topology_keys = constraints.keys() if constraints is not None else ()
         job.preemptable = parse_preemptable(
             meta.annotations, meta.labels, False, f"podgroup {meta.namespace}/{meta.name}"
         )
@@ -645,6 +737,8 @@ class JobInfo:
         j.phase = self.phase
         j.podgroup = self.podgroup
         j.network_topology = self.network_topology
+        j.native = self.native
+        j.topology_keys = self.topology_keys
         j.preemptable = self.preemptable
         j.tasks = {}
         j.by_status = {}

@@ -174,6 +174,13 @@ class PodResourceClaimStatus(_Base, frozen=True):
     resource_claim_name: str | None = None
 
 
+class PodSchedulingGroup(_Base, frozen=True):
+    """``spec.schedulingGroup`` (Kubernetes 1.36, GenericWorkload): the ``scheduling.k8s.io/v1alpha2``
+    PodGroup of the pod's namespace it belongs to (immutable; the group may not exist yet)."""
+
+    pod_group_name: str = ""
+
+
 class PodSpec(_Base, frozen=True):
     node_name: str = ""
     scheduler_name: str = "default-scheduler"
@@ -192,6 +199,7 @@ class PodSpec(_Base, frozen=True):
     topology_spread_constraints: list[TopologySpreadConstraint] = []
     volumes: list[Volume] = []
     resource_claims: list[PodResourceClaim] = []
+    scheduling_group: PodSchedulingGroup | None = None
 
 
 class PodCondition(_Base, frozen=True):
@@ -479,6 +487,117 @@ class CSINode(_Base, frozen=True):
     spec: CSINodeSpec = CSINodeSpec()
 
 
+# --- Kubernetes' own gang API: scheduling.k8s.io/v1alpha2 PodGroup and Workload ---------------------
+class GangSchedulingPolicy(_Base, frozen=True):
+    min_count: int = 0
+
+
+class BasicSchedulingPolicy(_Base, frozen=True):
+    pass
+
+
+class PodGroupSchedulingPolicy(_Base, frozen=True):
+    """Exactly one of ``basic`` (independent pods) and ``gang`` (all-or-nothing from ``minCount``)."""
+
+    basic: BasicSchedulingPolicy | None = None
+    gang: GangSchedulingPolicy | None = None
+
+
+class TopologyConstraint(_Base, frozen=True):
+    """One ``schedulingConstraints.topology[]`` entry: a node label key; the whole group goes inside
+    one domain (one value) of it. ``topologyKey`` is the spelling of kubernetes/kubernetes'
+    staging/src/k8s.io/api/scheduling/v1alpha2/types.go ``TopologyConstraint``; ``key`` the one a
+    1.36 server served (../shared/KUBE-FACTS.md). Either is read."""
+
+    key: str = ""
+    topology_key: str = ""
+
+    @property
+    def label_key(self) -> str:
+        return self.key or self.topology_key
+
+
+class PodGroupSchedulingConstraints(_Base, frozen=True):
+    topology: list[TopologyConstraint] = []
+    #: types.go's spelling of the same list
+    topology_constraints: list[TopologyConstraint] = []
+
+    def keys(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for c in (*self.topology, *self.topology_constraints):
+            if c.label_key and c.label_key not in out:
+                out.append(c.label_key)
+        return tuple(out)
+
+
+class WorkloadPodGroupTemplateReference(_Base, frozen=True):
+    workload_name: str = ""
+    pod_group_template_name: str = ""
+
+
+class PodGroupTemplateReference(_Base, frozen=True):
+    """``spec.podGroupTemplateRef``: ``{workload: {workloadName, podGroupTemplateName}}`` (newer
+    types.go), or the two names flat (older)."""
+
+    workload: WorkloadPodGroupTemplateReference | None = None
+    workload_name: str = ""
+    pod_group_template_name: str = ""
+
+    def names(self) -> tuple[str, str]:
+        if self.workload is not None:
+            return self.workload.workload_name, self.workload.pod_group_template_name
+        return self.workload_name, self.pod_group_template_name
+
+
+class NativePodGroupSpec(_Base, frozen=True):
+    pod_group_template_ref: PodGroupTemplateReference | None = None
+    scheduling_policy: PodGroupSchedulingPolicy | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    priority_class_name: str = ""
+    priority: int | None = None
+    disruption_mode: str = ""
+
+
+class Condition(_Base, frozen=True):
+    """metav1.Condition."""
+
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    observed_generation: int = 0
+    last_transition_time: str | None = None
+
+
+class NativePodGroupStatus(_Base, frozen=True):
+    conditions: list[Condition] = []
+
+
+class NativePodGroup(_Base, frozen=True):
+    """A ``scheduling.k8s.io/v1alpha2`` PodGroup (Kubernetes' own, KEP-4671 / KEP-5832)."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    spec: NativePodGroupSpec = NativePodGroupSpec()
+    status: NativePodGroupStatus = NativePodGroupStatus()
+
+
+class PodGroupTemplate(_Base, frozen=True):
+    name: str = ""
+    scheduling_policy: PodGroupSchedulingPolicy | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+
+
+class WorkloadSpec(_Base, frozen=True):
+    pod_group_templates: list[PodGroupTemplate] = []
+
+
+class Workload(_Base, frozen=True):
+    """A ``scheduling.k8s.io/v1alpha2`` Workload: the templates its PodGroups are made from."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    spec: WorkloadSpec = WorkloadSpec()
+
+
 # --- decoding --------------------------------------------------------------------------------------
 T = TypeVar("T", bound=_Base)
 
@@ -494,6 +613,8 @@ KINDS: dict[str, type[_Base]] = {
     "PersistentVolume": PersistentVolume,
     "StorageClass": StorageClass,
     "CSINode": CSINode,
+    "NativePodGroup": NativePodGroup,
+    "Workload": Workload,
 }
 
 _decoders: dict[type, msgspec.json.Decoder[Any]] = {}

@@ -19,6 +19,7 @@ from caldera.framework.callbacks import (
     CallbackPoint,
     CallbackRegistry,
     EventHandler,
+    EvictionContext,
     ValidateResult,
 )
 from caldera.framework.carry import Kept, carry_user
@@ -331,6 +332,11 @@ class Session(CallbackRegistry):
 
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims(self.reclaimable_fns, reclaimer, reclaimees)
+
+    def unified_evictable(self, ctx: EvictionContext, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Volcano's ``Session.UnifiedEvictable``: the gang actions' victim filter, with the tier
+        and intersection rules of Preemptable/Reclaimable."""
+        return self._victims(self.unified_evictable_fns, ctx, candidates)
 
     # -- queue-level -------------------------------------------------------------------------------
     def add_queue_state_fn(self, name: str, fn: Callable[[QueueInfo], object]) -> None:

@@ -9,10 +9,12 @@ first tier that selects wins. Each callback kind can be switched off per plugin 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from caldera.framework.callbacks import CallbackPoint, JobVoteFn, VictimsFn
+from caldera.framework.callbacks import CallbackPoint, JobVoteFn
 from caldera.framework.model import JobInfo, TaskInfo
+
+A = TypeVar("A")
 
 #: what a vote or victim function answers besides its choice
 PERMIT = 1
@@ -47,9 +49,12 @@ def tiered_vote(point: CallbackPoint[JobVoteFn], job: JobInfo) -> bool:
 
 
 def tiered_victims(
-    point: CallbackPoint[VictimsFn], actor: TaskInfo, candidates: list[TaskInfo]
+    point: CallbackPoint[Callable[[A, list[TaskInfo]], tuple[list[TaskInfo], int]]],
+    actor: A,
+    candidates: list[TaskInfo],
 ) -> list[TaskInfo]:
-    """Victim functions (preemptable, reclaimable): within a tier the plugins' choices intersect (one
+    """Victim functions (preemptable, reclaimable, unified evictable; ``actor`` is the preemptor
+    task, or the gang actions' :class:`EvictionContext`): within a tier the plugins' choices intersect (one
     that chooses nobody empties the tier); the first tier that selects someone wins."""
     for level in point.levels():
         init = False

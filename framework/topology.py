@@ -42,6 +42,7 @@ __all__ = [
     "TopologySettings",
     "build_topology",
     "hypernode_members",
+    "label_domains",
 ]
 
 #: Where the network-topology-aware plugin publishes the session's Topology and settings.
@@ -119,6 +120,10 @@ class Requirement:
     mode: str
     highest_tier: int
     from_default: bool = False
+    #: node label keys whose domains are the only groups (a Kubernetes PodGroup's
+    #: ``schedulingConstraints.topology``): the whole job inside one domain of them, over
+    #: ``label_domains`` instead of the session's topology
+    label_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -262,6 +267,24 @@ def _label_groups(keys: Sequence[str], node_list: Sequence[NodeInfo]) -> list[No
         for value, rows in members.items():
             groups.append(NodeGroup(value, i, np.asarray(sorted(rows), dtype=np.intp), f"label:{key}"))
     return groups
+
+
+def label_domains(node_list: Sequence[NodeInfo], keys: Sequence[str]) -> Topology:
+    """A one-tier topology whose groups are the domains of the label ``keys``: one group per
+    combination of their values (named ``v1/v2/...``), a node lacking any of them in none. What
+    KEP-5732 (topology-aware workload scheduling) asks of a PodGroup's ``topology[].key``: all its
+    pods inside one domain of the key."""
+    members: dict[tuple[str, ...], list[int]] = {}
+    for node in node_list:
+        values = tuple(node.labels.get(k) for k in keys)
+        if all(v is not None for v in values):
+            members.setdefault(values, []).append(node.row)  # type: ignore[arg-type]
+    source = f"label:{'+'.join(keys)}"
+    groups = [
+        NodeGroup("/".join(values), 1, np.asarray(sorted(rows), dtype=np.intp), source)
+        for values, rows in members.items()
+    ]
+    return Topology(groups, len(node_list), {1: "+".join(keys)})
 
 
 class _LabelIndex:

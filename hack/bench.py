@@ -3,6 +3,7 @@
     caldera-sim bench core      # the scheduling core in process, no API server
     caldera-sim bench e2e       # end to end through caldera-sim (pods created -> bound)
     caldera-sim bench http      # the binder's writes: cache/http1.py's pool against aiohttp
+    caldera-sim bench report    # runs them and writes docs/performance.md (hack/bench_report.py)
 
 The core benchmark drives the real cache, session, actions and plugins with the conf in force
 (Volcano's default unless --conf), binding into a recording binder.
@@ -16,6 +17,7 @@ import resource
 import statistics
 import time
 import tracemalloc
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -46,6 +48,24 @@ tiers:
       topologyKeys: [bench/group]
       defaultMode: hard
 """
+
+
+@dataclass
+class Figure:
+    """One figure of `bench core`, as data: the row it is (``title``), what was measured as printed
+    after the title (``measured``), and the numbers themselves (``values``, seconds and bytes as
+    measured, counts as counted) for whoever reads them programmatically (`bench report`)."""
+
+    title: str
+    measured: str
+    values: dict[str, float] = field(default_factory=dict)
+
+    def line(self) -> str:
+        return f"{self.title}: {self.measured}"
+
+    def show(self) -> Figure:
+        print(self.line(), flush=True)
+        return self
 
 
 def cpu_time() -> float:
@@ -156,7 +176,7 @@ def drain(
 
 def run_scenario(
     title: str, conf_text: str, nodes: int, jobs: int, size: int, groups: int = 0, spread: int = -1
-) -> dict[str, Any]:
+) -> Figure:
     """``spread`` >= 0: nodes carry zone labels and that percentage of the jobs spread constraints
     (with the request shapes of the first template, so the two runs differ only by the constraints)."""
     registry = builtin_registry()
@@ -169,11 +189,12 @@ def run_scenario(
     wall, cpu, cycles = drain(loop, binder, want)
     bound = len(binder.placements)
     rate = bound / wall if wall else 0.0
-    print(
-        f"{title:<44} {bound:>6}/{want} pods bound in {wall:6.2f}s over {len(cycles)} cycles: "
-        f"{rate:8.0f} pods/s, {cpu / max(bound, 1) * 1e3:.3f} ms CPU/pod"
-    )
-    return {"bound": bound, "wall": wall, "cpu": cpu, "cycles": cycles, "rate": rate}
+    return Figure(
+        title,
+        f"{bound}/{want} pods bound in {wall:.2f}s over {len(cycles)} cycles:"
+        f" {rate:.0f} pods/s, {cpu / max(bound, 1) * 1e3:.3f} ms CPU/pod",
+        {"bound": bound, "want": want, "wall": wall, "cpu": cpu, "cycles": len(cycles), "rate": rate},
+    ).show()
 
 
 def rss() -> int:
@@ -188,7 +209,7 @@ def rss() -> int:
     return 0
 
 
-def steady_cycles(nodes: int, cycles: int, arrivals: int, size: int, lifetime: int) -> None:
+def steady_cycles(nodes: int, cycles: int, arrivals: int, size: int, lifetime: int) -> Figure:
     """``cycles`` cycles of a running cluster: each period ``arrivals`` new gangs of ``size`` (the
     templates in turn) arrive, what the last cycle placed is confirmed bound (as the watch would),
     and gangs placed ``lifetime`` cycles ago finish (their pods are deleted)."""
@@ -224,19 +245,32 @@ def steady_cycles(nodes: int, cycles: int, arrivals: int, size: int, lifetime: i
             cache.confirm_bound(placement.task.uid)
         placed_at.append([by_uid[p.task.uid] for p in fresh])
     placed = len(binder.placements)
-    print(
+    p50, p90, p99 = (percentile(walls, p) for p in (50, 90, 99))
+    return Figure(
         f"steady state, {nodes} nodes, {arrivals} gangs of {size} arriving per cycle ({len(TEMPLATES)}"
-        f" templates), finishing after {lifetime} cycles: {cycles} cycles, {placed} pods placed;"
-        f" cycle p50 {percentile(walls, 50) * 1e3:.1f} ms, p90 {percentile(walls, 90) * 1e3:.1f} ms,"
-        f" p99 {percentile(walls, 99) * 1e3:.1f} ms, max {max(walls) * 1e3:.1f} ms;"
+        f" templates), finishing after {lifetime} cycles",
+        f"{cycles} cycles, {placed} pods placed;"
+        f" cycle p50 {p50 * 1e3:.1f} ms, p90 {p90 * 1e3:.1f} ms,"
+        f" p99 {p99 * 1e3:.1f} ms, max {max(walls) * 1e3:.1f} ms;"
         f" {sum(cpus) / max(placed, 1) * 1e3:.3f} ms CPU per placed pod"
         f" (copied per cycle: {cache.stats.copied_nodes / cycles:.0f} nodes,"
         f" {cache.stats.copied_jobs / cycles:.0f} jobs; reused {cache.stats.reused_nodes / cycles:.0f},"
-        f" {cache.stats.reused_jobs / cycles:.0f})"
-    )
+        f" {cache.stats.reused_jobs / cycles:.0f})",
+        {
+            "cycles": cycles,
+            "placed": placed,
+            "p50": p50,
+            "p90": p90,
+            "p99": p99,
+            "max": max(walls),
+            "cpu_per_placed": sum(cpus) / max(placed, 1),
+            "copied_nodes": cache.stats.copied_nodes / cycles,
+            "copied_jobs": cache.stats.copied_jobs / cycles,
+        },
+    ).show()
 
 
-def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> None:
+def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> Figure:
     """The snapshot alone: every object copied (a cold start), then with ``changed`` jobs and nodes
     changed since the slot was last used (a pod bound on each)."""
     cache = make_cache(nodes)
@@ -266,16 +300,18 @@ def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> None:
         t = time.perf_counter()
         cache.snapshot()
         warm.append(time.perf_counter() - t)
-    print(
-        f"snapshot, {nodes} nodes, {jobs * size} tasks: every object copied {min(cold) * 1e3:.1f} ms;"
+    return Figure(
+        f"snapshot, {nodes} nodes, {jobs * size} tasks",
+        f"every object copied {min(cold) * 1e3:.1f} ms;"
         f" {changed} jobs and nodes changed since: p50 {percentile(warm, 50) * 1e3:.2f} ms,"
-        f" max {max(warm) * 1e3:.2f} ms"
-    )
+        f" max {max(warm) * 1e3:.2f} ms",
+        {"copied": min(cold), "changed_p50": percentile(warm, 50), "changed_max": max(warm)},
+    ).show()
 
 
 def cycle_latency(
     nodes: int, pending: int, repeats: int, profile: str | None = None, arrivals: int = 0
-) -> None:
+) -> Figure:
     """A cluster whose every node is taken by pods of another scheduler, ``pending`` tasks waiting:
     the memory that takes and how long a cycle over them (nothing fits) lasts. The first two cycles
     copy everything (one set of copies each, see cache/store.py); the rest are the steady state.
@@ -358,8 +394,10 @@ def cycle_latency(
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     split = ", ".join(f"{name} {statistics.median(v) * 1e3:.0f}" for name, v in phases.items())
     late = f" (and {arrivals * 10} more arriving before each measured cycle)" if arrivals else ""
-    print(
-        f"{pending} pending pods{late} on {nodes} full nodes: process RSS {rss() / 2**20:.0f} MiB"
+    now = rss()
+    return Figure(
+        f"{pending} pending pods{late} on {nodes} full nodes",
+        f"process RSS {now / 2**20:.0f} MiB"
         f" (peak {peak / 2**20:.0f} MiB);"
         f" traced memory {with_nodes / nodes * 1000 / 2**20:.1f} MiB per 1,000 nodes (each with one pod),"
         f" {(with_pods - with_nodes) / pending * 10_000 / 2**20:.1f} MiB per 10,000 pods in the cache;"
@@ -369,8 +407,19 @@ def cycle_latency(
         f" (CPU per cycle p50 {statistics.median(cpu[2:]) * 1e3:.0f} ms,"
         f" p99 {percentile(cpu[2:], 99) * 1e3:.0f} ms)"
         f" (p50 per phase, ms: {split}; {collecting[0]:.2f} s in the garbage collector over those"
-        f" cycles, set as the scheduler sets it)"
-    )
+        f" cycles, set as the scheduler sets it)",
+        {
+            "rss": now,
+            "peak_rss": peak,
+            "cold_first": cold[0],
+            "cold_second": cold[1],
+            "cycles": len(steady),
+            "p50": statistics.median(steady),
+            "p99": percentile(steady, 99),
+            "max": max(steady),
+            "gc": collecting[0],
+        },
+    ).show()
 
 
 def run_spread(args: argparse.Namespace) -> int:
@@ -391,7 +440,7 @@ def run_spread(args: argparse.Namespace) -> int:
             size,
             spread=args.spread,
         )
-        per_pod = [r["cpu"] / max(r["bound"], 1) for r in (base, with_spread)]
+        per_pod = [r.values["cpu"] / max(r.values["bound"], 1) for r in (base, with_spread)]
         print(
             f"  {title}: CPU per bound pod with spread / without = {per_pod[1] / max(per_pod[0], 1e-12):.2f}x"
         )
@@ -405,34 +454,45 @@ STALL_CYCLES = 6
 def run_core(args: argparse.Namespace) -> int:
     if args.spread:
         return run_spread(args)
+    core_figures(args)
+    return 0
+
+
+def core_figures(args: argparse.Namespace) -> dict[str, Figure]:
+    """Every figure of `bench core` (as its flags choose, --spread aside), printed and returned by name."""
     n = args.nodes
     if args.topology:
         from caldera.hack.bench_hypernodes import run_topology
 
         run_topology(n, args.topology_repeat)
-        return 0
+        return {}
     if args.dra:
         from caldera.hack.bench_dra import run_dra
 
         run_dra(n, args.gangs, args.gang_size)
-        return 0
+        return {}
     if args.only == "pending":
-        cycle_latency(n, args.pending, args.repeats, profile=args.profile, arrivals=args.pending_arrivals)
-        print_stall(n, args.pending, args.stall_in_thread)
-        return 0
+        return {
+            "pending": cycle_latency(
+                n, args.pending, args.repeats, profile=args.profile, arrivals=args.pending_arrivals
+            ),
+            "stall": stall_figure(n, args.pending, args.stall_in_thread),
+        }
     if args.only == "stall":
-        print_stall(n, args.pending, args.stall_in_thread)
-        return 0
+        return {"stall": stall_figure(n, args.pending, args.stall_in_thread)}
+    figures: dict[str, Figure] = {}
     print(
         f"caldera core benchmark: {n} nodes of 32 cpu / 128Gi, in process, recording binder,"
         f" {len(TEMPLATES)} pod templates in turn"
     )
-    run_scenario(f"{args.single} single pods (default conf)", DEFAULT_CONF, n, args.single, 1)
-    run_scenario(
+    figures["single"] = run_scenario(
+        f"{args.single} single pods (default conf)", DEFAULT_CONF, n, args.single, 1
+    )
+    figures["gangs"] = run_scenario(
         f"{args.gangs} gangs of {args.gang_size} (default conf)", DEFAULT_CONF, n, args.gangs, args.gang_size
     )
     if "network-topology-aware" in builtin_registry().plugins:
-        run_scenario(
+        figures["topology"] = run_scenario(
             f"{args.gangs} gangs of {args.gang_size} (topology, {args.groups} groups)",
             TOPOLOGY_CONF,
             n,
@@ -442,27 +502,31 @@ def run_core(args: argparse.Namespace) -> int:
         )
     else:
         print("topology allocate: plugin network-topology-aware not available in this build")
-    steady_cycles(n, args.cycles, args.arrivals, args.gang_size, args.lifetime)
-    snapshot_cost(n, args.pending // args.gang_size, args.gang_size, changed=50)
-    cycle_latency(n, args.pending, args.repeats)
-    print_stall(n, args.pending, args.stall_in_thread)
-    return 0
+    figures["steady"] = steady_cycles(n, args.cycles, args.arrivals, args.gang_size, args.lifetime)
+    figures["snapshot"] = snapshot_cost(n, args.pending // args.gang_size, args.gang_size, changed=50)
+    figures["pending"] = cycle_latency(n, args.pending, args.repeats)
+    figures["stall"] = stall_figure(n, args.pending, args.stall_in_thread)
+    return figures
 
 
-def print_stall(nodes: int, pending: int, in_thread: bool) -> None:
-    """The event loop's longest stall while cycles run over ``pending`` pods (hack/bench_stall.py)."""
+def stall_figure(nodes: int, pending: int, in_thread: bool) -> Figure:
+    """The event loop's longest stall while cycles run over ``pending`` pods (hack/bench_stall.py),
+    printed; with ``in_thread`` also the same with the snapshot made whole in the decision's thread."""
     from caldera.hack.bench_stall import run_stall
 
-    figures = run_stall(nodes, pending, STALL_CYCLES)
-    print(
-        f"{pending} pending pods on {nodes} full nodes: " + figures.line("snapshot made on the loop in steps")
-    )
+    stall = run_stall(nodes, pending, STALL_CYCLES)
+    figure = Figure(
+        f"event loop stall, {pending} pending pods on {nodes} full nodes",
+        stall.line("snapshot made on the loop in steps"),
+        {"longest": stall.longest, "p99": stall.p99, "p50": stall.p50},
+    ).show()
     if in_thread:
         before = run_stall(nodes, pending, STALL_CYCLES, in_thread=True)
-        print(
-            f"{pending} pending pods on {nodes} full nodes: "
-            + before.line("snapshot made whole in the decision's thread")
-        )
+        Figure(
+            f"event loop stall, {pending} pending pods on {nodes} full nodes (as before)",
+            before.line("snapshot made whole in the decision's thread"),
+        ).show()
+    return figure
 
 
 def run_e2e(args: argparse.Namespace) -> int:
@@ -579,3 +643,6 @@ def register(subparsers: Any) -> None:
     http.add_argument("--concurrency", type=int, default=16, help="binds in flight (the binder's workers)")
     http.add_argument("--repeat", type=int, default=3, help="runs of each arm, their order alternating")
     http.set_defaults(func=run_http)
+    from caldera.hack.bench_report import add_parser as add_report
+
+    add_report(sub)

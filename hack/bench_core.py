@@ -16,6 +16,7 @@ import numpy as np
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskStatus
 from caldera.framework.session import Session
+from caldera.hack.bench import Figure
 from caldera.hack.scenario import gang, node
 
 
@@ -40,29 +41,47 @@ def timeit(fn, repeat: int) -> float:
     return best
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench_core", description=__doc__)
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--jobs", type=int, default=2500)
-    parser.add_argument("--gang", type=int, default=8)
-    args = parser.parse_args(argv)
+def parser() -> argparse.ArgumentParser:
+    out = argparse.ArgumentParser(prog="python -m caldera.hack.bench_core", description=__doc__)
+    out.add_argument("--nodes", type=int, default=5000)
+    out.add_argument("--jobs", type=int, default=2500)
+    out.add_argument("--gang", type=int, default=8)
+    return out
 
+
+def main(argv: list[str] | None = None) -> int:
+    measure(parser().parse_args(argv))
+    return 0
+
+
+def measure(args: argparse.Namespace) -> list[Figure]:
+    """Every figure, printed as it is taken and returned in order."""
+    figures: list[Figure] = []
     t0 = time.perf_counter()
     tracemalloc.start()
     cache = build(args.nodes, args.jobs, args.gang)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     tasks = args.jobs * args.gang
-    print(
-        f"cache built: {args.nodes} nodes, {args.jobs} jobs, {tasks} pending tasks in {time.perf_counter() - t0:.2f}s "
-        f"(traced memory {peak / 2**20:.0f} MiB, {peak / max(tasks, 1) / 1024:.1f} KiB per task incl. nodes)"
+    built = time.perf_counter() - t0
+    figures.append(
+        Figure(
+            "cache built",
+            f"{args.nodes} nodes, {args.jobs} jobs, {tasks} pending tasks in {built:.2f}s (traced memory"
+            f" {peak / 2**20:.0f} MiB, {peak / max(tasks, 1) / 1024:.1f} KiB per task incl. nodes)",
+            {"seconds": built, "traced_peak": peak},
+        ).show()
     )
 
     cache.snapshot()
     fresh = timeit(lambda: (cache.reset_copies(), cache.snapshot()), 3)
     reused = timeit(cache.snapshot, 5)
-    print(f"snapshot, everything copied:      {fresh * 1e3:8.1f} ms")
-    print(f"snapshot, nothing changed:        {reused * 1e3:8.1f} ms")
+    figures.append(
+        Figure("snapshot, everything copied", f"{fresh * 1e3:.1f} ms (best of 3)", {"seconds": fresh}).show()
+    )
+    figures.append(
+        Figure("snapshot, nothing changed", f"{reused * 1e3:.1f} ms (best of 5)", {"seconds": reused}).show()
+    )
     keys = list(cache.jobs)
     names = list(cache.nodes)
     changed = []
@@ -75,8 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         cache.snapshot()
         changed.append(time.perf_counter() - t)
-    print(
-        f"snapshot, 50 jobs and nodes changed: {sorted(changed)[len(changed) // 2] * 1e3:5.1f} ms (median of 10)"
+    median = sorted(changed)[len(changed) // 2]
+    figures.append(
+        Figure(
+            "snapshot, 50 jobs and nodes changed",
+            f"{median * 1e3:.1f} ms (median of 10)",
+            {"seconds": median},
+        ).show()
     )
 
     snap = cache.snapshot()
@@ -92,8 +116,16 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     stmt.discard()
     discard = (time.perf_counter() - t) / n_ops
-    print(f"statement.allocate:               {alloc * 1e6:8.1f} us per task")
-    print(f"statement.discard:                {discard * 1e6:8.1f} us per task")
+    figures.append(
+        Figure(
+            "statement.allocate", f"{alloc * 1e6:.1f} us per task ({n_ops} tasks)", {"seconds": alloc}
+        ).show()
+    )
+    figures.append(
+        Figure(
+            "statement.discard", f"{discard * 1e6:.1f} us per task ({n_ops} tasks)", {"seconds": discard}
+        ).show()
+    )
 
     table = ssn.table
     task = pending[0]
@@ -103,8 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         return np.all(table.idle[:, cols] >= vals, axis=1)
 
     per = timeit(lambda: [fit() for _ in range(100)], 3) / 100
-    print(f"bulk resource fit over {table.rows} nodes: {per * 1e6:6.1f} us per pod")
-    return 0
+    figures.append(
+        Figure(
+            f"bulk resource fit over {table.rows} nodes", f"{per * 1e6:.1f} us per pod", {"seconds": per}
+        ).show()
+    )
+    return figures
 
 
 if __name__ == "__main__":

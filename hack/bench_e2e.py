@@ -40,11 +40,14 @@ from pathlib import Path
 
 import aiohttp
 import orjson
+from prometheus_client.registry import Collector
 
 from caldera.hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
 from caldera.hack.stats import percentile
 from caldera.hack.workload.client import Api, podgroups_path, pods_path
 from caldera.hack.workload.manifests import pod_manifest, podgroup_manifest
+from caldera.metrics import gc as gc_metrics
+from caldera.metrics import scheduler as m
 
 NAMESPACE = "bench-e2e"
 SHAPES = ("backlog", "stream")
@@ -169,7 +172,22 @@ async def _wait_ready(base: str, timeout: float = 120.0) -> None:
     raise RuntimeError("caldera-scheduler did not become ready")
 
 
-_SAMPLE = re.compile(r"^((?:caldera|python)_[a-z_]+?)(?:_total)?\{([^}]*)\} ([0-9.e+]+)$", re.M)
+_SAMPLE = re.compile(r"^([a-z_]+?)(?:_total)?\{([^}]*)\} ([0-9.e+]+)$", re.M)
+
+
+def _family(metric: Collector) -> str:
+    """The name a metric's samples are exported under, less the ``_total`` of a counter."""
+    return next(iter(metric.describe())).name
+
+
+#: the scheduler's metrics the reader looks for, named by the objects that define them (metrics/)
+_WATCH_EVENTS = _family(m.WATCH_EVENTS)
+_BINDS = _family(m.BINDS)
+_STATUS_WRITES = _family(m.STATUS_WRITES)
+_GC_SECONDS = _family(gc_metrics.GC_SECONDS)
+_CYCLES = re.compile(rf"^{_family(m.CYCLE_DURATION)}_count(?:\{{[^}}]*\}})? ([0-9.e+]+)$", re.M)
+#: prometheus_client's own collector (``prometheus_client.GC_COLLECTOR``, gc_collector.py)
+_GC_COLLECTIONS = "python_gc_collections"
 
 
 async def _scrape(base: str, result: E2EResult) -> None:
@@ -183,20 +201,20 @@ def read_counters(text: str, result: E2EResult) -> None:
     cycles run, time in the garbage collector."""
     for name, labels, value in _SAMPLE.findall(text):
         tags = dict(re.findall(r'(\w+)="([^"]*)"', labels))
-        if name == "caldera_watch_events":
+        if name == _WATCH_EVENTS:
             kind = tags.get("kind", "?")
             result.events_seen[kind] = result.events_seen.get(kind, 0.0) + float(value)
-        elif name == "caldera_binds":
+        elif name == _BINDS:
             result.writes["bindings"] = result.writes.get("bindings", 0.0) + float(value)
-        elif name == "python_gc_collections":
+        elif name == _GC_COLLECTIONS:
             result.gc_collections[tags.get("generation", "?")] = float(value)
-        elif name == "caldera_gc_seconds":
+        elif name == _GC_SECONDS:
             result.gc_seconds[tags.get("generation", "?")] = float(value)
-        elif name == "caldera_status_writes":
+        elif name == _STATUS_WRITES:
             kind = tags.get("kind", "?")
             key = "events" if kind == "event" else f"{kind} status"
             result.writes[key] = result.writes.get(key, 0.0) + float(value)
-    match = re.search(r"^caldera_cycle_duration_seconds_count(?:\{[^}]*\})? ([0-9.e+]+)$", text, re.M)
+    match = _CYCLES.search(text)
     if match:
         result.cycles = float(match.group(1))
 
@@ -535,6 +553,12 @@ def bench(
 
 
 def run(args: argparse.Namespace) -> int:
+    runs(args)
+    return 0
+
+
+def runs(args: argparse.Namespace) -> list[E2EResult]:
+    """Every run `bench e2e` makes with these flags, printed as it ends and returned in order."""
     nodes = int(getattr(args, "nodes", 1000))
     pods = int(getattr(args, "pods", 5000))
     gang = int(getattr(args, "gang_size", 10))
@@ -553,6 +577,7 @@ def run(args: argparse.Namespace) -> int:
     if os.environ.get("CALDERA_BENCH_BOTH") == "1" and gang > 1:
         sizes.append(1)
     summary: dict[str, list[float]] = {}
+    results: list[E2EResult] = []
     for size in sizes:
         for sh in shapes:
             for i in range(repeat):
@@ -562,6 +587,7 @@ def run(args: argparse.Namespace) -> int:
                     path = str(base.with_name(f"{base.stem}-{sh}-{i + 1}{base.suffix or '.txt'}"))
                 res = bench(nodes, pods, size, period=period, shape=sh, profile=path, rate=rate)
                 print(res.report(), flush=True)
+                results.append(res)
                 if res.cpu_ms_per_pod is not None:
                     summary.setdefault(
                         f"{sh}, {'gangs of ' + str(size) if size > 1 else 'single pods'}", []
@@ -570,4 +596,4 @@ def run(args: argparse.Namespace) -> int:
         print("summary: scheduler CPU per bound pod (ms), per run")
         for key, values in summary.items():
             print(f"  {key}: " + ", ".join(f"{v:.3f}" for v in values) + f" (max {max(values):.3f})")
-    return 0
+    return results

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from caldera.cache.store import ClusterCache
-from caldera.framework.model import GROUP_NAME_ANNOTATION, TASK_SPEC_ANNOTATION
-from caldera.framework.objects import Node, Pod, PodGroup, PriorityClass, Queue, convert
+from caldera.framework.model import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, TASK_SPEC_ANNOTATION
+from caldera.framework.objects import NativePodGroup, Node, Pod, PodGroup, PriorityClass, Queue, convert
 from caldera.framework.snapshot import Snapshot
 
 _uid = itertools.count(1)
@@ -183,6 +183,62 @@ def podgroup_dict(
 
 def podgroup(name: str, **kw: Any) -> PodGroup:
     return convert(PodGroup, podgroup_dict(name, **kw))
+
+
+def native_podgroup_dict(
+    name: str,
+    min_count: int | None = None,
+    namespace: str = "default",
+    topology_keys: Iterable[str] = (),
+    queue: str | None = None,
+    priority_class: str = "",
+    priority: int | None = None,
+    template: tuple[str, str] | None = None,
+    uid: str | None = None,
+) -> dict[str, Any]:
+    """A ``scheduling.k8s.io/v1alpha2`` PodGroup as a manifest writes it: ``gang: {minCount}`` when
+    ``min_count`` is given, else ``basic: {}`` (no policy at all when ``template`` names a Workload's
+    template: (workload, template))."""
+    spec: dict[str, Any] = {}
+    if template is not None:
+        spec["podGroupTemplateRef"] = {
+            "workload": {"workloadName": template[0], "podGroupTemplateName": template[1]}
+        }
+    elif min_count is not None:
+        spec["schedulingPolicy"] = {"gang": {"minCount": min_count}}
+    else:
+        spec["schedulingPolicy"] = {"basic": {}}
+    keys = list(topology_keys)
+    if keys:
+        spec["schedulingConstraints"] = {"topology": [{"key": k} for k in keys]}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if priority is not None:
+        spec["priority"] = priority
+    labels = {QUEUE_NAME_ANNOTATION: queue} if queue else {}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"npg-{namespace}-{name}-{next(_uid)}",
+            "creationTimestamp": _ts(),
+            "labels": labels,
+        },
+        "spec": spec,
+    }
+
+
+def native_podgroup(name: str, **kw: Any) -> NativePodGroup:
+    return convert(NativePodGroup, native_podgroup_dict(name, **kw))
+
+
+def native_member(name: str, native_group: str, **kw: Any) -> Pod:
+    """A pod of the native group ``native_group`` (``spec.schedulingGroup.podGroupName``)."""
+    extra = dict(kw.pop("spec_extra", None) or {})
+    extra["schedulingGroup"] = {"podGroupName": native_group}
+    return pod(name, spec_extra=extra, **kw)
 
 
 def queue_dict(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from caldera.framework.callbacks import GANG_RECLAIM, EvictionContext
 from caldera.framework.model import JobInfo, QueueInfo, TaskInfo
 from caldera.framework.plugin import Plugin, unsupported
 from caldera.framework.resource import MIN_RESOURCE, Resource
@@ -125,6 +126,7 @@ class CapacityPlugin(Plugin):
         ssn.add_allocatable_fn(self.name, self.allocatable)
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_unified_evictable_fn(self.name, self.unified_evictable)
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
@@ -220,16 +222,28 @@ class CapacityPlugin(Plugin):
         asks for nothing its queue deserves ("immediate victim"), or when its queue's allocation
         (less the victims already chosen) is over deserved on a dimension the reclaimee uses and
         the queue deserves (``GreaterPartlyWithRelevantDimensions``)."""
+        return self._reclaimees(set(dims_of(reclaimer.init_resreq)), reclaimees), PERMIT
+
+    def unified_evictable(
+        self, ctx: EvictionContext, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], int]:
+        """Volcano capacity.go AddUnifiedEvictableFn: gangpreempt is not capacity's to filter (all
+        permitted); for gangreclaim the guarantee and deserved checks of ``reclaimable``, without
+        its shared-dimension skip (``shouldSkipReclaimee`` is not asked there)."""
+        if ctx.kind != GANG_RECLAIM:
+            return candidates, PERMIT
+        return self._reclaimees(None, candidates), PERMIT
+
+    def _reclaimees(self, wanted: set[str] | None, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
         victims: list[TaskInfo] = []
         left: dict[str, Resource] = {}
-        wanted = set(dims_of(reclaimer.init_resreq))
         for t in reclaimees:
             job = self.ssn.jobs.get(t.job)
             attr = self.attrs.get(job.queue) if job is not None else None
             if job is None or attr is None:
                 continue
             uses = dims_of(t.resreq)
-            if not wanted.intersection(uses):
+            if wanted is not None and not wanted.intersection(uses):
                 continue
             allocated = left.get(job.queue)
             if allocated is None:
@@ -249,7 +263,7 @@ class CapacityPlugin(Plugin):
                     continue
             left[job.queue] = without
             victims.append(t)
-        return victims, PERMIT
+        return victims
 
     def enqueueable(self, job: JobInfo) -> int:
         need = job.min_resources

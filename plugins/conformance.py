@@ -28,3 +28,7 @@ class ConformancePlugin(Plugin):
 
         ssn.add_preemptable_fn(self.name, victims)
         ssn.add_reclaimable_fn(self.name, victims)
+        # Volcano conformance.go AddUnifiedEvictableFn: the same rule for the gang actions
+        ssn.add_unified_evictable_fn(
+            self.name, lambda _ctx, tasks: ([t for t in tasks if evictable(t)], PERMIT)
+        )

@@ -83,6 +83,9 @@ class GangPlugin(Plugin):
         ssn.add_job_valid_fn(self.name, job_valid)
         ssn.add_preemptable_fn(self.name, victims)
         ssn.add_reclaimable_fn(self.name, victims)
+        # Volcano gang.go: the gang actions keep minAvailable through their bundles (safe/whole),
+        # so gang's unified evictable function permits every candidate
+        ssn.add_unified_evictable_fn(self.name, lambda _ctx, tasks: (tasks, PERMIT))
         ssn.add_job_order_fn(self.name, job_order)
         ssn.add_job_ready_fn(self.name, lambda job: job.is_ready())
         ssn.add_job_pipelined_fn(self.name, job_pipelined)

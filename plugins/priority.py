@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from caldera.framework.callbacks import GANG_RECLAIM, EvictionContext
 from caldera.framework.model import JobInfo, TaskInfo
 from caldera.framework.plugin import Plugin
 
@@ -49,4 +50,19 @@ class PriorityPlugin(Plugin):
         ssn.add_job_order_fn(self.name, job_order)
         ssn.add_task_order_fn(self.name, task_order)
         ssn.add_preemptable_fn(self.name, preemptable)
+
+        def unified_evictable(ctx: EvictionContext, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+            # Volcano priority.go AddUnifiedEvictableFn: reclaim is the queues' fairness, not
+            # priority's; in gangpreempt a victim's job must be of lower priority than the preemptor's
+            if ctx.kind == GANG_RECLAIM:
+                return candidates, PERMIT
+            jobs = ssn.jobs
+            victims = []
+            for t in candidates:
+                theirs = jobs.get(t.job)
+                if theirs is not None and theirs.priority < ctx.job.priority:
+                    victims.append(t)
+            return victims, PERMIT
+
+        ssn.add_unified_evictable_fn(self.name, unified_evictable)
         ssn.add_job_starving_fn(self.name, job_starving)

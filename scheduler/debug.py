@@ -260,6 +260,8 @@ class DebugApi:
                     "kind": "job",
                     "namespace": job.namespace,
                     "name": job.name,
+                    #: a scheduling.k8s.io/v1alpha2 PodGroup (Kubernetes' own), not a Volcano one
+                    "native": job.native is not None,
                     "queue": job.queue,
                     "priority": job.priority,
                     "min_member": job.min_available,
@@ -302,6 +304,7 @@ class DebugApi:
                     "problem": PODGROUP_NOT_FOUND,
                     "namespace": missing.namespace,
                     "name": missing.name,
+                    "native": missing.native,
                     "queue": "",
                     "priority": 0,
                     "min_member": 0,
@@ -405,6 +408,7 @@ class DebugApi:
         return {
             "namespace": job.namespace,
             "name": job.name,
+            "native": job.native is not None,
             "queue": job.queue,
             "phase": _job_phase(job),
             "cycle": self.obs.last.number,
@@ -430,6 +434,7 @@ class DebugApi:
         return {
             "namespace": missing.namespace,
             "name": missing.name,
+            "native": missing.native,
             "queue": "",
             "phase": "Pending",
             "cycle": self.obs.last.number,

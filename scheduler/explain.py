@@ -329,6 +329,7 @@ def explain_job(
     doc: dict[str, Any] = {
         "namespace": job.namespace,
         "name": job.name,
+        "native": job.native is not None,
         "queue": job.queue,
         "phase": job.phase,
         "reason": reason,
@@ -485,7 +486,7 @@ def _topology(ssn: Session, job: JobInfo) -> dict[str, Any] | None:
     decision: TopologyDecision | None = ssn.report.topology_failures.get(job.uid)
     if decision is None:
         return None
-    topo, _ = session_topology(ssn)
+    topo = decision.topology or session_topology(ssn)[0]
     need = max(decision.need, 1)
     trials = [t for t in decision.trials if t.outcome in ("infeasible", "pruned")]
     trials.sort(key=lambda t: (t.outcome != "infeasible", -t.placed, t.deficit, t.group.tier, t.group.name))

@@ -28,6 +28,16 @@ def pending_pods(missing: MissingPodGroup) -> int:
 def missing_podgroup_reason(missing: MissingPodGroup) -> str:
     n = pending_pods(missing)
     pods = "1 pod waits" if n == 1 else f"{n} pods wait"
+    if missing.native:
+        # kube-scheduler's GangScheduling plugin keeps such pods out of its queue the same way
+        # (pkg/scheduler/framework/plugins/gangscheduling, PreEnqueue: the PodGroup must exist)
+        where = f"scheduling.k8s.io/v1alpha2 PodGroup {missing.namespace}/{missing.name} not found"
+        if not missing.api_served:
+            where += " (the server does not serve scheduling.k8s.io/v1alpha2)"
+        return (
+            f"{where}: {pods} for it (spec.schedulingGroup.podGroupName: {missing.name}); "
+            "nothing is scheduled without it"
+        )
     return (
         f"PodGroup {missing.key} not found: {pods} for it (annotation {GROUP_NAME_ANNOTATION}: "
         f"{missing.name}); nothing is scheduled without it"
@@ -35,6 +45,17 @@ def missing_podgroup_reason(missing: MissingPodGroup) -> str:
 
 
 def missing_podgroup_suggestion(missing: MissingPodGroup) -> str:
+    if missing.native:
+        served = (
+            ""
+            if missing.api_served
+            else "enable the API (--runtime-config=scheduling.k8s.io/v1alpha2=true "
+            "--feature-gates=GenericWorkload=true), then "
+        )
+        return (
+            f"{served}create the scheduling.k8s.io/v1alpha2 PodGroup {missing.name} in namespace "
+            f"{missing.namespace} (spec.schedulingGroup cannot be changed on an existing pod)"
+        )
     return (
         f"create PodGroup {missing.name} in namespace {missing.namespace}, or correct the pods' "
         f"{GROUP_NAME_ANNOTATION} annotation to name an existing PodGroup"

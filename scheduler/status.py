@@ -20,8 +20,8 @@ from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.indexes import CacheProblems
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
-from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
-from caldera.framework.objects import PodGroup
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus, native_job_key
+from caldera.framework.objects import NativePodGroup, PodGroup
 from caldera.framework.result import Placement, SessionResult
 from caldera.metrics import scheduler as m
 from caldera.scheduler.events import EventRecorder
@@ -37,6 +37,13 @@ from caldera.scheduler.problems import (
 log = logging.getLogger("caldera.status")
 
 PG_PATH = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups/{name}"
+NATIVE_PG_STATUS_PATH = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups/{name}/status"
+#: the condition a ``scheduling.k8s.io/v1alpha2`` PodGroup's status carries, and its reasons
+#: (kubernetes/kubernetes staging/src/k8s.io/api/scheduling/v1alpha2/types.go, ``PodGroupStatus``)
+NATIVE_SCHEDULED = "PodGroupScheduled"
+NATIVE_UNSCHEDULABLE = "Unschedulable"
+#: a pod that names both a native group and a Volcano PodGroup (the Warning Event's reason)
+GROUP_CONFLICT = "SchedulingGroupConflict"
 POD_STATUS_PATH = "/api/v1/namespaces/{ns}/pods/{name}/status"
 EVENTS_PATH = "/api/v1/namespaces/{ns}/events"
 
@@ -107,6 +114,8 @@ class StatusUpdater:
         self._pending: dict[tuple[str, str, str], _Write] = {}
         self.events = EventRecorder(component=component, instance=instance, clock=clock)
         self._sent_pg: dict[str, Signature] = {}
+        #: per native PodGroup, the PodGroupScheduled condition last sent
+        self._sent_native: dict[str, Cond] = {}
         #: per PodGroup, what the last observation was computed from (job copy, version, reasons, PodGroup)
         self._observed: dict[str, tuple[Any, ...]] = {}
         #: the snapshot ``seq`` of the last observed result (0: look at every job next time), the
@@ -184,11 +193,16 @@ class StatusUpdater:
         return changed | self._marked | self._failed
 
     def _look(self, key: str, job: JobInfo, podgroups: Mapping[str, PodGroup], failed: set[str]) -> None:
-        if job.podgroup is None or not job.tasks:
+        native = job.native
+        if (job.podgroup is None and native is None) or not job.tasks:
             # No pod of ours: the PodGroup is another scheduler's (Volcano's, beside us) or has no
             # pods yet; its status is not ours to write (running 0 would undo the other's counts).
             return
-        pg = podgroups.get(key) or job.podgroup
+        pg: PodGroup | NativePodGroup | None = (
+            podgroups.get(key) or job.podgroup
+            if native is None
+            else self.cache.native_podgroup(key) or native
+        )
         # A copy of the same generation of the job (the cache hands out two sets of copies in
         # turn), untouched since, with the same PodGroup object: nothing to recompute.
         origin = job.generation or job
@@ -206,7 +220,10 @@ class StatusUpdater:
         # The phase too: the enqueue action sets it on a copy without changing its tasks.
         memo = (origin, job.version, job.job_fit_error, len(job.fit_errors), pg, job.phase)
         try:
-            self._observe_job(key, job)
+            if native is not None:
+                self._observe_native(key, job)
+            else:
+                self._observe_job(key, job)
         except Exception:
             log.exception("status of %s not computed", key)
             failed.add(key)  # looked at again next cycle, as if nothing was computed
@@ -323,6 +340,77 @@ class StatusUpdater:
                 if self.per_pod_events:
                     self.event_for_pod(task, "Warning", "FailedScheduling", pod_msg)
 
+    def _observe_native(self, key: str, job: JobInfo) -> None:
+        """A ``scheduling.k8s.io/v1alpha2`` PodGroup's status as Kubernetes reads it: the
+        ``PodGroupScheduled`` condition, True (reason ``Scheduled``) once its minimum is placed,
+        False (reason ``Unschedulable``, with the gang's message) while a cycle failed to place it;
+        written through ``podgroups/status`` only when it changes (other conditions are kept).
+        Events and pod conditions as for a Volcano PodGroup."""
+        pg = self.cache.native_podgroup(key) or job.native
+        assert pg is not None
+        pending = list(job.tasks_in(TaskStatus.PENDING))
+        allocated = job.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED)
+        ready = allocated >= job.min_available
+        gated = bool(pending) and not ready and job.waits_for_gates()
+        unschedulable = (
+            bool(pending) and not ready and not gated and bool(job.job_fit_error or job.fit_errors)
+        )
+        message = gang_message(job) if unschedulable else ""
+        cond: Cond | None = None
+        if ready:
+            cond = (NATIVE_SCHEDULED, "True", SCHEDULED, f"{allocated} of {len(job.tasks)} pods scheduled")
+        elif unschedulable:
+            cond = (NATIVE_SCHEDULED, "False", NATIVE_UNSCHEDULABLE, message)
+        if cond is not None:
+            current = next((c for c in pg.status.conditions if c.type == NATIVE_SCHEDULED), None)
+            held = (current.type, current.status, current.reason, current.message) if current else None
+            if held == cond:
+                self._sent_native.pop(key, None)
+            elif self._sent_native.get(key) != cond:
+                when = (
+                    current.last_transition_time
+                    if current is not None and current.status == cond[1] and current.last_transition_time
+                    else now_rfc3339()
+                )
+                conditions: list[dict[str, Any]] = [
+                    {
+                        "type": c.type,
+                        "status": c.status,
+                        "reason": c.reason,
+                        "message": c.message,
+                        "lastTransitionTime": c.last_transition_time or when,
+                        **({"observedGeneration": c.observed_generation} if c.observed_generation else {}),
+                    }
+                    for c in pg.status.conditions
+                    if c.type != NATIVE_SCHEDULED
+                ]
+                conditions.append(
+                    {
+                        "type": cond[0],
+                        "status": cond[1],
+                        "reason": cond[2],
+                        "message": cond[3],
+                        "lastTransitionTime": when,
+                        "observedGeneration": pg.metadata.generation,
+                    }
+                )
+                self._sent_native[key] = cond
+                body = {"status": {"conditions": conditions}}
+                self._queue(_Write("native-podgroup", pg.metadata.namespace, pg.metadata.name, body, cond))
+        if unschedulable:
+            self.event_for_podgroup(pg, "Warning", "FailedScheduling", message)
+            for task in pending:
+                if task.pod.spec.scheduling_gates:
+                    continue
+                pod_msg = job.fit_errors.get(task.uid) or message
+                self.pod_unschedulable(task, pod_msg)
+                if self.per_pod_events:
+                    self.event_for_pod(task, "Warning", "FailedScheduling", pod_msg)
+
+    def _group(self, job: str) -> PodGroup | NativePodGroup | None:
+        """The Volcano or native PodGroup of job key ``job``."""
+        return self.cache.podgroup(job) or self.cache.native_podgroup(job)
+
     def observe_problems(self, problems: CacheProblems) -> None:
         """A Warning Event (and, where the pod is known, the PodScheduled condition) for every pod no
         cycle can schedule: its PodGroup does not exist or was never made, or its spec cannot be read.
@@ -359,6 +447,8 @@ class StatusUpdater:
             message = ungrouped_reason(ungrouped, self.controllers)
             self.event_for_pod(ungrouped.task, "Warning", "FailedScheduling", message)
             self.pod_unschedulable(ungrouped.task, message)
+        for conflict in problems.group_conflicts:
+            self.event_for_pod(conflict.task, "Warning", GROUP_CONFLICT, conflict.message)
         # Until a deferred one comes due, the same problems need no second look.
         self._problems_done = problems
         self._problems_due = due
@@ -391,14 +481,14 @@ class StatusUpdater:
     def bind_failed(self, task: TaskInfo, node: str, reason: str) -> None:
         message = f"binding rejected: failed to bind {task.key} to {node}: {reason}"
         self.pod_unschedulable(task, message)
-        pg = self.cache.podgroup(task.job) if task.job else None
+        pg = self._group(task.job) if task.job else None
         if pg is not None:
             self.event_for_podgroup(pg, "Warning", "FailedScheduling", message, force=True)
         else:
             self.event_for_pod(task, "Warning", "FailedScheduling", message, force=True)
 
     def gang_bound(self, job: str, placements: list[Placement]) -> None:
-        pg = self.cache.podgroup(job)
+        pg = self._group(job)
         if pg is None or self.per_pod_events:
             return
         nodes = sorted({p.node for p in placements})
@@ -412,7 +502,7 @@ class StatusUpdater:
         )
 
     def gang_partly_bound(self, job: str, bound: list[Placement], failed: dict[str, str]) -> None:
-        pg = self.cache.podgroup(job)
+        pg = self._group(job)
         if pg is None:
             return
         detail = "; ".join(f"{pod}: {why}" for pod, why in list(failed.items())[:5])
@@ -433,10 +523,11 @@ class StatusUpdater:
 
     # -- events ------------------------------------------------------------------------------------
     def event_for_podgroup(
-        self, pg: PodGroup, etype: str, reason: str, message: str, force: bool = False
+        self, pg: PodGroup | NativePodGroup, etype: str, reason: str, message: str, force: bool = False
     ) -> None:
+        native = isinstance(pg, NativePodGroup)
         ref = {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "apiVersion": "scheduling.k8s.io/v1alpha2" if native else "scheduling.volcano.sh/v1beta1",
             "kind": "PodGroup",
             "name": pg.metadata.name,
             "namespace": pg.metadata.namespace,
@@ -533,10 +624,11 @@ class StatusUpdater:
     async def _send(self, w: _Write) -> None:
         self.writes += 1
         try:
-            if w.kind == "podgroup":
+            if w.kind in ("podgroup", "native-podgroup"):
+                path = PG_PATH if w.kind == "podgroup" else NATIVE_PG_STATUS_PATH
                 await self.client.request(
                     "PATCH",
-                    PG_PATH.format(ns=w.namespace, name=w.name),
+                    path.format(ns=w.namespace, name=w.name),
                     body=w.body,
                     content_type="application/merge-patch+json",
                 )
@@ -580,3 +672,5 @@ class StatusUpdater:
             self._seq = 0
             if w.kind == "podgroup":
                 self._sent_pg.pop(f"{w.namespace}/{w.name}", None)
+            elif w.kind == "native-podgroup":
+                self._sent_native.pop(native_job_key(w.namespace, w.name), None)

@@ -87,6 +87,12 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="folder of CRD manifests whose schemas prune and default custom resources (default: deploy/crds)",
     )
+    behaviour.add_argument(
+        "--native-gang-api",
+        action="store_true",
+        help="serve scheduling.k8s.io/v1alpha2 workloads and podgroups (a 1.36 server with "
+        "--runtime-config=scheduling.k8s.io/v1alpha2=true --feature-gates=GenericWorkload=true); off by default",
+    )
     p.add_argument("--seed", type=int)
     p.add_argument("--log-level", default="INFO")
     p.set_defaults(func=run)
@@ -126,6 +132,7 @@ def cluster_from_args(args: argparse.Namespace) -> SimCluster:
         gc_full_interval=args.gc_full_interval or None,
         crd_dir=args.crds,
         seed=args.seed,
+        native_gang=args.native_gang_api,
     )
 
 

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from .controllers import Kubelet, WorkloadControllers
 from .disruption import DisruptionController
+from .dra import ResourceClaimController
 from .faults import Faults
 from .kubeconfig import write_kubeconfig
 from .nodes import ClusterSpec, NodeTemplate, build_nodes, resource_for
@@ -82,6 +83,7 @@ class SimCluster:
         gc_full_interval: float | None = None,
         crd_dir: str | Path | None = None,
         seed: int | None = None,
+        native_gang: bool = False,
     ):
         check_loopback(host)
         if isinstance(nodes, ClusterSpec):
@@ -98,7 +100,12 @@ class SimCluster:
         self.port = port
         self.token = token or secrets.token_hex(16)
         self.faults = faults or Faults()
-        self.store = Store(history_size=history_size, seed=seed, crd_dir=str(crd_dir) if crd_dir else None)
+        self.store = Store(
+            history_size=history_size,
+            seed=seed,
+            crd_dir=str(crd_dir) if crd_dir else None,
+            native_gang=native_gang,
+        )
         self.server = ApiServer(self.store, self.token, self.faults, bookmark_interval, watch_timeout)
         self.kubelet = (
             Kubelet(self.store, kubelet_delay, kubelet_stop_delay, kubelet_admission) if kubelet else None
@@ -106,6 +113,7 @@ class SimCluster:
         self.controllers = WorkloadControllers(self.store) if controllers else None
         self.disruption = DisruptionController(self.store) if controllers else None
         self.provisioner = Provisioner(self.store) if controllers else None
+        self.resource_claims = ResourceClaimController(self.store) if controllers else None
         self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path else None
         self._tmpdir: str | None = None
         self.kubeconfig_path: Path | None = None
@@ -153,6 +161,8 @@ class SimCluster:
             self.disruption.start()
         if self.provisioner is not None:
             self.provisioner.start()
+        if self.resource_claims is not None:
+            self.resource_claims.start()
         self._tasks.append(loop.create_task(self._bookmarks(), name="sim-bookmarks"))
         self._tasks.append(loop.create_task(self._periodic_faults(), name="sim-faults"))
         self._tasks.append(loop.create_task(self._expire_events(), name="sim-event-ttl"))
@@ -193,6 +203,8 @@ class SimCluster:
             await self.disruption.stop()
         if self.provisioner is not None:
             await self.provisioner.stop()
+        if self.resource_claims is not None:
+            await self.resource_claims.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

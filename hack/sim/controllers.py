@@ -367,14 +367,6 @@ class WorkloadControllers(BackgroundLoop):
                 for ns, name in replicasets:
                     self._guard(self._sync_replicaset, ns, name)
 
-    def _guard(self, fn: Any, ns: str, name: str) -> None:
-        try:
-            fn(ns, name)
-        except ApiError as exc:
-            log.debug("%s %s/%s: %s", fn.__name__, ns, name, exc.message)
-        except Exception:
-            log.exception("%s %s/%s failed", fn.__name__, ns, name)
-
     def _owned(self, owner: dict[str, Any], res: Any) -> list[dict[str, Any]]:
         uid = owner["metadata"]["uid"]
         out = []

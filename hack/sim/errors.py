@@ -84,12 +84,18 @@ def conflict(plural: str, name: str, why: str, group: str = "") -> ApiError:
 
 
 def invalid(kind: str, name: str, causes: list[tuple[str, str, str]], group: str = "") -> ApiError:
-    """causes: (field, reason, message) as in a real server's 422 answer."""
-    text = "; ".join(f"{f}: {m}" for f, _r, m in causes)
+    """causes: (field, reason, message) as in a real server's 422 answer.
+
+    The message is `NewInvalid`'s (k8s.io/apimachinery pkg/api/errors): the kind qualified by its group
+    (`GroupKind.String()`, e.g. `ResourceClaim.resource.k8s.io`), then the one error, or several as an
+    aggregate `[a, b]` (`ErrorList.ToAggregate`)."""
+    parts = [f"{f}: {m}" for f, _r, m in causes]
+    text = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    qualified = f"{kind}.{group}" if group else kind
     return ApiError(
         422,
         "Invalid",
-        f'{kind} "{name}" is invalid: {text}',
+        f'{qualified} "{name}" is invalid: {text}',
         {
             "name": name,
             "group": group,

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+from collections.abc import Callable
+
+from .errors import ApiError
+
+log = logging.getLogger("caldera.sim")
 
 
 class BackgroundLoop:
@@ -28,3 +34,14 @@ class BackgroundLoop:
 
     async def _run(self) -> None:
         raise NotImplementedError
+
+    @staticmethod
+    def _guard(fn: Callable[[str, str], None], ns: str, name: str) -> None:
+        """Reconcile one object: an API refusal is a debug line, any other failure is logged; neither stops
+        the controller."""
+        try:
+            fn(ns, name)
+        except ApiError as exc:
+            log.debug("%s %s/%s: %s", fn.__name__, ns, name, exc.message)
+        except Exception:
+            log.exception("%s %s/%s failed", fn.__name__, ns, name)

@@ -31,6 +31,8 @@ _MERGE_KEYS = {
     "readinessGates": "conditionType",
     "hostAliases": "ip",
     "resourceClaims": "name",
+    "resourceClaimStatuses": "name",
+    "reservedFor": "uid",
     "schedulingGates": "name",
     "topologySpreadConstraints": "topologyKey",
 }

@@ -176,6 +176,30 @@ RESOURCES: tuple[Resource, ...] = (
         False,
         generation=False,
     ),
+    # Dynamic Resource Allocation (resource.k8s.io/v1, GA since Kubernetes 1.34); validation, defaults and the
+    # resourceclaim controller's work are in dra.py.
+    Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    Resource(
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        "ResourceSlice",
+        False,
+        field_labels=frozenset({"spec.nodeName", "spec.driver"}),
+    ),
+    Resource(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaims",
+        "ResourceClaim",
+        True,
+        (),
+        frozenset({"status"}),
+        generation=False,
+    ),
+    Resource(
+        "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True, generation=False
+    ),
     # Volcano's PodGroup CRD declares no status subresource: its status is written through the object itself.
     Resource(
         "scheduling.volcano.sh",
@@ -208,12 +232,25 @@ RESOURCES: tuple[Resource, ...] = (
     ),
 )
 
-# (group, version) -> plural -> Resource
-BY_GROUP_VERSION: dict[tuple[str, str], dict[str, Resource]] = {}
-for _r in RESOURCES:
-    BY_GROUP_VERSION.setdefault((_r.group, _r.version), {})[_r.plural] = _r
+#: Kubernetes' own gang API (kube-apiserver 1.36 behind ``--runtime-config=scheduling.k8s.io/v1alpha2=true
+#: --feature-gates=GenericWorkload=true``): served only when the simulator is started with it on
+NATIVE_GANG: tuple[Resource, ...] = (
+    Resource("scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True),
+    Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True, (), frozenset({"status"})),
+)
 
-BY_ID: dict[str, Resource] = {r.id: r for r in RESOURCES}
+
+def by_group_version(resources: tuple[Resource, ...]) -> dict[tuple[str, str], dict[str, Resource]]:
+    """(group, version) -> plural -> Resource."""
+    out: dict[tuple[str, str], dict[str, Resource]] = {}
+    for r in resources:
+        out.setdefault((r.group, r.version), {})[r.plural] = r
+    return out
+
+
+BY_GROUP_VERSION = by_group_version(RESOURCES)
+
+BY_ID: dict[str, Resource] = {r.id: r for r in (*RESOURCES, *NATIVE_GANG)}
 
 
 def resource(plural: str, group: str = "") -> Resource:
@@ -329,8 +366,10 @@ def _resource_list_entries(r: Resource) -> list[dict[str, Any]]:
     return entries
 
 
-def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
-    kinds = BY_GROUP_VERSION.get((group, version))
+def api_resource_list(
+    group: str, version: str, table: dict[tuple[str, str], dict[str, Resource]] | None = None
+) -> dict[str, Any] | None:
+    kinds = (table or BY_GROUP_VERSION).get((group, version))
     if kinds is None:
         return None
     resources: list[dict[str, Any]] = []
@@ -352,18 +391,20 @@ def api_versions() -> dict[str, Any]:
     }
 
 
-def _group_doc(group: str) -> dict[str, Any]:
-    versions = [v for (g, v) in BY_GROUP_VERSION if g == group]
+def _group_doc(group: str, table: dict[tuple[str, str], dict[str, Resource]] | None = None) -> dict[str, Any]:
+    versions = [v for (g, v) in (table or BY_GROUP_VERSION) if g == group]
     gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
     return {"name": group, "versions": gvs, "preferredVersion": gvs[0]}
 
 
-def api_group_list() -> dict[str, Any]:
-    groups = sorted({g for (g, _v) in BY_GROUP_VERSION if g})
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group_doc(g) for g in groups]}
+def api_group_list(table: dict[tuple[str, str], dict[str, Resource]] | None = None) -> dict[str, Any]:
+    groups = sorted({g for (g, _v) in (table or BY_GROUP_VERSION) if g})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group_doc(g, table) for g in groups]}
 
 
-def api_group(group: str) -> dict[str, Any] | None:
-    if not group or not any(g == group for (g, _v) in BY_GROUP_VERSION):
+def api_group(
+    group: str, table: dict[tuple[str, str], dict[str, Resource]] | None = None
+) -> dict[str, Any] | None:
+    if not group or not any(g == group for (g, _v) in (table or BY_GROUP_VERSION)):
         return None
-    return {"kind": "APIGroup", "apiVersion": "v1", **_group_doc(group)}
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group_doc(group, table)}

@@ -80,16 +80,18 @@ class ApiServer:
         self.watches: dict[Watcher, web.Request] = {}
         # Awaited before every resource request; raising ApiError answers the request with that error.
         self.request_hooks: list[Callable[[web.Request], Awaitable[None]]] = []
+        # what this server serves: the store's kinds (the native gang API only when turned on)
+        self.served = store.served
         self._discovery: dict[str, bytes] = {
             "/api": orjson.dumps(R.api_versions()),
-            "/apis": orjson.dumps(R.api_group_list()),
+            "/apis": orjson.dumps(R.api_group_list(self.served)),
             "/version": orjson.dumps(R.SERVER_VERSION),
         }
-        for group, version in R.BY_GROUP_VERSION:
+        for group, version in self.served:
             path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-            self._discovery[path] = orjson.dumps(R.api_resource_list(group, version))
+            self._discovery[path] = orjson.dumps(R.api_resource_list(group, version, self.served))
             if group:
-                self._discovery[f"/apis/{group}"] = orjson.dumps(R.api_group(group))
+                self._discovery[f"/apis/{group}"] = orjson.dumps(R.api_group(group, self.served))
         self._rng = random.Random()
 
     def make_app(self) -> web.Application:
@@ -156,7 +158,7 @@ class ApiServer:
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
             raise _NOT_FOUND_PATH
-        kinds = R.BY_GROUP_VERSION.get((group, version))
+        kinds = self.served.get((group, version))
         if kinds is None:
             raise _NOT_FOUND_PATH
         watch_path = False

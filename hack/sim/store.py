@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from . import dra
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .patch import (
     APPLY_PATCH,
@@ -37,12 +38,14 @@ from .resources import (
     CORE_EVENTS,
     EVENTS_V1,
     NAMESPACES,
+    NATIVE_GANG,
     PODS,
     PRIORITY_CLASSES,
     RESOURCES,
     ROLE_BINDINGS,
     ROLES,
     Resource,
+    by_group_version,
 )
 from .schema import crd_files, load_crd_schemas, prune_and_default
 from .selectors import Predicate, make_filter
@@ -296,6 +299,39 @@ def _validate_metadata(res: Resource, name: str, meta: dict[str, Any]) -> None:
                 )
 
 
+def _check_native_podgroup(name: str, spec: dict[str, Any]) -> None:
+    """A ``scheduling.k8s.io/v1alpha2`` PodGroup's policy: exactly one of ``basic`` and ``gang``,
+    ``gang.minCount`` at least 1 (types.go ``PodGroupSchedulingPolicy``, a union)."""
+    policy = spec.get("schedulingPolicy") or {}
+    chosen = [k for k in ("basic", "gang") if policy.get(k) is not None]
+    if len(chosen) != 1:
+        raise invalid(
+            "PodGroup",
+            name,
+            [
+                (
+                    "spec.schedulingPolicy",
+                    "FieldValueInvalid",
+                    "Invalid value: must specify exactly one of: `basic`, `gang`",
+                )
+            ],
+        )
+    if chosen == ["gang"]:
+        count = policy["gang"].get("minCount")
+        if not isinstance(count, int) or count < 1:
+            raise invalid(
+                "PodGroup",
+                name,
+                [
+                    (
+                        "spec.schedulingPolicy.gang.minCount",
+                        "FieldValueInvalid",
+                        f"Invalid value: {count}: must be greater than or equal to 1",
+                    )
+                ],
+            )
+
+
 def _default_requests(container: dict[str, Any]) -> dict[str, Any]:
     """API server defaulting: a resource with a limit and no request is requested at its limit."""
     resources = container.get("resources") or {}
@@ -472,11 +508,16 @@ class Store:
         seed: int | None = None,
         watch_buffer_lines: int = 200_000,
         crd_dir: str | None = None,
+        native_gang: bool = False,
     ):
         self.rv = 0
+        #: Kubernetes' own gang API (scheduling.k8s.io/v1alpha2) served, as with GenericWorkload on
+        self.native_gang = native_gang
+        served = (*RESOURCES, *NATIVE_GANG) if native_gang else RESOURCES
+        self.served = by_group_version(served)
         # Structural schemas of the custom resources (plural.group -> openAPIV3Schema), from deploy/crds.
         self.schemas: dict[str, dict[str, Any]] = _schemas(crd_dir)
-        self.kinds: dict[str, KindStore] = {r.id: KindStore(r, history_size) for r in RESOURCES}
+        self.kinds: dict[str, KindStore] = {r.id: KindStore(r, history_size) for r in served}
         # view id -> (stored resource, to storage form, to view form)
         self.views: dict[
             str, tuple[Resource, Callable[[Any], Any], Callable[[dict[str, Any]], dict[str, Any]]]
@@ -874,7 +915,12 @@ class Store:
         name = meta["name"]
         if res.has_status and res.custom:
             obj.pop("status", None)
+        if res.id == "podgroups.scheduling.k8s.io":
+            _check_native_podgroup(name, obj.get("spec") or {})
         if res is PODS:
+            if not self.native_gang and isinstance(obj.get("spec"), dict):
+                # GenericWorkload off: the server drops the field of a disabled gate
+                obj["spec"].pop("schedulingGroup", None)
             spec = dict(obj.get("spec") or {})
             _check_quantities(name, spec)
             containers = spec.get("containers")
@@ -889,6 +935,7 @@ class Store:
                     raise invalid(
                         "Pod", name, [(f"spec.containers[{i}].image", "FieldValueRequired", "Required value")]
                     )
+            dra.check_pod_claims(name, spec)
             for group in ("containers", "initContainers"):
                 if spec.get(group):
                     spec[group] = [_default_requests(c) for c in spec[group]]
@@ -961,6 +1008,8 @@ class Store:
             obj["spec"] = spec
         elif res.id in _RBAC_KINDS:
             _check_rbac(res, name, obj, None)
+        elif res.group == dra.GROUP:
+            dra.admit(res, obj)
         elif res is PRIORITY_CLASSES:
             if not isinstance(obj.get("value"), int):
                 raise invalid(
@@ -1123,6 +1172,11 @@ class Store:
             elif res.id in _RBAC_KINDS:
                 _check_rbac(res, name, result, old)
         result["metadata"] = meta
+        if res.group == dra.GROUP:
+            if subresource == "status":
+                dra.check_claim_status(name, old, result)
+            else:
+                dra.admit(res, result, old)
         schema = self.schemas.get(res.id) if res.custom else None
         if schema is not None:
             result = prune_and_default(result, schema)

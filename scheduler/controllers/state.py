@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 import msgspec
 
 from caldera.framework.model import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION
-from caldera.framework.objects import ObjectMeta, OwnerReference
+from caldera.framework.objects import ObjectMeta, OwnerReference, PodSchedulingGroup
 
 log = logging.getLogger("caldera.controllers")
 
@@ -42,6 +42,8 @@ class PodSpec(_Lean, frozen=True):
     scheduler_name: str = "default-scheduler"
     priority_class_name: str = ""
     node_name: str = ""
+    #: ``spec.schedulingGroup``: the pod's group is a ``scheduling.k8s.io/v1alpha2`` PodGroup
+    scheduling_group: PodSchedulingGroup | None = None
 
 
 class PodStatus(_Lean, frozen=True):
@@ -151,6 +153,12 @@ class ControllerState:
         return pod.spec.scheduler_name in self.scheduler_names
 
     def group_key(self, pod: Pod) -> PgKey | None:
+        """The Volcano PodGroup a pod belongs to or would get; None for a pod of a
+        ``scheduling.k8s.io/v1alpha2`` PodGroup (``spec.schedulingGroup``, immutable): its group is
+        Kubernetes' own, no Volcano PodGroup is made or counted for it."""
+        sg = pod.spec.scheduling_group
+        if sg is not None and sg.pod_group_name:
+            return None
         group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
         if group:
             return (pod.metadata.namespace, group)

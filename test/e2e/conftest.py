@@ -4,8 +4,9 @@ helper that sees what a user sees, and caldera-scheduler running in-process agai
 The scheduler runs as deployed: ``deploy/base/namespace.yaml`` and ``deploy/base/rbac.yaml`` are applied to the cluster
 and the scheduler talks to it with a token of its ServiceAccount (minted by the TokenRequest API), so it holds
 only the permissions the manifests grant. The test set-up (the ``api`` helper) is an administrator. Against the
-simulator, every request of the scheduler that RBAC refused fails the test that made it, and the requests of
-the whole suite are kept for test_zz_rbac_rules.py to compare with the manifest's rules."""
+simulator, every request of the scheduler that RBAC refused fails the test that made it; test_rbac_grants.py
+replays the scenarios that need each grant in clusters of its own (``e2e_cluster``) and checks every grant was
+needed."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from caldera.framework.model import TaskStatus
 from caldera.framework.plugin import Action, Registry
 from caldera.framework.session import Session
 from caldera.hack.sim import SimCluster
-from caldera.hack.sim.rbac import Record, RuleUse
+from caldera.hack.sim.rbac import Record
 from caldera.scheduler.app import Options, SchedulerApp
 from caldera.scheduler.registry import builtin_registry
 
@@ -47,25 +49,6 @@ _PLURALS = {
     "ClusterRoleBinding": "clusterrolebindings",
 }
 
-
-class SuiteRecord:
-    """The scheduler's requests over the e2e session, as the simulator's authorizer recorded them."""
-
-    def __init__(self) -> None:
-        self.requests: dict[Record, int] = {}
-        self.rules_used: set[RuleUse] = set()
-        self.tests: set[str] = set()
-
-    def add(self, sim: SimCluster, test: str) -> None:
-        authz = sim.server.authz
-        for rec, n in authz.record.items():
-            if rec.user == SCHEDULER_USER:
-                self.requests[rec] = self.requests.get(rec, 0) + n
-        self.rules_used.update(authz.rules_used)
-        self.tests.add(test)
-
-
-SUITE = SuiteRecord()
 
 pytestmark = pytest.mark.e2e
 
@@ -305,19 +288,28 @@ def token_kubeconfig(admin_kubeconfig: str, token: str, target: Path) -> str:
     return str(target)
 
 
+def refused_requests(cluster: SimCluster) -> dict[Record, int]:
+    """The scheduler's requests the simulator's RBAC (deploy/base/rbac.yaml) refused."""
+    return {
+        rec: n
+        for rec, n in cluster.server.authz.record.items()
+        if rec.user == SCHEDULER_USER and not rec.allowed
+    }
+
+
+def e2e_sim(native_gang: bool = False) -> SimCluster:
+    return SimCluster(nodes=0, kubelet_delay=0.05, seed=3, native_gang=native_gang)
+
+
 @pytest.fixture
 async def sim(request: pytest.FixtureRequest) -> AsyncIterator[SimCluster | None]:
     if REAL_KUBECONFIG:
         yield None
         return
-    async with SimCluster(nodes=0, kubelet_delay=0.05, seed=3) as cluster:
+    # a test module with NATIVE_GANG_API = True gets a simulator serving scheduling.k8s.io/v1alpha2
+    async with e2e_sim(bool(getattr(request.module, "NATIVE_GANG_API", False))) as cluster:
         yield cluster
-        SUITE.add(cluster, request.node.nodeid)
-        refused = {
-            rec: n
-            for rec, n in cluster.server.authz.record.items()
-            if rec.user == SCHEDULER_USER and not rec.allowed
-        }
+        refused = refused_requests(cluster)
         assert not refused, f"RBAC (deploy/base/rbac.yaml) refused requests the scheduler made: {refused}"
 
 
@@ -333,20 +325,26 @@ def admin_kubeconfig(sim: SimCluster | None) -> str:
     return REAL_KUBECONFIG or str(sim.kubeconfig_path)  # type: ignore[union-attr]
 
 
-@pytest.fixture
-async def kubeconfig(admin_kubeconfig: str, tmp_path: Path) -> str:
-    """For the scheduler: deploy/'s namespace and RBAC applied, a token of its ServiceAccount."""
+async def scheduler_kubeconfig(admin_kubeconfig: str, directory: Path) -> str:
+    """deploy/'s namespace and RBAC applied, and a kubeconfig with a token of its ServiceAccount."""
     client = ApiClient(await ClusterConfig.load(admin_kubeconfig), user_agent="caldera-e2e-setup")
     try:
         await apply_deploy_rbac(client)
         token = await scheduler_token(client)
     finally:
         await client.close()
-    return token_kubeconfig(admin_kubeconfig, token, tmp_path / "scheduler.kubeconfig")
+    return token_kubeconfig(admin_kubeconfig, token, directory / "scheduler.kubeconfig")
 
 
 @pytest.fixture
-async def api(admin_kubeconfig: str) -> AsyncIterator[Api]:
+async def kubeconfig(admin_kubeconfig: str, tmp_path: Path) -> str:
+    """For the scheduler: deploy/'s namespace and RBAC applied, a token of its ServiceAccount."""
+    return await scheduler_kubeconfig(admin_kubeconfig, tmp_path)
+
+
+@asynccontextmanager
+async def admin_api(admin_kubeconfig: str) -> AsyncIterator[Api]:
+    """The ``api`` helper: the cluster's administrator (in a namespace of its own on a real cluster)."""
     client = ApiClient(await ClusterConfig.load(admin_kubeconfig), user_agent="caldera-e2e")
     namespace = "default"
     created_ns = False
@@ -365,11 +363,21 @@ async def api(admin_kubeconfig: str) -> AsyncIterator[Api]:
 
 
 @pytest.fixture
-def conf_file(tmp_path: Path) -> tuple[Registry, Path]:
+async def api(admin_kubeconfig: str) -> AsyncIterator[Api]:
+    async with admin_api(admin_kubeconfig) as helper:
+        yield helper
+
+
+def write_conf(directory: Path) -> tuple[Registry, Path]:
     registry, text = e2e_registry()
-    path = tmp_path / "scheduler.conf"
+    path = directory / "scheduler.conf"
     path.write_text(text)
     return registry, path
+
+
+@pytest.fixture
+def conf_file(tmp_path: Path) -> tuple[Registry, Path]:
+    return write_conf(tmp_path)
 
 
 class Running:
@@ -385,10 +393,12 @@ class Running:
         return await asyncio.wait_for(self.task, 30)
 
 
-@pytest.fixture
-async def start_scheduler(
+@asynccontextmanager
+async def scheduler_starter(
     kubeconfig: str, conf_file: tuple[Registry, Path]
 ) -> AsyncIterator[Callable[..., Awaitable[Running]]]:
+    """``start_scheduler``: starts caldera-scheduler in-process (each start another replica); every one
+    still running is stopped on the way out."""
     running: list[Running] = []
 
     async def start(wait_ready: bool = True, **overrides: Any) -> Running:
@@ -417,6 +427,35 @@ async def start_scheduler(
     for r in running:
         if not r.task.done():
             await r.stop()
+
+
+@pytest.fixture
+async def start_scheduler(
+    kubeconfig: str, conf_file: tuple[Registry, Path]
+) -> AsyncIterator[Callable[..., Awaitable[Running]]]:
+    async with scheduler_starter(kubeconfig, conf_file) as start:
+        yield start
+
+
+@asynccontextmanager
+async def e2e_cluster(directory: Path, native_gang: bool = False) -> AsyncIterator[dict[str, Any]]:
+    """The fixtures of one test, by name (sim, admin_kubeconfig, kubeconfig, api, conf_file,
+    start_scheduler, tmp_path), around a simulator of its own (``native_gang``: serving
+    scheduling.k8s.io/v1alpha2): for a test that runs other tests' scenarios each in a fresh cluster."""
+    async with e2e_sim(native_gang) as cluster:
+        admin = str(cluster.kubeconfig_path)
+        kubeconfig = await scheduler_kubeconfig(admin, directory)
+        conf = write_conf(directory)
+        async with admin_api(admin) as api, scheduler_starter(kubeconfig, conf) as start:
+            yield {
+                "sim": cluster,
+                "admin_kubeconfig": admin,
+                "kubeconfig": kubeconfig,
+                "api": api,
+                "conf_file": conf,
+                "start_scheduler": start,
+                "tmp_path": directory,
+            }
 
 
 async def _ready(app: SchedulerApp, task: asyncio.Task[int]) -> bool:

@@ -97,6 +97,7 @@ def build_podgroup(
     phase: str,
     priority_class: str = "",
     min_resources: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> PodGroup:
     """Volcano's util.BuildPodGroup / BuildPodGroupWithPrio. Volcano's tests pass ``{"": n}`` as
     minTaskMember for pods without a role; Caldera reads it the same way."""
@@ -112,6 +113,8 @@ def build_podgroup(
         uid=f"{ns}-{name}",
     )
     d["metadata"]["creationTimestamp"] = T0
+    if annotations:
+        d["metadata"]["annotations"] = dict(annotations)
     return convert(PodGroup, d)
 
 

@@ -174,6 +174,12 @@ COVERED_ELSEWHERE.update(
         ("predicates", "predicate.VolumeZoneEnable"): "test/volcano/test_predicate_switches.py",
         ("predicates", "predicate.VolumeBindingEnable"): "test/volcano/test_predicate_switches.py",
         ("predicates", "predicate.NodeVolumeLimitsEnable"): "test/volcano/test_predicate_switches.py",
+        ("gangpreempt", "allowWholeBundle"): "test/volcano/test_gang_actions.py",
+        ("gangreclaim", "allowWholeBundle"): "test/volcano/test_gangreclaim_test.py",
+        # read and defaulted as Volcano's parseArguments (ported TestParseArguments*); it caps
+        # the domains of a job with a network-topology requirement (gang_eviction.candidate_domains)
+        ("gangpreempt", "maxDomains"): "test/volcano/test_gangpreempt_test.py",
+        ("gangreclaim", "maxDomains"): "test/volcano/test_gangreclaim_test.py",
     }
 )
 

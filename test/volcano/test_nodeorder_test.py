@@ -147,20 +147,9 @@ CASES = {
         {"c1/p4": "n3"},
     ),
 }
-ISSUE_15: set[str] = set()
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(
-            c, marks=pytest.mark.xfail(reason="topology spread scoring lands with issue 15", strict=False)
-        )
-        if c in ISSUE_15
-        else c
-        for c in CASES
-    ],
-)
+@pytest.mark.parametrize("case", list(CASES))
 def test_node_order_plugin(case):
     """TestNodeOrderPlugin: the case named by the parameter; expected binds as ExpectBindMap."""
     text, pods, nodes, bound = CASES[case]

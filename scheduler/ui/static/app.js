@@ -349,7 +349,9 @@
         h(
           "td",
           { class: "name" },
-          h("a", { href: `#${page}/${encodeURIComponent(job.namespace)}/${encodeURIComponent(job.name)}`, text: page === "pod" ? `pod ${key}` : key }),
+          // a Kubernetes scheduling.k8s.io/v1alpha2 PodGroup: its job key's name carries "k8s:"
+          h("a", { href: `#${page}/${encodeURIComponent(job.namespace)}/${encodeURIComponent(job.native ? `k8s:${job.name}` : job.name)}`, text: page === "pod" ? `pod ${key}` : key }),
+          job.native ? h("span", { class: "badge", "data-field": "native", title: "scheduling.k8s.io/v1alpha2 PodGroup", text: "native" }) : null,
         ),
         h("td", { "data-field": "queue", text: job.queue }),
         h("td", { class: "num", "data-field": "priority", text: job.priority }),
@@ -442,7 +444,7 @@
       throw e;
     }
     setStatus(ex.cycle);
-    const parts = [h("h1", null, `${ex.namespace}/${ex.name} `, h("small", { text: ex.phase || "" }))];
+    const parts = [h("h1", null, `${ex.namespace}/${ex.name} `, h("small", { text: ex.phase || "" }), ex.native ? h("span", { class: "badge", id: "job-native", title: "scheduling.k8s.io/v1alpha2 PodGroup", text: "native" }) : null)];
     if (ex.reason) parts.push(h("p", { class: "reason big", id: "job-reason", text: ex.reason }));
     if (ex.suggestion) parts.push(h("p", { class: "suggestion", id: "job-suggestion" }, h("b", { text: "Suggestion: " }), ex.suggestion));
     if (ex.gated && ex.gated.length)

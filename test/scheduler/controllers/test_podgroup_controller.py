@@ -265,3 +265,24 @@ async def test_a_restart_mid_way_converges_without_duplicates_or_orphans(harness
     assert pre_existing is not None and pre_existing["metadata"]["uid"] == made_earlier["metadata"]["uid"]
     assert harness.podgroup("podgroup-gone") is None
     assert len(harness.sim.store.objects(PODS, "default")) == 8 * 3 - 3 + 1 + 5
+
+
+def test_a_pod_of_a_kubernetes_podgroup_gets_no_volcano_podgroup() -> None:
+    """A pod with ``spec.schedulingGroup`` belongs to a ``scheduling.k8s.io/v1alpha2`` PodGroup:
+    the controller neither makes a Volcano PodGroup for it nor counts it in one."""
+    from caldera.framework.objects import convert
+    from caldera.scheduler.controllers.state import ControllerState, Pod
+
+    state = ControllerState(["caldera"], "default", lambda key: None, lambda key: None)
+    native = convert(
+        Pod,
+        {
+            "metadata": {"name": "w-0", "namespace": "ml", "uid": "u1"},
+            "spec": {"schedulerName": "caldera", "schedulingGroup": {"podGroupName": "train"}},
+        },
+    )
+    plain = convert(
+        Pod, {"metadata": {"name": "p", "namespace": "ml", "uid": "u2"}, "spec": {"schedulerName": "caldera"}}
+    )
+    assert state.group_key(native) is None
+    assert state.group_key(plain) is not None

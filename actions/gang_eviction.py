@@ -1,0 +1,375 @@
+"""What Volcano 1.15's gang-aware actions share (gangpreempt, gangreclaim): a starving job asks for
+room for all its pending pods at once, inside one domain (node group), and victims are taken in
+bundles that never leave a victim gang partly running.
+
+As Volcano's ``Action.Execute`` of pkg/scheduler/actions/gangpreempt/gangpreempt.go and
+gangreclaim/gangreclaim.go, and the helpers of pkg/scheduler/actions/utils/ (bundle.go,
+simulate.go, util.go):
+
+- starving jobs per queue, queues in queue order and jobs in job order (as preempt and reclaim);
+  each job's turn is one statement, committed only when the job is then pipelined;
+- the job's need is the sum of its pending pods' requests (``CollectPendingTasksForGangEviction``:
+  gated and best-effort pods are left out);
+- candidate domains (``GetCandidateDomains``): for a job with a network-topology requirement, the
+  node groups it may be placed in, narrowest tier first (only those holding its placed pods), at
+  most ``maxDomains``; else (or when none, in soft mode) the whole cluster;
+- in each domain, the candidate victims of each victim job split into bundles
+  (``CreateJobBundles``): a "safe" bundle of the pods its gang can spare (its surplus over
+  minAvailable, and over each role's minimum when the roles' minimums fit in minAvailable) and a
+  "whole" bundle of the rest, which is taken only all together (and frees the whole gang's room);
+  bundles are ordered safe first, then by the action's victim order, then by how much of the need
+  they free for what they cost (``bundleROI``); the plugins' unified evictable functions filter
+  them (a whole bundle survives only entire); ``allowWholeBundle: false`` drops whole bundles;
+- bundles are added one by one until the domain's idle and releasing room plus the victims hold
+  the need; then a dry run (``BuildNominationPlanInDomain``) evicts the victims and places every
+  pending pod inside the domain (queue allocatable, pre-predicates, predicates, node order; a node
+  idle now before one that frees up later); if the job is then pipelined the plan is kept, else
+  the next bundle is added, then the next domain.
+
+Not modelled: Volcano's sub-jobs (``subGroupPolicy``) — in Caldera a job is one sub-job, so its
+sub-job checks are the job's own (JobReady / JobPipelined).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from caldera.actions.helpers import (
+    EVICTABLE_STATUSES,
+    OrderedHeap,
+    job_preemptable_for_gang,
+    pending_tasks,
+    resreq_of,
+)
+from caldera.actions.preempt import starving_jobs
+from caldera.actions.topology import job_requirement, job_topology
+from caldera.framework.callbacks import EvictionContext
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from caldera.framework.plugin import Action, Arguments
+from caldera.framework.resource import Resource
+from caldera.framework.session import Session
+from caldera.framework.statement import Statement
+from caldera.framework.topology import CLUSTER_GROUP, HARD, NodeGroup, TopologySettings
+
+log = logging.getLogger("caldera.actions")
+
+#: Volcano's defaultMaxDomains and defaultWholeBundleOn (gangpreempt.go, gangreclaim.go)
+DEFAULT_MAX_DOMAINS = 8
+DEFAULT_ALLOW_WHOLE = True
+
+
+@dataclass
+class Bundle:
+    """Victims of one job taken together: ``whole`` ones only all at once (Volcano's utils.Bundle)."""
+
+    whole: bool
+    job: JobInfo
+    tasks: list[TaskInfo]
+    #: what evicting the bundle frees in the domain
+    local: Resource = field(default_factory=Resource)
+    #: what it costs: for a whole bundle, every pod of the gang; nothing for a safe one
+    total: Resource = field(default_factory=Resource)
+
+
+def job_bundles(job: JobInfo, local: list[TaskInfo]) -> list[Bundle]:
+    """Volcano ``CreateJobBundles`` (pkg/scheduler/actions/utils/bundle.go), without sub-jobs:
+    the candidates lowest priority first (then uid); each is safe while the job keeps a surplus
+    over minAvailable and its role over its own minimum (roles counted only when their minimums fit
+    in minAvailable, as the gang plugin's CheckTaskReady); a job already below its minimum has
+    nothing left to protect: all its candidates are safe."""
+    if not local:
+        return []
+    local = sorted(local, key=lambda t: (t.priority, t.uid))
+    surplus = job.ready_task_num() - job.min_available
+    if surplus < 0:
+        return [Bundle(False, job, local, resreq_of(local))]
+    role_surplus: dict[str, int] = {}
+    if job.min_available >= sum(job.task_min_available.values()):
+        ready: dict[str, int] = {}
+        for t in job.tasks.values():
+            held = t.status in ALLOCATED_STATUSES or t.status == TaskStatus.SUCCEEDED
+            if held or (t.status == TaskStatus.PENDING and t.init_resreq.is_empty()):
+                ready[t.role] = ready.get(t.role, 0) + 1
+        role_surplus = {role: ready.get(role, 0) - n for role, n in job.task_min_available.items()}
+    safe: list[TaskInfo] = []
+    whole: list[TaskInfo] = []
+    for t in local:
+        role_left = role_surplus.get(t.role)
+        if surplus > 0 and (role_left is None or role_left > 0):
+            safe.append(t)
+            surplus -= 1
+            if role_left is not None:
+                role_surplus[t.role] = role_left - 1
+        else:
+            whole.append(t)
+    out = []
+    if safe:
+        out.append(Bundle(False, job, safe, resreq_of(safe)))
+    if whole:
+        out.append(Bundle(True, job, whole, resreq_of(whole), resreq_of(list(job.tasks.values()))))
+    return out
+
+
+def _score(res: Resource, need: Resource, cap: bool) -> float:
+    score = 0.0
+    for name, n in need.items():
+        if n <= 0:
+            continue
+        v = res.get(name)
+        score += (min(v, n) if cap else v) / n
+    return score
+
+
+def bundle_roi(bundle: Bundle, need: Resource) -> float:
+    """Volcano ``bundleROI``: the share of the need the bundle frees here over what it costs in
+    all (infinite for a safe bundle, which costs no gang)."""
+    cost = _score(bundle.total, need, False)
+    return math.inf if cost == 0 else _score(bundle.local, need, True) / cost
+
+
+def sort_bundles(
+    bundles: list[Bundle], need: Resource, victim_first: Callable[[Bundle, Bundle], int]
+) -> None:
+    """Volcano ``SortBundlesForPreempt`` / ``SortBundlesForReclaim``: safe before whole, then the
+    action's victim order (``victim_first``: <0 when the left bundle goes first, 0 when it does not
+    decide), then the higher ROI, then job uid, first pod uid and size."""
+
+    def cmp(left: Bundle, right: Bundle) -> int:
+        if left.whole != right.whole:
+            return 1 if left.whole else -1
+        if left.job.uid != right.job.uid:
+            decided = victim_first(left, right)
+            if decided:
+                return decided
+        lr, rr = bundle_roi(left, need), bundle_roi(right, need)
+        if lr != rr:
+            return -1 if lr > rr else 1
+        lkey = (left.job.uid, left.tasks[0].uid if left.tasks else "", len(left.tasks))
+        rkey = (right.job.uid, right.tasks[0].uid if right.tasks else "", len(right.tasks))
+        return (lkey > rkey) - (lkey < rkey)
+
+    bundles.sort(key=functools.cmp_to_key(cmp))
+
+
+def decided(left_first: bool, right_first: bool) -> int:
+    """A less-function's two answers as a comparison: 0 when they agree (it does not decide)."""
+    return 0 if left_first == right_first else (-1 if left_first else 1)
+
+
+def apply_allowed(bundles: list[Bundle], allowed: set[str]) -> list[Bundle]:
+    """Volcano ``ApplyAllowedTasks``: a whole bundle stays only if every pod is allowed; a safe
+    one keeps its allowed pods."""
+    out = []
+    for b in bundles:
+        kept = [t for t in b.tasks if t.uid in allowed]
+        if b.whole:
+            if kept and len(kept) == len(b.tasks):
+                out.append(b)
+        elif kept:
+            out.append(Bundle(False, b.job, kept, resreq_of(kept)))
+    return out
+
+
+def pick_domains(gradients: list[list[str]], max_domains: int, fallback: str) -> list[str]:
+    """Volcano ``PickDomainsFromGradients`` (pkg/scheduler/actions/utils/util.go): the domains of
+    the gradients in order, each once, at most ``max_domains``; ``fallback`` when there are none."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for level in gradients:
+        for name in level:
+            if name in seen:
+                continue
+            seen.add(name)
+            out.append(name)
+            if 0 < max_domains <= len(out):
+                return out
+    if not out and fallback:
+        out.append(fallback)
+    return out
+
+
+def candidate_domains(ssn: Session, job: JobInfo, max_domains: int) -> list[tuple[str, np.ndarray]]:
+    """Volcano ``GetCandidateDomains``: (name, node rows) of each domain to try, in order."""
+    published = ssn.report.topology
+    req = job_requirement(job, published[1] if published is not None else TopologySettings())
+    if req is None:
+        return [(CLUSTER_GROUP, ssn.all_rows)]
+    topo, _ = job_topology(ssn, req)
+    placed = topo.job_rows(job, ssn.nodes)
+    groups: dict[str, NodeGroup] = {}
+    gradients = []
+    for tier in [*topo.tiers, topo.top_tier]:
+        if tier > req.highest_tier:
+            break
+        level = [g for g in topo.groups(tier) if g.contains_rows(placed)]
+        groups.update((g.key, g) for g in level)
+        gradients.append([g.key for g in level])
+    fallback = topo.cluster.key if req.mode != HARD else ""
+    groups[topo.cluster.key] = topo.cluster
+    return [(groups[k].name, groups[k].rows) for k in pick_domains(gradients, max_domains, fallback)]
+
+
+class GangEvictionAction(Action):
+    """The shared walk of gangpreempt and gangreclaim; a subclass says whose pods are candidates
+    and in which order victim bundles go."""
+
+    kind: ClassVar[str] = ""
+    arguments_schema: ClassVar[dict[str, type]] = {"maxDomains": int, "allowWholeBundle": bool}
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        # Volcano parseArguments (gangpreempt.go, gangreclaim.go)
+        max_domains = arguments.int("maxDomains", DEFAULT_MAX_DOMAINS)
+        if max_domains <= 0:
+            log.warning(
+                "action %s: maxDomains %d is not positive; using the default %d",
+                self.name,
+                max_domains,
+                DEFAULT_MAX_DOMAINS,
+            )
+            max_domains = DEFAULT_MAX_DOMAINS
+        self.max_domains = max_domains
+        self.allow_whole = arguments.bool("allowWholeBundle", DEFAULT_ALLOW_WHOLE)
+
+    def execute(self, ssn: Session) -> None:
+        by_queue = starving_jobs(ssn)
+        queues = OrderedHeap(ssn.queue_key, (ssn.queues[n] for n in by_queue))
+        while queues:
+            queue = queues.pop()
+            if not self.queue_may_act(ssn, queue):
+                continue
+            jobs = OrderedHeap(ssn.job_key, by_queue[queue.name])
+            while jobs:
+                job = jobs.pop()
+                stmt = ssn.statement()
+                self.evict_for_job(ssn, stmt, queue, job)
+                if ssn.job_pipelined(job):
+                    stmt.commit()
+                else:
+                    stmt.discard()
+
+    # -- what the two actions differ in ---------------------------------------------------------
+    def queue_may_act(self, ssn: Session, queue: QueueInfo) -> bool:
+        return True
+
+    def job_may_act(self, ssn: Session, queue: QueueInfo, pending: list[TaskInfo]) -> bool:
+        return True
+
+    def is_candidate(self, ssn: Session, job: JobInfo, task: TaskInfo, victim: JobInfo) -> bool:
+        raise NotImplementedError
+
+    def victim_first(self, ssn: Session, job: JobInfo) -> Callable[[Bundle, Bundle], int]:
+        raise NotImplementedError
+
+    # -- the shared walk -------------------------------------------------------------------------
+    def evict_for_job(self, ssn: Session, stmt: Statement, queue: QueueInfo, job: JobInfo) -> None:
+        pending = pending_tasks(ssn, job)
+        if not pending or not self.job_may_act(ssn, queue, pending):
+            return
+        need = _sum_init(pending)
+        node_list = ssn.node_list
+        for domain, rows in candidate_domains(ssn, job, self.max_domains):
+            if not len(rows):
+                continue
+            bundles = self.select_bundles(ssn, job, need, domain, rows)
+            if not bundles:
+                continue
+            room = Resource()
+            for r in rows.tolist():
+                room.add(node_list[r].idle).add(node_list[r].releasing)
+            victims: list[TaskInfo] = []
+            for bundle in bundles:
+                victims.extend(bundle.tasks)
+                room.add(bundle.local)
+                if not need.less_equal(room, "zero"):
+                    continue
+                plan = self.dry_run(ssn, queue, job, rows, victims)
+                if plan is not None:
+                    stmt.merge(plan)
+                    return
+
+    def select_bundles(
+        self, ssn: Session, job: JobInfo, need: Resource, domain: str, rows: np.ndarray
+    ) -> list[Bundle]:
+        """Volcano ``selectDomainBundles``: the domain's candidate victims in bundles, filtered by
+        the plugins' unified evictable functions, in victim order."""
+        by_job: dict[str, list[TaskInfo]] = {}
+        node_list = ssn.node_list
+        for r in rows.tolist():
+            for t in node_list[r].tasks.values():
+                if not t.preemptable or t.job == job.uid:
+                    continue
+                victim = ssn.jobs.get(t.job)
+                if victim is None or not job_preemptable_for_gang(victim):
+                    continue
+                if self.is_candidate(ssn, job, t, victim):
+                    by_job.setdefault(t.job, []).append(t)
+        bundles = [b for uid, tasks in by_job.items() for b in job_bundles(ssn.jobs[uid], tasks)]
+        if not bundles:
+            return []
+        first = self.victim_first(ssn, job)
+        sort_bundles(bundles, need, first)
+        flat = [t for b in bundles for t in b.tasks]
+        allowed = ssn.unified_evictable(EvictionContext(self.kind, job, domain), flat)
+        valid = apply_allowed(bundles, {t.uid for t in allowed})
+        sort_bundles(valid, need, first)
+        return [b for b in valid if self.allow_whole or not b.whole]
+
+    def dry_run(
+        self, ssn: Session, queue: QueueInfo, job: JobInfo, rows: np.ndarray, victims: list[TaskInfo]
+    ) -> Statement | None:
+        """Volcano ``BuildNominationPlanInDomain`` / ``runSimulateTrialAtHyperNode``: evict the
+        victims, place every pending pod inside the domain; the statement when the job is then
+        pipelined, else None (and the session as before)."""
+        trial = ssn.statement()
+        for v in victims:
+            if v.status in EVICTABLE_STATUSES:
+                trial.evict(v, self.kind)
+        placed = 0
+        for task in pending_tasks(ssn, job):
+            if not ssn.allocatable(queue, task) or ssn.pre_predicate(task):
+                trial.discard()
+                return None
+            feasible = ssn.feasible_rows(task, rows, resources=False)
+            fits = feasible[ssn.table.fits(task.init_resreq, feasible, True)]
+            if not len(fits):
+                trial.discard()
+                return None
+            # a node idle now before one whose room is still being freed (prioritizeNodesForSimulate)
+            now = fits[ssn.table.fits(task.init_resreq, fits, False)]
+            choice = now if len(now) else fits
+            best = ssn.best_row(task, choice, ssn.node_scores(task, choice))
+            trial.pipeline(task, ssn.node_list[best].name)
+            placed += 1
+        if not placed or not ssn.job_pipelined(job):
+            trial.discard()
+            return None
+        return trial
+
+
+def _sum_init(tasks: list[TaskInfo]) -> Resource:
+    out = Resource()
+    for t in tasks:
+        out.add(t.init_resreq)
+    return out
+
+
+__all__ = [
+    "DEFAULT_ALLOW_WHOLE",
+    "DEFAULT_MAX_DOMAINS",
+    "Bundle",
+    "GangEvictionAction",
+    "apply_allowed",
+    "bundle_roi",
+    "candidate_domains",
+    "job_bundles",
+    "pick_domains",
+    "sort_bundles",
+]
