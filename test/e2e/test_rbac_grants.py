@@ -19,6 +19,7 @@ from caldera.hack.sim.rbac import RuleUse
 
 from . import (
     test_deployment_flip,
+    test_dra,
     test_events,
     test_lifecycle,
     test_native_gang,
@@ -49,6 +50,10 @@ SCENARIOS: list[tuple[Callable[..., Awaitable[None]], str]] = [
     (
         test_volumes.test_a_gang_with_wait_for_first_consumer_claims_lands_where_they_can_be_provisioned,
         "patch persistentvolumeclaims",
+    ),
+    (
+        test_dra.test_a_claim_write_that_meets_a_conflict_is_read_again_and_retried,
+        "get, patch resourceclaims (the finalizer; a read after a conflict); patch resourceclaims/status",
     ),
     (
         test_native_gang.test_a_native_gang_of_four_binds_whole_or_not_at_all,
