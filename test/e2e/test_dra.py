@@ -245,3 +245,26 @@ async def test_a_claim_write_that_meets_a_conflict_is_read_again_and_retried(
 async def _bound(api: Api, *names: str) -> dict[str, str] | None:
     nodes = await api.node_of()
     return nodes if all(nodes.get(n) for n in names) else None
+
+
+async def test_a_claim_shared_by_two_pods_is_allocated_once_and_reserved_for_both(
+    api: Api, start_scheduler: Any
+) -> None:
+    await api.node("n1")
+    await api.node("n2")
+    await device_class(api)
+    await gpus(api, "n2", 2)
+    await claim(api, "shared")
+    await start_scheduler()
+    await claim_pod(api, "a", {"resourceClaimName": "shared"})
+    await claim_pod(api, "b", {"resourceClaimName": "shared"})
+    nodes = await eventually(lambda: _bound(api, "a", "b"))
+    assert nodes["a"] == nodes["b"] == "n2"
+
+    async def reserved_for_both() -> dict[str, Any] | None:
+        shared = await read_claim(api, "shared")
+        names = sorted(r["name"] for r in (shared.get("status") or {}).get("reservedFor") or [])
+        return shared if names == ["a", "b"] else None
+
+    shared = await eventually(reserved_for_both)
+    assert len(devices(shared)) == 1
