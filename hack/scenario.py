@@ -323,9 +323,12 @@ def load(
     queues: Iterable[Queue] = (),
     priority_classes: Iterable[PriorityClass] = (),
     pdbs: Iterable[Any] = (),
+    resource_quotas: Iterable[Any] = (),
 ) -> ClusterCache:
     for pdb in pdbs:
         cache.upsert_pdb(pdb)
+    for quota in resource_quotas:
+        cache.upsert_resource_quota(quota)
     for pc in priority_classes:
         cache.upsert_priority_class(pc)
     for q in queues:
@@ -347,10 +350,18 @@ def cluster(
     priority_classes: Iterable[PriorityClass] = (),
     scheduler_names: Iterable[str] = ("caldera",),
     pdbs: Iterable[Any] = (),
+    resource_quotas: Iterable[Any] = (),
 ) -> Snapshot:
     """A snapshot of a cache loaded with these objects."""
     return load(
-        ClusterCache(scheduler_names), nodes, pods, podgroups, queues, priority_classes, pdbs
+        ClusterCache(scheduler_names),
+        nodes,
+        pods,
+        podgroups,
+        queues,
+        priority_classes,
+        pdbs,
+        resource_quotas,
     ).snapshot()
 
 
@@ -375,6 +386,26 @@ def pdb(
 
 
 # --- running cycles in tests ---------------------------------------------------------------------
+def resource_quota(
+    name: str,
+    hard: dict[str, str],
+    used: dict[str, str] | None = None,
+    namespace: str = "default",
+) -> Any:
+    """A v1 ResourceQuota as the quota controller left it: ``status.hard`` is the spec's, and
+    ``status.used`` what it counted (nothing when not given)."""
+    from caldera.framework.objects import ResourceQuota
+
+    return convert(
+        ResourceQuota,
+        {
+            "metadata": {"name": name, "namespace": namespace, "uid": f"quota-{namespace}-{name}"},
+            "spec": {"hard": dict(hard)},
+            "status": {"hard": dict(hard), "used": dict(used or {})},
+        },
+    )
+
+
 def run_session(snap: Snapshot, conf_text: str | None = None) -> tuple[Any, Any]:
     """Open a session on ``snap`` with a Volcano conf (default: Volcano's default conf) and the
     built-in actions and plugins, run its actions and close it. Returns (session, result)."""

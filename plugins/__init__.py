@@ -23,6 +23,7 @@ from caldera.plugins.predicates import PredicatesPlugin
 from caldera.plugins.priority import PriorityPlugin
 from caldera.plugins.proportion import ProportionPlugin
 from caldera.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
+from caldera.plugins.resourcequota import ResourceQuotaPlugin
 from caldera.plugins.sla import SlaPlugin
 from caldera.plugins.task_topology import TaskTopologyPlugin
 
@@ -45,4 +46,5 @@ ALL: list[type[Plugin]] = [
     ResourceStrategyFitPlugin,
     CdpPlugin,
     TaskTopologyPlugin,
+    ResourceQuotaPlugin,
 ]

@@ -166,10 +166,16 @@ def run(
     queues: list[Queue],
     pcs: list[PriorityClass] | None = None,
     registry: Any = None,
+    resource_quotas: list[Any] | None = None,
 ) -> Outcome:
     """One session of the conf's actions over these objects, as Volcano's TestCommonStruct.Run."""
     snap = scenario.cluster(
-        nodes=nodes, pods=pods, podgroups=podgroups, queues=queues, priority_classes=pcs or []
+        nodes=nodes,
+        pods=pods,
+        podgroups=podgroups,
+        queues=queues,
+        priority_classes=pcs or [],
+        resource_quotas=resource_quotas or [],
     )
     registry = registry or REGISTRY
     parsed = parse_conf(conf, registry)
