@@ -89,6 +89,7 @@ class SessionWorld:
         "configurations",
         "node_revision",
         "objects",
+        "outside",
         "priority_classes",
         "queues",
         "tiers",
@@ -99,6 +100,8 @@ class SessionWorld:
         self.tiers = ssn.tiers
         self.configurations = ssn.configurations
         self.node_revision = snap.node_revision
+        #: a plugin answers from outside the snapshot (Session.outside_answers): never the same world
+        self.outside = bool(ssn.outside_answers)
         # pods with inter-pod (anti-)affinity terms, pending ones included (plugins size work by it)
         self.affinity_pods = snap.affinity_pods
         self.priority_classes = dict(snap.priority_classes)
@@ -118,7 +121,7 @@ class SessionWorld:
 
     @property
     def known(self) -> bool:
-        return self.node_revision is not None
+        return self.node_revision is not None and not self.outside
 
     def same(self, other: SessionWorld) -> bool:
         if not (

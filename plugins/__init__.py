@@ -13,6 +13,7 @@ from caldera.plugins.cdp import CdpPlugin
 from caldera.plugins.conformance import ConformancePlugin
 from caldera.plugins.deviceshare import DeviceSharePlugin
 from caldera.plugins.drf import DrfPlugin
+from caldera.plugins.extender import ExtenderPlugin
 from caldera.plugins.gang import GangPlugin
 from caldera.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from caldera.plugins.nodegroup import NodeGroupPlugin
@@ -47,4 +48,5 @@ ALL: list[type[Plugin]] = [
     CdpPlugin,
     TaskTopologyPlugin,
     ResourceQuotaPlugin,
+    ExtenderPlugin,
 ]
