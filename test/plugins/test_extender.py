@@ -9,29 +9,40 @@ import socket
 import time
 
 import pytest
-from volcano.extender_server import extender
 
 from caldera.config.conf import ConfError, parse_conf
-from caldera.hack.scenario import InProcessCluster, cluster, node, pod, podgroup, run_session
+from caldera.hack.extender import extender
+from caldera.hack.scenario import InProcessCluster, cluster, node, pod, podgroup, queue, run_session
 from caldera.scheduler.registry import builtin_registry
 
 
-def conf(url: str, ignorable: bool = False, timeout: str = "1s", **verbs: str) -> str:
+def conf(
+    url: str,
+    ignorable: bool = False,
+    timeout: str = "1s",
+    actions: str = "enqueue, allocate, preempt",
+    alone: bool = False,
+    **verbs: str,
+) -> str:
+    """A conf with the extender beside gang (or, ``alone``, in a first tier of its own)."""
     lines = [f"      extender.urlPrefix: {url}", f"      extender.httpTimeout: {timeout}"]
     lines.append(f"      extender.ignorable: {str(ignorable).lower()}")
     lines += [f"      extender.{verb}: {name}" for verb, name in verbs.items()]
     args = "\n".join(lines)
+    extender = f"""  - name: extender
+    arguments:
+{args}
+"""
+    first = f"- plugins:\n{extender}" if alone else ""
+    beside = "" if alone else extender
     return f"""
-actions: "enqueue, allocate, preempt"
+actions: "{actions}"
 tiers:
-- plugins:
+{first}- plugins:
   - name: priority
   - name: gang
   - name: conformance
-  - name: extender
-    arguments:
-{args}
-- plugins:
+{beside}- plugins:
   - name: predicates
   - name: proportion
   - name: nodeorder
@@ -144,6 +155,54 @@ def test_the_extender_chooses_the_victims_of_a_preemption():
         evicted = [e.task.name for e in sim.cycle().evictions]
     assert evicted == ["low-0"]
     assert {t["Name"] for t in dict(ext.calls)["preemptable"]["evictees"]} == {"low-0", "low-1", "low-2"}
+
+
+def test_the_extender_chooses_the_victims_of_a_reclaim():
+    """Queue a's job holds both nodes; queue b's one-pod job needs room. Reclaim alone evicts one
+    pod; with an extender (in a tier of its own) that offers only another pod, that one goes."""
+    preemptable = {"volcano.sh/preemptable": "true"}
+
+    def reclaimed(text):
+        hog = [
+            pod(
+                f"hog-{i}",
+                cpu="1",
+                group="hog",
+                node_name=f"n{1 + i % 2}",
+                phase="Running",
+                annotations=preemptable,
+            )
+            for i in range(8)
+        ]
+        sim = InProcessCluster(
+            text,
+            nodes=[node("n1", cpu="4"), node("n2", cpu="4")],
+            queues=[queue("a"), queue("b")],
+            podgroups=[podgroup("hog", min_member=1, queue="a", phase="Running")],
+            pods=hog,
+        )
+        sim.add(
+            podgroups=[podgroup("new", min_member=1, queue="b")], pods=[pod("new-0", cpu="1", group="new")]
+        )
+        return [e.task.name for e in sim.cycle().evictions]
+
+    [usual] = reclaimed(conf("http://127.0.0.1:1", actions="enqueue, allocate, reclaim"))
+    other = "hog-2" if usual != "hog-2" else "hog-4"
+
+    def offer(body):
+        return 200, {"status": 1, "victims": [t for t in body["evictees"] if t["Name"] == other]}
+
+    with extender({"reclaimable": offer}) as ext:
+        text = conf(ext.url, actions="enqueue, allocate, reclaim", alone=True, reclaimableVerb="reclaimable")
+        assert reclaimed(text) == [other]
+    assert dict(ext.calls)["reclaimable"]["evictor"]["Name"] == "new-0"
+
+
+def test_a_job_the_extender_says_is_not_ready_is_not_placed():
+    with extender({"ready": {"status": False}}) as ext:
+        _, result = run_session(two_nodes_one_pod(), conf(ext.url, jobReadyVerb="ready"))
+    assert placed(result) == {}
+    assert dict(ext.calls)["ready"]["job"]["Name"] == "job"
 
 
 def test_session_open_and_close_are_sent_with_the_cluster():

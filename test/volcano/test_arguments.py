@@ -164,6 +164,30 @@ COVERED_ELSEWHERE = {
     ("resource-strategy-fit", "sra"): "test/volcano/test_resource_strategy_fit_test.py",
     ("resource-strategy-fit", "proportional"): "test/volcano/test_resource_strategy_fit_test.py",
     ("task-topology", "task-topology.weight"): "test/plugins/test_task_topology.py",
+    **{
+        ("extender", f"extender.{name}"): "test/plugins/test_extender.py"
+        for name in (
+            "urlPrefix",
+            "httpTimeout",
+            "ignorable",
+            "managedResources",
+            *(
+                f"{verb}Verb"
+                for verb in (
+                    "onSessionOpen",
+                    "onSessionClose",
+                    "predicate",
+                    "prioritize",
+                    "preemptable",
+                    "reclaimable",
+                    "queueOverused",
+                    "jobEnqueueable",
+                    "jobEnqueued",
+                    "jobReady",
+                )
+            ),
+        )
+    },
 }
 COVERED_ELSEWHERE.update(
     {

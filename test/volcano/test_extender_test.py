@@ -10,6 +10,7 @@ import pytest
 
 from caldera.framework.model import TaskInfo
 from caldera.framework.objects import Container, Pod, convert
+from caldera.hack.extender import extender
 from caldera.plugins.extender import (
     MAX_BODY,
     ExtenderClient,
@@ -18,7 +19,6 @@ from caldera.plugins.extender import (
     has_resources_in_list,
     interested,
 )
-from volcano.extender_server import extender
 
 GPU = "nvidia.com/gpu"
 

@@ -1,11 +1,13 @@
-"""A Volcano extender for tests: an HTTP server on 127.0.0.1 answering the verbs it is given."""
+"""A Volcano HTTP extender for tests and demos: a server on 127.0.0.1 (a free port) answering the
+verbs it is given, in a thread, recording each request (the extender plugin's counterpart,
+plugins/extender.py)."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -38,7 +40,7 @@ def extender(answers: Answers, delay: float = 0.0) -> Iterator[Extender]:
             if ext.delay:
                 time.sleep(ext.delay)
             answer = ext.answers.get(verb, {})
-            code, value = answer(body) if isinstance(answer, Callable) else (200, answer)  # type: ignore[arg-type]
+            code, value = answer(body) if callable(answer) else (200, answer)
             raw = value if isinstance(value, bytes) else json.dumps(value).encode()
             try:
                 self.send_response(code)
