@@ -102,6 +102,9 @@ DEFAULT_TIMEOUT = 1.0
 
 T = TypeVar("T")
 
+#: httpTimeout values already reported as unreadable
+_reported: set[str] = set()
+
 
 # -- answers (argument.go) -----------------------------------------------------------------------------
 class PredicateResponse(msgspec.Struct):
@@ -299,7 +302,11 @@ class ExtenderPlugin(Plugin):
             try:
                 timeout = parse_duration(text)
             except ValueError as exc:
-                log.warning("%s %r does not parse (%s): %ss used", HTTP_TIMEOUT, text, exc, DEFAULT_TIMEOUT)
+                if text not in _reported:  # the plugin is built each session: one line per value
+                    _reported.add(text)
+                    log.warning(
+                        "%s %r does not parse (%s): %ss used", HTTP_TIMEOUT, text, exc, DEFAULT_TIMEOUT
+                    )
         self.client = ExtenderClient(args.str(URL_PREFIX, "") or "", timeout)
         #: verbs that failed this session (one log line each), and why the extender is unreachable
         self._failed: set[str] = set()
