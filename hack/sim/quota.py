@@ -25,13 +25,12 @@ quota scopes and scope selectors, and object counts of other kinds.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError, invalid
-from .loop import BackgroundLoop
+from .loop import NamespaceDebounced
 from .quantity import parse_quantity, pod_requests
 from .resources import PODS, resource
 
@@ -166,30 +165,26 @@ def admit_pod(store: Store, pod: dict[str, Any]) -> None:
         store.put_status(RESOURCE_QUOTAS, namespace, name, status)
 
 
-class QuotaController(BackgroundLoop):
+class QuotaController(NamespaceDebounced):
     """Keeps every quota's ``status`` current as pods and quotas change (debounced per namespace)."""
 
     task_name = "sim-quota-controller"
 
     def __init__(self, store: Store, interval: float = 0.05):
-        super().__init__()
+        super().__init__(interval)
         self.store = store
-        self.interval = interval
-        self._dirty: set[str] = set()
         store.subscribe(PODS, self._on_pod)
         store.subscribe(RESOURCE_QUOTAS, self._on_quota)
 
     def _on_pod(self, ev: WatchEvent) -> None:
         ns = (ev.obj.get("metadata") or {}).get("namespace", "")
         if ns and self.store.objects(RESOURCE_QUOTAS, ns):
-            self._dirty.add(ns)
-            self._wake.set()
+            self.mark(ns)
 
     def _on_quota(self, ev: WatchEvent) -> None:
         if ev.type == "DELETED" or (ev.prev is not None and ev.prev.get("spec") == ev.obj.get("spec")):
             return  # gone, or a status write (ours or admission's): nothing to recompute
-        self._dirty.add(ev.obj["metadata"].get("namespace", ""))
-        self._wake.set()
+        self.mark(ev.obj["metadata"].get("namespace", ""))
 
     def sync(self, namespace: str) -> None:
         """``syncResourceQuota`` for every quota of the namespace."""
@@ -204,12 +199,3 @@ class QuotaController(BackgroundLoop):
                 log.debug("quota %s/%s: %s", namespace, name, exc.message)
             except Exception:
                 log.exception("quota %s/%s status failed", namespace, name)
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            await asyncio.sleep(self.interval)
-            dirty, self._dirty = self._dirty, set()
-            for ns in dirty:
-                self.sync(ns)

@@ -9,6 +9,7 @@ from caldera.config.arguments import UnsupportedArgument
 from caldera.config.conf import ConfError, parse_conf
 from caldera.framework.session import Session, open_session
 from caldera.hack.scenario import cluster, node, pod, podgroup, queue
+from caldera.plugins.extender import VERBS as EXTENDER_VERBS
 from caldera.scheduler.registry import builtin_registry
 
 REGISTRY = builtin_registry()
@@ -171,21 +172,7 @@ COVERED_ELSEWHERE = {
             "httpTimeout",
             "ignorable",
             "managedResources",
-            *(
-                f"{verb}Verb"
-                for verb in (
-                    "onSessionOpen",
-                    "onSessionClose",
-                    "predicate",
-                    "prioritize",
-                    "preemptable",
-                    "reclaimable",
-                    "queueOverused",
-                    "jobEnqueueable",
-                    "jobEnqueued",
-                    "jobReady",
-                )
-            ),
+            *(f"{verb}Verb" for verb in EXTENDER_VERBS),
         )
     },
 }

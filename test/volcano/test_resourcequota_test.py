@@ -9,16 +9,21 @@ reserves nothing and pgB is let in.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import pytest
 
 from caldera.config.conf import parse_conf
-from caldera.framework.plugin import Plugin
 from caldera.framework.session import close_session, open_session
 from caldera.hack.scenario import cluster, resource_quota
-from caldera.scheduler.registry import builtin_registry
-from volcano.port import REGISTRY, build_node, build_pod, build_podgroup, build_queue, res, run
+from volcano.port import (
+    REGISTRY,
+    build_node,
+    build_pod,
+    build_podgroup,
+    build_queue,
+    registry_with_rejecter,
+    res,
+    run,
+)
 
 HUGE = res("20000m", "20G")
 NORMAL = res("2000m", "2G")
@@ -52,14 +57,7 @@ def test_job_enqueued_on_other_plugins_reject():
     """TestJobEnqueuedOnOtherPluginsReject: pgA rejected by a co-tier plugin must not consume ns1's
     quota; pgB must be admitted."""
 
-    class Rejecter(Plugin):
-        name: ClassVar[str] = "test-rejecter"
-
-        def on_session_open(self, ssn):
-            ssn.add_job_enqueueable_fn(self.name, lambda job: -1 if job.name == "pgA" else 0)
-
-    registry = builtin_registry()
-    registry.register_plugin(Rejecter)
+    registry = registry_with_rejecter("pgA")
     text = (
         'actions: "enqueue"\ntiers:\n- plugins:\n  - name: resourcequota\n    enableJobEnqueued: true\n'
         "  - name: test-rejecter\n    enableJobEnqueued: true\n"
