@@ -90,6 +90,7 @@ class SessionWorld:
         "dra",
         "node_revision",
         "objects",
+        "outside",
         "priority_classes",
         "queues",
         "tiers",
@@ -100,6 +101,8 @@ class SessionWorld:
         self.tiers = ssn.tiers
         self.configurations = ssn.configurations
         self.node_revision = snap.node_revision
+        #: a plugin answers from outside the snapshot (Session.outside_answers): never the same world
+        self.outside = bool(ssn.outside_answers)
         # pods with inter-pod (anti-)affinity terms, pending ones included (plugins size work by it)
         self.affinity_pods = snap.affinity_pods
         # DRA classes, slices and claims: one immutable value the cache makes anew when any changes
@@ -121,7 +124,7 @@ class SessionWorld:
 
     @property
     def known(self) -> bool:
-        return self.node_revision is not None
+        return self.node_revision is not None and not self.outside
 
     def same(self, other: SessionWorld) -> bool:
         if not (

@@ -35,6 +35,7 @@ from caldera.framework.objects import (
     PodGroup,
     PriorityClass,
     Queue,
+    ResourceQuota,
     StorageClass,
     Workload,
 )
@@ -51,6 +52,7 @@ PATHS: dict[str, str] = {
     "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "hypernodes": "/apis/topology.volcano.sh/v1alpha1/hypernodes",
     "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
+    "resourcequotas": "/api/v1/resourcequotas",
     "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
     "persistentvolumes": "/api/v1/persistentvolumes",
     "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
@@ -74,6 +76,7 @@ OPTIONAL = frozenset(
     {
         "hypernodes",
         "poddisruptionbudgets",
+        "resourcequotas",
         "persistentvolumeclaims",
         "persistentvolumes",
         "storageclasses",
@@ -226,6 +229,9 @@ class Informers:
             ),
             "hypernodes": KindHandler(c.upsert_hypernode, c.delete_hypernode, on_change=on_change),
             "poddisruptionbudgets": KindHandler(c.upsert_pdb, c.delete_pdb, on_change=on_change),
+            "resourcequotas": KindHandler(
+                c.upsert_resource_quota, c.delete_resource_quota, on_change=on_change
+            ),
             "persistentvolumeclaims": KindHandler(c.upsert_pvc, c.delete_pvc, on_change=on_change),
             "persistentvolumes": KindHandler(c.upsert_pv, c.delete_pv, on_change=on_change),
             "storageclasses": KindHandler(
@@ -248,6 +254,7 @@ class Informers:
             "priorityclasses": PriorityClass,
             "hypernodes": HyperNode,
             "poddisruptionbudgets": PodDisruptionBudget,
+            "resourcequotas": ResourceQuota,
             "persistentvolumeclaims": PersistentVolumeClaim,
             "persistentvolumes": PersistentVolume,
             "storageclasses": StorageClass,

@@ -1,6 +1,6 @@
 """Ingest: the cache's watch event handlers. Each ``upsert_*`` / ``delete_*`` applies one object of
-one kind (pods, nodes, PodGroups, queues, priority classes, PodDisruptionBudgets, storage objects,
-HyperNodes) to the cache's state under its lock, and marks what it changed through the indexes
+one kind (pods, nodes, PodGroups, queues, priority classes, PodDisruptionBudgets, ResourceQuotas,
+storage objects, HyperNodes) to the cache's state under its lock, and marks what it changed through the indexes
 (``cache/indexes.py``). The fast paths of the updates that change little (``_update_in_place`` for a
 pod whose status moved, ``_podgroup_status_only`` for a PodGroup whose status moved) leave the state
 the full path leaves; ``settled_update`` says which updates cannot change a decision.
@@ -40,6 +40,7 @@ from caldera.framework.objects import (
     PodGroup,
     PriorityClass,
     Queue,
+    ResourceQuota,
     StorageClass,
     Workload,
 )
@@ -618,6 +619,16 @@ class Ingest(Indexes):
         with self._lock:
             self.revision += 1
             self.pdbs.pop(f"{pdb.metadata.namespace}/{pdb.metadata.name}", None)
+
+    def upsert_resource_quota(self, quota: ResourceQuota) -> None:
+        with self._lock:
+            self.revision += 1
+            self.resource_quotas[f"{quota.metadata.namespace}/{quota.metadata.name}"] = quota
+
+    def delete_resource_quota(self, quota: ResourceQuota) -> None:
+        with self._lock:
+            self.revision += 1
+            self.resource_quotas.pop(f"{quota.metadata.namespace}/{quota.metadata.name}", None)
 
     def _storage(self, kind: str, obj: Any, present: bool) -> None:
         table: dict[str, Any] = getattr(self, kind)

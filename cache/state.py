@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         PersistentVolumeClaim,
         PodDisruptionBudget,
         PodGroup,
+        ResourceQuota,
         StorageClass,
         Workload,
     )
@@ -82,6 +83,8 @@ class CacheState:
     _hypernodes_revision: int
     #: policy/v1 PodDisruptionBudgets by namespace/name (read by the pdb plugin)
     pdbs: dict[str, PodDisruptionBudget]
+    #: v1 ResourceQuotas by namespace/name (read by the resourcequota plugin)
+    resource_quotas: dict[str, ResourceQuota]
     #: storage objects (the volume predicates and the binder's volume step read them)
     pvcs: dict[str, PersistentVolumeClaim]
     pvs: dict[str, PersistentVolume]

@@ -403,6 +403,24 @@ class PodDisruptionBudget(_Base, frozen=True):
     status: PodDisruptionBudgetStatus = PodDisruptionBudgetStatus()
 
 
+# --- v1 ResourceQuota --------------------------------------------------------------------------------
+class ResourceQuotaSpec(_Base, frozen=True):
+    hard: ResourceList = {}
+
+
+class ResourceQuotaStatus(_Base, frozen=True):
+    """What the quota controller reports: ``hard`` as it enforces it, ``used`` as it counted."""
+
+    hard: ResourceList = {}
+    used: ResourceList = {}
+
+
+class ResourceQuota(_Base, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: ResourceQuotaSpec = ResourceQuotaSpec()
+    status: ResourceQuotaStatus = ResourceQuotaStatus()
+
+
 # --- storage: PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode --------------------------
 class PersistentVolumeClaimSpec(_Base, frozen=True):
     storage_class_name: str | None = None
@@ -609,6 +627,7 @@ KINDS: dict[str, type[_Base]] = {
     "PriorityClass": PriorityClass,
     "HyperNode": HyperNode,
     "PodDisruptionBudget": PodDisruptionBudget,
+    "ResourceQuota": ResourceQuota,
     "PersistentVolumeClaim": PersistentVolumeClaim,
     "PersistentVolume": PersistentVolume,
     "StorageClass": StorageClass,

@@ -114,6 +114,9 @@ class Session(CallbackRegistry):
         #: jobs whose soft topology requirement found no group: allocated cluster-wide this session
         self.topology_fell_back: set[str] = set()
         self._memo: dict[object, Any] = {}
+        #: plugins whose answers depend on something outside the snapshot (an HTTP extender): what
+        #: this cycle found is then not taken over by the next (allocate's memo of vain tries)
+        self.outside_answers: set[str] = set()
         #: what the last applied cycle kept for this one, and what this one keeps for the next
         #: (``framework.carry``; nothing is offered to a lone session)
         self.carry = Kept(carry)

@@ -13,6 +13,7 @@ from caldera.framework.objects import (
     PersistentVolume,
     PersistentVolumeClaim,
     PodDisruptionBudget,
+    ResourceQuota,
     StorageClass,
 )
 
@@ -46,6 +47,8 @@ class Snapshot:
     pending_jobs: set[str] | None = None
     #: policy/v1 PodDisruptionBudgets by namespace/name (immutable objects, shared)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    #: v1 ResourceQuotas by namespace/name (immutable objects, shared; read by resourcequota)
+    resource_quotas: dict[str, ResourceQuota] = field(default_factory=dict)
     #: storage, for the volume predicates: claims by namespace/name, volumes, classes and CSI nodes by name
     pvcs: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
     pvs: dict[str, PersistentVolume] = field(default_factory=dict)

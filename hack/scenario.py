@@ -324,11 +324,14 @@ def load(
     priority_classes: Iterable[PriorityClass] = (),
     pdbs: Iterable[Any] = (),
     dra: Iterable[Any] = (),
+    resource_quotas: Iterable[Any] = (),
 ) -> ClusterCache:
     for pdb in pdbs:
         cache.upsert_pdb(pdb)
     for obj in dra:
         load_dra(cache, obj)
+    for quota in resource_quotas:
+        cache.upsert_resource_quota(quota)
     for pc in priority_classes:
         cache.upsert_priority_class(pc)
     for q in queues:
@@ -351,10 +354,19 @@ def cluster(
     scheduler_names: Iterable[str] = ("caldera",),
     pdbs: Iterable[Any] = (),
     dra: Iterable[Any] = (),
+    resource_quotas: Iterable[Any] = (),
 ) -> Snapshot:
     """A snapshot of a cache loaded with these objects."""
     return load(
-        ClusterCache(scheduler_names), nodes, pods, podgroups, queues, priority_classes, pdbs, dra
+        ClusterCache(scheduler_names),
+        nodes,
+        pods,
+        podgroups,
+        queues,
+        priority_classes,
+        pdbs,
+        dra=dra,
+        resource_quotas=resource_quotas,
     ).snapshot()
 
 
@@ -470,6 +482,26 @@ def load_dra(cache: ClusterCache, obj: Any) -> None:
 
 
 # --- running cycles in tests ---------------------------------------------------------------------
+def resource_quota(
+    name: str,
+    hard: dict[str, str],
+    used: dict[str, str] | None = None,
+    namespace: str = "default",
+) -> Any:
+    """A v1 ResourceQuota as the quota controller left it: ``status.hard`` is the spec's, and
+    ``status.used`` what it counted (nothing when not given)."""
+    from caldera.framework.objects import ResourceQuota
+
+    return convert(
+        ResourceQuota,
+        {
+            "metadata": {"name": name, "namespace": namespace, "uid": f"quota-{namespace}-{name}"},
+            "spec": {"hard": dict(hard)},
+            "status": {"hard": dict(hard), "used": dict(used or {})},
+        },
+    )
+
+
 def run_session(snap: Snapshot, conf_text: str | None = None) -> tuple[Any, Any]:
     """Open a session on ``snap`` with a Volcano conf (default: Volcano's default conf) and the
     built-in actions and plugins, run its actions and close it. Returns (session, result)."""

@@ -13,6 +13,7 @@ from caldera.plugins.cdp import CdpPlugin
 from caldera.plugins.conformance import ConformancePlugin
 from caldera.plugins.deviceshare import DeviceSharePlugin
 from caldera.plugins.drf import DrfPlugin
+from caldera.plugins.extender import ExtenderPlugin
 from caldera.plugins.gang import GangPlugin
 from caldera.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from caldera.plugins.nodegroup import NodeGroupPlugin
@@ -23,6 +24,7 @@ from caldera.plugins.predicates import PredicatesPlugin
 from caldera.plugins.priority import PriorityPlugin
 from caldera.plugins.proportion import ProportionPlugin
 from caldera.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
+from caldera.plugins.resourcequota import ResourceQuotaPlugin
 from caldera.plugins.sla import SlaPlugin
 from caldera.plugins.task_topology import TaskTopologyPlugin
 
@@ -45,4 +47,6 @@ ALL: list[type[Plugin]] = [
     ResourceStrategyFitPlugin,
     CdpPlugin,
     TaskTopologyPlugin,
+    ResourceQuotaPlugin,
+    ExtenderPlugin,
 ]

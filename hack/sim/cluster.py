@@ -23,6 +23,7 @@ from .dra import ResourceClaimController
 from .faults import Faults
 from .kubeconfig import write_kubeconfig
 from .nodes import ClusterSpec, NodeTemplate, build_nodes, resource_for
+from .quota import QuotaController
 from .resources import NAMESPACES, NODES, PRIORITY_CLASSES, resource
 from .server import ApiServer
 from .storage import Provisioner
@@ -112,6 +113,7 @@ class SimCluster:
         )
         self.controllers = WorkloadControllers(self.store) if controllers else None
         self.disruption = DisruptionController(self.store) if controllers else None
+        self.quota = QuotaController(self.store) if controllers else None
         self.provisioner = Provisioner(self.store) if controllers else None
         self.resource_claims = ResourceClaimController(self.store) if controllers else None
         self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path else None
@@ -159,6 +161,8 @@ class SimCluster:
             self.controllers.start()
         if self.disruption is not None:
             self.disruption.start()
+        if self.quota is not None:
+            self.quota.start()
         if self.provisioner is not None:
             self.provisioner.start()
         if self.resource_claims is not None:
@@ -201,6 +205,8 @@ class SimCluster:
             await self.controllers.stop()
         if self.disruption is not None:
             await self.disruption.stop()
+        if self.quota is not None:
+            await self.quota.stop()
         if self.provisioner is not None:
             await self.provisioner.stop()
         if self.resource_claims is not None:

@@ -19,13 +19,12 @@ pod is deleted.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError
-from .loop import BackgroundLoop
+from .loop import NamespaceDebounced
 from .resources import PODS, resource
 from .selectors import match_labels_selector
 
@@ -168,24 +167,21 @@ def _budget_message(pdb: dict[str, Any], status: dict[str, Any]) -> str:
     )
 
 
-class DisruptionController(BackgroundLoop):
+class DisruptionController(NamespaceDebounced):
     """Keeps every PDB's status current as pods and budgets change (debounced per namespace)."""
 
     task_name = "sim-disruption-controller"
 
     def __init__(self, store: Store, interval: float = 0.05):
-        super().__init__()
+        super().__init__(interval)
         self.store = store
-        self.interval = interval
-        self._dirty: set[str] = set()
         store.subscribe(PODS, self._on_pod)
         store.subscribe(PDBS, self._on_pdb)
 
     def _on_pod(self, ev: WatchEvent) -> None:
         ns = (ev.obj.get("metadata") or {}).get("namespace", "")
         if ns and self.store.objects(PDBS, ns):
-            self._dirty.add(ns)
-            self._wake.set()
+            self.mark(ns)
 
     def _on_pdb(self, ev: WatchEvent) -> None:
         if ev.type == "DELETED":
@@ -197,28 +193,21 @@ class DisruptionController(BackgroundLoop):
             and ev.prev.get("metadata", {}).get("labels") == ev.obj.get("metadata", {}).get("labels")
         ):
             return  # a status write (ours or an eviction's): nothing to recompute
-        self._dirty.add(ev.obj["metadata"].get("namespace", ""))
-        self._wake.set()
+        self.mark(ev.obj["metadata"].get("namespace", ""))
 
-    async def _run(self) -> None:
+    def sync(self, ns: str) -> None:
         import time
 
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            await asyncio.sleep(self.interval)
-            dirty, self._dirty = self._dirty, set()
-            for ns in dirty:
-                pods = self.store.objects(PODS, ns)
-                for pdb in self.store.objects(PDBS, ns):
-                    try:
-                        status = compute_status(pdb, pods, time.time())
-                        current = pdb.get("status") or {}
-                        if {k: v for k, v in status.items() if k != "conditions"} != {
-                            k: v for k, v in current.items() if k != "conditions"
-                        }:
-                            self.store.put_status(PDBS, ns, pdb["metadata"]["name"], status)
-                    except ApiError as exc:
-                        log.debug("pdb %s/%s: %s", ns, pdb["metadata"]["name"], exc.message)
-                    except Exception:
-                        log.exception("pdb %s/%s status failed", ns, pdb["metadata"]["name"])
+        pods = self.store.objects(PODS, ns)
+        for pdb in self.store.objects(PDBS, ns):
+            try:
+                status = compute_status(pdb, pods, time.time())
+                current = pdb.get("status") or {}
+                if {k: v for k, v in status.items() if k != "conditions"} != {
+                    k: v for k, v in current.items() if k != "conditions"
+                }:
+                    self.store.put_status(PDBS, ns, pdb["metadata"]["name"], status)
+            except ApiError as exc:
+                log.debug("pdb %s/%s: %s", ns, pdb["metadata"]["name"], exc.message)
+            except Exception:
+                log.exception("pdb %s/%s status failed", ns, pdb["metadata"]["name"])

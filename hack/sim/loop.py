@@ -45,3 +45,29 @@ class BackgroundLoop:
             log.debug("%s %s/%s: %s", fn.__name__, ns, name, exc.message)
         except Exception:
             log.exception("%s %s/%s failed", fn.__name__, ns, name)
+
+
+class NamespaceDebounced(BackgroundLoop):
+    """A controller that reconciles whole namespaces: ``mark(ns)`` asks for one, and ``sync(ns)`` runs
+    once per marked namespace, ``interval`` seconds after the first mark (marks meanwhile coalesce)."""
+
+    def __init__(self, interval: float) -> None:
+        super().__init__()
+        self.interval = interval
+        self._dirty: set[str] = set()
+
+    def mark(self, namespace: str) -> None:
+        self._dirty.add(namespace)
+        self._wake.set()
+
+    def sync(self, namespace: str) -> None:
+        raise NotImplementedError
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await asyncio.sleep(self.interval)
+            dirty, self._dirty = self._dirty, set()
+            for ns in dirty:
+                self.sync(ns)

@@ -136,6 +136,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource(
         "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), frozenset({"status"})
     ),
+    Resource("", "v1", "resourcequotas", "ResourceQuota", True, ("quota",), frozenset({"status"})),
     Resource(
         "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), frozenset({"status"})
     ),

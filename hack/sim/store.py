@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from . import dra
+from . import dra, quota
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .patch import (
     APPLY_PATCH,
@@ -949,6 +949,7 @@ class Store:
             _default_tolerations(spec)
             obj["spec"] = spec
             obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+            quota.admit_pod(self, obj)
             if spec.get("schedulingGates"):
                 # The pod strategy's PrepareForCreate (pkg/registry/core/pod/strategy.go) marks a gated pod.
                 obj["status"]["conditions"] = [
@@ -961,6 +962,8 @@ class Store:
                         "message": "Scheduling is blocked due to non-empty scheduling gates",
                     }
                 ]
+        elif res is quota.RESOURCE_QUOTAS:
+            quota.admit_quota(self, obj)
         elif res is NAMESPACES:
             labels = dict(meta.get("labels") or {})
             labels["kubernetes.io/metadata.name"] = name

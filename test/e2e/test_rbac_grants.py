@@ -24,6 +24,7 @@ from . import (
     test_lifecycle,
     test_native_gang,
     test_rare_calls,
+    test_resourcequota,
     test_volumes,
 )
 from .conftest import REAL_KUBECONFIG, deploy_manifests, e2e_cluster, refused_requests
@@ -58,6 +59,10 @@ SCENARIOS: list[tuple[Callable[..., Awaitable[None]], str]] = [
     (
         test_native_gang.test_a_native_gang_of_four_binds_whole_or_not_at_all,
         "list, watch scheduling.k8s.io podgroups and workloads; patch podgroups/status",
+    ),
+    (
+        test_resourcequota.test_a_namespace_quota_admits_the_first_job_and_holds_the_second_with_the_reason,
+        "list, watch resourcequotas",
     ),
 ]
 

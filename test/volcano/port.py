@@ -149,6 +149,24 @@ def build_queue(
     return convert(Queue, d)
 
 
+def registry_with_rejecter(reject_job: str) -> Any:
+    """The built-ins plus Volcano's uthelper.RejecterPlugin as ``test-rejecter``: its enqueueable vote
+    rejects the job named ``reject_job`` and abstains on the others."""
+    from typing import ClassVar
+
+    from caldera.framework.plugin import Plugin
+
+    class Rejecter(Plugin):
+        name: ClassVar[str] = "test-rejecter"
+
+        def on_session_open(self, ssn: Any) -> None:
+            ssn.add_job_enqueueable_fn(self.name, lambda job: -1 if job.name == reject_job else 0)
+
+    registry = builtin_registry()
+    registry.register_plugin(Rejecter)
+    return registry
+
+
 def priority_classes(**values: int) -> list[PriorityClass]:
     return [scenario.priority_class(name.replace("_", "-"), v) for name, v in values.items()]
 
@@ -169,10 +187,16 @@ def run(
     queues: list[Queue],
     pcs: list[PriorityClass] | None = None,
     registry: Any = None,
+    resource_quotas: list[Any] | None = None,
 ) -> Outcome:
     """One session of the conf's actions over these objects, as Volcano's TestCommonStruct.Run."""
     snap = scenario.cluster(
-        nodes=nodes, pods=pods, podgroups=podgroups, queues=queues, priority_classes=pcs or []
+        nodes=nodes,
+        pods=pods,
+        podgroups=podgroups,
+        queues=queues,
+        priority_classes=pcs or [],
+        resource_quotas=resource_quotas or [],
     )
     registry = registry or REGISTRY
     parsed = parse_conf(conf, registry)

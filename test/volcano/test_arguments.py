@@ -9,6 +9,7 @@ from caldera.config.arguments import UnsupportedArgument
 from caldera.config.conf import ConfError, parse_conf
 from caldera.framework.session import Session, open_session
 from caldera.hack.scenario import cluster, node, pod, podgroup, queue
+from caldera.plugins.extender import VERBS as EXTENDER_VERBS
 from caldera.scheduler.registry import builtin_registry
 
 REGISTRY = builtin_registry()
@@ -166,6 +167,16 @@ COVERED_ELSEWHERE = {
     ("resource-strategy-fit", "sra"): "test/volcano/test_resource_strategy_fit_test.py",
     ("resource-strategy-fit", "proportional"): "test/volcano/test_resource_strategy_fit_test.py",
     ("task-topology", "task-topology.weight"): "test/plugins/test_task_topology.py",
+    **{
+        ("extender", f"extender.{name}"): "test/plugins/test_extender.py"
+        for name in (
+            "urlPrefix",
+            "httpTimeout",
+            "ignorable",
+            "managedResources",
+            *(f"{verb}Verb" for verb in EXTENDER_VERBS),
+        )
+    },
 }
 COVERED_ELSEWHERE.update(
     {

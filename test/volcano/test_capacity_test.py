@@ -5,7 +5,7 @@ capability). The hierarchical, DRA and internal-helper tests of that file are no
 
 import pytest
 
-from volcano.port import build_node, build_pod, build_podgroup, build_queue, res, run
+from volcano.port import build_node, build_pod, build_podgroup, build_queue, registry_with_rejecter, res, run
 
 CONF = """
 actions: "allocate, reclaim"
@@ -301,19 +301,7 @@ tiers:
 def test_job_enqueued_on_other_plugins_reject():
     """capacity TestJobEnqueuedOnOtherPluginsReject: another plugin rejects pgA; capacity keeps no
     phantom reservation for it, so pgB is let in (queue deserved = capability = 1 cpu)."""
-    from typing import ClassVar
-
-    from caldera.framework.plugin import Plugin
-    from caldera.scheduler.registry import builtin_registry
-
-    class Rejecter(Plugin):
-        name: ClassVar[str] = "test-rejecter"
-
-        def on_session_open(self, ssn):
-            ssn.add_job_enqueueable_fn(self.name, lambda job: -1 if job.name == "pgA" else 0)
-
-    registry = builtin_registry()
-    registry.register_plugin(Rejecter)
+    registry = registry_with_rejecter("pgA")
     text = 'actions: "enqueue"\ntiers:\n- plugins:\n  - name: capacity\n  - name: test-rejecter\n'
     pods = [
         build_pod("ns1", n, "", "Pending", res("1", "1G"), g) for n, g in (("podA", "pgA"), ("podB", "pgB"))

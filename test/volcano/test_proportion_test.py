@@ -4,7 +4,7 @@ reclaim, proportion with its queue order only)."""
 
 import pytest
 
-from volcano.port import build_node, build_pod, build_podgroup, build_queue, res, run
+from volcano.port import build_node, build_pod, build_podgroup, build_queue, registry_with_rejecter, res, run
 
 
 def conf(actions, allocatable, overused, enqueued, queue_order=False):
@@ -153,19 +153,7 @@ def test_no_double_counting_for_inqueue_job_with_binding_tasks():
 def test_job_enqueued_on_other_plugins_reject():
     """TestJobEnqueuedOnOtherPluginsReject: another plugin rejects pgA; proportion must not keep a
     phantom reservation for it, so pgB (queue capability 1 cpu) is still let in."""
-    from typing import ClassVar
-
-    from caldera.framework.plugin import Plugin
-    from caldera.scheduler.registry import builtin_registry
-
-    class Rejecter(Plugin):
-        name: ClassVar[str] = "test-rejecter"
-
-        def on_session_open(self, ssn):
-            ssn.add_job_enqueueable_fn(self.name, lambda job: -1 if job.name == "pgA" else 0)
-
-    registry = builtin_registry()
-    registry.register_plugin(Rejecter)
+    registry = registry_with_rejecter("pgA")
     text = """
 actions: "enqueue"
 tiers:

@@ -1,0 +1,319 @@
+"""extender: the scheduler asks an HTTP extender (Volcano's protocol) and follows its answers; an
+extender that fails or does not answer in time is skipped when ignorable, else fails that callback
+for the cycle, never the scheduler."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import pytest
+
+from caldera.config.conf import ConfError, parse_conf
+from caldera.hack.extender import extender
+from caldera.hack.scenario import InProcessCluster, cluster, node, pod, podgroup, queue, run_session
+from caldera.scheduler.registry import builtin_registry
+
+
+def conf(
+    url: str,
+    ignorable: bool = False,
+    timeout: str = "1s",
+    actions: str = "enqueue, allocate, preempt",
+    alone: bool = False,
+    **verbs: str,
+) -> str:
+    """A conf with the extender beside gang (or, ``alone``, in a first tier of its own)."""
+    lines = [f"      extender.urlPrefix: {url}", f"      extender.httpTimeout: {timeout}"]
+    lines.append(f"      extender.ignorable: {str(ignorable).lower()}")
+    lines += [f"      extender.{verb}: {name}" for verb, name in verbs.items()]
+    args = "\n".join(lines)
+    extender = f"""  - name: extender
+    arguments:
+{args}
+"""
+    first = f"- plugins:\n{extender}" if alone else ""
+    beside = "" if alone else extender
+    return f"""
+actions: "{actions}"
+tiers:
+{first}- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+{beside}- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def two_nodes_one_pod(**pod_kw):
+    return cluster(
+        nodes=[node("n1", cpu="4"), node("n2", cpu="4")],
+        podgroups=[podgroup("job", min_member=1)],
+        pods=[pod("job-0", cpu="1", group="job", **pod_kw)],
+    )
+
+
+def placed(result) -> dict[str, str]:
+    return {p.task.name: p.node for p in result.placements}
+
+
+def test_without_an_extender_the_pod_goes_to_n1():
+    # the baseline the cases below move away from: equal nodes, ties to the first name
+    assert placed(run_session(two_nodes_one_pod())[1]) == {"job-0": "n1"}
+
+
+def test_the_extender_predicate_keeps_the_pod_off_the_node_it_refuses():
+    answers = {
+        "predicate": lambda body: (200, {"status": "disk busy" if body["node"]["Name"] == "n1" else ""})
+    }
+    with extender(answers) as ext:
+        _, result = run_session(two_nodes_one_pod(), conf(ext.url, predicateVerb="predicate"))
+    assert placed(result) == {"job-0": "n2"}
+    body = dict(ext.calls)["predicate"]
+    assert body["task"]["Name"] == "job-0" and body["task"]["Pod"]["metadata"]["name"] == "job-0"
+    assert body["task"]["Resreq"]["MilliCPU"] == 1000.0
+    assert body["node"]["Node"]["metadata"]["name"] in ("n1", "n2")
+
+
+def test_the_reason_of_the_extender_predicate_explains_a_pod_that_fits_nowhere():
+    with extender({"predicate": {"status": "disk busy", "code": 2}}) as ext:
+        ssn, result = run_session(two_nodes_one_pod(), conf(ext.url, predicateVerb="predicate"))
+    assert placed(result) == {}
+    assert "disk busy" in " ".join(ssn.jobs["default/job"].fit_errors.values())
+
+
+def test_the_extender_scores_move_the_pod_to_the_node_it_prefers():
+    with extender({"prioritize": {"nodeScore": {"n1": 0, "n2": 100}}}) as ext:
+        _, result = run_session(two_nodes_one_pod(), conf(ext.url, prioritizeVerb="prioritize"))
+    assert placed(result) == {"job-0": "n2"}
+    assert sorted(n["Name"] for n in dict(ext.calls)["prioritize"]["nodes"]) == ["n1", "n2"]
+
+
+def test_a_job_the_extender_refuses_to_enqueue_stays_pending():
+    answers = {"enqueueable": lambda body: (200, {"status": -1 if body["job"]["Name"] == "held" else 1})}
+    snap = cluster(
+        nodes=[node("n1", cpu="8")],
+        podgroups=[
+            podgroup(n, min_member=1, phase="Pending", min_resources={"cpu": "1"}) for n in ("held", "free")
+        ],
+        pods=[pod(f"{n}-0", cpu="1", group=n) for n in ("held", "free")],
+    )
+    with extender(answers) as ext:
+        _, result = run_session(
+            snap, conf(ext.url, jobEnqueueableVerb="enqueueable", jobEnqueuedVerb="enqueued")
+        )
+    assert {uid: j.phase for uid, j in result.jobs.items()} == {
+        "default/held": "Pending",
+        "default/free": "Inqueue",
+    }
+    assert placed(result) == {"free-0": "n1"}
+    assert [body["job"]["Name"] for verb, body in ext.calls if verb == "enqueued"] == ["free"]
+
+
+def test_an_overused_queue_gets_nothing_placed():
+    with extender({"overused": {"overused": True}}) as ext:
+        _, result = run_session(two_nodes_one_pod(), conf(ext.url, queueOverusedVerb="overused"))
+    assert placed(result) == {}
+    assert dict(ext.calls)["overused"]["queue"]["Name"] == "default"
+
+
+def test_the_extender_chooses_the_victims_of_a_preemption():
+    """A low-priority gang of three (minimum one) fills the node; gang lets two of them go, and of
+    those the extender offers only low-0 (without it, low-1 would go)."""
+    from caldera.hack.scenario import priority_class
+
+    def choose(body):
+        return 200, {"status": 1, "victims": [t for t in body["evictees"] if t["Name"] == "low-0"]}
+
+    with extender({"preemptable": choose}) as ext:
+        sim = InProcessCluster(
+            conf(ext.url, preemptableVerb="preemptable"),
+            nodes=[node("n1", cpu="3")],
+            pods=[
+                pod(
+                    f"low-{i}",
+                    cpu="1",
+                    group="low",
+                    node_name="n1",
+                    phase="Running",
+                    priority_class="low",
+                    annotations={"volcano.sh/preemptable": "true"},
+                )
+                for i in range(3)
+            ],
+            podgroups=[podgroup("low", min_member=1, phase="Running", priority_class="low")],
+            priority_classes=[priority_class("high", 1000), priority_class("low", 1)],
+        )
+        sim.add(
+            podgroups=[podgroup("urgent", min_member=1, priority_class="high")],
+            pods=[pod("urgent-0", cpu="1", group="urgent", priority_class="high")],
+        )
+        evicted = [e.task.name for e in sim.cycle().evictions]
+    assert evicted == ["low-0"]
+    assert {t["Name"] for t in dict(ext.calls)["preemptable"]["evictees"]} == {"low-0", "low-1", "low-2"}
+
+
+def test_the_extender_chooses_the_victims_of_a_reclaim():
+    """Queue a's job holds both nodes; queue b's one-pod job needs room. Reclaim alone evicts one
+    pod; with an extender (in a tier of its own) that offers only another pod, that one goes."""
+    preemptable = {"volcano.sh/preemptable": "true"}
+
+    def reclaimed(text):
+        hog = [
+            pod(
+                f"hog-{i}",
+                cpu="1",
+                group="hog",
+                node_name=f"n{1 + i % 2}",
+                phase="Running",
+                annotations=preemptable,
+            )
+            for i in range(8)
+        ]
+        sim = InProcessCluster(
+            text,
+            nodes=[node("n1", cpu="4"), node("n2", cpu="4")],
+            queues=[queue("a"), queue("b")],
+            podgroups=[podgroup("hog", min_member=1, queue="a", phase="Running")],
+            pods=hog,
+        )
+        sim.add(
+            podgroups=[podgroup("new", min_member=1, queue="b")], pods=[pod("new-0", cpu="1", group="new")]
+        )
+        return [e.task.name for e in sim.cycle().evictions]
+
+    [usual] = reclaimed(conf("http://127.0.0.1:1", actions="enqueue, allocate, reclaim"))
+    other = "hog-2" if usual != "hog-2" else "hog-4"
+
+    def offer(body):
+        return 200, {"status": 1, "victims": [t for t in body["evictees"] if t["Name"] == other]}
+
+    with extender({"reclaimable": offer}) as ext:
+        text = conf(ext.url, actions="enqueue, allocate, reclaim", alone=True, reclaimableVerb="reclaimable")
+        assert reclaimed(text) == [other]
+    assert dict(ext.calls)["reclaimable"]["evictor"]["Name"] == "new-0"
+
+
+def test_a_job_the_extender_says_is_not_ready_is_not_placed():
+    with extender({"ready": {"status": False}}) as ext:
+        _, result = run_session(two_nodes_one_pod(), conf(ext.url, jobReadyVerb="ready"))
+    assert placed(result) == {}
+    assert dict(ext.calls)["ready"]["job"]["Name"] == "job"
+
+
+def test_session_open_and_close_are_sent_with_the_cluster():
+    with extender({}) as ext:
+        run_session(two_nodes_one_pod(), conf(ext.url, onSessionOpenVerb="open", onSessionCloseVerb="close"))
+    assert ext.verbs() == ["open", "close"]
+    opened = ext.calls[0][1]
+    assert sorted(opened["Nodes"]) == ["n1", "n2"] and "default/job" in opened["Jobs"]
+    assert opened["Queues"]["default"]["Name"] == "default"
+
+
+def test_a_pod_without_a_managed_resource_is_not_sent():
+    text = conf("http://127.0.0.1:9", predicateVerb="predicate").replace(
+        "      extender.ignorable: false",
+        "      extender.ignorable: false\n      extender.managedResources: [nvidia.com/gpu]",
+    )
+    # nothing listens on port 9: a call would fail the node; none is made
+    assert placed(run_session(two_nodes_one_pod(), text)[1]) == {"job-0": "n1"}
+
+
+# -- failures --------------------------------------------------------------------------------------------
+def closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_an_ignorable_extender_that_is_down_is_skipped(caplog):
+    text = conf(closed_port(), ignorable=True, predicateVerb="predicate", prioritizeVerb="prioritize")
+    with caplog.at_level(logging.WARNING, "caldera.plugins.extender"):
+        assert placed(run_session(two_nodes_one_pod(), text)[1]) == {"job-0": "n1"}
+    assert len(caplog.records) == 2  # one line per verb for the cycle
+    assert "ignored" in caplog.records[0].getMessage()
+
+
+def test_an_extender_that_is_down_and_not_ignorable_fails_its_predicate_for_the_cycle(caplog):
+    text = conf(closed_port(), predicateVerb="predicate")
+    with caplog.at_level(logging.WARNING, "caldera.plugins.extender"):
+        ssn, result = run_session(two_nodes_one_pod(), text)
+    assert placed(result) == {}
+    assert "predicate with extender at URL" in " ".join(ssn.jobs["default/job"].fit_errors.values())
+    assert len(caplog.records) == 1
+
+
+def test_a_slow_extender_times_out_once_per_cycle_not_once_per_node(caplog):
+    nodes = [node(f"n{i}", cpu="4") for i in range(8)]
+    snap = cluster(
+        nodes=nodes, podgroups=[podgroup("job", min_member=1)], pods=[pod("job-0", cpu="1", group="job")]
+    )
+    with extender({"predicate": {"status": ""}}, delay=2.0) as ext:
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, "caldera.plugins.extender"):
+            _, result = run_session(
+                snap, conf(ext.url, ignorable=True, timeout="200ms", predicateVerb="predicate")
+            )
+        elapsed = time.monotonic() - started
+    assert placed(result) == {"job-0": "n0"}
+    assert elapsed < 1.5, elapsed  # one timeout of 0.2 s, then the session stops waiting on it
+    assert len(caplog.records) == 1 and "timed out" in caplog.records[0].getMessage()
+
+
+def test_an_answer_that_is_not_200_or_does_not_decode_fails_the_call(caplog):
+    answers = {
+        "enqueueable": (lambda body: (500, {"oops": 1})),
+        "overused": (lambda body: (200, b"not json")),
+    }
+    snap = cluster(
+        nodes=[node("n1", cpu="8")],
+        podgroups=[podgroup("job", min_member=1, phase="Pending", min_resources={"cpu": "1"})],
+        pods=[pod("job-0", cpu="1", group="job")],
+    )
+    with extender(answers) as ext:
+        _, result = run_session(
+            snap, conf(ext.url, jobEnqueueableVerb="enqueueable", queueOverusedVerb="overused")
+        )
+    assert result.jobs["default/job"].phase == "Pending"
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "code 500" in messages
+
+
+def test_a_failed_session_open_that_is_not_ignorable_registers_nothing_else():
+    with extender({"open": lambda body: (503, {}), "predicate": {"status": "never asked"}}) as ext:
+        _, result = run_session(
+            two_nodes_one_pod(), conf(ext.url, onSessionOpenVerb="open", predicateVerb="predicate")
+        )
+    assert placed(result) == {"job-0": "n1"}
+    assert ext.verbs() == ["open"]
+
+
+# -- arguments -------------------------------------------------------------------------------------------
+def test_the_allocate_and_deallocate_verbs_are_refused_by_name():
+    text = conf("http://127.0.0.1:1").replace(
+        "      extender.ignorable: false",
+        "      extender.ignorable: false\n      extender.allocateFuncVerb: alloc",
+    )
+    with pytest.raises(ConfError, match=r"extender\.allocateFuncVerb"):
+        parse_conf(text, builtin_registry())
+
+
+def test_a_timeout_that_does_not_parse_leaves_volcanos_default(caplog):
+    """Logged once, however many sessions build the plugin."""
+    from caldera.plugins.extender import DEFAULT_TIMEOUT, ExtenderPlugin
+
+    parsed = parse_conf(conf("http://127.0.0.1:1", timeout="soon"), builtin_registry())
+    args = next(p for t in parsed.tiers for p in t.plugins if p.name == "extender").arguments
+    with caplog.at_level(logging.WARNING, "caldera.plugins.extender"):
+        plugin = ExtenderPlugin(args)
+        ExtenderPlugin(args)
+    assert plugin.client.timeout == DEFAULT_TIMEOUT
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("extender.httpTimeout 'soon' does not parse") and line.endswith("1.0s used")
+    parsed = parse_conf(conf("http://127.0.0.1:1", timeout="100ms"), builtin_registry())
+    args = next(p for t in parsed.tiers for p in t.plugins if p.name == "extender").arguments
+    assert ExtenderPlugin(args).client.timeout == pytest.approx(0.1)
