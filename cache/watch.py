@@ -5,6 +5,13 @@ while it was away are noticed, then watches from the list's resourceVersion. A d
 resumes from the last resourceVersion seen (bookmarks keep it fresh); a 410 means re-list. Errors
 back off exponentially with jitter. A malformed object is logged and skipped.
 
+An event the handler fails to apply is never lost: it is counted
+(``caldera_watch_apply_errors_total{kind}``), the watch stops, and the kind is re-listed so the
+handler reconciles it (cache/informer.py ``KindHandler.replace``). Until that succeeds the kind is not
+synced, so cycles wait for it (the readiness answer names it); if it keeps failing, the re-lists back
+off, and after ``RESYNC_WAITS`` in a row cycles go on with the kind as the cache holds it, saying so
+in an error line at each attempt.
+
 The stream is read a chunk at a time (every complete line it brought), and an event is decoded in
 one pass, object included; events are counted (``on_event``) per chunk and type.
 """
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
+from prometheus_client import Counter
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.framework.objects import ObjectError, decode
@@ -26,6 +34,15 @@ from caldera.framework.objects import ObjectError, decode
 log = logging.getLogger("caldera.watch")
 
 T = TypeVar("T")
+
+APPLY_ERRORS = Counter(
+    "caldera_watch_apply_errors",
+    "Watch events (or re-lists) the cache failed to apply; each makes the kind re-listed and reconciled.",
+    ["kind"],
+)
+
+#: failed reconciles in a row during which cycles wait for the kind; after them cycles go on
+RESYNC_WAITS = 3
 
 
 class _ListMeta(msgspec.Struct, frozen=True):
@@ -111,6 +128,10 @@ class Expired(Exception):
     pass
 
 
+class Resync(Exception):
+    """The handler failed to apply an event or a list: re-list and reconcile the kind."""
+
+
 class Reflector(Generic[T]):
     def __init__(
         self,
@@ -144,6 +165,9 @@ class Reflector(Generic[T]):
         self._error_at: float | None = None
         self._open_at = 0.0
         self.stats = ReflectorStats()
+        #: failed applies in a row (reset after a minute without one), and when the last was
+        self._resyncs = 0
+        self._resync_at = 0.0
 
     def _connected(self) -> None:
         self._open_at = time.monotonic()
@@ -197,7 +221,11 @@ class Reflector(Generic[T]):
             if not cont:
                 break
         self.stats.lists += 1
-        self.handler.replace(objects)
+        try:
+            self.handler.replace(objects)
+        except Exception as exc:
+            APPLY_ERRORS.labels(self.name).inc()
+            raise Resync(f"the re-list of {len(objects)} objects failed to apply: {exc!r}") from None
         self.resource_version = version
         self.synced.set()
         self._connected()
@@ -289,8 +317,9 @@ class Reflector(Generic[T]):
                 self.handler.delete(obj)
             else:
                 self.handler.upsert(obj)
-        except Exception:
-            log.exception("%s: handler failed on a %s event; continuing", self.name, etype)
+        except Exception as exc:
+            APPLY_ERRORS.labels(self.name).inc()
+            raise Resync(f"a {etype} event failed to apply: {exc!r}") from None
         rv = _resource_version(obj)
         if rv:
             self.resource_version = rv
@@ -319,6 +348,11 @@ class Reflector(Generic[T]):
                 log.info("%s: watch expired (%s); re-listing", self.name, exc)
                 need_list = True
                 attempt = 0
+                continue
+            except Resync as exc:
+                need_list = True
+                delay = self._resync(str(exc))
+                await asyncio.sleep(delay)
                 continue
             except asyncio.CancelledError:
                 raise
@@ -355,6 +389,33 @@ class Reflector(Generic[T]):
                 attempt = 0
             await asyncio.sleep(backoff_delay(attempt, base=0.2, cap=5.0))
             attempt += 1
+
+    def _resync(self, why: str) -> float:
+        """An apply failed: the kind is re-listed after the delay returned (growing while it keeps
+        failing); cycles wait for the first ``RESYNC_WAITS`` tries, then go on, said at each."""
+        now = time.monotonic()
+        if now - self._resync_at > 60.0:
+            self._resyncs = 0
+        self._resync_at = now
+        self._resyncs += 1
+        self.stats.errors += 1
+        self.stats.last_error = why
+        if self._resyncs <= RESYNC_WAITS:
+            self.synced.clear()
+            self._failing()
+            log.warning("%s: %s; re-listing it, cycles wait until it is reconciled", self.name, why)
+        else:
+            self.synced.set()
+            self._error_at = None
+            log.error(
+                "%s: %s (%d times in a row); re-listing it with back-off, and cycles go on with %s "
+                "as the cache holds it, which may differ from the API",
+                self.name,
+                why,
+                self._resyncs,
+                self.name,
+            )
+        return backoff_delay(self._resyncs - 1, base=0.2, cap=60.0)
 
 
 def _resource_version(obj: Any) -> str:
