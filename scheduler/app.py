@@ -307,6 +307,8 @@ class SchedulerApp:
             watch_timeout=opts.watch_timeout,
             on_event=_count_watch_event,
         )
+        for kind, gone in self.status.subscribers().items():
+            self.informers.subscribe(kind, gone)  # what it keeps per object goes with the object
         if self.conf.kind == "configmap":
             self.informers.add("conf", self.conf.reflector_for(client))
         self.loop = SchedulerLoop(
