@@ -74,6 +74,10 @@ class _Status(msgspec.Struct, frozen=True):
     message: str = ""
 
 
+#: what decoding a line or an object raises when it is not what it should be (msgspec raises
+#: RecursionError for JSON nested deeper than it decodes)
+_UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
 #: watch events decoded in one pass, object included, per kind (see ``_typed_event_decoder``)
 _typed_event_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
 #: the event types the one-pass decoding serves; any other goes the two-pass way
@@ -192,7 +196,7 @@ class Reflector(Generic[T]):
             self.stats.skipped += 1
             log.warning("%s: skipping a malformed object: %s", self.name, exc)
             return None
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except _UNDECODABLE as exc:
             self.stats.skipped += 1
             log.warning("%s: skipping a malformed object: %s", self.name, exc)
             return None
@@ -210,7 +214,7 @@ class Reflector(Generic[T]):
             raw = await self.client.request("GET", self.path, params=params, timeout=60)
             try:
                 page = _list_decoder.decode(raw)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except _UNDECODABLE as exc:
                 raise ApiError(0, "BadList", f"{self.name}: undecodable list: {exc}") from None
             for item in page.items or ():
                 obj = self._decode_obj(item)
@@ -267,7 +271,7 @@ class Reflector(Generic[T]):
             # object, which must be logged and skipped as below) goes the two-pass way.
             try:
                 whole = typed.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except _UNDECODABLE:
                 whole = None
             if whole is not None and whole.object is not None and whole.type in _OBJECT_EVENTS:
                 self.stats.events += 1
@@ -275,7 +279,7 @@ class Reflector(Generic[T]):
                 return whole.type  # type: ignore[no-any-return]
         try:
             event = _event_decoder.decode(line)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except _UNDECODABLE as exc:
             self.stats.skipped += 1
             log.warning("%s: skipping an undecodable watch line: %s", self.name, exc)
             return ""
@@ -283,7 +287,7 @@ class Reflector(Generic[T]):
         if etype == "ERROR":
             try:
                 status = _status_decoder.decode(event.object)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except _UNDECODABLE:
                 status = _Status(code=500, message="undecodable error event")
             if status.code == 410:
                 raise Expired(status.message)
@@ -292,7 +296,7 @@ class Reflector(Generic[T]):
             self.stats.bookmarks += 1
             try:
                 rv = _meta_decoder.decode(event.object).metadata.resource_version
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except _UNDECODABLE:
                 rv = ""
             if rv:
                 self.resource_version = rv
@@ -305,7 +309,7 @@ class Reflector(Generic[T]):
                 rv = _meta_decoder.decode(event.object).metadata.resource_version
                 if rv:
                     self.resource_version = rv
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except _UNDECODABLE:
                 pass
             return ""
         self._dispatch(etype, obj)
