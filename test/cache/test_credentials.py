@@ -88,6 +88,30 @@ async def served() -> AsyncIterator[tuple[Api, str]]:
     await runner.cleanup()
 
 
+class Rotating:
+    """A client that reads its token from ``path`` (``first`` to begin with), on this test's clock."""
+
+    def __init__(self, api: Api, url: str, path: Path) -> None:
+        self.api = api
+        self.path = path
+        self.clock = Clock()
+        path.write_text("first\n")
+        self.client = ApiClient(ClusterConfig(host=url, auth=TokenSource(path=path, clock=self.clock)))
+
+    def rotate(self, token: str, revoke: bool = True) -> None:
+        """The kubelet writes a new token; the old one is revoked (or still valid)."""
+        self.path.write_text(token + "\n")
+        self.api.valid = {token} if revoke else {*self.api.valid, token}
+
+
+@pytest.fixture
+async def rotating(served, tmp_path) -> AsyncIterator[Rotating]:
+    api, url = served
+    r = Rotating(api, url, tmp_path / "token")
+    yield r
+    await r.client.close()
+
+
 async def _every_way(client: ApiClient) -> None:
     """A read, a write, a write of a pre-encoded shape (the binder's) and a watch."""
     await client.request("GET", "/api/v1/nodes")
@@ -98,86 +122,52 @@ async def _every_way(client: ApiClient) -> None:
         break
 
 
-async def test_a_rewritten_token_file_is_used_after_the_first_401_and_each_call_is_retried_once(
-    served, tmp_path
-):
-    api, url = served
-    token_file = tmp_path / "token"
-    token_file.write_text("first\n")
-    clock = Clock()
-    client = ApiClient(ClusterConfig(host=url, auth=TokenSource(path=token_file, clock=clock)))
-    try:
-        await _every_way(client)
-        # The kubelet writes a new token; the old one is revoked before the client's minute is up.
-        token_file.write_text("second\n")
-        api.valid = {"second"}
-        before = AUTH_FAILURES._value.get()
-        await client.request("GET", "/api/v1/nodes")
-        assert AUTH_FAILURES._value.get() == before + 1  # one 401, then the new token
-        await _every_way(client)  # every transport now sends the new token
-        assert AUTH_FAILURES._value.get() == before + 1
-        assert api.seen[-5:] == ["second"] * 5
-    finally:
-        await client.close()
+async def test_a_rewritten_token_file_is_used_after_the_first_401_and_each_call_is_retried_once(rotating):
+    client, api = rotating.client, rotating.api
+    await _every_way(client)
+    rotating.rotate("second")  # before the client's minute is up
+    before = AUTH_FAILURES._value.get()
+    await client.request("GET", "/api/v1/nodes")
+    assert AUTH_FAILURES._value.get() == before + 1  # one 401, then the new token
+    await _every_way(client)  # every transport now sends the new token
+    assert AUTH_FAILURES._value.get() == before + 1
+    assert api.seen[-5:] == ["second"] * 5
 
 
-async def test_a_token_file_is_read_again_every_minute_without_waiting_for_a_401(served, tmp_path):
-    api, url = served
-    token_file = tmp_path / "token"
-    token_file.write_text("first")
-    clock = Clock()
-    client = ApiClient(ClusterConfig(host=url, auth=TokenSource(path=token_file, clock=clock)))
+async def test_a_token_file_is_read_again_every_minute_without_waiting_for_a_401(rotating):
+    client, api = rotating.client, rotating.api
     shape = client.shape("POST", "/binding")
-    try:
-        await client.send(shape, "/api/v1/namespaces/default/pods/a", b"{}")
-        token_file.write_text("second")
-        api.valid = {"first", "second"}
-        clock.now += 59
-        await client.send(shape, "/api/v1/namespaces/default/pods/a", b"{}")
-        assert api.seen[-1] == "first"
-        clock.now += 2
-        before = AUTH_FAILURES._value.get()
-        await _every_way(client)
-        assert AUTH_FAILURES._value.get() == before
-        assert api.seen[-4:] == ["second"] * 4
-    finally:
-        await client.close()
+    await client.send(shape, "/api/v1/namespaces/default/pods/a", b"{}")
+    rotating.rotate("second", revoke=False)
+    rotating.clock.now += 59
+    await client.send(shape, "/api/v1/namespaces/default/pods/a", b"{}")
+    assert api.seen[-1] == "first"
+    rotating.clock.now += 2
+    before = AUTH_FAILURES._value.get()
+    await _every_way(client)
+    assert AUTH_FAILURES._value.get() == before
+    assert api.seen[-4:] == ["second"] * 4
 
 
-async def test_a_watch_opened_with_a_revoked_token_reconnects_with_the_new_one(served, tmp_path):
-    api, url = served
-    token_file = tmp_path / "token"
-    token_file.write_text("first")
-    client = ApiClient(ClusterConfig(host=url, auth=TokenSource(path=token_file)))
+async def test_a_watch_opened_with_a_revoked_token_reconnects_with_the_new_one(rotating):
     cache = ClusterCache()
     handler = KindHandler(cache.upsert_node, cache.delete_node)
-    reflector = Reflector(client, "/api/v1/nodes", Node, handler, name="nodes")
-    try:
-        await reflector.list()
-        token_file.write_text("second")
-        api.valid = {"second"}
-        await reflector.watch()
-        assert sorted(cache.nodes) == ["n1", "n2"]
-        assert reflector.stats.errors == 0
-    finally:
-        await client.close()
+    reflector = Reflector(rotating.client, "/api/v1/nodes", Node, handler, name="nodes")
+    await reflector.list()
+    rotating.rotate("second")
+    await reflector.watch()
+    assert sorted(cache.nodes) == ["n1", "n2"]
+    assert reflector.stats.errors == 0
 
 
-async def test_a_401_with_no_new_token_is_raised_and_counted(served, tmp_path):
-    api, url = served
-    token_file = tmp_path / "token"
-    token_file.write_text("first")
-    client = ApiClient(ClusterConfig(host=url, auth=TokenSource(path=token_file)))
-    try:
-        api.valid = set()
-        before = AUTH_FAILURES._value.get()
-        with pytest.raises(ApiError) as err:
-            await client.request("POST", "/api/v1/namespaces/default/pods/a/binding", body={})
-        assert err.value.code == 401
-        assert AUTH_FAILURES._value.get() == before + 1
-        assert api.seen == ["first"]  # not retried with the same token
-    finally:
-        await client.close()
+async def test_a_401_with_no_new_token_is_raised_and_counted(rotating):
+    rotating.api.valid = set()
+    before = AUTH_FAILURES._value.get()
+    with pytest.raises(ApiError) as err:
+        await rotating.client.request("POST", "/api/v1/namespaces/default/pods/a/binding", body={})
+    assert err.value.code == 401
+    assert AUTH_FAILURES._value.get() == before + 1
+    assert rotating.api.seen == ["first"]  # not retried with the same token
 
 
 PLUGIN = """
@@ -205,15 +195,20 @@ def _kubeconfig(tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any]) -
     return path
 
 
-async def test_an_exec_plugin_token_is_renewed_before_it_expires(served, tmp_path):
-    api, url = served
+async def _with_plugin(tmp_path: Path, url: str) -> ClusterConfig:
+    """The config of a kubeconfig whose user is the exec plugin above (first token: exec-1)."""
     (tmp_path / "plugin.py").write_text(PLUGIN)
     exec_spec = {
         "apiVersion": "client.authentication.k8s.io/v1",
         "command": sys.executable,
         "args": [str(tmp_path / "plugin.py"), str(tmp_path / "count")],
     }
-    cfg = await ClusterConfig.load(str(_kubeconfig(tmp_path, {"server": url}, {"exec": exec_spec})))
+    return await ClusterConfig.load(str(_kubeconfig(tmp_path, {"server": url}, {"exec": exec_spec})))
+
+
+async def test_an_exec_plugin_token_is_renewed_before_it_expires(served, tmp_path):
+    api, url = served
+    cfg = await _with_plugin(tmp_path, url)
     assert cfg.auth is not None and cfg.token == "exec-1"
     clock = Clock()
     cfg.auth.clock = clock
@@ -239,13 +234,7 @@ async def test_an_exec_plugin_token_is_renewed_before_it_expires(served, tmp_pat
 
 async def test_an_exec_plugin_is_run_again_after_a_401(served, tmp_path):
     api, url = served
-    (tmp_path / "plugin.py").write_text(PLUGIN)
-    exec_spec = {
-        "apiVersion": "client.authentication.k8s.io/v1",
-        "command": sys.executable,
-        "args": [str(tmp_path / "plugin.py"), str(tmp_path / "count")],
-    }
-    cfg = await ClusterConfig.load(str(_kubeconfig(tmp_path, {"server": url}, {"exec": exec_spec})))
+    cfg = await _with_plugin(tmp_path, url)
     client = ApiClient(cfg)
     try:
         api.valid = {"exec-2"}  # exec-1 revoked

@@ -51,32 +51,41 @@ def unschedulable(cache: ClusterCache) -> SessionResult:
     return SessionResult(jobs=snap.jobs)
 
 
-async def test_20000_pods_created_and_deleted_leave_the_maps_as_they_were() -> None:
+def watched() -> tuple[ClusterCache, KindHandler[Pod], KindHandler[PodGroup], StatusUpdater]:
+    """A cache fed by pod and PodGroup watch handlers, and a status updater subscribed to them as
+    the binary subscribes it (scheduler/app.py)."""
     cache = ClusterCache()
     load(cache, nodes=[node("n1", cpu="8")])
     pods_handler: KindHandler[Pod] = KindHandler(cache.upsert_pod, cache.delete_pod, key=_pod_key)
     groups_handler: KindHandler[PodGroup] = KindHandler(cache.upsert_podgroup, cache.delete_podgroup)
-    api = Api()
-    status = StatusUpdater(api, cache, per_pod_events=True)  # type: ignore[arg-type]
+    status = StatusUpdater(Api(), cache, per_pod_events=True)  # type: ignore[arg-type]
     gone = status.subscribers()
     pods_handler.subscribe(gone["pods"])
     groups_handler.subscribe(gone["podgroups"])
-    # One gang that stays, so the maps are not empty before.
-    stay_pg, stay_pods = gang("stays", 2, cpu="16")
-    groups_handler.upsert(stay_pg)
-    for pod in stay_pods:
-        pods_handler.upsert(pod)
+    return cache, pods_handler, groups_handler, status
+
+
+def add_gang(
+    pods: KindHandler[Pod], groups: KindHandler[PodGroup], name: str, size: int
+) -> tuple[PodGroup, list[Pod]]:
+    """A gang too big for the node, as its watch events bring it."""
+    pg, members = gang(name, size, cpu="16")
+    groups.upsert(pg)
+    for pod in members:
+        pods.upsert(pod)
+    return pg, members
+
+
+async def test_20000_pods_created_and_deleted_leave_the_maps_as_they_were() -> None:
+    cache, pods_handler, groups_handler, status = watched()
+    add_gang(pods_handler, groups_handler, "stays", 2)  # one that stays: the maps are not empty before
     status.observe(unschedulable(cache))
     await status.flush()
     before = sizes(status)
     assert before["sent_pod"] == 2 and before["sent_pg"] == 1
 
     def create(names: range) -> list[tuple[PodGroup, list[Pod]]]:
-        made = [gang(f"g{i}", 10, cpu="16") for i in names]
-        for pg, pods in made:
-            groups_handler.upsert(pg)
-            for pod in pods:
-                pods_handler.upsert(pod)
+        made = [add_gang(pods_handler, groups_handler, f"g{i}", 10) for i in names]
         status.observe(unschedulable(cache))
         return made
 
@@ -97,19 +106,9 @@ async def test_20000_pods_created_and_deleted_leave_the_maps_as_they_were() -> N
 
 
 async def test_objects_absent_from_a_relist_are_forgotten_too() -> None:
-    cache = ClusterCache()
-    load(cache, nodes=[node("n1", cpu="8")])
-    pods_handler: KindHandler[Pod] = KindHandler(cache.upsert_pod, cache.delete_pod, key=_pod_key)
-    groups_handler: KindHandler[PodGroup] = KindHandler(cache.upsert_podgroup, cache.delete_podgroup)
-    status = StatusUpdater(Api(), cache, per_pod_events=True)  # type: ignore[arg-type]
-    gone = status.subscribers()
-    pods_handler.subscribe(gone["pods"])
-    groups_handler.subscribe(gone["podgroups"])
+    cache, pods_handler, groups_handler, status = watched()
     before = sizes(status)
-    pg, pods = gang("g", 3, cpu="16")
-    groups_handler.upsert(pg)
-    for pod in pods:
-        pods_handler.upsert(pod)
+    add_gang(pods_handler, groups_handler, "g", 3)
     status.observe(unschedulable(cache))
     await status.flush()
     assert sizes(status) != before

@@ -1,7 +1,9 @@
 """Bad input at the edges, property-based: whatever bytes a watch line holds, and whatever JSON value
 any field of an object of any watched kind holds, the watch gives a clear error (a 410 or an ERROR
 event) or skips the object with one log line, applies what it can, and goes on: no exception out of
-it, no re-list forced by the cache choking on a decodable object, and the next good event applies."""
+it, no re-list forced by the cache choking on a decodable object, and the next good event applies.
+The same for the scheduler conf: any text, or any value anywhere in a full conf, is a conf or a
+ConfError that says what is wrong, and through the ConfigMap watch one error line at most."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +24,7 @@ from caldera.cache.client import ApiClient, ApiError, ClusterConfig
 from caldera.cache.informer import Informers
 from caldera.cache.store import ClusterCache
 from caldera.cache.watch import Expired, Reflector
+from caldera.config.conf import ConfError, parse_conf
 from caldera.framework.objects import (
     CSINode,
     HyperNode,
@@ -31,6 +35,8 @@ from caldera.framework.objects import (
     StorageClass,
 )
 from caldera.hack.scenario import node_dict, pod_dict, podgroup_dict, queue_dict
+from caldera.scheduler.confsource import DEFAULT_KEY, ConfSource
+from caldera.scheduler.registry import builtin_registry
 
 # Short runs: the suite shares a busy 2-core machine.
 QUICK = settings(
@@ -114,13 +120,22 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]
             yield from _paths(item, (*prefix, i))
 
 
-def _set(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    parent = doc
-    for step in path[:-1]:
-        parent = parent[step]
-    parent[path[-1]] = value
+@st.composite
+def replaced(draw: st.DrawFn, doc: Any, values: Any) -> Any:
+    """A copy of ``doc`` with one to three of its parts (or itself) replaced by a value drawn from
+    ``values(current)`` (``current``: what is there now)."""
+    doc = copy.deepcopy(doc)
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(list(_paths(doc))))
+        parent = None
+        current = doc
+        for step in path:
+            parent, current = current, current[step]
+        value = draw(values(current))
+        if parent is None:
+            doc = value
+        else:
+            parent[path[-1]] = value
     return doc
 
 
@@ -135,18 +150,10 @@ def _like(value: Any) -> st.SearchStrategy[Any]:
     return JSON
 
 
-@st.composite
-def mutated(draw: st.DrawFn, kind: str) -> Any:
+def mutated(kind: str) -> st.SearchStrategy[Any]:
     """The kind's sample with one to three of its fields (or itself) replaced by any JSON value, or
     by a value of the same type."""
-    doc: Any = copy.deepcopy(SAMPLES[kind])
-    for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(list(_paths(doc))))
-        current: Any = doc
-        for step in path:
-            current = current[step]
-        doc = _set(doc, path, draw(JSON | _like(current)))
-    return doc
+    return replaced(SAMPLES[kind], lambda current: JSON | _like(current))
 
 
 class Lines(logging.Handler):
@@ -260,3 +267,73 @@ def test_a_quantity_beyond_range_is_a_skipped_object_not_an_exception_or_infinit
         _still_watching(informers, kind, 1)
     assert "n1" not in informers.cache.nodes
     assert informers.cache.unreadable  # the pod is reported as unreadable (an Event says why)
+
+
+# -- the scheduler conf ----------------------------------------------------------------------------
+REGISTRY = builtin_registry()
+
+#: a conf with arguments in several places (the shapes Volcano's own confs use)
+FULL_CONF = {
+    "actions": "enqueue, allocate, preempt, reclaim, backfill",
+    "tiers": [
+        {
+            "plugins": [
+                {"name": "priority"},
+                {"name": "gang", "enablePreemptable": False},
+                {"name": "conformance"},
+            ]
+        },
+        {
+            "plugins": [
+                {"name": "overcommit", "arguments": {"overcommit-factor": 1.5}},
+                {"name": "drf", "enableHierarchy": True},
+                {"name": "predicates", "arguments": {"predicate.NodeAffinityEnable": True}},
+                {"name": "proportion"},
+                {
+                    "name": "nodeorder",
+                    "arguments": {"leastrequested.weight": 1, "balancedresource.weight": 2},
+                },
+                {
+                    "name": "binpack",
+                    "arguments": {"binpack.weight": 10, "binpack.resources": "nvidia.com/gpu"},
+                },
+            ]
+        },
+    ],
+    "configurations": [{"name": "allocate", "arguments": {"predicateErrorCacheEnable": True}}],
+}
+#: conf texts: any text, or the full conf with any value (floats NaN and infinite too) anywhere
+CONF_TEXTS = st.text(max_size=300) | replaced(FULL_CONF, lambda _: JSON | st.floats()).map(yaml.safe_dump)
+
+
+def test_the_full_conf_parses() -> None:
+    assert parse_conf(yaml.safe_dump(FULL_CONF), REGISTRY).actions[0] == "enqueue"
+
+
+@QUICK
+@given(text=CONF_TEXTS)
+def test_any_conf_text_is_a_conf_or_a_clear_error(text: str) -> None:
+    try:
+        parse_conf(text, REGISTRY)
+    except ConfError as exc:
+        message = str(exc)
+        # One line that says what is wrong, but for YAML's own report of where the text breaks
+        assert message and ("\n" not in message or message.startswith("scheduler conf is not valid YAML"))
+
+
+@QUICK
+@given(text=CONF_TEXTS, n=st.integers(0, 10**6))
+def test_a_conf_configmap_holding_any_conf_is_one_line_at_most_and_the_watch_goes_on(
+    watched, text: str, n: int
+) -> None:
+    _, lines = watched
+    source = ConfSource("configmap:kube-system/caldera", REGISTRY)
+    reflector = source.reflector_for(ApiClient(ClusterConfig(host="http://127.0.0.1:9")))
+    meta = {"name": "caldera", "namespace": "kube-system", "resourceVersion": str(n)}
+    lines.records.clear()
+    reflector._line(
+        msgspec.json.encode({"type": "MODIFIED", "object": {"metadata": meta, "data": {DEFAULT_KEY: text}}})
+    )
+    said = [r for r in lines.records if r.levelno >= logging.WARNING]
+    assert len(said) <= 1 and not any(r.exc_info for r in said)
+    assert reflector.resource_version == str(n)
