@@ -6,8 +6,9 @@ are upserted, and ones that vanished meanwhile are deleted from the cache.
 
 An event the cache (or a subscriber) fails to apply is not skipped: its key is remembered as dirty
 and :class:`ApplyFailed` is raised once every consumer has had the event; the reflector counts it,
-re-lists the kind, and the reconcile applies each dirty key afresh (the object it last passed on is
-deleted from the cache, then the listed one upserted), so the cache ends holding what the API holds.
+re-lists the kind, and the reconcile applies each dirty key afresh (the listed object is upserted
+whatever its version; one the list does not have is deleted), so the cache ends holding what the
+API holds.
 
 Other consumers of the same kinds (the PodGroup and Queue controllers) subscribe to these watches
 instead of running their own: every event is received and decoded once, and each subscriber gets the
@@ -125,12 +126,14 @@ class KindHandler(Generic[T]):
             k = self._keyfn(obj)
             seen[k] = obj
             old = self.known.get(k)
-            if k in dirty:
-                # Its last event failed half-way, maybe: out with what the cache may hold, in afresh.
-                last = dirty[k] if dirty[k] is not None else old
-                if last is not None:
-                    self._guard(self._delete, last, k)
-            elif old is not None and old.metadata.resource_version == obj.metadata.resource_version:  # type: ignore[attr-defined]
+            # A dirty key is applied again whatever its version: its last event did not go through.
+            # (An upsert, not a delete then an upsert: the cache's upsert replaces what it holds for
+            # the key and keeps what only it knows, such as a bind in flight.)
+            if (
+                k not in dirty
+                and old is not None
+                and old.metadata.resource_version == obj.metadata.resource_version  # type: ignore[attr-defined]
+            ):
                 continue
             self._guard(self._upsert, obj, k)
         for k, old in self.known.items():

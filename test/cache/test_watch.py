@@ -361,3 +361,41 @@ async def test_a_kind_that_keeps_failing_is_relisted_with_back_off_and_cycles_wa
         assert sorted(cache.nodes) == ["bad", "n0"]
     finally:
         task.cancel()
+
+
+def test_the_reconcile_of_a_failed_pod_event_keeps_a_bind_in_flight() -> None:
+    """A subscriber failed on a pod update whose bind is in flight: the reconcile applies the pod
+    again, and the cache still holds it as binding (it must not be placed and bound twice)."""
+    from caldera.cache.informer import ApplyFailed, _pod_key
+    from caldera.framework.model import TaskStatus
+    from caldera.framework.objects import Pod
+    from caldera.framework.session import Placement, SessionResult
+    from caldera.hack.scenario import gang, load, node
+
+    cache = ClusterCache()
+    pg, pods = gang("g", 1)
+    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg])
+    handler: KindHandler[Pod] = KindHandler(cache.upsert_pod, cache.delete_pod, key=_pod_key)
+    handler.replace(pods)
+    uid = pods[0].metadata.uid
+    cache.apply(SessionResult(placements=[Placement(cache.tasks[uid], "n1")]))
+    assert cache.tasks[uid].status == TaskStatus.BINDING
+
+    class Failing:
+        def replace(self, objects: list[Pod]) -> None:
+            pass
+
+        def upsert(self, obj: Pod) -> None:
+            raise RuntimeError("injected subscriber fault")
+
+        def delete(self, obj: Pod) -> None:
+            pass
+
+    handler.subscribe(Failing())
+    updated = msgspec.structs.replace(
+        pods[0], metadata=msgspec.structs.replace(pods[0].metadata, resource_version="7")
+    )
+    with pytest.raises(ApplyFailed):
+        handler.upsert(updated)
+    handler.replace([updated])  # the re-list: the API has not seen the bind yet
+    assert cache.tasks[uid].status == TaskStatus.BINDING and cache.tasks[uid].node_name == "n1"
