@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,6 +225,8 @@ class ApiClient:
         self.auth = config.auth if config.auth is not None else TokenSource(config.token)
         self._token = ""
         self._auth_header: dict[str, str] = {}
+        self._unauthorized = 0
+        self._unauthorized_logged = -float("inf")
         self._use_token(self.auth.current())
 
     @property
@@ -296,13 +299,20 @@ class ApiClient:
         if renewed:
             self._authorize()
             log.warning("%s: 401 Unauthorized; retrying once with the token read again", what)
-        else:
+            return True
+        # Revoked credentials fail every request: one line per 10 s, with how many it stands for.
+        self._unauthorized += 1
+        now = time.monotonic()
+        if now - self._unauthorized_logged >= 10.0:
             log.error(
-                "%s: 401 Unauthorized and no new token to try: check the scheduler's credentials "
-                "(service account token, kubeconfig user)",
+                "%s: 401 Unauthorized and no new token to try (%d such requests since the last line): "
+                "check the scheduler's credentials (service account token, kubeconfig user)",
                 what,
+                self._unauthorized,
             )
-        return renewed
+            self._unauthorized = 0
+            self._unauthorized_logged = now
+        return False
 
     def url(self, path: str) -> URL:
         """The URL of an API path, built without parsing or quoting: Kubernetes names and
