@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ import aiohttp
 import msgspec
 from yarl import URL
 
+from caldera.cache.auth import AUTH_FAILURES, TokenSource
 from caldera.cache.http1 import Http1Pool, RequestShape
 
 log = logging.getLogger("caldera.client")
@@ -92,6 +94,10 @@ class ClusterConfig:
     token: str = ""
     ssl_context: ssl.SSLContext | bool | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    #: where the token comes from when it rotates (a token file, an exec plugin); None: ``token`` as is
+    auth: TokenSource | None = None
+    #: the name the server's certificate is checked against (and sent as SNI), when not the host's
+    tls_server_name: str = ""
 
     @classmethod
     async def load(cls, kubeconfig: str | None = None) -> ClusterConfig:
@@ -167,9 +173,13 @@ class ClusterConfig:
                 )
                 if cfg.cert_file:
                     ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
-                if cfg.tls_server_name:
-                    ctx.check_hostname = True
-        return cls(host=cfg.host.rstrip("/"), token=token, ssl_context=ctx, headers=headers)
+        return cls(
+            host=cfg.host.rstrip("/"),
+            token=token,
+            ssl_context=ctx,
+            headers=headers,
+            tls_server_name=getattr(cfg, "tls_server_name", None) or "",
+        )
 
 
 def _fast_config(kubeconfig: str | None) -> dict[str, Any] | None:
@@ -201,8 +211,6 @@ class ApiClient:
         self.config = config
         self.base = config.host
         self._headers = {"Accept": "application/json", "User-Agent": user_agent, **config.headers}
-        if config.token:
-            self._headers["Authorization"] = f"Bearer {config.token}"
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self.requests = 0
@@ -213,6 +221,13 @@ class ApiClient:
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._content_headers: dict[str, dict[str, str]] = {}
         self._writes: Http1Pool | None = None
+        #: the bearer token, consulted per request (cache/auth.py): it may rotate
+        self.auth = config.auth if config.auth is not None else TokenSource(config.token)
+        self._token = ""
+        self._auth_header: dict[str, str] = {}
+        self._unauthorized = 0
+        self._unauthorized_logged = -float("inf")
+        self._use_token(self.auth.current())
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -227,7 +242,8 @@ class ApiClient:
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                headers=self._headers,
+                # Authorization goes per request (``_auth_header``): the token may rotate.
+                headers={k: v for k, v in self._headers.items() if k != "Authorization"},
                 json_serialize=lambda o: msgspec.json.encode(o).decode(),
             )
         return self._session
@@ -244,9 +260,59 @@ class ApiClient:
     def writes(self) -> Http1Pool:
         if self._writes is None:
             self._writes = Http1Pool(
-                self.base, self._headers, self.config.ssl_context, max_connections=self._max_connections
+                self.base,
+                self._headers,
+                self.config.ssl_context,
+                max_connections=self._max_connections,
+                server_hostname=self.config.tls_server_name or None,
             )
         return self._writes
+
+    # -- credentials ---------------------------------------------------------------------------------
+    def _use_token(self, token: str) -> None:
+        """Send ``token`` from now on (the headers of both transports are rebuilt)."""
+        self._token = token
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        elif "Authorization" in self.config.headers:  # basic auth
+            self._headers["Authorization"] = self.config.headers["Authorization"]
+        else:
+            self._headers.pop("Authorization", None)
+        auth = self._headers.get("Authorization")
+        self._auth_header = {"Authorization": auth} if auth else {}
+        self._content_headers.clear()
+        if self._writes is not None:
+            self._writes.set_headers(self._headers)
+
+    def _authorize(self) -> str:
+        """The token for this request (a rotated one is taken up here); returns it."""
+        token = self.auth.current()
+        if token != self._token:
+            self._use_token(token)
+        return token
+
+    async def _renewed(self, rejected: str, what: str) -> bool:
+        """After a 401 to a request sent with ``rejected``: counted, logged, and True when a new
+        token is in hand (the request is retried once with it)."""
+        AUTH_FAILURES.inc()
+        renewed = await self.auth.renew(rejected)
+        if renewed:
+            self._authorize()
+            log.warning("%s: 401 Unauthorized; retrying once with the token read again", what)
+            return True
+        # Revoked credentials fail every request: one line per 10 s, with how many it stands for.
+        self._unauthorized += 1
+        now = time.monotonic()
+        if now - self._unauthorized_logged >= 10.0:
+            log.error(
+                "%s: 401 Unauthorized and no new token to try (%d such requests since the last line): "
+                "check the scheduler's credentials (service account token, kubeconfig user)",
+                what,
+                self._unauthorized,
+            )
+            self._unauthorized = 0
+            self._unauthorized_logged = now
+        return False
 
     def url(self, path: str) -> URL:
         """The URL of an API path, built without parsing or quoting: Kubernetes names and
@@ -271,7 +337,26 @@ class ApiClient:
         timeout: float = 30.0,
     ) -> bytes:
         """One request; raises :class:`ApiError` (code 0 for no answer) on anything but 2xx.
-        ``data`` is a body already encoded (the binder's bindings); else ``body`` is encoded here."""
+        ``data`` is a body already encoded (the binder's bindings); else ``body`` is encoded here.
+        A 401 is retried once when the credentials give a new token."""
+        token = self._authorize()
+        try:
+            return await self._request(method, path, body, data, params, content_type, timeout)
+        except ApiError as exc:
+            if exc.code != 401 or not await self._renewed(token, f"{method} {path}"):
+                raise
+        return await self._request(method, path, body, data, params, content_type, timeout)
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        data: bytes | None,
+        params: Mapping[str, str] | None,
+        content_type: str,
+        timeout: float,
+    ) -> bytes:
         self.requests += 1
         if data is None and body is not None:
             data = msgspec.json.encode(body)
@@ -287,11 +372,14 @@ class ApiClient:
             if status >= 300:
                 raise error_from(status, raw, {"Retry-After": answer_headers.get("retry-after", "")})
             return raw
-        headers = None
+        headers = self._auth_header or None
         if data is not None:
             headers = self._content_headers.get(content_type)
             if headers is None:
-                headers = self._content_headers[content_type] = {"Content-Type": content_type}
+                headers = self._content_headers[content_type] = {
+                    **self._auth_header,
+                    "Content-Type": content_type,
+                }
         try:
             async with self.session.request(
                 method,
@@ -300,6 +388,7 @@ class ApiClient:
                 params=params,
                 headers=headers,
                 timeout=self._timeout(timeout),
+                server_hostname=self.config.tls_server_name or None,
             ) as resp:
                 raw = await resp.read()
                 if resp.status >= 300:
@@ -316,6 +405,15 @@ class ApiClient:
     async def send(self, shape: RequestShape, path: str, data: bytes, timeout: float = 30.0) -> bytes:
         """``request(shape.method, path + shape.suffix, data=data, content_type=...)`` with the
         request's fixed parts encoded once: the same bytes on the wire, the same answers and errors."""
+        token = self._authorize()
+        try:
+            return await self._send(shape, path, data, timeout)
+        except ApiError as exc:
+            if exc.code != 401 or not await self._renewed(token, f"{shape.method} {path}{shape.suffix}"):
+                raise
+        return await self._send(shape, path, data, timeout)  # the shape now carries the new token
+
+    async def _send(self, shape: RequestShape, path: str, data: bytes, timeout: float) -> bytes:
         self.requests += 1
         try:
             status, answer_headers, raw = await self.writes.send(
@@ -348,13 +446,34 @@ class ApiClient:
     ) -> AsyncIterator[list[bytes]]:
         """A watch: yields the complete raw JSON lines (one per event) each read from the stream
         brought, as a non-empty list: a busy watch hands over many events per resumption of this
-        generator instead of one. Lines may be any length (no readline limit)."""
+        generator instead of one. Lines may be any length (no readline limit). A 401 (at the
+        opening) is retried once when the credentials give a new token."""
+        token = self._authorize()
+        try:
+            async for lines in self._stream_chunks(path, params, timeout, on_open):
+                yield lines
+            return
+        except ApiError as exc:
+            if exc.code != 401 or not await self._renewed(token, f"watch {path}"):
+                raise
+        async for lines in self._stream_chunks(path, params, timeout, on_open):
+            yield lines
+
+    async def _stream_chunks(
+        self,
+        path: str,
+        params: Mapping[str, str],
+        timeout: float | None,
+        on_open: Callable[[], None] | None,
+    ) -> AsyncIterator[list[bytes]]:
         self.requests += 1
         try:
             async with self.session.get(
                 self.base + path,
                 params=params,
+                headers=self._auth_header or None,
                 timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=10),
+                server_hostname=self.config.tls_server_name or None,
             ) as resp:
                 if resp.status >= 300:
                     raise error_from(resp.status, await resp.read(), resp.headers)

@@ -34,6 +34,7 @@ import asyncio
 import math
 import ssl
 import time
+import weakref
 from collections import deque
 from urllib.parse import urlsplit
 
@@ -252,13 +253,14 @@ class _Conn(asyncio.Protocol):
 class RequestShape:
     """A request head with its path left open (see ``Http1Pool.shape``)."""
 
-    __slots__ = ("after", "before", "method", "suffix")
+    __slots__ = ("__weakref__", "after", "before", "content_type", "method", "suffix")
 
-    def __init__(self, method: str, suffix: str, before: bytes, after: bytes) -> None:
+    def __init__(self, method: str, suffix: str, before: bytes, after: bytes, content_type: str = "") -> None:
         self.method = method
         self.suffix = suffix
         self.before = before
         self.after = after
+        self.content_type = content_type
 
     def fill(self, path: str, body: bytes) -> bytes:
         """The request for ``path`` (+ the shape's suffix) with this body, in bytes."""
@@ -273,8 +275,12 @@ class Http1Pool:
         ssl_context: ssl.SSLContext | bool | None = None,
         max_connections: int = 100,
         idle_timeout: float = 30.0,
+        server_hostname: str | None = None,
     ) -> None:
         parts = urlsplit(base_url)
+        #: the name the server's certificate is checked against and sent as SNI (kubeconfig
+        #: ``tls-server-name``), when not the host's
+        self.server_hostname = server_hostname if parts.scheme == "https" else None
         self.tls = parts.scheme == "https"
         self.host = parts.hostname or "localhost"
         self.port = parts.port or (443 if self.tls else 80)
@@ -289,9 +295,10 @@ class Http1Pool:
                 self.ssl.verify_mode = ssl.CERT_NONE
             else:
                 self.ssl = ssl.create_default_context()
-        host_header = parts.netloc.rsplit("@", 1)[-1]
-        fixed = {"Host": host_header, **headers}
-        self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
+        self._host_header = parts.netloc.rsplit("@", 1)[-1]
+        self._fixed = b""
+        #: the shapes handed out, brought up to date when the headers change (a rotated token)
+        self._handed: weakref.WeakSet[RequestShape] = weakref.WeakSet()
         self._idle: list[_Conn] = []
         #: (method, content type) -> the shape of requests with a body made through ``request``
         self._shapes: dict[tuple[str, str], RequestShape] = {}
@@ -309,10 +316,27 @@ class Http1Pool:
         self._sweep: asyncio.TimerHandle | None = None
         self._sweep_at = math.inf
         self._sweep_loop: asyncio.AbstractEventLoop | None = None
+        self.set_headers(headers)
+
+    def set_headers(self, headers: dict[str, str]) -> None:
+        """The header fields every request carries from now on (a rotated bearer token), in the
+        shapes handed out too; requests already written keep theirs."""
+        fixed = {"Host": self._host_header, **headers}
+        self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
+        self._shapes.clear()
+        for shape in list(self._handed):
+            shape.after = self._after(shape.suffix, shape.content_type)
+
+    def _after(self, suffix: str, content_type: str) -> bytes:
+        return (
+            f"{suffix} HTTP/1.1\r\n".encode("latin-1")
+            + self._fixed
+            + f"Content-Type: {content_type}\r\nContent-Length: ".encode("latin-1")
+        )
 
     async def _connect(self) -> _Conn:
         _, conn = await asyncio.get_running_loop().create_connection(
-            _Conn, self.host, self.port, ssl=self.ssl
+            _Conn, self.host, self.port, ssl=self.ssl, server_hostname=self.server_hostname
         )
         self.opened += 1
         return conn
@@ -330,14 +354,15 @@ class Http1Pool:
         """The fixed parts of the requests ``method PATH+suffix`` with a body of ``content_type``,
         encoded once: ``RequestShape.fill`` makes each request from its path and body, the same bytes
         ``request`` writes for them."""
-        return RequestShape(
+        shape = RequestShape(
             method,
             suffix,
             f"{method} {self.prefix}".encode("latin-1"),
-            f"{suffix} HTTP/1.1\r\n".encode("latin-1")
-            + self._fixed
-            + f"Content-Type: {content_type}\r\nContent-Length: ".encode("latin-1"),
+            self._after(suffix, content_type),
+            content_type,
         )
+        self._handed.add(shape)
+        return shape
 
     async def request(
         self, method: str, path: str, body: bytes | None, content_type: str, timeout: float

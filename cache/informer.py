@@ -4,6 +4,12 @@ Each kind's handler remembers the objects it has passed on (references only), so
 410 or an outage is reconciled: unchanged objects (same resourceVersion) cost nothing, changed ones
 are upserted, and ones that vanished meanwhile are deleted from the cache.
 
+An event the cache (or a subscriber) fails to apply is not skipped: its key is remembered as dirty
+and :class:`ApplyFailed` is raised once every consumer has had the event; the reflector counts it,
+re-lists the kind, and the reconcile applies each dirty key afresh (the listed object is upserted
+whatever its version; one the list does not have is deleted), so the cache ends holding what the
+API holds.
+
 Other consumers of the same kinds (the PodGroup and Queue controllers) subscribe to these watches
 instead of running their own: every event is received and decoded once, and each subscriber gets the
 same decoded object after the cache.
@@ -43,6 +49,11 @@ from caldera.framework.objects import (
 log = logging.getLogger("caldera.informer")
 
 T = TypeVar("T")
+
+
+class ApplyFailed(Exception):
+    """The cache or a subscriber raised on an event; the kind must be re-listed and reconciled."""
+
 
 PATHS: dict[str, str] = {
     "pods": "/api/v1/pods",
@@ -135,36 +146,54 @@ class KindHandler(Generic[T]):
         self._delete = delete
         self._keyfn = key
         self.known: dict[str, T] = {}
+        #: keys whose last event failed to apply, with the object last passed on for them (None: none)
+        self.dirty: dict[str, T | None] = {}
+        self._failed: list[str] = []
         self.on_change = on_change
         #: further consumers of this kind's events (same objects, after the cache)
         self.subscribers: list[Handler[T]] = []
 
     def replace(self, objects: list[T]) -> None:
         seen: dict[str, T] = {}
+        dirty, self.dirty = self.dirty, {}
         for obj in objects:
             k = self._keyfn(obj)
             seen[k] = obj
             old = self.known.get(k)
-            if old is not None and old.metadata.resource_version == obj.metadata.resource_version:  # type: ignore[attr-defined]
+            # A dirty key is applied again whatever its version: its last event did not go through.
+            # (An upsert, not a delete then an upsert: the cache's upsert replaces what it holds for
+            # the key and keeps what only it knows, such as a bind in flight.)
+            if (
+                k not in dirty
+                and old is not None
+                and old.metadata.resource_version == obj.metadata.resource_version  # type: ignore[attr-defined]
+            ):
                 continue
-            self._guard(self._upsert, obj)
+            self._guard(self._upsert, obj, k)
         for k, old in self.known.items():
             if k not in seen:
                 log.info("forgetting %s, deleted while we were not watching", k)
-                self._guard(self._delete, old)
+                self._guard(self._delete, old, k)
+        for k, last in dirty.items():
+            if k not in seen and k not in self.known and last is not None:
+                self._guard(self._delete, last, k)  # a delete that failed
         self.known = seen
         for sub in self.subscribers:
             self._guard_all(sub.replace, objects)
         if self.on_change is not None:
             self.on_change()
+        self._raise_failed()
 
     def upsert(self, obj: T) -> None:
-        self.known[self._keyfn(obj)] = obj
-        self._guard(self._upsert, obj)
+        k = self._keyfn(obj)
+        previous = self.known.get(k)
+        self.known[k] = obj
+        self._guard(self._upsert, obj, k, previous)
         for sub in self.subscribers:
-            self._guard(sub.upsert, obj)
+            self._guard(sub.upsert, obj, k, previous)
         if self.on_change is not None:
             self.on_change()
+        self._raise_failed()
 
     def delete(self, obj: T) -> None:
         k = self._keyfn(obj)
@@ -174,11 +203,12 @@ class KindHandler(Generic[T]):
             new_uid = getattr(obj.metadata, "uid", "")  # type: ignore[attr-defined]
             if not (cur_uid and new_uid and cur_uid != new_uid):
                 del self.known[k]
-        self._guard(self._delete, obj)
+        self._guard(self._delete, obj, k, obj)
         for sub in self.subscribers:
-            self._guard(sub.delete, obj)
+            self._guard(sub.delete, obj, k, obj)
         if self.on_change is not None:
             self.on_change()
+        self._raise_failed()
 
     def subscribe(self, handler: Handler[T]) -> None:
         """Send this kind's events to ``handler`` too, starting with what is known now."""
@@ -189,19 +219,27 @@ class KindHandler(Generic[T]):
         if handler in self.subscribers:
             self.subscribers.remove(handler)
 
-    @staticmethod
-    def _guard(fn: Callable[[T], None], obj: T) -> None:
+    def _guard(self, fn: Callable[[T], None], obj: T, key: str, last: T | None = None) -> None:
+        """``fn(obj)``; if it raises, the key is dirty (``last``: what the cache may hold for it)."""
         try:
             fn(obj)
         except Exception:
-            log.exception("cache rejected %s; skipping it", _key(obj))
+            log.exception("applying %s failed; the kind is re-listed and reconciled", _key(obj))
+            if key not in self.dirty or self.dirty[key] is None:
+                self.dirty[key] = last
+            self._failed.append(key)
 
-    @staticmethod
-    def _guard_all(fn: Callable[[list[T]], None], objects: list[T]) -> None:
+    def _raise_failed(self) -> None:
+        if self._failed:
+            keys, self._failed = self._failed, []
+            raise ApplyFailed(", ".join(dict.fromkeys(keys)))
+
+    def _guard_all(self, fn: Callable[[list[T]], None], objects: list[T]) -> None:
         try:
             fn(objects)
         except Exception:
-            log.exception("a subscriber rejected a list of %d objects; skipping it", len(objects))
+            log.exception("a subscriber rejected a list of %d objects; re-listing", len(objects))
+            self._failed.append("(a subscriber's list)")
 
 
 class Informers:

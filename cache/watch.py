@@ -5,6 +5,13 @@ while it was away are noticed, then watches from the list's resourceVersion. A d
 resumes from the last resourceVersion seen (bookmarks keep it fresh); a 410 means re-list. Errors
 back off exponentially with jitter. A malformed object is logged and skipped.
 
+An event the handler fails to apply is never lost: it is counted
+(``caldera_watch_apply_errors_total{kind}``), the watch stops, and the kind is re-listed so the
+handler reconciles it (cache/informer.py ``KindHandler.replace``). Until that succeeds the kind is not
+synced, so cycles wait for it (the readiness answer names it); if it keeps failing, the re-lists back
+off, and after ``RESYNC_WAITS`` in a row cycles go on with the kind as the cache holds it, saying so
+in an error line at each attempt.
+
 The stream is read a chunk at a time (every complete line it brought), and an event is decoded in
 one pass, object included; events are counted (``on_event``) per chunk and type.
 """
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
+from prometheus_client import Counter
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.framework.objects import ObjectError, decode
@@ -26,6 +34,15 @@ from caldera.framework.objects import ObjectError, decode
 log = logging.getLogger("caldera.watch")
 
 T = TypeVar("T")
+
+APPLY_ERRORS = Counter(
+    "caldera_watch_apply_errors",
+    "Watch events (or re-lists) the cache failed to apply; each makes the kind re-listed and reconciled.",
+    ["kind"],
+)
+
+#: failed reconciles in a row during which cycles wait for the kind; after them cycles go on
+RESYNC_WAITS = 3
 
 
 class _ListMeta(msgspec.Struct, frozen=True):
@@ -56,6 +73,10 @@ class _Status(msgspec.Struct, frozen=True):
     reason: str = ""
     message: str = ""
 
+
+#: what decoding a line or an object raises when it is not what it should be (msgspec raises
+#: RecursionError for JSON nested deeper than it decodes)
+_UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 #: watch events decoded in one pass, object included, per kind (see ``_typed_event_decoder``)
 _typed_event_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
@@ -111,6 +132,10 @@ class Expired(Exception):
     pass
 
 
+class Resync(Exception):
+    """The handler failed to apply an event or a list: re-list and reconcile the kind."""
+
+
 class Reflector(Generic[T]):
     def __init__(
         self,
@@ -145,6 +170,9 @@ class Reflector(Generic[T]):
         self._error_at: float | None = None
         self._open_at = 0.0
         self.stats = ReflectorStats()
+        #: failed applies in a row (reset after a minute without one), and when the last was
+        self._resyncs = 0
+        self._resync_at = 0.0
 
     def _connected(self) -> None:
         self._open_at = time.monotonic()
@@ -169,7 +197,7 @@ class Reflector(Generic[T]):
             self.stats.skipped += 1
             log.warning("%s: skipping a malformed object: %s", self.name, exc)
             return None
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except _UNDECODABLE as exc:
             self.stats.skipped += 1
             log.warning("%s: skipping a malformed object: %s", self.name, exc)
             return None
@@ -187,7 +215,7 @@ class Reflector(Generic[T]):
             raw = await self.client.request("GET", self.path, params=params, timeout=60)
             try:
                 page = _list_decoder.decode(raw)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except _UNDECODABLE as exc:
                 raise ApiError(0, "BadList", f"{self.name}: undecodable list: {exc}") from None
             for item in page.items or ():
                 obj = self._decode_obj(item)
@@ -198,7 +226,11 @@ class Reflector(Generic[T]):
             if not cont:
                 break
         self.stats.lists += 1
-        self.handler.replace(objects)
+        try:
+            self.handler.replace(objects)
+        except Exception as exc:
+            APPLY_ERRORS.labels(self.name).inc()
+            raise Resync(f"the re-list of {len(objects)} objects failed to apply: {exc!r}") from None
         self.resource_version = version
         self.synced.set()
         self._connected()
@@ -240,7 +272,7 @@ class Reflector(Generic[T]):
             # object, which must be logged and skipped as below) goes the two-pass way.
             try:
                 whole = typed.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except _UNDECODABLE:
                 whole = None
             if whole is not None and whole.object is not None and whole.type in _OBJECT_EVENTS:
                 self.stats.events += 1
@@ -248,7 +280,7 @@ class Reflector(Generic[T]):
                 return whole.type  # type: ignore[no-any-return]
         try:
             event = _event_decoder.decode(line)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except _UNDECODABLE as exc:
             self.stats.skipped += 1
             log.warning("%s: skipping an undecodable watch line: %s", self.name, exc)
             return ""
@@ -256,7 +288,7 @@ class Reflector(Generic[T]):
         if etype == "ERROR":
             try:
                 status = _status_decoder.decode(event.object)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except _UNDECODABLE:
                 status = _Status(code=500, message="undecodable error event")
             if status.code == 410:
                 raise Expired(status.message)
@@ -265,7 +297,7 @@ class Reflector(Generic[T]):
             self.stats.bookmarks += 1
             try:
                 rv = _meta_decoder.decode(event.object).metadata.resource_version
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except _UNDECODABLE:
                 rv = ""
             if rv:
                 self.resource_version = rv
@@ -278,7 +310,7 @@ class Reflector(Generic[T]):
                 rv = _meta_decoder.decode(event.object).metadata.resource_version
                 if rv:
                     self.resource_version = rv
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except _UNDECODABLE:
                 pass
             return ""
         self._dispatch(etype, obj)
@@ -290,8 +322,9 @@ class Reflector(Generic[T]):
                 self.handler.delete(obj)
             else:
                 self.handler.upsert(obj)
-        except Exception:
-            log.exception("%s: handler failed on a %s event; continuing", self.name, etype)
+        except Exception as exc:
+            APPLY_ERRORS.labels(self.name).inc()
+            raise Resync(f"a {etype} event failed to apply: {exc!r}") from None
         rv = _resource_version(obj)
         if rv:
             self.resource_version = rv
@@ -320,6 +353,11 @@ class Reflector(Generic[T]):
                 log.info("%s: watch expired (%s); re-listing", self.name, exc)
                 need_list = True
                 attempt = 0
+                continue
+            except Resync as exc:
+                need_list = True
+                delay = self._resync(str(exc))
+                await asyncio.sleep(delay)
                 continue
             except asyncio.CancelledError:
                 raise
@@ -364,6 +402,33 @@ class Reflector(Generic[T]):
                 attempt = 0
             await asyncio.sleep(backoff_delay(attempt, base=0.2, cap=5.0))
             attempt += 1
+
+    def _resync(self, why: str) -> float:
+        """An apply failed: the kind is re-listed after the delay returned (growing while it keeps
+        failing); cycles wait for the first ``RESYNC_WAITS`` tries, then go on, said at each."""
+        now = time.monotonic()
+        if now - self._resync_at > 60.0:
+            self._resyncs = 0
+        self._resync_at = now
+        self._resyncs += 1
+        self.stats.errors += 1
+        self.stats.last_error = why
+        if self._resyncs <= RESYNC_WAITS:
+            self.synced.clear()
+            self._failing()
+            log.warning("%s: %s; re-listing it, cycles wait until it is reconciled", self.name, why)
+        else:
+            self.synced.set()
+            self._error_at = None
+            log.error(
+                "%s: %s (%d times in a row); re-listing it with back-off, and cycles go on with %s "
+                "as the cache holds it, which may differ from the API",
+                self.name,
+                why,
+                self._resyncs,
+                self.name,
+            )
+        return backoff_delay(self._resyncs - 1, base=0.2, cap=60.0)
 
 
 def _resource_version(obj: Any) -> str:

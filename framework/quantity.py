@@ -7,6 +7,7 @@ or a decimal exponent (e3, E-2).
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -48,11 +49,21 @@ def _parse_str(text: str) -> Decimal:
         number = Decimal(match.group("num"))
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid decimals
         raise QuantityError(f"invalid quantity {text!r}") from exc
-    if match.group("bin"):
-        return number * _BINARY[match.group("bin")]
-    if match.group("exp"):
-        return number * (Decimal(10) ** int(match.group("exp")[1:]))
-    return number * _DECIMAL[match.group("dec") or ""]
+    try:
+        if match.group("bin"):
+            return _in_range(number * _BINARY[match.group("bin")], text)
+        if match.group("exp"):
+            return _in_range(number * (Decimal(10) ** int(match.group("exp")[1:])), text)
+        return _in_range(number * _DECIMAL[match.group("dec") or ""], text)
+    except ArithmeticError:  # an exponent beyond what Decimal holds (1e999999999)
+        raise QuantityError(f"invalid quantity {text!r}: out of range") from None
+
+
+def _in_range(value: Decimal, text: object) -> Decimal:
+    """``value``, unless it is beyond what a float holds (the scheduler sums in floats)."""
+    if not math.isfinite(float(value)):
+        raise QuantityError(f"invalid quantity {text!r}: out of range")
+    return value
 
 
 def parse_quantity(value: str | int | float) -> Decimal:
@@ -60,7 +71,7 @@ def parse_quantity(value: str | int | float) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"invalid quantity {value!r}: a boolean is not a quantity")
     if isinstance(value, int):
-        return Decimal(value)
+        return _in_range(Decimal(value), value)
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise QuantityError(f"invalid quantity {value!r}")
@@ -70,20 +81,31 @@ def parse_quantity(value: str | int | float) -> Decimal:
     return _parse_str(value)
 
 
+def _rounded_up(value: str | int | float, scale: int) -> float:
+    """``value`` times ``scale``, rounded up to a whole number; a QuantityError if a float cannot
+    hold it."""
+    try:
+        amount = float((parse_quantity(value) * scale).to_integral_value(rounding="ROUND_CEILING"))
+    except ArithmeticError:
+        amount = math.inf
+    if not math.isfinite(amount):
+        raise QuantityError(f"invalid quantity {value!r}: out of range")
+    return amount
+
+
 def parse_cpu_millis(value: str | int | float) -> float:
     """CPU in millicores; Kubernetes rounds a fraction of a millicore up."""
-    millis = parse_quantity(value) * 1000
-    return float(millis.to_integral_value(rounding="ROUND_CEILING"))
+    return _rounded_up(value, 1000)
 
 
 def parse_bytes(value: str | int | float) -> float:
     """Memory (or any byte count) in bytes, rounded up to a whole byte."""
-    return float(parse_quantity(value).to_integral_value(rounding="ROUND_CEILING"))
+    return _rounded_up(value, 1)
 
 
 def parse_scalar(name: str, value: str | int | float) -> float:
     """An extended or scalar resource in Volcano's unit: thousandths of the quantity (like cpu)."""
-    return float((parse_quantity(value) * 1000).to_integral_value(rounding="ROUND_CEILING"))
+    return _rounded_up(value, 1000)
 
 
 def format_quantity(value: float, unit: str) -> str:

@@ -41,6 +41,11 @@ CONF_RELOADS = Counter(
     "caldera_conf_reloads_total", "Scheduler conf reloads, by result (ok, rejected).", ["result"]
 )
 CACHE_SYNCED = Gauge("caldera_cache_synced", "1 once every watched kind has been listed.")
+STATUS_REMEMBERED = Gauge(
+    "caldera_status_remembered_objects",
+    "Pods and PodGroups the status updater keeps a last wish or an Event for (forgotten when the object goes).",
+    ["kind"],
+)
 
 # -- Volcano's scheduler metrics (same names and labels, so existing dashboards keep working) -----
 _MS_BUCKETS = tuple(5 * 2**i for i in range(15))  # Volcano's ExponentialBuckets(5, 2, 15)

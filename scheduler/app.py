@@ -146,7 +146,13 @@ class SchedulerApp:
         return self.informers is not None and self.informers.synced()
 
     def can_schedule(self) -> bool:
-        return self._leading and self.conf.loaded and self.informers is not None and self.informers.fresh()
+        return (
+            self._leading
+            and (self.elector is None or self.elector.holds())
+            and self.conf.loaded
+            and self.informers is not None
+            and self.informers.fresh()
+        )
 
     def readiness(self) -> tuple[bool, str]:
         if self.informers is None:
@@ -294,6 +300,8 @@ class SchedulerApp:
             watch_timeout=opts.watch_timeout,
             on_event=_count_watch_event,
         )
+        for kind, gone in self.status.subscribers().items():
+            self.informers.subscribe(kind, gone)  # what it keeps per object goes with the object
         if self.conf.kind == "configmap":
             self.informers.add("conf", self.conf.reflector_for(client))
         self.loop = SchedulerLoop(
@@ -358,6 +366,8 @@ class SchedulerApp:
                 if not await self.elector.acquire(stop):
                     return EXIT_OK
                 self._leading = True
+                # No bind goes out once the lease may be lost, even while the renewal hangs.
+                self.binder.may_write = self.elector.holds
                 background.append(supervise("lease", functools.partial(self.elector.hold, loop_stop)))
             self.binder.start()
             self.evictor.start()

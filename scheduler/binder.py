@@ -129,6 +129,8 @@ class Binder:
         self._gangs: dict[str, _Gang] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._aborting = False
+        #: asked before every write (the leader lease still held: ``LeaderElector.holds``)
+        self.may_write: Callable[[], bool] = lambda: True
         self.failures: dict[str, BindFailure] = {}
         self.bound_count = 0
         self.failed_count = 0
@@ -527,6 +529,8 @@ class Binder:
         suffix and ``body`` is bytes: its fixed parts were encoded once (``ApiClient.send``)."""
         attempt = 0
         while True:
+            if not self.may_write():
+                return ApiError(0, "NotLeader", "not written: the leader lease may no longer be held")
             try:
                 self.requests += 1
                 if shape is not None:

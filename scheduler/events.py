@@ -89,6 +89,10 @@ class EventRecorder:
     _series: dict[SeriesKey, _Series] = field(default_factory=dict)
     _dirty: set[SeriesKey] = field(default_factory=set)
     _buckets: dict[str, _Bucket] = field(default_factory=dict)
+    #: the series of each involved object, and the objects deleted while an Event about them was
+    #: still to be written (``forget``)
+    _by_object: dict[str, list[SeriesKey]] = field(default_factory=dict)
+    _gone: set[str] = field(default_factory=set)
     #: occurrences dropped by the per-object creation limit
     dropped: int = 0
     created: int = 0
@@ -97,6 +101,7 @@ class EventRecorder:
     # -- recording ---------------------------------------------------------------------------------
     def record(self, ref: dict[str, str], etype: str, reason: str, message: str) -> None:
         obj = f"{ref.get('kind')}/{ref.get('namespace', '')}/{ref.get('name')}/{ref.get('uid', '')}"
+        self._gone.discard(obj)
         key: SeriesKey = (obj, etype, reason)
         now = self.clock()
         stamp = now_rfc3339()
@@ -119,6 +124,9 @@ class EventRecorder:
                 name=f"{ref.get('name')}.{uuid.uuid4().hex[:16]}",
             )
             self._series[key] = series
+            keys = self._by_object.setdefault(obj, [])
+            if key not in keys:
+                keys.append(key)
             if len(self._series) > MAX_SERIES:
                 self._forget_oldest()
         else:
@@ -148,11 +156,37 @@ class EventRecorder:
         bucket.tokens -= 1.0
         return True
 
+    def forget(self, obj: str) -> None:
+        """The involved object ``obj`` is gone: no further occurrence can come, so its series and
+        spam bucket go; a series with a write still to send goes once that write is done."""
+        self._buckets.pop(obj, None)
+        keys = self._by_object.pop(obj, None)
+        if not keys:
+            self._gone.discard(obj)
+            return
+        left = []
+        for key in keys:
+            series = self._series.get(key)
+            if series is None:
+                continue
+            if key in self._dirty or series.in_flight:
+                left.append(key)
+            else:
+                del self._series[key]
+        if left:
+            self._by_object[obj] = left
+            self._gone.add(obj)
+        else:
+            self._gone.discard(obj)
+
     def _forget_oldest(self) -> None:
         by_age = sorted(self._series.items(), key=lambda kv: kv[1].last_seen)
         for key, _ in by_age[: len(by_age) // 2]:
             del self._series[key]
             self._dirty.discard(key)
+        for obj in [o for o, keys in self._by_object.items() if not any(k in self._series for k in keys)]:
+            del self._by_object[obj]
+            self._gone.discard(obj)
 
     # -- writing -----------------------------------------------------------------------------------
     def due(self) -> list[EventWrite]:
@@ -218,6 +252,10 @@ class EventRecorder:
         if series is None:
             return
         series.in_flight = False
+        if write.key[0] in self._gone:
+            self._dirty.discard(write.key)  # the object is gone: this was the last write about it
+            series.dirty = False
+            self.forget(write.key[0])
         if ok or (write.method == "POST" and status == 409):
             if write.method == "POST":
                 self.created += 1

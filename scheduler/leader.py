@@ -5,6 +5,14 @@ duration *as observed by this process's own monotonic clock* (so clock skew betw
 matter). The leader renews every retry period; if it cannot renew within the renew deadline, or finds
 another holder, it has lost and says so at once. On a clean shutdown it releases the lease so a
 standby takes over immediately.
+
+The renew deadline counts from when the last successful renewal was *sent* (the server wrote its
+renewTime after that, and others count their lease duration from when they saw it), and it is kept
+on the elector, not in the renewing worker: a worker that crashes and is restarted does not start
+the deadline again. :meth:`LeaderElector.holds` is what the cycles and the binder ask before each
+cycle and each bind: it turns false at the deadline by the clock alone, even while a renewal hangs
+on an API that stopped answering, so this replica stops writing before the lease (renew deadline
+< lease duration) could pass to another.
 """
 
 from __future__ import annotations
@@ -82,6 +90,18 @@ class LeaderElector:
         self._observed: tuple[str | None, str | None] | None = None
         self._observed_at = 0.0
         self._lease: Lease | None = None
+        #: clock time at which the last successful acquire or renewal was sent (None: never)
+        self.renewed_at: float | None = None
+
+    def holds(self) -> bool:
+        """Leader, and the renew deadline since the last successful renewal not passed: whether this
+        replica may still schedule and bind."""
+        return (
+            self.is_leader
+            and not self.lost.is_set()
+            and self.renewed_at is not None
+            and self.clock() - self.renewed_at < self.config.renew_deadline
+        )
 
     async def _get(self) -> Lease | None:
         try:
@@ -93,6 +113,13 @@ class LeaderElector:
         return msgspec.json.decode(raw, type=Lease)
 
     async def try_acquire_or_renew(self) -> bool:
+        sent = self.clock()
+        if await self._try_acquire_or_renew():
+            self.renewed_at = sent
+            return True
+        return False
+
+    async def _try_acquire_or_renew(self) -> bool:
         cfg = self.config
         now_str = micro_time()
         lease = await self._get()
@@ -171,14 +198,20 @@ class LeaderElector:
         return False
 
     async def hold(self, stop: asyncio.Event) -> None:
-        """Renew until ``stop`` is set (then release) or the lease is lost (then set ``lost``)."""
-        last_renew = self.clock()
+        """Renew until ``stop`` is set (then release) or the lease is lost (then set ``lost``). Run
+        again after a crash, it goes on from the last renewal (``renewed_at``), not from now."""
+        if self.lost.is_set():
+            return
+        if self.renewed_at is None or self.clock() - self.renewed_at >= self.config.renew_deadline:
+            self._lose(f"could not renew within {self.config.renew_deadline}s")
+            return
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), self.config.retry_period)
                 break
             except TimeoutError:
                 pass
+            last_renew = self.renewed_at if self.renewed_at is not None else -float("inf")
             try:
                 remaining = self.config.renew_deadline - (self.clock() - last_renew)
                 ok = await asyncio.wait_for(self.try_acquire_or_renew(), max(0.1, remaining))
@@ -186,12 +219,11 @@ class LeaderElector:
                 log.warning("renewing the leader lease failed: %s", exc)
                 ok = False
             if ok:
-                last_renew = self.clock()
                 continue
             if self._observed and self._observed[0] not in (None, "", self.identity):
                 self._lose(f"the lease is now held by {self._observed[0]}")
                 return
-            if self.clock() - last_renew >= self.config.renew_deadline:
+            if not self.holds():
                 self._lose(f"could not renew within {self.config.renew_deadline}s")
                 return
         await self.release()

@@ -5,6 +5,11 @@ Each cycle computes the status every PodGroup should have (phase, conditions, co
 if it equals what the cache already holds or what was last sent; what is left waits in a dict keyed
 by object (a newer wish replaces an older one) that a flusher drains a moment later with bounded
 concurrency. Events are per PodGroup (per pod behind a flag) and not repeated while unchanged.
+
+What is remembered per pod or PodGroup (the last wish sent, the last event, the memo of the last
+look) is forgotten when the object goes: the updater subscribes to the cache's pod and PodGroup
+watches (``subscribers``), so its memory follows the live objects even when a write it sent is never
+seen back (the object deleted first).
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.indexes import CacheProblems
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
+from caldera.cache.watch import Handler
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus, native_job_key
-from caldera.framework.objects import NativePodGroup, PodGroup
+from caldera.framework.objects import NativePodGroup, Pod, PodGroup
 from caldera.framework.result import Placement, SessionResult
 from caldera.metrics import scheduler as m
 from caldera.scheduler.events import EventRecorder
@@ -126,7 +132,8 @@ class StatusUpdater:
         self._failed: set[str] = set()
         self._podgroups: dict[str, PodGroup] = {}
         self._sent_pod: dict[str, Cond] = {}
-        self._sent_events: dict[tuple[str, str], tuple[str, float]] = {}
+        #: per involved object (``event_object``), per reason: the last message and when it was sent
+        self._sent_events: dict[str, dict[str, tuple[str, float]]] = {}
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.writes = 0
@@ -179,6 +186,9 @@ class StatusUpdater:
         self._failed = failed
         self._podgroups = dict(podgroups)
         self._seq = result.seq if result.seq else 0
+        m.STATUS_REMEMBERED.labels("pod").set(len(self._sent_pod))
+        m.STATUS_REMEMBERED.labels("podgroup").set(len(self._sent_pg))
+        m.STATUS_REMEMBERED.labels("event_series").set(len(self.events))
         observed = self._observed
         if len(observed) > len(jobs) * 2 + 100:
             for key in [k for k in observed if k not in jobs]:
@@ -552,17 +562,73 @@ class StatusUpdater:
         """Record an event. An unchanged event (same message) is not an occurrence again sooner than
         ``EVENT_REPEAT`` unless ``force``d (a bind failure is one each time); every occurrence of the
         same reason about the same object updates one Event (scheduler/events.py)."""
-        key = (f"{ref.get('kind')}/{ref.get('namespace', '')}/{ref.get('name')}/{ref.get('uid', '')}", reason)
+        obj = event_object(
+            ref.get("kind", ""), ref.get("namespace", ""), ref.get("name", ""), ref.get("uid", "")
+        )
         now = self.clock()
-        last = self._sent_events.get(key)
+        sent = self._sent_events.get(obj)
+        if sent is None:
+            sent = self._sent_events[obj] = {}
+            if len(self._sent_events) > 20_000:  # objects that are not pods or PodGroups (queues)
+                for k in list(self._sent_events)[:10_000]:
+                    del self._sent_events[k]
+        last = sent.get(reason)
         if not force and last is not None and last[0] == message and now - last[1] < EVENT_REPEAT:
             return
-        self._sent_events[key] = (message, now)
-        if len(self._sent_events) > 20_000:
-            for k in list(self._sent_events)[:10_000]:
-                del self._sent_events[k]
+        sent[reason] = (message, now)
         self.events.record(ref, etype, reason, message)
         self._dirty.set()
+
+    # -- objects that go ---------------------------------------------------------------------------
+    def subscribers(self) -> dict[str, Handler[Any]]:
+        """Watch handlers (``Informers.subscribe``) through which the updater forgets what it keeps
+        about a pod or PodGroup once it is deleted, or absent from a re-list."""
+        return {
+            "pods": _Gone(self.pod_gone, self._pod_keys),
+            "podgroups": _Gone(self.podgroup_gone, self._podgroup_keys),
+        }
+
+    def pod_gone(self, pod: Pod) -> None:
+        meta = pod.metadata
+        self._forget_pod(meta.uid or f"{meta.namespace}/{meta.name}", meta.namespace, meta.name)
+
+    def _forget_pod(self, uid: str, namespace: str, name: str) -> None:
+        self._sent_pod.pop(uid, None)
+        obj = event_object("Pod", namespace, name, uid)
+        self._sent_events.pop(obj, None)
+        self.events.forget(obj)
+
+    def podgroup_gone(self, pg: PodGroup) -> None:
+        meta = pg.metadata
+        self._forget_podgroup(f"{meta.namespace}/{meta.name}", meta.uid)
+
+    def _forget_podgroup(self, key: str, uid: str) -> None:
+        namespace, _, name = key.partition("/")
+        self._sent_pg.pop(key, None)
+        self._observed.pop(key, None)
+        self._podgroups.pop(key, None)
+        obj = event_object("PodGroup", namespace, name, uid)
+        self._sent_events.pop(obj, None)
+        self.events.forget(obj)
+
+    def _pod_keys(self, live: list[Pod]) -> None:
+        """After a re-list: forget the pods that are not in it."""
+        present = {p.metadata.uid or f"{p.metadata.namespace}/{p.metadata.name}" for p in live}
+        for obj in [o for o in self._sent_events if o.startswith("Pod/")]:
+            _, namespace, name, uid = obj.split("/", 3)
+            if (uid or f"{namespace}/{name}") not in present:
+                self._forget_pod(uid, namespace, name)
+        for uid in [u for u in self._sent_pod if u not in present]:
+            del self._sent_pod[uid]
+
+    def _podgroup_keys(self, live: list[PodGroup]) -> None:
+        present = {f"{pg.metadata.namespace}/{pg.metadata.name}" for pg in live}
+        for obj in [o for o in self._sent_events if o.startswith("PodGroup/")]:
+            _, namespace, name, uid = obj.split("/", 3)
+            if f"{namespace}/{name}" not in present:
+                self._forget_podgroup(f"{namespace}/{name}", uid)
+        for key in [k for k in (*self._sent_pg, *self._observed) if k not in present]:
+            self._forget_podgroup(key, "")
 
     # -- writing -----------------------------------------------------------------------------------
     def _queue(self, write: _Write) -> None:
@@ -674,3 +740,25 @@ class StatusUpdater:
                 self._sent_pg.pop(f"{w.namespace}/{w.name}", None)
             elif w.kind == "native-podgroup":
                 self._sent_native.pop(native_job_key(w.namespace, w.name), None)
+
+
+def event_object(kind: str, namespace: str, name: str, uid: str) -> str:
+    """The key of an Event's involved object (as the recorder keys its series)."""
+    return f"{kind}/{namespace}/{name}/{uid}"
+
+
+class _Gone:
+    """A watch subscriber that only tells which objects went: deleted, or absent from a re-list."""
+
+    def __init__(self, gone: Callable[[Any], None], relisted: Callable[[list[Any]], None]) -> None:
+        self._gone = gone
+        self._relisted = relisted
+
+    def replace(self, objects: list[Any]) -> None:
+        self._relisted(objects)
+
+    def upsert(self, obj: Any) -> None:
+        pass
+
+    def delete(self, obj: Any) -> None:
+        self._gone(obj)

@@ -225,6 +225,8 @@ class Authorizer:
         self.clock = clock
         self.admin = User(ADMIN_USER, (MASTERS, AUTHENTICATED))
         self._admin_header = f"Bearer {admin_token}"
+        #: further tokens that authenticate as the admin until revoked (a soak rotates the scheduler's)
+        self._admin_tokens: set[str] = set()
         self._tokens: dict[str, _Token] = {}
         # Every decision, by kind of request: (user, verb, group, resource, subresource, namespace, allowed).
         self.record: Counter[Record] = Counter()
@@ -235,6 +237,8 @@ class Authorizer:
 
     def authenticate(self, header: str | None) -> User | None:
         if header == self._admin_header:
+            return self.admin
+        if header is not None and header.startswith("Bearer ") and header[7:] in self._admin_tokens:
             return self.admin
         if not header or not header.startswith("Bearer "):
             return None
@@ -248,6 +252,15 @@ class Authorizer:
         if sa is None or sa["metadata"].get("uid") != token.uid:
             return None  # the ServiceAccount is gone: its bound tokens are no longer valid
         return token.user
+
+    def grant_admin(self, token: str) -> None:
+        """``token`` authenticates as the admin from now on (until :meth:`revoke`)."""
+        self._admin_tokens.add(token)
+
+    def revoke(self, token: str) -> None:
+        """``token`` no longer authenticates: its requests are answered 401."""
+        self._admin_tokens.discard(token)
+        self._tokens.pop(token, None)
 
     def mint(self, namespace: str, name: str, request: Any) -> dict[str, Any]:
         """POST serviceaccounts/NAME/token: a TokenRequest answered with a bearer token for the account."""

@@ -17,6 +17,7 @@ from caldera.config.duration import parse_duration
 from caldera.hack.soak.checker import Checker, CheckerConfig, FaultWindow, binds_bound
 from caldera.hack.soak.cluster import SOAK_CONF, cluster_file, create_foreign_pods
 from caldera.hack.soak.faults import FaultInjector
+from caldera.hack.soak.hardening import Credentials
 from caldera.hack.soak.metric_checks import MetricChecks
 from caldera.hack.soak.options import Options
 from caldera.hack.soak.procs import SimProcess
@@ -64,8 +65,14 @@ class Soak:
         )
         stop = asyncio.Event()
         self.timeline.t0 = t0 = time.monotonic()
+        # The replicas read their own token from a file, which the rotate-token fault rewrites.
+        credentials = Credentials(sim, self.workdir)
+        await credentials.start()
+        fault_dir = self.workdir / "faults" if "watch-fault" in opts.faults else None
+        if fault_dir is not None:
+            fault_dir.mkdir(exist_ok=True)
         supervisor = self.supervisor = Supervisor(
-            opts, self.workdir, self.conf_path, sim.kubeconfig, self.timeline
+            opts, self.workdir, self.conf_path, credentials.kubeconfig, self.timeline, fault_dir
         )
         async with Api(sim.url, sim.token) as api, Api(sim.url, sim.token) as checker_api:
             self.checker = checker = Checker(
@@ -85,6 +92,8 @@ class Soak:
                 checker,
                 self.timeline,
             )
+            injector.credentials = credentials
+            injector.fault_dir = fault_dir
             self.summary.faults = injector.faults
             await api.create(
                 "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
@@ -124,6 +133,7 @@ class Soak:
                 # The rest of the time quiet, still checked: nothing may go wrong once the load is gone.
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), max(0.0, self.duration - self.timeline.now()))
+                await injector.check_no_auth_storm()
                 checker.check()
                 sampler.judge_memory(self.summary)
             finally:

@@ -1,21 +1,43 @@
 """Faults injected into a soak at run time: watch drops and resets, 429 and 500 storms, history compaction, a
-graceful scheduler restart and a leader failover by SIGKILL, spread over the loaded part of the run."""
+graceful scheduler restart and a leader failover by SIGKILL, the scheduler's token rotated with the old one
+revoked, and a watch handler that fails on a node event (hack/soak/hardening.py), spread over the loaded part
+of the run."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
+
 from caldera.hack.soak.checker import Checker
+from caldera.hack.soak.hardening import Credentials, arm, node_unschedulable, trigger_path
 from caldera.hack.soak.procs import SimProcess
+from caldera.hack.soak.scrape import scrape, value
 from caldera.hack.soak.timeline import Timeline
 from caldera.hack.workload.client import Api
 
 if TYPE_CHECKING:
     from caldera.hack.soak.supervisor import Supervisor
 
-FAULT_KINDS = ("drop-watches", "429-storm", "compact", "restart", "500-storm", "failover", "drop-abort")
+FAULT_KINDS = (
+    "drop-watches",
+    "429-storm",
+    "compact",
+    "restart",
+    "500-storm",
+    "failover",
+    "drop-abort",
+    "rotate-token",
+    "watch-fault",
+)
+#: the watch handler fault cordons the first node whose name starts so (hack/soak/cluster.py)
+FAULT_NODE_PREFIX = "cpu-ib0-"
+#: how long a rotation may take to settle (each replica's next request answered 401, then retried)
+ROTATION_SETTLE = 5.0
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -52,6 +74,11 @@ class FaultInjector:
         self.timeline = timeline
         self.faults: list[dict[str, Any]] = []  # what was injected, when, for the summary
         self.marks: list[tuple[float, str]] = []  # (start, kind), for the charts
+        #: the replicas' token (rotate-token), and where the node fault is armed (watch-fault)
+        self.credentials: Credentials | None = None
+        self.fault_dir: Path | None = None
+        #: per replica pid, its 401 count once the last rotation settled (no storm: it stays so)
+        self.auth_settled: dict[int, float] = {}
 
     def schedule(self) -> list[tuple[float, str]]:
         """The faults evenly spread from 12% of the run to the end of the load less one storm."""
@@ -64,6 +91,10 @@ class FaultInjector:
 
     async def run(self, api: Api, stop: asyncio.Event) -> None:
         """Inject each fault at its time in the schedule (until `stop`)."""
+        async with aiohttp.ClientSession() as http:
+            await self._run(api, stop, http)
+
+    async def _run(self, api: Api, stop: asyncio.Event, http: aiohttp.ClientSession) -> None:
         storm = self.storm_seconds
         for at, kind in self.schedule():
             delay = at - self.timeline.now()
@@ -112,10 +143,104 @@ class FaultInjector:
                     detail = f"{target.sched.name} (pid {target.sched.pid}) {'SIGTERM' if kind == 'restart' else 'SIGKILL'}"
                 # The lease duration from the moment the leader is gone: the standby may wait for expiry.
                 end = window.end = max(window.end, self.timeline.now() + 5.0)
-            if kind not in ("429-storm", "500-storm", "restart", "failover"):
+            elif kind == "rotate-token" and self.credentials is not None:
+                window = self.checker.add_fault(kind, start, start + ROTATION_SETTLE + 1.0)
+                await self.credentials.rotate()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), ROTATION_SETTLE)
+                counts = await self._auth_failures(http)
+                self.auth_settled = counts
+                end = window.end = self.timeline.now()
+                detail = f"old token revoked; 401s answered per replica: {sorted(counts.values())}"
+            elif kind == "watch-fault" and self.fault_dir is not None:
+                window = self.checker.add_fault(kind, start, start + storm + 2.0)
+                detail = await self._watch_fault(api, http, stop, storm)
+                end = window.end = self.timeline.now()
+            if kind not in ("429-storm", "500-storm", "restart", "failover", "rotate-token", "watch-fault"):
                 self.checker.add_fault(kind, start, end)
             self.faults.append(
                 {"kind": kind, "start": round(start, 1), "end": round(end, 1), "detail": detail}
             )
             self.marks.append((start, kind))
             self.timeline.log(f"fault {kind} {detail}".rstrip())
+
+    async def _auth_failures(self, http: aiohttp.ClientSession) -> dict[int, float]:
+        counts: dict[int, float] = {}
+        for p in self.supervisor.live():
+            m = await scrape(http, p.sched.base)
+            got = value(m, "caldera_api_auth_failures_total") if m is not None else None
+            if got is not None:
+                counts[p.sched.pid] = got
+        return counts
+
+    async def _watch_fault(
+        self, api: Api, http: aiohttp.ClientSession, stop: asyncio.Event, seconds: float
+    ) -> str:
+        """Arm the node handler fault on the leader and cordon a node: the leader's watch fails to apply
+        that event, and must count it, re-list and hold the node cordoned within ``seconds``."""
+        assert self.fault_dir is not None
+        target = await self.supervisor.leader(api)
+        if target is None:
+            return "no leader to inject into"
+        pid = target.sched.pid
+        status, raw = await api.request("GET", "/api/v1/nodes")
+        names = sorted(n["metadata"]["name"] for n in json.loads(raw)["items"]) if status == 200 else []
+        node = next((n for n in names if n.startswith(FAULT_NODE_PREFIX)), "")
+        if not node:
+            return f"no node named {FAULT_NODE_PREFIX}* to cordon (GET nodes: {status})"
+        arm(self.fault_dir, pid)
+        patch = "application/merge-patch+json"
+        node_path = f"/api/v1/nodes/{node}"
+        status, raw = await api.request(
+            "PATCH", node_path, {"spec": {"unschedulable": True}}, content_type=patch
+        )
+        if status != 200:
+            trigger_path(self.fault_dir, pid).unlink(missing_ok=True)
+            return f"could not cordon {node}: {status} {raw[:120]!r}"
+        seen = False
+        deadline = self.timeline.now() + seconds
+        try:
+            while self.timeline.now() < deadline:
+                if stop.is_set() or not target.sched.alive:
+                    break
+                if not trigger_path(self.fault_dir, pid).exists() and await node_unschedulable(
+                    http, target.sched.base, node
+                ):
+                    seen = True
+                    break
+                await asyncio.sleep(0.25)
+            m = await scrape(http, target.sched.base)
+            errors = value(m, "caldera_watch_apply_errors_total", kind="nodes") if m is not None else None
+        finally:
+            trigger_path(self.fault_dir, pid).unlink(missing_ok=True)
+            await api.request("PATCH", node_path, {"spec": {"unschedulable": False}}, content_type=patch)
+        if not target.sched.alive or stop.is_set():
+            return f"{target.sched.name}: ended before the check"
+        if not seen:
+            self.checker.violate(
+                "watch-fault",
+                node,
+                f"{target.sched.name} still holds {node} schedulable {seconds:g}s after it was cordoned "
+                f"and its watch failed to apply that event (apply errors counted: {errors})",
+            )
+        elif errors == 0:  # (None: the replica did not answer /metrics in time)
+            self.checker.violate(
+                "watch-fault",
+                target.sched.name,
+                "the failed node event was not counted in caldera_watch_apply_errors_total",
+            )
+        return f"{target.sched.name}: node event failed to apply ({errors} counted); {node} reconciled"
+
+    async def check_no_auth_storm(self) -> None:
+        """After the run: no replica answered 401 again once the last rotation had settled."""
+        if not self.auth_settled:
+            return
+        async with aiohttp.ClientSession() as http:
+            now = await self._auth_failures(http)
+        for pid, settled in self.auth_settled.items():
+            if pid in now and now[pid] > settled:
+                self.checker.violate(
+                    "auth",
+                    f"pid {pid}",
+                    f"{now[pid] - settled:g} more 401s after the token rotation had settled (a 401 storm)",
+                )

@@ -129,7 +129,11 @@ class SchedulerProcess:
         leader_elect: bool = False,
         extra: list[str] | None = None,
         log_path: Path | None = None,
+        launcher: str = "caldera.scheduler.cli",
+        env: dict[str, str] | None = None,
     ) -> SchedulerProcess:
+        """``launcher`` is the module whose ``main`` runs the scheduler (the soak's wraps it with
+        its faults, hack/soak/hardening.py); ``env`` is added to the child's environment."""
         port = free_port()
         args = [
             "--kubeconfig",
@@ -161,10 +165,10 @@ class SchedulerProcess:
             [
                 sys.executable,
                 "-c",
-                "import sys; from caldera.scheduler.cli import main; sys.exit(main())",
+                f"import sys; from {launcher} import main; sys.exit(main())",
                 *args,
             ],
-            env=child_env(),
+            env={**child_env(), **(env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=str(ROOT),

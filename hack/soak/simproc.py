@@ -4,6 +4,8 @@
     {"op": "clear"}                                 clear every fault
     {"op": "compact"}                               forget the watch history (clients resuming get 410)
     {"op": "drop_watches", "abort": false}          close every open watch
+    {"op": "grant_token", "token": "..."}           a further bearer token that authenticates as the admin
+    {"op": "revoke_token", "token": "..."}          that token answered 401 from now on
 
 `caldera-sim serve` only takes faults at start; the soak needs storms that begin and end.
 """
@@ -33,6 +35,10 @@ def apply(sim: SimCluster, command: dict[str, Any]) -> None:
         sim.compact()
     elif op == "drop_watches":
         sim.drop_watches(abort=bool(command.get("abort", False)))
+    elif op == "grant_token":
+        sim.server.authz.grant_admin(str(command["token"]))
+    elif op == "revoke_token":
+        sim.server.authz.revoke(str(command["token"]))
     else:
         log.warning("unknown command %r", op)
 

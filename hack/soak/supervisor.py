@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caldera.hack.soak.checker import Checker
+from caldera.hack.soak.hardening import FAULT_DIR_ENV
 from caldera.hack.soak.options import Options
 from caldera.hack.soak.procs import SchedulerProcess, cpu_seconds
 from caldera.hack.soak.timeline import Timeline
@@ -30,9 +31,17 @@ class Proc:
 
 class Supervisor:
     def __init__(
-        self, opts: Options, workdir: Path, conf_path: Path, kubeconfig: str | Path, timeline: Timeline
+        self,
+        opts: Options,
+        workdir: Path,
+        conf_path: Path,
+        kubeconfig: str | Path,
+        timeline: Timeline,
+        fault_dir: Path | None = None,
     ) -> None:
         self.opts = opts
+        #: where the node handler fault is armed per replica (hack/soak/hardening.py); None: no fault
+        self.fault_dir = fault_dir
         self.workdir = workdir
         self.conf_path = conf_path
         self.kubeconfig = kubeconfig
@@ -49,6 +58,8 @@ class Supervisor:
             conf=str(self.conf_path),
             leader_elect=self.opts.replicas > 1,
             log_path=self.workdir / f"scheduler-{self.replica_seq}.log",
+            launcher="caldera.hack.soak.hardening",
+            env={FAULT_DIR_ENV: str(self.fault_dir)} if self.fault_dir is not None else None,
         )
         proc = Proc(sched, cpu_start=cpu_seconds(sched.pid) or 0.0)
         self.procs.append(proc)

@@ -358,7 +358,9 @@ A = TypeVar("A")
 
 
 class _Handler(Generic[T]):
-    """A reflector's handler (replace / upsert / delete) that never lets an exception escape."""
+    """A reflector's handler (replace / upsert / delete) for a controller's index. What one of them
+    raises is logged and passed on: the watch counts it and re-lists the kind, and ``replace``
+    rebuilds the index (cache/watch.py), so a failed update is not lost."""
 
     def __init__(
         self, replace: Callable[[list[T]], None], upsert: Callable[[T], None], delete: Callable[[T], None]
@@ -381,7 +383,8 @@ class _Handler(Generic[T]):
         try:
             fn(arg)
         except Exception:
-            log.exception("controller index rejected an update; skipping it")
+            log.exception("controller index rejected an update; the kind is re-listed")
+            raise
 
 
 class WorkQueue(Generic[K]):

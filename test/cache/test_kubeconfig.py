@@ -71,10 +71,16 @@ async def test_a_token_file_is_read_relative_to_the_kubeconfig(tmp_path):
     assert (await ClusterConfig.load(str(path))).token == "from-file"
 
 
-def test_exec_plugins_and_auth_providers_are_left_to_kubernetes_asyncio(tmp_path):
-    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "get-token"}}
+def test_auth_providers_and_exec_plugins_it_cannot_run_are_left_to_kubernetes_asyncio(tmp_path):
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "no-such-get-token"}}
     assert load_kubeconfig(_write(tmp_path, {"server": "https://k"}, exec_user)) is None
     provider = {"auth-provider": {"name": "oidc", "config": {}}}
     assert load_kubeconfig(_write(tmp_path, {"server": "https://k"}, provider, "b")) is None
+    terminal = {"exec": {**exec_user["exec"], "command": "true", "interactiveMode": "Always"}}
+    assert load_kubeconfig(_write(tmp_path, {"server": "https://k"}, terminal, "c")) is None
+
+
+def test_tls_server_name_is_read_as_the_name_to_verify(tmp_path):
     named = {"server": "https://k", "tls-server-name": "api.internal"}
-    assert load_kubeconfig(_write(tmp_path, named, {"token": "x"}, "c")) is None
+    cfg = load_kubeconfig(_write(tmp_path, named, {"token": "x"}))
+    assert cfg is not None and cfg["tls_server_name"] == "api.internal"

@@ -296,3 +296,147 @@ async def test_a_server_without_dra_is_one_log_line_and_the_claims_watch_counts_
         task.cancel()
         await client.close()
         await runner.cleanup()
+
+
+class Faulty:
+    """The cache's node handlers, failing on the names in ``fail`` (each once, or always)."""
+
+    def __init__(self, cache: ClusterCache, fail: set[str], always: bool = False) -> None:
+        self.cache = cache
+        self.fail = fail
+        self.always = always
+        self.raised = 0
+
+    def _check(self, node: Node) -> None:
+        if node.metadata.name in self.fail:
+            if not self.always:
+                self.fail.discard(node.metadata.name)
+            self.raised += 1
+            raise RuntimeError(f"injected fault on {node.metadata.name}")
+
+    def upsert(self, node: Node) -> None:
+        self._check(node)
+        self.cache.upsert_node(node)
+
+    def delete(self, node: Node) -> None:
+        self._check(node)
+        self.cache.delete_node(node)
+
+
+def _cpu_by_node(cache: ClusterCache) -> dict[str, float]:
+    return {name: info.allocatable.get("cpu") for name, info in sorted(cache.nodes.items())}
+
+
+@pytest.mark.parametrize(
+    ("failing", "script", "after"),
+    [
+        ("n5", [event("ADDED", node_obj("n5", "11"))], ["n0", "n1", "n2", "n5"]),
+        ("n0", [event("MODIFIED", node_obj("n0", "11", cpu="4"))], ["n0*", "n1", "n2"]),
+        ("n1", [event("DELETED", node_obj("n1", "11"))], ["n0", "n2"]),
+    ],
+)
+async def test_an_event_that_fails_to_apply_is_counted_and_the_kind_reconciled(
+    fake, failing, script, after
+) -> None:
+    from caldera.cache.watch import APPLY_ERRORS
+
+    api, client = fake
+    api.nodes = [node_obj(f"n{i}", "5") for i in range(3)]
+    cache = ClusterCache()
+    faulty = Faulty(cache, set())
+    reflector = Reflector(
+        client, "/api/v1/nodes", Node, KindHandler(faulty.upsert, faulty.delete), name="nodes"
+    )
+    before = APPLY_ERRORS.labels("nodes")._value.get()
+    task = asyncio.create_task(reflector.run())
+    try:
+        await until(lambda: reflector.synced.is_set())
+        # What the API holds after the event; the cache fails once on applying it.
+        api.nodes = [node_obj(n.rstrip("*"), "11", cpu="4" if n.endswith("*") else "8") for n in after]
+        api.rv = "11"
+        faulty.fail.add(failing)
+        api.watches.append(script)
+        await until(lambda: faulty.raised == 1)
+        await until(lambda: api.lists == 2 and reflector.synced.is_set())
+        assert APPLY_ERRORS.labels("nodes")._value.get() == before + 1
+        expected = {n.rstrip("*"): 4000.0 if n.endswith("*") else 8000.0 for n in after}
+        assert _cpu_by_node(cache) == expected
+    finally:
+        task.cancel()
+
+
+async def test_a_kind_that_keeps_failing_is_relisted_with_back_off_and_cycles_wait_then_are_told(
+    fake, monkeypatch, caplog
+) -> None:
+    from caldera.cache import watch
+
+    delays: list[int] = []
+
+    def quick(attempt: int, base: float = 0.1, cap: float = 10.0) -> float:
+        delays.append(attempt)
+        return 0.01
+
+    monkeypatch.setattr(watch, "backoff_delay", quick)
+    api, client = fake
+    api.nodes = [node_obj("n0", "5")]
+    cache = ClusterCache()
+    faulty = Faulty(cache, set(), always=True)
+    reflector = Reflector(
+        client, "/api/v1/nodes", Node, KindHandler(faulty.upsert, faulty.delete), name="nodes"
+    )
+    task = asyncio.create_task(reflector.run())
+    try:
+        await until(lambda: reflector.synced.is_set())
+        api.nodes = [node_obj("n0", "5"), node_obj("bad", "6")]
+        faulty.fail.add("bad")
+        api.watches.append([event("ADDED", node_obj("bad", "6"))])
+        await until(lambda: faulty.raised == 1)
+        assert not reflector.fresh()  # a cycle would wait for nodes
+        await until(lambda: faulty.raised >= watch.RESYNC_WAITS + 1)
+        await until(lambda: reflector.synced.is_set())
+        # Growing back-off: the attempts passed to it count up (0, 1, 2, ...).
+        assert delays[: watch.RESYNC_WAITS + 1] == list(range(watch.RESYNC_WAITS + 1))
+        assert any("cycles go on with nodes" in r.getMessage() for r in caplog.records)
+        faulty.fail.clear()  # whatever was wrong is fixed: the next re-list reconciles
+        await until(lambda: "bad" in cache.nodes)
+        assert sorted(cache.nodes) == ["bad", "n0"]
+    finally:
+        task.cancel()
+
+
+def test_the_reconcile_of_a_failed_pod_event_keeps_a_bind_in_flight() -> None:
+    """A subscriber failed on a pod update whose bind is in flight: the reconcile applies the pod
+    again, and the cache still holds it as binding (it must not be placed and bound twice)."""
+    from caldera.cache.informer import ApplyFailed, _pod_key
+    from caldera.framework.model import TaskStatus
+    from caldera.framework.objects import Pod
+    from caldera.framework.result import Placement, SessionResult
+    from caldera.hack.scenario import gang, load, node
+
+    cache = ClusterCache()
+    pg, pods = gang("g", 1)
+    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg])
+    handler: KindHandler[Pod] = KindHandler(cache.upsert_pod, cache.delete_pod, key=_pod_key)
+    handler.replace(pods)
+    uid = pods[0].metadata.uid
+    cache.apply(SessionResult(placements=[Placement(cache.tasks[uid], "n1")]))
+    assert cache.tasks[uid].status == TaskStatus.BINDING
+
+    class Failing:
+        def replace(self, objects: list[Pod]) -> None:
+            pass
+
+        def upsert(self, obj: Pod) -> None:
+            raise RuntimeError("injected subscriber fault")
+
+        def delete(self, obj: Pod) -> None:
+            pass
+
+    handler.subscribe(Failing())
+    updated = msgspec.structs.replace(
+        pods[0], metadata=msgspec.structs.replace(pods[0].metadata, resource_version="7")
+    )
+    with pytest.raises(ApplyFailed):
+        handler.upsert(updated)
+    handler.replace([updated])  # the re-list: the API has not seen the bind yet
+    assert cache.tasks[uid].status == TaskStatus.BINDING and cache.tasks[uid].node_name == "n1"

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.cache.store import ClusterCache
-from caldera.framework.session import Placement, SessionResult
+from caldera.framework.result import Placement, SessionResult
 from caldera.hack.scenario import gang, load, node
 from caldera.scheduler.binder import Binder
 from caldera.scheduler.debug import Observatory
