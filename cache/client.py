@@ -284,6 +284,12 @@ class ApiClient:
         if self._writes is not None:
             self._writes.set_headers(self._headers)
 
+    def auth_headers(self) -> dict[str, str]:
+        """The Authorization header a request sent now carries (the current token; none without
+        credentials), for a caller that makes its own requests on ``session``."""
+        self._authorize()
+        return self._auth_header
+
     def _authorize(self) -> str:
         """The token for this request (a rotated one is taken up here); returns it."""
         token = self.auth.current()

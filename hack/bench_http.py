@@ -110,7 +110,10 @@ def aiohttp_write(client: ApiClient) -> Write:
     async def write(path: str, body: bytes) -> bytes:
         try:
             async with session.post(
-                client.url(path + "/binding"), data=body, headers=headers, timeout=timeout
+                client.url(path + "/binding"),
+                data=body,
+                headers={**headers, **client.auth_headers()},
+                timeout=timeout,
             ) as resp:
                 raw = await resp.read()
                 if resp.status >= 300:
