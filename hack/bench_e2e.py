@@ -806,7 +806,7 @@ def runs(args: argparse.Namespace) -> list[E2EResult]:
                         nodes, pods, size, period=period, shape=sh, topology=topology, binder="ceiling"
                     )
                     print(res.ceiling.report(), flush=True)
-                    print(f"e2e [backlog] against the binding ceiling:\n{res.ceiling_line()}", flush=True)
+                    print(f"caldera against the binding ceiling (backlog):\n{res.ceiling_line()}", flush=True)
                 else:
                     print(res.report(), flush=True)
                 results.append(res)
