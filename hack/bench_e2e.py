@@ -150,7 +150,7 @@ class E2EResult:
             how = (
                 f"all created first, then the {'scheduler' if self.binder == 'caldera' else 'binder'} started"
             )
-            span = "scheduler start -> last bound"
+            span = f"{'scheduler' if self.binder == 'caldera' else 'binder'} start -> last bound"
         else:
             how = "created while scheduling" + (
                 f" at {self.rate_limit:g}/s" if self.rate_limit else ", as fast as possible"
