@@ -134,9 +134,14 @@ class WatchEvent:
 
     @property
     def line(self) -> bytes:
+        """The event as a watch stream's line, made once for all the watchers it is offered to
+        (``forget_line`` after them: history keeps the object's bytes only, not a second copy)."""
         if self._line is None:
             self._line = event_line(self.type, self.raw)
         return self._line
+
+    def forget_line(self) -> None:
+        self._line = None
 
 
 def event_line(type_: str, raw: bytes) -> bytes:
@@ -596,6 +601,7 @@ class Store:
             ks.horizon = history.popleft().rv
         for w in ks.watchers:
             w.offer(ev)
+        ev.forget_line()
         self._index(ks, type_, key, obj, prev)
         for listener in self.listeners.get(ks.res.id, ()):
             listener(ev)
@@ -793,6 +799,7 @@ class Store:
                 replay.append(ev)
             for ev in reversed(replay):
                 w.offer(ev)
+                ev.forget_line()
         else:
             objects = ks.objects
             for k in sorted(objects):
