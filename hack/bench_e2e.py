@@ -15,7 +15,8 @@ core (status writes and events included). A pod's latency is from its create req
 ``--topology``: the nodes come in leaves of 8 under a three-tier HyperNode tree (16 leaves a spine, one
 root: hack/bench_hypernodes.py's tree, created with the nodes), every PodGroup asks for
 ``networkTopology: {mode: hard, highestTierAllowed: 1}`` and the scheduler's conf adds
-``network-topology-aware``; the run also checks, from the bindings the driver's watch saw, that every
+``network-topology-aware`` (hack/bench_hypernodes.py's TOPOLOGY_CONF, unless CALDERA_BENCH_CONF names
+another); the run also checks, from the bindings the driver's watch saw, that every
 gang sits in one leaf.
 
 ``--ceiling``: after each backlog run, the same workload on a fresh simulator is bound by a binder that
@@ -146,11 +147,10 @@ class E2EResult:
         if self.topology:
             kind += ", networkTopology hard tier 1 over HyperNode leaves of 8"
         who = "" if self.binder == "caldera" else ", decision-free binder (the binding ceiling)"
+        actor = "scheduler" if self.binder == "caldera" else "binder"
         if self.shape == "backlog":
-            how = (
-                f"all created first, then the {'scheduler' if self.binder == 'caldera' else 'binder'} started"
-            )
-            span = f"{'scheduler' if self.binder == 'caldera' else 'binder'} start -> last bound"
+            how = f"all created first, then the {actor} started"
+            span = f"{actor} start -> last bound"
         else:
             how = "created while scheduling" + (
                 f" at {self.rate_limit:g}/s" if self.rate_limit else ", as fast as possible"
@@ -167,7 +167,7 @@ class E2EResult:
         if cpu is not None and self.scheduler_cpu is not None:
             start = "process start" if self.shape == "backlog" else "first create"
             lines.append(
-                f"  {'scheduler' if self.binder == 'caldera' else 'binder'} CPU: {self.scheduler_cpu:.2f}s = {cpu:.3f} ms per bound pod"
+                f"  {actor} CPU: {self.scheduler_cpu:.2f}s = {cpu:.3f} ms per bound pod"
                 f" (utime+stime, {start} -> idle {self.idle_after:.1f}s after the last bind)"
             )
         if self.cycle_seconds:
@@ -660,13 +660,14 @@ def bench(
 
         def start_ceiling() -> subprocess.Popen[bytes]:
             argv = ["--kubeconfig", str(sim.kubeconfig), "--namespace", NAMESPACE, "--in-flight", "64"]
-            return subprocess.Popen(
-                [sys.executable, "-m", "caldera.hack.bench_ceiling", *argv],
-                env=child_env(),
-                cwd=str(ROOT),
-                stdout=subprocess.PIPE,
-                stderr=open(Path(workdir) / "scheduler.log", "ab"),
-            )
+            with open(Path(workdir) / "scheduler.log", "ab") as log:  # the child has its own copy
+                return subprocess.Popen(
+                    [sys.executable, "-m", "caldera.hack.bench_ceiling", *argv],
+                    env=child_env(),
+                    cwd=str(ROOT),
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                )
 
         try:
 
