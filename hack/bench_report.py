@@ -258,8 +258,8 @@ ran (its /debug/scheduler). **--topology**: the nodes in leaves of 8 under a thr
 posts one Binding per pod, 64 in flight, in its own process: `hack/bench_ceiling.py`) binds the same
 workload on a fresh simulator: the most a scheduler writing one binding per pod reaches there; its
 row is "backlog, binding ceiling", and Caldera's pods/s are given as a fraction of it. Kubernetes'
-scalability envelope (5,000 nodes, 150,000 pods) is not part of this report (both shapes take about ten
-minutes); its command is `caldera-sim bench e2e --nodes 5000 --pods 150000`."""
+scalability envelope (5,000 nodes, 150,000 pods) is not part of this report (both shapes took 6 to 7 minutes on
+2 shared CPUs); its command is `caldera-sim bench e2e --nodes 5000 --pods 150000`."""
 
 CORE_PROSE = """The real cache, session, actions and plugins with Volcano's default conf (the topology row:
 network-topology-aware over node groups), nodes of 32 cpu / 128Gi, six pod templates in turn (four
