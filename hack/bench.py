@@ -632,6 +632,19 @@ def register(subparsers: Any) -> None:
     )
     e2e.add_argument("--repeat", type=int, default=1, help="runs of each shape (default 1)")
     e2e.add_argument(
+        "--topology",
+        action="store_true",
+        help="HyperNode tree created with the nodes (leaves of 8, 16 leaves a spine, one root), PodGroups"
+        " with networkTopology hard tier 1, network-topology-aware in the conf; checks every gang sits in"
+        " one leaf",
+    )
+    e2e.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="after each backlog run, bind the same workload with a decision-free binder (64 in flight, its"
+        " own process) and print Caldera's pods/s as a fraction of its",
+    )
+    e2e.add_argument(
         "--profile",
         default=None,
         metavar="PATH",

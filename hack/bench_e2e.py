@@ -12,6 +12,21 @@ pod seen bound by the driver's watch and then a second in which the scheduler us
 core (status writes and events included). A pod's latency is from its create request being answered
 (stream) or from the scheduler's start (backlog) to the watch showing it bound. Figures only: no pass/fail.
 
+``--topology``: the nodes come in leaves of 8 under a three-tier HyperNode tree (16 leaves a spine, one
+root: hack/bench_hypernodes.py's tree, created with the nodes), every PodGroup asks for
+``networkTopology: {mode: hard, highestTierAllowed: 1}`` and the scheduler's conf adds
+``network-topology-aware`` (hack/bench_hypernodes.py's TOPOLOGY_CONF, unless CALDERA_BENCH_CONF names
+another); the run also checks, from the bindings the driver's watch saw, that every
+gang sits in one leaf.
+
+``--ceiling``: after each backlog run, the same workload on a fresh simulator is bound by a binder that
+makes no decision (hack/bench_ceiling.py: lists the pending pods once, posts one Binding per pod, 64 in
+flight, in its own process); its pods/s are the most a scheduler writing one binding per pod reaches
+here, and Caldera's pods/s are printed as a fraction of them.
+
+Every run also prints the scheduler's cycles (p50, p99 and the longest, exact: its /debug/scheduler
+cycle list, polled while it runs) and the simulator's own RSS (at the end, and with the nodes only).
+
 ``--profile PATH`` attaches py-spy (``pip install py-spy``, or the ``profile`` extra) to the scheduler for
 the measured window and writes its folded stacks to PATH (flamegraph.pl or speedscope read them), then
 prints the functions with the most samples.
@@ -37,12 +52,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
+import yaml
 from prometheus_client.registry import Collector
 
-from caldera.hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
+from caldera.hack.soak.procs import ROOT, SchedulerProcess, SimProcess, child_env, cpu_seconds, rss_bytes
 from caldera.hack.stats import percentile
 from caldera.hack.workload.client import Api, podgroups_path, pods_path
 from caldera.hack.workload.manifests import pod_manifest, podgroup_manifest
@@ -85,6 +102,18 @@ class E2EResult:
     cycles: float | None = None
     gc_seconds: dict[str, float] = field(default_factory=dict)
     gc_collections: dict[str, float] = field(default_factory=dict)
+    #: "caldera" (caldera-scheduler) or "ceiling" (hack/bench_ceiling.py: no decisions)
+    binder: str = "caldera"
+    topology: bool = False
+    #: every cycle's duration (seconds), from the scheduler's /debug/scheduler while it ran
+    cycle_seconds: list[float] = field(default_factory=list)
+    sim_rss: int | None = None
+    sim_rss_before_pods: int | None = None  # the simulator with its nodes only
+    #: --topology: gangs whose bound pods the watch saw on more than one leaf, of the gangs checked
+    gangs_split: int | None = None
+    gangs_checked: int = 0
+    #: --ceiling (backlog): the decision-free binder's run on the same workload
+    ceiling: E2EResult | None = None
 
     @property
     def rate(self) -> float:
@@ -96,19 +125,39 @@ class E2EResult:
             return None
         return self.scheduler_cpu / self.bound * 1000
 
+    @property
+    def ceiling_fraction(self) -> float | None:
+        """This run's pods/s as a fraction of the decision-free binder's on the same workload."""
+        if self.ceiling is None or not self.ceiling.rate:
+            return None
+        return self.rate / self.ceiling.rate
+
+    def ceiling_line(self) -> str:
+        fraction = self.ceiling_fraction
+        if self.ceiling is None or fraction is None:
+            return "  binding ceiling: the decision-free binder bound nothing"
+        return (
+            f"  binding ceiling: {self.ceiling.rate:.0f} pods/s; Caldera {self.rate:.0f} pods/s ="
+            f" {fraction:.2f} of it"
+        )
+
     def report(self) -> str:
         cpu = self.cpu_ms_per_pod
         kind = "single pods" if self.gang_size <= 1 else f"gangs of {self.gang_size}"
+        if self.topology:
+            kind += ", networkTopology hard tier 1 over HyperNode leaves of 8"
+        who = "" if self.binder == "caldera" else ", decision-free binder (the binding ceiling)"
+        actor = "scheduler" if self.binder == "caldera" else "binder"
         if self.shape == "backlog":
-            how = "all created first, then the scheduler started"
-            span = "scheduler start -> last bound"
+            how = f"all created first, then the {actor} started"
+            span = f"{actor} start -> last bound"
         else:
             how = "created while scheduling" + (
                 f" at {self.rate_limit:g}/s" if self.rate_limit else ", as fast as possible"
             )
             span = "first create -> last bound"
         lines = [
-            f"e2e [{self.shape}]: {self.pods} pods ({kind}) on {self.nodes} nodes, schedule period"
+            f"e2e [{self.shape}{who}]: {self.pods} pods ({kind}) on {self.nodes} nodes, schedule period"
             f" {self.period}, {how}",
             f"  created in {self.created_seconds:.2f}s ({self.pods / max(self.created_seconds, 1e-9):.0f}/s)",
             f"  bound: {self.bound}/{self.pods} in {self.wall_seconds:.2f}s = {self.rate:.0f} pods/s ({span})",
@@ -118,8 +167,14 @@ class E2EResult:
         if cpu is not None and self.scheduler_cpu is not None:
             start = "process start" if self.shape == "backlog" else "first create"
             lines.append(
-                f"  scheduler CPU: {self.scheduler_cpu:.2f}s = {cpu:.3f} ms per bound pod"
+                f"  {actor} CPU: {self.scheduler_cpu:.2f}s = {cpu:.3f} ms per bound pod"
                 f" (utime+stime, {start} -> idle {self.idle_after:.1f}s after the last bind)"
+            )
+        if self.cycle_seconds:
+            c = self.cycle_seconds
+            lines.append(
+                f"  scheduler cycles: p50={percentile(c, 50) * 1000:.0f}ms p99={percentile(c, 99) * 1000:.0f}ms"
+                f" longest={max(c) * 1000:.0f}ms over {len(c)} cycles (its /debug/scheduler)"
             )
         if self.first_cycle is not None:
             lines.append(f"  scheduler start-up: process start -> end of first cycle {self.first_cycle:.2f}s")
@@ -127,6 +182,15 @@ class E2EResult:
             lines.append(
                 f"  caldera-sim CPU: {self.sim_cpu:.2f}s = {self.sim_cpu / max(1, self.bound) * 1000:.3f} ms per pod"
             )
+        if self.sim_rss is not None:
+            line = f"  caldera-sim RSS at the end: {self.sim_rss / 2**20:.0f} MiB"
+            if self.sim_rss_before_pods is not None and self.pods:
+                per = (self.sim_rss - self.sim_rss_before_pods) / self.pods
+                line += (
+                    f" ({self.sim_rss_before_pods / 2**20:.0f} MiB with the {self.nodes} nodes only:"
+                    f" {per / 2**10:.1f} KiB per pod)"
+                )
+            lines.append(line)
         if self.scheduler_rss is not None:
             line = f"  scheduler RSS at the end: {self.scheduler_rss / 2**20:.0f} MiB"
             if self.rss_before_pods is not None and self.pods:
@@ -153,6 +217,13 @@ class E2EResult:
             lines.append(
                 f"  garbage collector (whole process life): {sum(self.gc_seconds.values()):.2f}s ({by_gen})"
             )
+        if self.gangs_split is not None:
+            lines.append(
+                f"  topology check: {self.gangs_checked - self.gangs_split} of {self.gangs_checked} gangs"
+                f" inside one leaf ({self.gangs_split} spread over more than one)"
+            )
+        if self.ceiling is not None:
+            lines.append(self.ceiling_line())
         if self.retries:
             lines.append(f"  driver retries (429/5xx/resets): {self.retries}")
         if self.profile:
@@ -341,7 +412,11 @@ def _manifests(result: E2EResult) -> tuple[list[str], list[bytes], list[dict[str
                 )
             )
         )
-    pgs = [podgroup_manifest(f"g-{g:05d}", NAMESPACE, gang, workload="bench") for g in range(groups)]
+    topology = {"mode": "hard", "highestTierAllowed": 1} if result.topology else None
+    pgs = [
+        podgroup_manifest(f"g-{g:05d}", NAMESPACE, gang, workload="bench", network_topology=topology)
+        for g in range(groups)
+    ]
     return names, pods, pgs
 
 
@@ -355,6 +430,7 @@ class Driver:
         self.names, self.pods, self.podgroups = _manifests(result)
         self.created: dict[str, float] = {}
         self.bound_at: dict[str, float] = {}
+        self.node_of: dict[str, str] = {}
         self.done = asyncio.Event()
         self.rv = ""
         self.watcher: asyncio.Task[None] | None = None
@@ -388,8 +464,10 @@ class Driver:
                         if ev["type"] == "BOOKMARK":
                             continue
                         name = obj["metadata"]["name"]
-                        if obj["spec"].get("nodeName") and name not in self.bound_at:
+                        node = obj["spec"].get("nodeName")
+                        if node and name not in self.bound_at:
                             self.bound_at[name] = now
+                            self.node_of[name] = node
                             if len(self.bound_at) >= self.result.pods:
                                 self.done.set()
                                 return
@@ -442,6 +520,71 @@ class Driver:
                 await self.watcher
 
 
+class CycleWatch:
+    """Every cycle's duration, from the scheduler's /debug/scheduler (its last 600 cycles, each with its
+    start time): polled every ``interval`` seconds while the run lasts, so none is missed (a cycle takes
+    at least the schedule period), and once more at the end."""
+
+    def __init__(self, base: str, interval: float = 10.0) -> None:
+        self.base = base
+        self.interval = interval
+        self.cycles: dict[float, float] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    async def poll(self, http: aiohttp.ClientSession) -> None:
+        with contextlib.suppress(aiohttp.ClientError, OSError, ValueError, TimeoutError):
+            async with http.get(self.base + "/debug/scheduler") as r:
+                if r.status == 200:
+                    for c in orjson.loads(await r.read()).get("cycles", []):
+                        self.cycles[c["at"]] = c["duration_ms"] / 1000
+
+    async def _run(self) -> None:
+        async with aiohttp.ClientSession() as http:
+            while True:
+                await self.poll(http)
+                await asyncio.sleep(self.interval)
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run())
+
+    async def stop(self) -> list[float]:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        async with aiohttp.ClientSession() as http:
+            await self.poll(http)
+        return [self.cycles[at] for at in sorted(self.cycles)]
+
+
+def topology_cluster(nodes: int, node_pods: int, leaf: int = 8, spine: int = 16) -> dict[str, Any]:
+    """A caldera-sim cluster file: ``nodes`` nodes (32 cpu / 128Gi) in leaves of ``leaf``, each leaf's
+    nodes named ``leaf-NNNN-K`` and labelled with it, and hack/bench_hypernodes.py's HyperNode tree
+    over them."""
+    from caldera.hack.bench_hypernodes import LEAF_LABEL, hypernode_manifests, leaf_name
+
+    leaves = (nodes + leaf - 1) // leaf
+    templates = [
+        {
+            "name": leaf_name(j),
+            "count": min(leaf, nodes - j * leaf),
+            "capacity": {"cpu": "32", "memory": "128Gi", "pods": str(node_pods)},
+            "labels": {LEAF_LABEL: leaf_name(j)},
+        }
+        for j in range(leaves)
+    ]
+    return {"nodes": templates, "objects": hypernode_manifests(leaves, spine)}
+
+
+def split_gangs(node_of: dict[str, str], gang_size: int) -> tuple[int, int]:
+    """(gangs checked, gangs whose pods are on more than one leaf): pod ``p-I`` is in gang I // size,
+    node ``leaf-NNNN-K`` in leaf ``leaf-NNNN``."""
+    leaves: dict[int, set[str]] = {}
+    for pod, node in node_of.items():
+        leaves.setdefault(int(pod.rsplit("-", 1)[1]) // gang_size, set()).add(node.rsplit("-", 1)[0])
+    return len(leaves), sum(1 for found in leaves.values() if len(found) > 1)
+
+
 def bench(
     nodes: int,
     pods: int,
@@ -451,26 +594,53 @@ def bench(
     shape: str = "stream",
     profile: str | None = None,
     rate: float = 0.0,
+    topology: bool = False,
+    binder: str = "caldera",
 ) -> E2EResult:
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {', '.join(SHAPES)}, not {shape!r}")
+    if binder not in ("caldera", "ceiling"):
+        raise ValueError(f"binder must be caldera or ceiling, not {binder!r}")
+    if binder == "ceiling" and shape != "backlog":
+        raise ValueError("the decision-free binder lists the pending pods once: backlog shape only")
     period = period or "100ms"
     conf = conf or os.environ.get("CALDERA_BENCH_CONF") or None
     kubelet_delay = float(os.environ.get("CALDERA_BENCH_KUBELET_DELAY", "0.5"))
     concurrency = int(os.environ.get("CALDERA_BENCH_CONCURRENCY", "32"))
     result = E2EResult(
-        pods=pods, nodes=nodes, gang_size=gang_size, period=period, shape=shape, rate_limit=rate
+        pods=pods,
+        nodes=nodes,
+        gang_size=gang_size,
+        period=period,
+        shape=shape,
+        rate_limit=rate,
+        topology=topology,
+        binder=binder,
     )
+    if topology and gang_size <= 1:
+        raise ValueError("--topology places gangs: the gang size must be at least 2")
+    node_pods = max(110, -(-pods // max(1, nodes)) + 10)
     with tempfile.TemporaryDirectory(prefix="caldera-bench-e2e-") as workdir:
+        cluster: dict[str, Any] = {"nodes": nodes, "node_pods": node_pods}
+        if topology:
+            cluster_file = Path(workdir) / "cluster.yaml"
+            cluster_file.write_text(yaml.safe_dump(topology_cluster(nodes, node_pods)))
+            cluster = {"nodes": 0, "cluster_file": str(cluster_file)}
+            if conf is None:
+                from caldera.hack.bench_hypernodes import TOPOLOGY_CONF
+
+                conf_file = Path(workdir) / "scheduler-conf.yaml"
+                conf_file.write_text(TOPOLOGY_CONF)
+                conf = str(conf_file)
         sim = SimProcess.start(
             workdir,
             log_path=Path(workdir) / "sim.log",
-            nodes=nodes,
-            node_pods=max(110, -(-pods // max(1, nodes)) + 10),
             history_size=max(10_000, pods * 4),
             kubelet_delay=kubelet_delay,
+            **cluster,
         )
         sched: SchedulerProcess | None = None
+        ceiling: subprocess.Popen[bytes] | None = None
         profiler: Profiler | None = None
 
         def start_scheduler() -> SchedulerProcess:
@@ -488,19 +658,37 @@ def bench(
                 profiler = Profiler(proc.pid, Path(profile))
             return proc
 
+        def start_ceiling() -> subprocess.Popen[bytes]:
+            argv = ["--kubeconfig", str(sim.kubeconfig), "--namespace", NAMESPACE, "--in-flight", "64"]
+            with open(Path(workdir) / "scheduler.log", "ab") as log:  # the child has its own copy
+                return subprocess.Popen(
+                    [sys.executable, "-m", "caldera.hack.bench_ceiling", *argv],
+                    env=child_env(),
+                    cwd=str(ROOT),
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                )
+
         try:
 
             async def go() -> None:
-                nonlocal sched
+                nonlocal sched, ceiling
                 async with Api(sim.url, sim.token, concurrency=concurrency + 8) as api:
                     driver = Driver(api, result, concurrency)
                     await driver.prepare()
+                    result.sim_rss_before_pods = rss_bytes(sim.pid)
                     driver.start_watch()
                     sim_cpu0 = cpu_seconds(sim.pid)
+                    cycles: CycleWatch | None = None
                     if shape == "backlog":
                         await driver.create_all()
                         sim_cpu0 = cpu_seconds(sim.pid)
-                        sched = start_scheduler()
+                        if binder == "ceiling":
+                            ceiling = start_ceiling()
+                        else:
+                            sched = start_scheduler()
+                            cycles = CycleWatch(sched.base)
+                            cycles.start()
                         t0 = time.monotonic()
                         cpu0: float | None = 0.0  # from the process start
                         created = dict.fromkeys(driver.names, t0)
@@ -509,12 +697,22 @@ def bench(
                         await _wait_ready(sched.base)
                         await asyncio.sleep(0.5)  # a few idle cycles: the steady state before pods
                         result.rss_before_pods = rss_bytes(sched.pid)
+                        cycles = CycleWatch(sched.base)
+                        cycles.start()
                         cpu0 = cpu_seconds(sched.pid)
                         t0 = await driver.create_all()
                         created = driver.created
                     t_end = await driver.wait_bound()
-                    cpu_idle, quiet_since = await _wait_idle(sched.pid)
+                    if ceiling is not None:
+                        out, _ = await asyncio.to_thread(ceiling.communicate)
+                        counts = orjson.loads(out.splitlines()[-1]) if out.strip() else {}
+                        cpu_idle: float | None = counts.get("cpu")
+                        quiet_since = time.monotonic()
+                    else:
+                        assert sched is not None
+                        cpu_idle, quiet_since = await _wait_idle(sched.pid)
                     sim_cpu1 = cpu_seconds(sim.pid)
+                    result.sim_rss = rss_bytes(sim.pid)
                     result.idle_after = max(0.0, quiet_since - t_end)
                     await driver.stop()
                     result.wall_seconds = t_end - t0
@@ -522,15 +720,20 @@ def bench(
                     result.latencies = [
                         driver.bound_at[n] - created[n] for n in driver.bound_at if n in created
                     ]
+                    if topology and binder == "caldera":  # the ceiling's bindings ignore topology
+                        result.gangs_checked, result.gangs_split = split_gangs(driver.node_of, gang_size)
                     if cpu0 is not None and cpu_idle is not None:
                         result.scheduler_cpu = cpu_idle - cpu0
                     if sim_cpu0 is not None and sim_cpu1 is not None:
                         result.sim_cpu = sim_cpu1 - sim_cpu0
-                    result.scheduler_rss = rss_bytes(sched.pid)
                     result.retries = api.retries
-                    result.first_cycle = _first_cycle(Path(workdir) / "scheduler.log")
-                    with contextlib.suppress(aiohttp.ClientError, OSError):
-                        await _scrape(sched.base, result)
+                    if sched is not None:
+                        result.scheduler_rss = rss_bytes(sched.pid)
+                        result.first_cycle = _first_cycle(Path(workdir) / "scheduler.log")
+                        with contextlib.suppress(aiohttp.ClientError, OSError):
+                            await _scrape(sched.base, result)
+                    if cycles is not None:
+                        result.cycle_seconds = await cycles.stop()
 
             asyncio.run(go())
             if profiler is not None:
@@ -538,16 +741,18 @@ def bench(
                 result.profile_top = profiler.stop()
                 profiler = None
         except BaseException:
-            if sched is not None:
-                log = Path(workdir) / "scheduler.log"
-                if log.exists():
-                    print(log.read_text()[-3000:])
+            log = Path(workdir) / "scheduler.log"
+            if (sched is not None or ceiling is not None) and log.exists():
+                print(log.read_text()[-3000:])
             raise
         finally:
             if profiler is not None:
                 profiler.stop()
             if sched is not None:
                 sched.stop()
+            if ceiling is not None and ceiling.poll() is None:
+                ceiling.kill()
+                ceiling.wait()
             sim.stop()
     return result
 
@@ -568,13 +773,21 @@ def runs(args: argparse.Namespace) -> list[E2EResult]:
     profile = getattr(args, "profile", None)
     period = getattr(args, "period", None) or os.environ.get("CALDERA_BENCH_PERIOD") or "100ms"
     rate = float(getattr(args, "rate", None) or os.environ.get("CALDERA_BENCH_RATE") or 0)
+    topology = bool(getattr(args, "topology", False))
+    ceiling = bool(getattr(args, "ceiling", False))
+    if topology and gang <= 1:
+        raise SystemExit("bench e2e: --topology places gangs: --gang-size must be at least 2")
+    if ceiling and "backlog" not in shapes:
+        raise SystemExit("bench e2e: --ceiling compares the backlog shape (the binder lists the pods once)")
     print(
         f"caldera-sim bench e2e: {pods} pods, gang size {gang}, {nodes} nodes, shapes {', '.join(shapes)},"
-        f" {repeat} run(s) each",
+        f" {repeat} run(s) each"
+        + (", HyperNode tree and networkTopology" if topology else "")
+        + (", each backlog run against the binding ceiling" if ceiling else ""),
         flush=True,
     )
     sizes: list[int] = [gang] if gang > 1 else [1]
-    if os.environ.get("CALDERA_BENCH_BOTH") == "1" and gang > 1:
+    if os.environ.get("CALDERA_BENCH_BOTH") == "1" and gang > 1 and not topology:
         sizes.append(1)
     summary: dict[str, list[float]] = {}
     results: list[E2EResult] = []
@@ -585,8 +798,18 @@ def runs(args: argparse.Namespace) -> list[E2EResult]:
                 if profile:
                     base = Path(profile)
                     path = str(base.with_name(f"{base.stem}-{sh}-{i + 1}{base.suffix or '.txt'}"))
-                res = bench(nodes, pods, size, period=period, shape=sh, profile=path, rate=rate)
-                print(res.report(), flush=True)
+                res = bench(
+                    nodes, pods, size, period=period, shape=sh, profile=path, rate=rate, topology=topology
+                )
+                if ceiling and sh == "backlog":
+                    print(res.report(), flush=True)
+                    res.ceiling = bench(
+                        nodes, pods, size, period=period, shape=sh, topology=topology, binder="ceiling"
+                    )
+                    print(res.ceiling.report(), flush=True)
+                    print(f"caldera against the binding ceiling (backlog):\n{res.ceiling_line()}", flush=True)
+                else:
+                    print(res.report(), flush=True)
                 results.append(res)
                 if res.cpu_ms_per_pod is not None:
                     summary.setdefault(

@@ -44,6 +44,45 @@ class TreeFigures:
         return self.cpu / max(self.placed, 1)
 
 
+def leaf_name(j: int) -> str:
+    return f"leaf-{j:04d}"
+
+
+def hypernode_manifests(leaves: int, spine: int = 16) -> list[dict[str, Any]]:
+    """The HyperNodes of the three-tier tree as API objects (topology.volcano.sh/v1alpha1): ``leaves``
+    leaves of tier 1, each selecting the nodes labelled ``LEAF_LABEL=<its name>``, ``spine`` leaves a
+    spine (tier 2), every spine under one root (tier 3)."""
+
+    def hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "apiVersion": "topology.volcano.sh/v1alpha1",
+            "kind": "HyperNode",
+            "metadata": {"name": name},
+            "spec": {"tier": tier, "members": members},
+        }
+
+    out = [
+        hypernode(
+            leaf_name(j),
+            1,
+            [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {LEAF_LABEL: leaf_name(j)}}}}],
+        )
+        for j in range(leaves)
+    ]
+    spines = (leaves + spine - 1) // spine
+    for k in range(spines):
+        members = [
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": leaf_name(j)}}}
+            for j in range(k * spine, min((k + 1) * spine, leaves))
+        ]
+        out.append(hypernode(f"spine-{k:03d}", 2, members))
+    root = [
+        {"type": "HyperNode", "selector": {"exactMatch": {"name": f"spine-{k:03d}"}}} for k in range(spines)
+    ]
+    out.append(hypernode("root", 3, root))
+    return out
+
+
 def tree(nodes: int, leaf: int = 8, spine: int = 16) -> tuple[list[Any], list[HyperNode], dict[str, str]]:
     """The nodes (32 cpu / 128Gi each, labelled with their leaf), the HyperNodes, and node -> leaf."""
     node_objs = []
@@ -51,37 +90,10 @@ def tree(nodes: int, leaf: int = 8, spine: int = 16) -> tuple[list[Any], list[Hy
     leaves = (nodes + leaf - 1) // leaf
     for i in range(nodes):
         name = f"node-{i:05d}"
-        leaf_name = f"leaf-{i // leaf:04d}"
-        leaf_of[name] = leaf_name
-        node_objs.append(node(name, cpu="32", memory="128Gi", pods="110", labels={LEAF_LABEL: leaf_name}))
-    hypernodes = []
-    for j in range(leaves):
-        leaf_name = f"leaf-{j:04d}"
-        hypernodes.append(
-            _hypernode(
-                leaf_name,
-                1,
-                [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {LEAF_LABEL: leaf_name}}}}],
-            )
-        )
-    spines = (leaves + spine - 1) // spine
-    for k in range(spines):
-        members = [
-            {"type": "HyperNode", "selector": {"exactMatch": {"name": f"leaf-{j:04d}"}}}
-            for j in range(k * spine, min((k + 1) * spine, leaves))
-        ]
-        hypernodes.append(_hypernode(f"spine-{k:03d}", 2, members))
-    root = [
-        {"type": "HyperNode", "selector": {"exactMatch": {"name": f"spine-{k:03d}"}}} for k in range(spines)
-    ]
-    hypernodes.append(_hypernode("root", 3, root))
+        leaf_of[name] = leaf_name(i // leaf)
+        node_objs.append(node(name, cpu="32", memory="128Gi", pods="110", labels={LEAF_LABEL: leaf_of[name]}))
+    hypernodes = [msgspec.convert(hn, HyperNode) for hn in hypernode_manifests(leaves, spine)]
     return node_objs, hypernodes, leaf_of
-
-
-def _hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> HyperNode:
-    return msgspec.convert(
-        {"metadata": {"name": name}, "spec": {"tier": tier, "members": members}}, HyperNode
-    )
 
 
 def gangs(count: int, size: int, topology: dict[str, Any] | None) -> list[tuple[PodGroup, list[Pod]]]:

