@@ -48,7 +48,7 @@ from caldera.framework.dra.view import (
     pod_claims,
     reserved_for,
 )
-from caldera.framework.model import NodeInfo, TaskInfo
+from caldera.framework.model import NodeInfo, TaskInfo, TaskStatus
 from caldera.framework.result import Event
 
 if TYPE_CHECKING:
@@ -120,8 +120,25 @@ class DraPart:
         self._shared_epoch = 0
         #: the first selector error met for each claim this session (named in its reasons)
         self.claim_cel: dict[str, CelError] = {}
+        #: tasks evicted in this session, and the allocated claims their evictions release (key ->
+        #: allocation): no pod that is not evicted reserves them any more
+        self.evicted: set[str] = set()
+        self.released: dict[str, AllocationResult] = {}
+        #: per allocated claim: the tasks placed in this session that will reserve it
+        self.reservers: dict[str, set[str]] = {}
         if enabled:
+            # what evictions cannot change (the claims exist, allocated ones reach the node, the node
+            # reaches devices at all), and the allocator's answer over the devices free now, which
+            # evictions change: preempt and reclaim pick nodes by the first and dry-run the second
             ssn.add_bulk_predicate_fn(plugin, self.passes, self.explain, part="dra", applies=has_claims)
+            ssn.add_bulk_predicate_fn(
+                plugin,
+                self.devices_pass,
+                _nothing_more,
+                part="dra-devices",
+                applies=has_claims,
+                releasable=True,
+            )
             ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
         else:
             ssn.add_bulk_predicate_fn(
@@ -148,6 +165,9 @@ class DraPart:
                 return plan
             if claim.metadata.deletion_timestamp:
                 plan.reason = f"ResourceClaim {key} is being deleted"
+                return plan
+            if key in self.released:
+                plan.reason = f"ResourceClaim {key} is being released: the pods reserving it are evicted"
                 return plan
             plan.claims.append(claim)
             allocation = claim.status.allocation
@@ -218,15 +238,24 @@ class DraPart:
         return self.device_rows()[rows]
 
     def passes(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        """The claims exist and may be used, allocated ones reach the node, and the node reaches a
+        device at all when there are claims to allocate (``devices_pass`` asks the allocator)."""
         plan = self.plan(task)
         if plan.reason:
             return np.zeros(len(rows), dtype=bool)
         node_list = self.ssn.node_list
-        out = self._unallocated_fit(plan, rows) if plan.unallocated else np.ones(len(rows), dtype=bool)
+        out = self._candidates(plan, rows).copy() if plan.unallocated else np.ones(len(rows), dtype=bool)
         if plan.allocated:
             for i in np.flatnonzero(out).tolist():
                 out[i] = not self._selectors_fail(plan, node_list[int(rows[i])])
         return out
+
+    def devices_pass(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        """The allocator finds devices for the unallocated claims among those free now."""
+        plan = self.plan(task)
+        if plan.reason:
+            return np.zeros(len(rows), dtype=bool)
+        return self._unallocated_fit(plan, rows) if plan.unallocated else np.ones(len(rows), dtype=bool)
 
     def _fit(self, plan: _Plan) -> _Fit:
         """The answers kept for the plan's unallocated claims' specs (see ``_unallocated_fit``)."""
@@ -306,6 +335,9 @@ class DraPart:
         task = event.task
         if not has_claims(task):
             return
+        if task.uid in self.evicted:
+            self._eviction_undone(task)
+            return
         node = self.ssn.nodes.get(task.node_name)
         plan = self.plan(task)
         if plan.reason or node is None:
@@ -343,6 +375,7 @@ class DraPart:
                 allocation, new = fresh[key], True
             elif claim.status.allocation is not None:
                 allocation, new = claim.status.allocation, False
+                self.reservers.setdefault(key, set()).add(task.uid)
             else:
                 allocation, users = self.session_allocs[key]
                 users.append(task.uid)
@@ -357,11 +390,17 @@ class DraPart:
 
     def _on_deallocate(self, event: Event) -> None:
         task = event.task
+        if task.status == TaskStatus.RELEASING and has_claims(task):
+            self._evicted(task)
+            return
         claims = self.ssn.task_claims.pop(task.uid, None)
         if claims is None:
             return
         self.allocated_by.pop(task.uid, None)
         for ca in claims:
+            users_ = self.reservers.get(ca.key)
+            if users_ is not None:
+                users_.discard(task.uid)
             entry = self.session_allocs.get(ca.key)
             if entry is None:
                 continue
@@ -374,6 +413,48 @@ class DraPart:
                 self.ledger.release(allocation)
                 self._moved(allocation)
 
+    # -- evictions -----------------------------------------------------------------------------------
+    def _still_reserved(self, key: str, claim: ResourceClaim) -> bool:
+        """Whether a consumer that is not evicted (a pod or other object in ``reservedFor``, or a pod
+        placed in this session) keeps the claim."""
+        evicted = self.evicted
+        return any(ref.uid not in evicted for ref in claim.status.reserved_for) or any(
+            uid not in evicted for uid in self.reservers.get(key, ())
+        )
+
+    def _evicted(self, task: TaskInfo) -> None:
+        """A running pod is evicted in the statement: each of its allocated claims that no other pod
+        reserves is released, as the resourceclaim controller does once the pod is gone
+        (``pkg/controller/resourceclaim/controller.go`` ``syncClaim``: reservations of pods that
+        no longer run are removed, and a claim reserved by no one is deallocated); its devices are
+        free for the rest of the dry run. A claim shared with a pod that stays keeps its devices."""
+        self.evicted.add(task.uid)
+        keys, _ = pod_claims(task.pod)
+        for key in keys:
+            claim = self.view.claims.get(key)
+            if claim is None or claim.status.allocation is None or key in self.released:
+                continue
+            if self._still_reserved(key, claim):
+                continue
+            self.released[key] = claim.status.allocation
+            self.ledger.free(claim.status.allocation)
+            self._moved(claim.status.allocation)
+
+    def _eviction_undone(self, task: TaskInfo) -> None:
+        """The statement that evicted the pod is discarded: its released claims hold their devices again."""
+        self.evicted.discard(task.uid)
+        keys, _ = pod_claims(task.pod)
+        for key in keys:
+            allocation = self.released.get(key)
+            claim = self.view.claims.get(key)
+            if allocation is None or claim is None or not self._still_reserved(key, claim):
+                continue
+            del self.released[key]
+            clash = self.ledger.unfree(allocation)
+            if clash:
+                log.warning("ResourceClaim %s held again while devices %s are handed out", key, clash)
+            self._moved(allocation)
+
     def _moved(self, allocation: AllocationResult) -> None:
         """Devices of this allocation were taken or given back: the nodes that reach them answer anew."""
         inventory = self.view.inventory
@@ -385,6 +466,11 @@ class DraPart:
                 self._epoch[node.row] += 1
             else:
                 self._shared_epoch += 1
+
+
+def _nothing_more(task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """``dra-devices`` explains nothing itself: the ``dra`` part's explanation names every reason."""
+    return {}
 
 
 def _uses(claim: ResourceClaim, expression: str, view: DraView) -> bool:
