@@ -375,3 +375,93 @@ def test_gangpreempt_evicts_nothing_for_a_gpu_no_victim_holds() -> None:
     ssn, result = run_session(snap, GANG_PREEMPT)
     assert evicted(result) == []
     assert pipelined(ssn) == {}
+
+
+# --- queue quota of devices in reclaim (capacity: deviceclass/<class> deserved and guarantee) -------
+# gang's votes off and no conformance, so capacity's reclaimable decides the victims (the first tier
+# whose plugins vote decides: Volcano's Session.Reclaimable)
+CAPACITY_RECLAIM = """
+actions: "enqueue, allocate, reclaim"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+    enableReclaimable: false
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: capacity
+  - name: nodeorder
+"""
+
+
+def two_teams(a: dict[str, str], b: dict[str, str]) -> Any:
+    """Queue a runs two pods holding the cluster's two GPUs (one on n1, one on n2; its job can spare
+    one); queue b's pod needs one GPU. ``a`` and ``b``: each queue's deserved and guarantee keys, as
+    ``deserved:<key>`` / ``guarantee:<key>``."""
+
+    def spec(keys: dict[str, str]) -> dict[str, Any]:
+        out: dict[str, Any] = {"deserved": {"cpu": "8", "memory": "16Gi"}, "guarantee": {}}
+        for k, v in keys.items():
+            field, name = k.split(":", 1)
+            out[field][name] = v
+        return {f: v for f, v in out.items() if v}
+
+    pods = [
+        running("a-0", "c0", group="hog", node_name="n1"),
+        running("a-1", "c1", group="hog", node_name="n2"),
+        running("a-2", group="hog", node_name="n2"),
+        wanting("b-0", "c-new"),
+    ]
+    return world(
+        pods=pods,
+        queues=[queue("a", **spec(a)), queue("b", **spec(b))],
+        podgroups=[
+            podgroup("hog", queue="a", phase="Running"),
+            podgroup("b-0", queue="b", priority_class="high"),
+        ],
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0"]),
+            resource_slice("n2", GPU, ["gpu-0"]),
+            holding("c0", "gpu-0", "a-0", node_name="n1"),
+            holding("c1", "gpu-0", "a-1", node_name="n2"),
+            resource_claim("c-new", GPU),
+        ],
+    )
+
+
+def test_reclaim_takes_a_gpu_from_a_queue_over_its_deserved_devices() -> None:
+    snap = two_teams({f"deserved:deviceclass/{GPU}": "1"}, {f"deserved:deviceclass/{GPU}": "1"})
+    ssn, result = run_session(snap, CAPACITY_RECLAIM)
+    victims = evicted(result)
+    assert len(victims) == 1 and victims[0] in ("a-0", "a-1"), victims
+    assert list(pipelined(ssn)) == ["b-0"]
+
+
+def test_reclaim_leaves_a_queue_within_its_deserved_devices_alone() -> None:
+    # queue a deserves both GPUs it holds (and is within its cpu): nothing of it is a victim
+    snap = two_teams({f"deserved:deviceclass/{GPU}": "2"}, {f"deserved:deviceclass/{GPU}": "1"})
+    _, result = run_session(snap, CAPACITY_RECLAIM)
+    assert evicted(result) == []
+
+
+def test_reclaim_never_takes_a_queue_below_its_device_guarantee() -> None:
+    snap = two_teams(
+        {f"deserved:deviceclass/{GPU}": "1", f"guarantee:deviceclass/{GPU}": "2"},
+        {f"deserved:deviceclass/{GPU}": "1"},
+    )
+    _, result = run_session(snap, CAPACITY_RECLAIM)
+    assert evicted(result) == []
+
+
+def test_a_queue_reclaims_for_a_gpu_pod_only_within_its_own_deserved_devices() -> None:
+    # queue b deserves no cpu or memory: only its deserved GPUs let it reclaim (a dimension within
+    # deserved, as capacity's PreemptiveFn asks for)
+    a = {f"deserved:deviceclass/{GPU}": "1"}
+    no_cpu = {"deserved:cpu": "0", "deserved:memory": "0"}
+    _, result = run_session(two_teams(a, {**no_cpu, f"deserved:deviceclass/{GPU}": "1"}), CAPACITY_RECLAIM)
+    assert len(evicted(result)) == 1
+    _, result = run_session(two_teams(a, no_cpu), CAPACITY_RECLAIM)
+    assert evicted(result) == []
