@@ -465,3 +465,25 @@ def test_a_queue_reclaims_for_a_gpu_pod_only_within_its_own_deserved_devices() -
     assert len(evicted(result)) == 1
     _, result = run_session(two_teams(a, no_cpu), CAPACITY_RECLAIM)
     assert evicted(result) == []
+
+
+def test_preempt_within_a_queue_at_its_device_capability_frees_the_quota_with_the_device() -> None:
+    # queue team may hold one GPU and holds it; its high-priority pod takes it from its low one (two
+    # free GPUs on n2 are out of the queue's reach by quota, not by devices)
+    conf = CAPACITY_RECLAIM.replace("reclaim", "preempt").replace("enablePreemptable: false", "")
+    team = queue("team", capability={"cpu": "100", "memory": "100Gi", f"deviceclass/{GPU}": "1"})
+    snap = world(
+        pods=[running("low", "c-low"), wanting("high", "c-high")],
+        queues=[team],
+        queue_of={"low": "team", "high": "team"},
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0"]),
+            resource_slice("n2", GPU, ["gpu-0", "gpu-1"]),
+            holding("c-low", "gpu-0", "low"),
+            resource_claim("c-high", GPU),
+        ],
+    )
+    ssn, result = run_session(snap, conf)
+    assert evicted(result) == ["low"]
+    assert pipelined(ssn) == {"high": "n1"}
