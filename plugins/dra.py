@@ -45,8 +45,10 @@ from caldera.framework.dra.view import (
     RESERVED_FOR_MAX_SIZE,
     ClaimAllocation,
     DraView,
+    is_for_pod,
     pod_claims,
     reserved_for,
+    template_claims,
 )
 from caldera.framework.model import NodeInfo, TaskInfo, TaskStatus
 from caldera.framework.result import Event
@@ -158,6 +160,7 @@ class DraPart:
             plan.reason = reason
             return plan
         claims = self.view.claims
+        templated = template_claims(task.pod) if task.pod.status.resource_claim_statuses else frozenset()
         for key in keys:
             claim = claims.get(key)
             if claim is None:
@@ -165,6 +168,10 @@ class DraPart:
                 return plan
             if claim.metadata.deletion_timestamp:
                 plan.reason = f"ResourceClaim {key} is being deleted"
+                return plan
+            if key in templated and not is_for_pod(claim, task.uid):
+                # kube-scheduler's PreFilter: a template's claim must be the pod's own
+                plan.reason = f"ResourceClaim {key} was not created for pod {task.key} (pod is not owner)"
                 return plan
             if key in self.released:
                 plan.reason = f"ResourceClaim {key} is being released: the pods reserving it are evicted"
@@ -207,9 +214,22 @@ class DraPart:
             self._report_cel(plan.unallocated, outcome.cel_errors)
         return outcome
 
+    def _cel_failed(self, plan: _Plan) -> CelError | None:
+        """The selector error met this session for one of the plan's claims to allocate, if any."""
+        if not self.claim_cel:
+            return None
+        for claim in plan.unallocated:
+            error = self.claim_cel.get(f"{claim.metadata.namespace}/{claim.metadata.name}")
+            if error is not None:
+                return error
+        return None
+
     def _allocator_fails(self, plan: _Plan, node: NodeInfo) -> str:
         """Why the allocator finds no devices for the unallocated claims on the node ("" if it does)."""
         outcome = self._allocate(plan, node)
+        failed = self._cel_failed(plan)
+        if failed is not None and outcome.allocations is not None:
+            return f"the claim's selectors fail on some device: {failed}"
         if outcome.allocations is None:
             # a selector that failed is the user's to fix: name it (the allocator reports an error
             # once per claim and device, the session remembers it per claim)
@@ -251,11 +271,20 @@ class DraPart:
         return out
 
     def devices_pass(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
-        """The allocator finds devices for the unallocated claims among those free now."""
+        """The allocator finds devices for the unallocated claims among those free now. A selector
+        that fails at run time on any device makes the claim unschedulable everywhere, as a Filter
+        error aborts the pod's cycle in kube-scheduler (``dynamicresources.go`` Filter; the
+        "CEL-runtime-error-for-one-of-two-nodes" case of its TestPlugin): a broken selector is the
+        user's to fix, not a reason to land on whichever node it happens not to trip on."""
         plan = self.plan(task)
         if plan.reason:
             return np.zeros(len(rows), dtype=bool)
-        return self._unallocated_fit(plan, rows) if plan.unallocated else np.ones(len(rows), dtype=bool)
+        if not plan.unallocated:
+            return np.ones(len(rows), dtype=bool)
+        out = self._unallocated_fit(plan, rows)
+        if self._cel_failed(plan) is not None:
+            return np.zeros(len(rows), dtype=bool)
+        return out
 
     def _fit(self, plan: _Plan) -> _Fit:
         """The answers kept for the plan's unallocated claims' specs (see ``_unallocated_fit``)."""
