@@ -154,15 +154,7 @@ class DraQuota:
 
     def _release(self, queue: str, task: TaskInfo) -> None:
         """``removeTaskDRAAllocated``: the last reference to a claim gives its devices back."""
-        refs = self.refs.setdefault(queue, {})
-        allocated = self.allocated.setdefault(queue, {})
-        for key, counts in self.task_claims(task):
-            n = refs.get(key, 0)
-            if n <= 1:
-                refs.pop(key, None)
-                _add(allocated, counts, -1)
-            else:
-                refs[key] = n - 1
+        self.take_away((self.allocated.setdefault(queue, {}), self.refs.setdefault(queue, {})), task)
 
     def change(self, queue: str, task: TaskInfo, add: bool) -> None:
         if not task.pod.spec.resource_claims:
@@ -230,7 +222,7 @@ class DraQuota:
         return out
 
     def take_away(self, state: tuple[Counts, dict[str, int]], task: TaskInfo) -> None:
-        """The task is chosen as a victim: its references leave the state."""
+        """The task's references leave the state (a victim chosen, or the queue's own: a task removed)."""
         held, refs = state
         for key, counts in self.task_claims(task) if task.pod.spec.resource_claims else ():
             n = refs.get(key, 0)

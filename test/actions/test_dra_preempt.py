@@ -72,6 +72,11 @@ def holding(claim: str, device: str, *pod_uids: str, node_name: str = "n1", **kw
     return resource_claim(claim, GPU, status=status, **kw)
 
 
+def one_gpu(held: Any) -> list[Any]:
+    """The GPU class, n1's only GPU (gpu-0) allocated to ``held``, and the preemptor's claim c-high."""
+    return [device_class(GPU), resource_slice("n1", GPU, ["gpu-0"]), held, resource_claim("c-high", GPU)]
+
+
 def running(
     name: str, *claims: str, group: str = "", annotations: dict[str, str] = PREEMPTABLE, **kw: Any
 ) -> Any:
@@ -153,12 +158,7 @@ def pipelined(ssn: Any) -> dict[str, str]:
 def test_a_high_priority_pod_needing_a_gpu_preempts_the_pod_holding_the_only_gpu() -> None:
     snap = world(
         pods=[running("low", "c-low"), wanting("high", "c-high")],
-        dra=[
-            device_class(GPU),
-            resource_slice("n1", GPU, ["gpu-0"]),
-            holding("c-low", "gpu-0", "low"),
-            resource_claim("c-high", GPU),
-        ],
+        dra=one_gpu(holding("c-low", "gpu-0", "low")),
     )
     ssn, result = run_session(snap, PREEMPT)
     assert evicted(result) == ["low"]
@@ -176,12 +176,7 @@ def test_a_pod_without_devices_is_spared_when_only_the_gpu_is_short() -> None:
             running("batch-spare", group="batch", node_name="n2"),
             wanting("high", "c-high"),
         ],
-        dra=[
-            device_class(GPU),
-            resource_slice("n1", GPU, ["gpu-0"]),
-            holding("c-low", "gpu-0", "low"),
-            resource_claim("c-high", GPU),
-        ],
+        dra=one_gpu(holding("c-low", "gpu-0", "low")),
     )
     _, result = run_session(snap, PREEMPT)
     assert evicted(result) == ["low"]
@@ -249,12 +244,7 @@ def test_a_shared_claim_keeps_its_devices_while_one_of_its_pods_stays() -> None:
             running("keeper", "shared", annotations=KEEP),
             wanting("high", "c-high"),
         ],
-        dra=[
-            device_class(GPU),
-            resource_slice("n1", GPU, ["gpu-0"]),
-            holding("shared", "gpu-0", "low", "keeper"),
-            resource_claim("c-high", GPU),
-        ],
+        dra=one_gpu(holding("shared", "gpu-0", "low", "keeper")),
     )
     ssn, result = run_session(snap, PREEMPT)
     assert evicted(result) == []
@@ -264,12 +254,7 @@ def test_a_shared_claim_keeps_its_devices_while_one_of_its_pods_stays() -> None:
 def test_a_shared_claim_is_released_when_every_pod_reserving_it_is_evicted() -> None:
     snap = world(
         pods=[running("low-a", "shared"), running("low-b", "shared"), wanting("high", "c-high")],
-        dra=[
-            device_class(GPU),
-            resource_slice("n1", GPU, ["gpu-0"]),
-            holding("shared", "gpu-0", "low-a", "low-b"),
-            resource_claim("c-high", GPU),
-        ],
+        dra=one_gpu(holding("shared", "gpu-0", "low-a", "low-b")),
     )
     ssn, result = run_session(snap, PREEMPT)
     assert evicted(result) == ["low-a", "low-b"]
@@ -279,12 +264,7 @@ def test_a_shared_claim_is_released_when_every_pod_reserving_it_is_evicted() -> 
 def test_a_claim_reserved_by_a_consumer_that_is_not_a_pod_of_the_session_stays_allocated() -> None:
     snap = world(
         pods=[running("low", "c-low"), wanting("high", "c-high")],
-        dra=[
-            device_class(GPU),
-            resource_slice("n1", GPU, ["gpu-0"]),
-            holding("c-low", "gpu-0", "low", "some-other-consumer"),
-            resource_claim("c-high", GPU),
-        ],
+        dra=one_gpu(holding("c-low", "gpu-0", "low", "some-other-consumer")),
     )
     _, result = run_session(snap, PREEMPT)
     assert evicted(result) == []
@@ -350,12 +330,7 @@ def test_gangpreempt_frees_the_gpu_and_spares_the_gang_holding_none() -> None:
             running("low", "c-low"),
             wanting("high", "c-high"),
         ],
-        dra=[
-            device_class(GPU),
-            resource_slice("n1", GPU, ["gpu-0"]),
-            holding("c-low", "gpu-0", "low"),
-            resource_claim("c-high", GPU),
-        ],
+        dra=one_gpu(holding("c-low", "gpu-0", "low")),
     )
     ssn, result = run_session(snap, GANG_PREEMPT)
     assert evicted(result) == ["low"]
@@ -365,12 +340,7 @@ def test_gangpreempt_frees_the_gpu_and_spares_the_gang_holding_none() -> None:
 def test_gangpreempt_evicts_nothing_for_a_gpu_no_victim_holds() -> None:
     snap = world(
         pods=[running("keeper", "c-keep", annotations=KEEP), running("plain"), wanting("high", "c-high")],
-        dra=[
-            device_class(GPU),
-            resource_slice("n1", GPU, ["gpu-0"]),
-            holding("c-keep", "gpu-0", "keeper"),
-            resource_claim("c-high", GPU),
-        ],
+        dra=one_gpu(holding("c-keep", "gpu-0", "keeper")),
     )
     ssn, result = run_session(snap, GANG_PREEMPT)
     assert evicted(result) == []
