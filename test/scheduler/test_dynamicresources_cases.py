@@ -164,6 +164,7 @@ class Case:
     reserved: bool = True
     #: a change on the API server between Reserve and PreBind (``prepare.prebind``)
     before_prebind: Callable[[dict[str, Any]], None] | None = None
+    #: the binding's answer (404: the pod is gone, not retried)
     bind_code: int = 201
     conf: str | None = None
     #: the pod's gang has a second pod that fits nowhere: the statement is discarded after Reserve
@@ -324,7 +325,7 @@ CASES = [
         "bind-failure",
         claims=[claim(allocation=topology("kubernetes.io/hostname", WORKER))],
         allocated={CLAIM: []},
-        bind_code=500,
+        bind_code=404,
         reserved=False,
     ),
     Case(
