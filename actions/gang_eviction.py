@@ -285,13 +285,17 @@ class GangEvictionAction(Action):
             for r in rows.tolist():
                 room.add(node_list[r].idle).add(node_list[r].releasing)
             victims: list[TaskInfo] = []
+            taken: list[Bundle] = []
             for bundle in bundles:
                 victims.extend(bundle.tasks)
+                taken.append(bundle)
                 room.add(bundle.local)
                 if not need.less_equal(room, "zero"):
                     continue
                 plan = self.dry_run(ssn, queue, job, rows, victims)
                 if plan is not None:
+                    if len(taken) > 1 and any(ssn.releasable_applies(t) for t in pending):
+                        plan = self.reprieve(ssn, queue, job, rows, taken, plan)
                     stmt.merge(plan)
                     return
 
@@ -321,6 +325,35 @@ class GangEvictionAction(Action):
         valid = apply_allowed(bundles, {t.uid for t in allowed})
         sort_bundles(valid, need, first)
         return [b for b in valid if self.allow_whole or not b.whole]
+
+    def reprieve(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        rows: np.ndarray,
+        taken: list[Bundle],
+        plan: Statement,
+    ) -> Statement:
+        """For a job whose pods need what evictions release (DRA devices): bundles were added until
+        the dry run placed the job, so the last is needed; each earlier one (latest first) is spared
+        when the job is still placed without it, so a gang holding no device the job can use (and
+        not needed for its cpu or memory) is not evicted (kube-scheduler's reprieve of victims in
+        ``SelectVictimsOnNode``, by bundle). Returns the plan kept (applied in the session)."""
+        kept = list(taken)
+        for bundle in reversed(taken[:-1]):
+            plan.discard()
+            trial = [b for b in kept if b is not bundle]
+            again = self.dry_run(ssn, queue, job, rows, _victims(trial))
+            if again is not None:
+                kept, plan = trial, again
+                continue
+            restored = self.dry_run(ssn, queue, job, rows, _victims(kept))
+            if restored is None:  # the same trial placed the job a moment ago: never expected
+                log.error("%s: the victims kept no longer place job %s; nothing evicted", self.name, job.uid)
+                return ssn.statement()
+            plan = restored
+        return plan
 
     def dry_run(
         self, ssn: Session, queue: QueueInfo, job: JobInfo, rows: np.ndarray, victims: list[TaskInfo]
@@ -352,6 +385,10 @@ class GangEvictionAction(Action):
             trial.discard()
             return None
         return trial
+
+
+def _victims(bundles: list[Bundle]) -> list[TaskInfo]:
+    return [t for b in bundles for t in b.tasks]
 
 
 def _sum_init(tasks: list[TaskInfo]) -> Resource:

@@ -5,6 +5,7 @@ and reclaim."""
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
@@ -508,17 +509,22 @@ def evict_and_pipeline(
     if not index and not without_eviction:
         return False  # no victim anywhere and no free room to take: nothing to look at
     rows = ssn.feasible_rows(task, resources=False)
-    if not len(rows):
-        return False
     need = task.init_resreq
     node_list = ssn.node_list
-    if without_eviction:
+    if without_eviction and len(rows):
         free = rows[ssn.table.fits(need, rows)]
         if len(free):
             best = ssn.best_row(task, free, ssn.node_scores(task, free))
             stmt.pipeline(task, node_list[best].name)
             return True
     if not index:
+        return False
+    # a task needing what evictions release (DRA devices) may take a node where it does not fit now:
+    # those predicates are left out here and decide in the dry run on each node (``fits``)
+    releasing = ssn.releasable_applies(task)
+    if releasing:
+        rows = ssn.feasible_rows(task, resources=False, releasable=False)
+    if not len(rows):
         return False
     rows = rows[np.isin(rows, np.fromiter(index, dtype=np.intp, count=len(index)))]
     order = ordered_rows(ssn, task, rows) if scored else sorted(int(r) for r in rows)
@@ -587,6 +593,7 @@ def evict_and_pipeline(
         victims.sort(key=key)
         node_stmt = ssn.statement()
         ok = fits(node)
+        units: list[tuple[list[TaskInfo], bool]] = []
         for v in victims:
             if ok:
                 break
@@ -595,14 +602,18 @@ def evict_and_pipeline(
             job = ssn.jobs.get(v.job)
             if job is None or job.ready_task_num() != job.min_available:
                 # surplus over the minimum, or a gang already below it: "safe", one task at a time
-                node_stmt.evict(v, reason)
+                unit, is_whole = [v], False
             else:
                 whole = whole_of(job)
                 if not whole:
                     continue
-                for t in whole:
-                    node_stmt.evict(t, reason)
+                unit, is_whole = whole, True
+            for t in unit:
+                node_stmt.evict(t, reason)
+            units.append((unit, is_whole))
             ok = fits(node)
+        if ok and releasing and len(units) > 1:
+            node_stmt = _reprieve(ssn, node_stmt, units, functools.partial(fits, node), reason)
         # Volcano's reclaimForTask pipelines on a node with reclaimees even when no eviction is
         # needed there; preempt (``queue`` given) takes free room only through ``without_eviction``
         if ok and (len(node_stmt) or queue is None):
@@ -611,6 +622,44 @@ def evict_and_pipeline(
             return True
         node_stmt.discard()
     return False
+
+
+def _reprieve(
+    ssn: Session,
+    stmt: Statement,
+    units: list[tuple[list[TaskInfo], bool]],
+    fits: Callable[[], bool],
+    reason: str,
+) -> Statement:
+    """For a preemptor needing what evictions release (DRA devices): spare every victim the task fits
+    without, as kube-scheduler's ``SelectVictimsOnNode`` reprieves victims (pkg/scheduler/framework/
+    preemption, default_preemption.go), so a pod holding no device the preemptor can use (and not
+    needed for cpu or memory) is not evicted. ``units`` are the evictions in the order made (a pod, or
+    a whole gang: True), lowest first until the task fitted, so the last is needed; the others are
+    tried highest first. A pod whose gang is also taken whole here stays evicted (sparing it would
+    leave that gang partly running). Returns the statement of the evictions kept (applied)."""
+    taken_whole = {u[0].job for u, whole in units if whole}
+    kept = [u for u, _ in units]
+
+    def evict_all(victims: list[list[TaskInfo]]) -> Statement:
+        out = ssn.statement()
+        for u in victims:
+            for t in u:
+                out.evict(t, reason)
+        return out
+
+    for unit, whole in reversed(units[:-1]):
+        if not whole and unit[0].job in taken_whole:
+            continue
+        stmt.discard()
+        trial = [u for u in kept if u is not unit]
+        stmt = evict_all(trial)
+        if fits():
+            kept = trial
+            continue
+        stmt.discard()
+        stmt = evict_all(kept)
+    return stmt
 
 
 def resreq_of(tasks: Iterable[TaskInfo]) -> Resource:

@@ -104,6 +104,10 @@ class BulkPred:
     #: None, or a per-task test: False means that for this task the predicate passes every node (it
     #: has nothing to check: no host ports, no spread constraints), so placing it may leave it out
     applies: Applies | None = None
+    #: may fail for want of something evicting pods releases (DRA devices), which the predicate itself
+    #: tracks through the statement's events: exact in a dry run, left out when choosing the nodes
+    #: worth a dry run (``feasible_mask(releasable=False)``)
+    releasable: bool = False
 
 
 def applies_to(applies: Applies | None, task: TaskInfo) -> bool:
@@ -231,6 +235,7 @@ class CallbackRegistry:
         part: str = "",
         local: Locality = False,
         applies: Applies | None = None,
+        releasable: bool = False,
     ) -> None:
         """A vectorised predicate over table rows. ``static`` ones depend only on the pod's template and
         the nodes' specs (labels, taints, affinity) and are cached per template for the session.
@@ -238,9 +243,11 @@ class CallbackRegistry:
         (preempt and reclaim skip them). One plugin may register several, each under its own ``part``.
         ``local`` (or a per-task test) says a node's result depends on that node alone, which lets the
         placement engine patch cached results row by row. ``applies`` (a per-task test, stable for
-        the session) False: the predicate passes every node for that task, so it need not be called."""
+        the session) False: the predicate passes every node for that task, so it need not be called.
+        ``releasable`` ones may fail for want of what evictions release and follow evictions through
+        the statement's events (preempt and reclaim choose nodes without them, then dry-run with them)."""
         self.bulk_predicate_fns.setdefault(name, {})[part] = BulkPred(
-            fn, explain, static, resource, local, applies
+            fn, explain, static, resource, local, applies, releasable
         )
         self._bulk_predicates = None
 

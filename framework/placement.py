@@ -213,17 +213,24 @@ class PlacementEngine:
         return ""
 
     def feasible_mask(
-        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True, local_only: bool = False
+        self,
+        task: TaskInfo,
+        rows: np.ndarray | None = None,
+        resources: bool = True,
+        local_only: bool = False,
+        releasable: bool = True,
     ) -> np.ndarray:
         """Which of ``rows`` (default: every node) pass every predicate, as a boolean mask.
         ``resources=False`` leaves out the predicates that only check free resources (preemption);
-        ``local_only`` the dynamic ones that are not node-local for this task (:meth:`_overlay`)."""
+        ``local_only`` the dynamic ones that are not node-local for this task (:meth:`_overlay`);
+        ``releasable=False`` those that may fail for want of what evictions release (the nodes a
+        preemptor may take with victims, before the dry run)."""
         if rows is None:
             rows = self.all_rows
             mask = self.static_mask(task).copy()
         else:
             mask = self.static_mask(task)[rows]
-        dynamic = self._dynamic(task, resources, local_only)
+        dynamic = self._dynamic(task, resources, local_only, releasable)
         if dynamic:
             passing = int(np.count_nonzero(mask))
             if passing == 0:
@@ -254,17 +261,28 @@ class PlacementEngine:
                         break
         return mask
 
-    def _dynamic(self, task: TaskInfo, resources: bool, local_only: bool) -> list[BulkPred]:
+    def _dynamic(
+        self, task: TaskInfo, resources: bool, local_only: bool, releasable: bool = True
+    ) -> list[BulkPred]:
         """The enabled predicates that are not static, in order (``resources``: with those that only
-        check free resources; ``local_only``: only the node-local ones for this task)."""
+        check free resources; ``local_only``: only the node-local ones for this task;
+        ``releasable``: with those that may fail for want of what evictions release)."""
         return [
             bp
             for bp in self.callbacks.bulk_predicates()
             if not bp.static
             and (resources or not bp.resource)
+            and (releasable or not bp.releasable)
             and applies_to(bp.applies, task)
             and (not local_only or is_local(bp.local, task))
         ]
+
+    def releasable_applies(self, task: TaskInfo) -> bool:
+        """Whether a predicate that may fail for want of what evictions release applies to the task."""
+        return any(
+            bp.releasable and not bp.static and applies_to(bp.applies, task)
+            for bp in self.callbacks.bulk_predicates()
+        )
 
     @property
     def checks_resources(self) -> bool:
@@ -285,10 +303,10 @@ class PlacementEngine:
         return mask
 
     def feasible_rows(
-        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True
+        self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True, releasable: bool = True
     ) -> np.ndarray:
         rows_ = self.all_rows if rows is None else rows
-        return rows_[self.feasible_mask(task, rows, resources)]
+        return rows_[self.feasible_mask(task, rows, resources, releasable=releasable)]
 
     def explain_predicates(
         self, task: TaskInfo, rows: np.ndarray | None = None, resources: bool = True

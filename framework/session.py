@@ -143,6 +143,7 @@ class Session(CallbackRegistry):
         self.best_row = self.placement.best_row
         self.best_placement = self.placement.best_placement
         self.static_mask = self.placement.static_mask
+        self.releasable_applies = self.placement.releasable_applies
 
     @property
     def checks_resources(self) -> bool:

@@ -6,7 +6,8 @@ queue may preempt within its deserved share; queues above their deserved share g
 resources (reclaim); jobs are let in while their minimum fits the queue's real capability.
 Guarantees above the cluster's capacity are scaled down as in proportion; no arithmetic raises.
 With ``capacity.DynamicResourceAllocationEnable`` (default true), ``deviceclass/<class>`` keys of a
-queue's capability cap the DRA devices its pods' claims hold (plugins/dra_quota.py).
+queue's capability cap the DRA devices its pods' claims hold, and its deserved and guarantee keys
+count as dimensions in reclaim (plugins/dra_quota.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from caldera.framework.callbacks import GANG_RECLAIM, EvictionContext
 from caldera.framework.model import JobInfo, QueueInfo, TaskInfo
 from caldera.framework.plugin import Plugin, unsupported
 from caldera.framework.resource import MIN_RESOURCE, Resource
-from caldera.plugins.dra_quota import DraQuota
+from caldera.plugins.dra_quota import DEVICE_CLASS_PREFIX, DraQuota
 from caldera.plugins.helpers import safe_sub
 from caldera.plugins.proportion import QueueAttr, dims_of, queue_share, scale_guarantees
 
@@ -208,13 +209,20 @@ class CapacityPlugin(Plugin):
         attr = self.attrs.get(queue.name)
         if attr is None:
             return True
+        # devices (deviceclass/<class>) are dimensions too: within the device capability, and within
+        # the deserved devices of a class the task asks for counts as a dimension within deserved
+        devices_fit, devices_within = (
+            self.dra.may_reclaim(queue.name, task) if self.dra is not None else (True, False)
+        )
+        if not devices_fit:
+            return False
         dims = dims_of(task.resreq)
         future = attr.allocated.clone().add(task.resreq)
         if not future.less_equal_in(attr.real_capability, dims):
             return False
         deserved = attr.deserved
         relevant = [n for n in dims if not (future.get(n) < MIN_RESOURCE and deserved.get(n) < MIN_RESOURCE)]
-        return any(future.get(n) <= deserved.get(n) + MIN_RESOURCE for n in relevant)
+        return devices_within or any(future.get(n) <= deserved.get(n) + MIN_RESOURCE for n in relevant)
 
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
         """Volcano's capacity ReclaimableFn: a reclaimee sharing no requested dimension with the
@@ -222,7 +230,12 @@ class CapacityPlugin(Plugin):
         asks for nothing its queue deserves ("immediate victim"), or when its queue's allocation
         (less the victims already chosen) is over deserved on a dimension the reclaimee uses and
         the queue deserves (``GreaterPartlyWithRelevantDimensions``)."""
-        return self._reclaimees(set(dims_of(reclaimer.init_resreq)), reclaimees), PERMIT
+        wanted = set(dims_of(reclaimer.init_resreq))
+        if self.dra is not None and reclaimer.pod.spec.resource_claims:
+            wanted.update(
+                DEVICE_CLASS_PREFIX + c for _, counts in self.dra.task_claims(reclaimer) for c in counts
+            )
+        return self._reclaimees(wanted, reclaimees), PERMIT
 
     def unified_evictable(
         self, ctx: EvictionContext, candidates: list[TaskInfo]
@@ -235,15 +248,33 @@ class CapacityPlugin(Plugin):
         return self._reclaimees(None, candidates), PERMIT
 
     def _reclaimees(self, wanted: set[str] | None, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
+        """Devices count as dimensions (``deviceclass/<class>``): a reclaimee's are the devices its
+        eviction gives back to its queue (claims no other pod of the queue holds); the queue keeps its
+        device guarantee of each class the reclaimee gives back; a queue over its deserved devices of
+        such a class makes the reclaimee a victim (Volcano's DRA quota user guide, how_to_use_dra_quota.md:
+        deserved is "beyond it may be reclaimed", guarantee "cannot be preempted")."""
         victims: list[TaskInfo] = []
         left: dict[str, Resource] = {}
+        dra = self.dra
+        devices_left: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
         for t in reclaimees:
             job = self.ssn.jobs.get(t.job)
             attr = self.attrs.get(job.queue) if job is not None else None
             if job is None or attr is None:
                 continue
             uses = dims_of(t.resreq)
-            if wanted is not None and not wanted.intersection(uses):
+            freed: dict[str, int] = {}
+            state = None
+            if dra is not None and job.queue in dra.tracked:
+                state = devices_left.get(job.queue)
+                if state is None:
+                    state = devices_left[job.queue] = dra.reclaim_state(job.queue)
+                freed = {c: n for c, n in dra.freed_by(state, t).items() if n > 0}
+            if (
+                wanted is not None
+                and not wanted.intersection(uses)
+                and not wanted.intersection(DEVICE_CLASS_PREFIX + c for c in freed)
+            ):
                 continue
             allocated = left.get(job.queue)
             if allocated is None:
@@ -251,17 +282,29 @@ class CapacityPlugin(Plugin):
             without = safe_sub(allocated, t.resreq)
             if not attr.guarantee.less_equal(without, "zero"):
                 continue
+            held = state[0] if state is not None else {}
+            if dra is not None and freed:
+                guarantee = dra.guarantee.get(job.queue, {})
+                if any(held.get(c, 0) - n < guarantee[c] for c, n in freed.items() if c in guarantee):
+                    continue
             deserved = attr.deserved
             deserved_dims = set(dims_of(deserved))
-            if deserved_dims.intersection(uses):
+            deserved_devices = dra.deserved.get(job.queue, {}) if dra is not None else {}
+            covered_devices = [c for c in freed if c in deserved_devices]
+            if deserved_dims.intersection(uses) or covered_devices:
                 relevant = [
                     n
                     for n in uses
                     if (n in deserved.scalars) or (n in ("cpu", "memory") and deserved.get(n) >= MIN_RESOURCE)
                 ]
-                if not any(allocated.get(n) > deserved.get(n) + MIN_RESOURCE for n in relevant):
+                over = any(allocated.get(n) > deserved.get(n) + MIN_RESOURCE for n in relevant) or any(
+                    held.get(c, 0) > deserved_devices[c] for c in covered_devices
+                )
+                if not over:
                     continue
             left[job.queue] = without
+            if dra is not None and state is not None:
+                dra.take_away(state, t)
             victims.append(t)
         return victims
 

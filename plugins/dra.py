@@ -45,10 +45,12 @@ from caldera.framework.dra.view import (
     RESERVED_FOR_MAX_SIZE,
     ClaimAllocation,
     DraView,
+    is_for_pod,
     pod_claims,
     reserved_for,
+    template_claims,
 )
-from caldera.framework.model import NodeInfo, TaskInfo
+from caldera.framework.model import NodeInfo, TaskInfo, TaskStatus
 from caldera.framework.result import Event
 
 if TYPE_CHECKING:
@@ -120,8 +122,25 @@ class DraPart:
         self._shared_epoch = 0
         #: the first selector error met for each claim this session (named in its reasons)
         self.claim_cel: dict[str, CelError] = {}
+        #: tasks evicted in this session, and the allocated claims their evictions release (key ->
+        #: allocation): no pod that is not evicted reserves them any more
+        self.evicted: set[str] = set()
+        self.released: dict[str, AllocationResult] = {}
+        #: per allocated claim: the tasks placed in this session that will reserve it
+        self.reservers: dict[str, set[str]] = {}
         if enabled:
+            # what evictions cannot change (the claims exist, allocated ones reach the node, the node
+            # reaches devices at all), and the allocator's answer over the devices free now, which
+            # evictions change: preempt and reclaim pick nodes by the first and dry-run the second
             ssn.add_bulk_predicate_fn(plugin, self.passes, self.explain, part="dra", applies=has_claims)
+            ssn.add_bulk_predicate_fn(
+                plugin,
+                self.devices_pass,
+                _nothing_more,
+                part="dra-devices",
+                applies=has_claims,
+                releasable=True,
+            )
             ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
         else:
             ssn.add_bulk_predicate_fn(
@@ -141,6 +160,7 @@ class DraPart:
             plan.reason = reason
             return plan
         claims = self.view.claims
+        templated = template_claims(task.pod) if task.pod.status.resource_claim_statuses else frozenset()
         for key in keys:
             claim = claims.get(key)
             if claim is None:
@@ -148,6 +168,13 @@ class DraPart:
                 return plan
             if claim.metadata.deletion_timestamp:
                 plan.reason = f"ResourceClaim {key} is being deleted"
+                return plan
+            if key in templated and not is_for_pod(claim, task.uid):
+                # kube-scheduler's PreFilter: a template's claim must be the pod's own
+                plan.reason = f"ResourceClaim {key} was not created for pod {task.key} (pod is not owner)"
+                return plan
+            if key in self.released:
+                plan.reason = f"ResourceClaim {key} is being released: the pods reserving it are evicted"
                 return plan
             plan.claims.append(claim)
             allocation = claim.status.allocation
@@ -187,9 +214,22 @@ class DraPart:
             self._report_cel(plan.unallocated, outcome.cel_errors)
         return outcome
 
+    def _cel_failed(self, plan: _Plan) -> CelError | None:
+        """The selector error met this session for one of the plan's claims to allocate, if any."""
+        if not self.claim_cel:
+            return None
+        for claim in plan.unallocated:
+            error = self.claim_cel.get(f"{claim.metadata.namespace}/{claim.metadata.name}")
+            if error is not None:
+                return error
+        return None
+
     def _allocator_fails(self, plan: _Plan, node: NodeInfo) -> str:
         """Why the allocator finds no devices for the unallocated claims on the node ("" if it does)."""
         outcome = self._allocate(plan, node)
+        failed = self._cel_failed(plan)
+        if failed is not None and outcome.allocations is not None:
+            return f"the claim's selectors fail on some device: {failed}"
         if outcome.allocations is None:
             # a selector that failed is the user's to fix: name it (the allocator reports an error
             # once per claim and device, the session remembers it per claim)
@@ -218,14 +258,32 @@ class DraPart:
         return self.device_rows()[rows]
 
     def passes(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        """The claims exist and may be used, allocated ones reach the node, and the node reaches a
+        device at all when there are claims to allocate (``devices_pass`` asks the allocator)."""
         plan = self.plan(task)
         if plan.reason:
             return np.zeros(len(rows), dtype=bool)
         node_list = self.ssn.node_list
-        out = self._unallocated_fit(plan, rows) if plan.unallocated else np.ones(len(rows), dtype=bool)
+        out = self._candidates(plan, rows).copy() if plan.unallocated else np.ones(len(rows), dtype=bool)
         if plan.allocated:
             for i in np.flatnonzero(out).tolist():
                 out[i] = not self._selectors_fail(plan, node_list[int(rows[i])])
+        return out
+
+    def devices_pass(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        """The allocator finds devices for the unallocated claims among those free now. A selector
+        that fails at run time on any device makes the claim unschedulable everywhere, as a Filter
+        error aborts the pod's cycle in kube-scheduler (``dynamicresources.go`` Filter; the
+        "CEL-runtime-error-for-one-of-two-nodes" case of its TestPlugin): a broken selector is the
+        user's to fix, not a reason to land on whichever node it happens not to trip on."""
+        plan = self.plan(task)
+        if plan.reason:
+            return np.zeros(len(rows), dtype=bool)
+        if not plan.unallocated:
+            return np.ones(len(rows), dtype=bool)
+        out = self._unallocated_fit(plan, rows)
+        if self._cel_failed(plan) is not None:
+            return np.zeros(len(rows), dtype=bool)
         return out
 
     def _fit(self, plan: _Plan) -> _Fit:
@@ -306,6 +364,9 @@ class DraPart:
         task = event.task
         if not has_claims(task):
             return
+        if task.uid in self.evicted:
+            self._eviction_undone(task)
+            return
         node = self.ssn.nodes.get(task.node_name)
         plan = self.plan(task)
         if plan.reason or node is None:
@@ -343,6 +404,7 @@ class DraPart:
                 allocation, new = fresh[key], True
             elif claim.status.allocation is not None:
                 allocation, new = claim.status.allocation, False
+                self.reservers.setdefault(key, set()).add(task.uid)
             else:
                 allocation, users = self.session_allocs[key]
                 users.append(task.uid)
@@ -357,11 +419,17 @@ class DraPart:
 
     def _on_deallocate(self, event: Event) -> None:
         task = event.task
+        if task.status == TaskStatus.RELEASING and has_claims(task):
+            self._evicted(task)
+            return
         claims = self.ssn.task_claims.pop(task.uid, None)
         if claims is None:
             return
         self.allocated_by.pop(task.uid, None)
         for ca in claims:
+            users_ = self.reservers.get(ca.key)
+            if users_ is not None:
+                users_.discard(task.uid)
             entry = self.session_allocs.get(ca.key)
             if entry is None:
                 continue
@@ -374,6 +442,48 @@ class DraPart:
                 self.ledger.release(allocation)
                 self._moved(allocation)
 
+    # -- evictions -----------------------------------------------------------------------------------
+    def _still_reserved(self, key: str, claim: ResourceClaim) -> bool:
+        """Whether a consumer that is not evicted (a pod or other object in ``reservedFor``, or a pod
+        placed in this session) keeps the claim."""
+        evicted = self.evicted
+        return any(ref.uid not in evicted for ref in claim.status.reserved_for) or any(
+            uid not in evicted for uid in self.reservers.get(key, ())
+        )
+
+    def _evicted(self, task: TaskInfo) -> None:
+        """A running pod is evicted in the statement: each of its allocated claims that no other pod
+        reserves is released, as the resourceclaim controller does once the pod is gone
+        (``pkg/controller/resourceclaim/controller.go`` ``syncClaim``: reservations of pods that
+        no longer run are removed, and a claim reserved by no one is deallocated); its devices are
+        free for the rest of the dry run. A claim shared with a pod that stays keeps its devices."""
+        self.evicted.add(task.uid)
+        keys, _ = pod_claims(task.pod)
+        for key in keys:
+            claim = self.view.claims.get(key)
+            if claim is None or claim.status.allocation is None or key in self.released:
+                continue
+            if self._still_reserved(key, claim):
+                continue
+            self.released[key] = claim.status.allocation
+            self.ledger.free(claim.status.allocation)
+            self._moved(claim.status.allocation)
+
+    def _eviction_undone(self, task: TaskInfo) -> None:
+        """The statement that evicted the pod is discarded: its released claims hold their devices again."""
+        self.evicted.discard(task.uid)
+        keys, _ = pod_claims(task.pod)
+        for key in keys:
+            allocation = self.released.get(key)
+            claim = self.view.claims.get(key)
+            if allocation is None or claim is None or not self._still_reserved(key, claim):
+                continue
+            del self.released[key]
+            clash = self.ledger.unfree(allocation)
+            if clash:
+                log.warning("ResourceClaim %s held again while devices %s are handed out", key, clash)
+            self._moved(allocation)
+
     def _moved(self, allocation: AllocationResult) -> None:
         """Devices of this allocation were taken or given back: the nodes that reach them answer anew."""
         inventory = self.view.inventory
@@ -385,6 +495,11 @@ class DraPart:
                 self._epoch[node.row] += 1
             else:
                 self._shared_epoch += 1
+
+
+def _nothing_more(task: TaskInfo, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """``dra-devices`` explains nothing itself: the ``dra`` part's explanation names every reason."""
+    return {}
 
 
 def _uses(claim: ResourceClaim, expression: str, view: DraView) -> bool:

@@ -11,7 +11,11 @@ A claim shared by several pods of a queue counts once (reference counts per queu
 while the devices its first ``minAvailable`` pods with claims need (sorted by namespace, name, uid)
 fit beside what the queue holds and has let in (like Volcano's enqueue, Caldera's asks the plugins only
 about jobs with ``minResources``; allocate's check holds for every pod). A class the queue names no capability for is not
-limited. ``<dimension>.deviceclass/<class>`` keys (consumable capacity) are not read: that is
+limited. The ``deserved`` and ``guarantee`` keys count in reclaim, as Volcano's DRA quota user guide
+(``docs/user-guide/how_to_use_dra_quota.md``) defines them: beyond deserved devices may be reclaimed,
+within the guarantee they may not (``capacity.py`` ``preemptive`` and ``_reclaimees``; Volcano 1.15's
+code parses them but does not read them yet). The proportion plugin reads none of these keys: the
+design (``docs/design/capacity-dra-support.md``) is the capacity plugin's. ``<dimension>.deviceclass/<class>`` keys (consumable capacity) are not read: that is
 ``capacity.DRAConsumableCapacityEnable``, which Caldera refuses.
 """
 
@@ -73,17 +77,27 @@ class DraQuota:
         self.view = view
         self.chain = chain
         self.capability: dict[str, Counts] = {}
+        self.deserved: dict[str, Counts] = {}
+        self.guarantee: dict[str, Counts] = {}
         for q in ssn.queues.values():
             if q.queue is not None:
-                quota = device_class_quota(q.queue.spec.capability)
-                if quota:
-                    self.capability[q.name] = quota
+                spec = q.queue.spec
+                for into, resources in (
+                    (self.capability, spec.capability),
+                    (self.deserved, spec.deserved),
+                    (self.guarantee, spec.guarantee.resource),
+                ):
+                    quota = device_class_quota(resources)
+                    if quota:
+                        into[q.name] = quota
+        #: queues whose devices are counted: those naming any device quota
+        self.tracked = set(self.capability) | set(self.deserved) | set(self.guarantee)
         self.allocated: dict[str, Counts] = {}
         self.inqueue: dict[str, Counts] = {}
         self.refs: dict[str, dict[str, int]] = {}
         self._claims: dict[str, list[tuple[str, Counts]]] = {}
         for job in ssn.jobs.values():
-            limited = [name for name in chain(job.queue) if name in self.capability]
+            limited = [name for name in chain(job.queue) if name in self.tracked]
             if not limited:
                 continue
             held: Counts = {}
@@ -104,7 +118,7 @@ class DraQuota:
 
     @property
     def active(self) -> bool:
-        return bool(self.capability)
+        return bool(self.tracked)
 
     def task_claims(self, task: TaskInfo) -> list[tuple[str, Counts]]:
         """The task's claims that ask for counted devices, with their counts."""
@@ -140,21 +154,13 @@ class DraQuota:
 
     def _release(self, queue: str, task: TaskInfo) -> None:
         """``removeTaskDRAAllocated``: the last reference to a claim gives its devices back."""
-        refs = self.refs.setdefault(queue, {})
-        allocated = self.allocated.setdefault(queue, {})
-        for key, counts in self.task_claims(task):
-            n = refs.get(key, 0)
-            if n <= 1:
-                refs.pop(key, None)
-                _add(allocated, counts, -1)
-            else:
-                refs[key] = n - 1
+        self.take_away((self.allocated.setdefault(queue, {}), self.refs.setdefault(queue, {})), task)
 
     def change(self, queue: str, task: TaskInfo, add: bool) -> None:
         if not task.pod.spec.resource_claims:
             return
         for name in self.chain(queue):
-            if name in self.capability:
+            if name in self.tracked:
                 if add:
                     self._hold(name, task)
                 else:
@@ -178,6 +184,53 @@ class DraQuota:
                     f"{used} in use + {n} requested > {limit}"
                 )
         return ""
+
+    # -- reclaim: deserved and guarantee (the user guide's "deserved: may be reclaimed beyond it;
+    # guarantee: cannot be preempted within it") ----------------------------------------------------
+    def incremental(self, queue: str, task: TaskInfo) -> Counts:
+        """The devices the task's claims would add to the queue (claims it references already count
+        once)."""
+        return self._incremental(queue, task) if task.pod.spec.resource_claims else {}
+
+    def may_reclaim(self, queue: str, task: TaskInfo) -> tuple[bool, bool]:
+        """For a reclaimer of the queue: (whether its devices stay within the queue's device
+        capability, whether they stay within its deserved devices on a class it asks for); (True,
+        False) when it asks for no counted device."""
+        need = self.incremental(queue, task)
+        if not need:
+            return True, False
+        if self._over(queue, need, False):
+            return False, False
+        deserved = self.deserved.get(queue, {})
+        held = self.allocated.get(queue, {})
+        within = any(held.get(c, 0) + n <= deserved.get(c, 0) for c, n in need.items())
+        return True, within
+
+    def reclaim_state(self, queue: str) -> tuple[Counts, dict[str, int]]:
+        """A copy of the queue's devices held and claim references, for choosing victims."""
+        return dict(self.allocated.get(queue, {})), dict(self.refs.get(queue, {}))
+
+    def freed_by(self, state: tuple[Counts, dict[str, int]], task: TaskInfo) -> Counts:
+        """The devices evicting the task gives back to the queue: its claims no other pod of the
+        queue references (a shared claim stays counted while one of its pods stays)."""
+        _, refs = state
+        out: Counts = {}
+        if task.pod.spec.resource_claims:
+            for key, counts in self.task_claims(task):
+                if refs.get(key, 0) <= 1:
+                    _add(out, counts)
+        return out
+
+    def take_away(self, state: tuple[Counts, dict[str, int]], task: TaskInfo) -> None:
+        """The task's references leave the state (a victim chosen, or the queue's own: a task removed)."""
+        held, refs = state
+        for key, counts in self.task_claims(task) if task.pod.spec.resource_claims else ():
+            n = refs.get(key, 0)
+            if n <= 1:
+                refs.pop(key, None)
+                _add(held, counts, -1)
+            else:
+                refs[key] = n - 1
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if not task.pod.spec.resource_claims:
@@ -223,5 +276,5 @@ class DraQuota:
     def enqueued(self, job: JobInfo) -> None:
         need = self.job_devices(job)
         for name in self.chain(job.queue):
-            if name in self.capability and need:
+            if name in self.tracked and need:
                 _add(self.inqueue.setdefault(name, {}), need)

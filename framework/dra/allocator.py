@@ -218,15 +218,38 @@ class DeviceLedger:
 
     The cycle's allocations form a stack: :meth:`mark` returns a point to come back to and
     :meth:`rollback` releases everything taken since, so a session can scope them to a statement.
+    Devices of allocated claims that an eviction in the cycle would release are :meth:`free` (and
+    held again by :meth:`unfree` when the eviction is undone).
     """
 
     def __init__(self, allocated: Iterable[DeviceID] = ()) -> None:
         self._allocated = set(allocated)
+        self._freed: set[DeviceID] = set()
         self._taken: dict[DeviceID, str] = {}
         self._log: list[DeviceID] = []
 
     def in_use(self, device_id: DeviceID) -> bool:
-        return device_id in self._allocated or device_id in self._taken
+        return (device_id in self._allocated and device_id not in self._freed) or device_id in self._taken
+
+    def free(self, result: AllocationResult) -> None:
+        """An allocated claim is released in this cycle (the last pod reserving it is evicted): its
+        devices may be handed out again."""
+        for r in result.devices.results:
+            device_id = (r.driver, r.pool, r.device)
+            if not r.admin_access and device_id in self._allocated:
+                self._freed.add(device_id)
+
+    def unfree(self, result: AllocationResult) -> list[DeviceID]:
+        """The release is undone: the claim holds its devices again. Returns the devices that a claim
+        of this cycle took meanwhile (none when statements are undone newest first)."""
+        clash = []
+        for r in result.devices.results:
+            device_id = (r.driver, r.pool, r.device)
+            if device_id in self._freed:
+                self._freed.discard(device_id)
+                if device_id in self._taken:
+                    clash.append(device_id)
+        return clash
 
     def holder(self, device_id: DeviceID) -> str | None:
         """The claim that took the device in this cycle, or None."""
@@ -236,7 +259,7 @@ class DeviceLedger:
         """Mark a new allocation's devices in use (admin-access results use a device without owning it)."""
         for r in result.devices.results:
             device_id = (r.driver, r.pool, r.device)
-            if r.admin_access or device_id in self._taken or device_id in self._allocated:
+            if r.admin_access or self.in_use(device_id):
                 continue
             self._taken[device_id] = claim
             self._log.append(device_id)

@@ -86,6 +86,25 @@ def pod_claims(pod: Pod) -> tuple[list[str], str]:
     return out, ""
 
 
+def template_claims(pod: Pod) -> frozenset[str]:
+    """The ``namespace/name`` of the claims the pod's status names for its template entries."""
+    templated = {e.name for e in pod.spec.resource_claims if e.resource_claim_template_name}
+    if not templated:
+        return frozenset()
+    namespace = pod.metadata.namespace
+    return frozenset(
+        f"{namespace}/{s.resource_claim_name}"
+        for s in pod.status.resource_claim_statuses
+        if s.name in templated and s.resource_claim_name
+    )
+
+
+def is_for_pod(claim: ResourceClaim, pod_uid: str) -> bool:
+    """``resourceclaim.IsForPod`` (k8s.io/dynamic-resource-allocation/resourceclaim): the claim's
+    controller owner is the pod."""
+    return any(ref.controller and ref.uid == pod_uid for ref in claim.metadata.owner_references)
+
+
 def missing_claim_reason(pod: Pod, claims: Mapping[str, ResourceClaim]) -> str:
     """Why the pod cannot be scheduled yet for want of claims ("" when every claim exists)."""
     keys, reason = pod_claims(pod)

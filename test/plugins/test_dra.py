@@ -160,19 +160,38 @@ def test_a_template_claim_is_found_through_the_pods_status_and_waits_until_named
     [task] = [t for j in ssn.jobs.values() for t in j.tasks.values()]
     assert any("tmpl" in r and "to be created" in r for r in ssn.explain_predicates(task))
 
+    import msgspec
+
+    from caldera.framework.dra.objects import ResourceClaim
     from caldera.framework.objects import Pod, convert
     from caldera.hack.scenario import pod_dict
 
     named = pod_dict("t", group="t", spec_extra=spec)
     named["status"]["resourceClaimStatuses"] = [{"name": "tmpl", "resourceClaimName": "t-tmpl-x7"}]
+    # the resourceclaim controller makes the pod the claim's controller owner
+    owned = msgspec.to_builtins(resource_claim("t-tmpl-x7", GPU))
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "t", "uid": named["metadata"]["uid"], "controller": True}
+    ]
+    snap = world(
+        nodes=[node("n1")],
+        pods=[convert(Pod, named)],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"]), convert(ResourceClaim, owned)],
+    )
+    _, result = run_session(snap)
+    [placement] = result.placements
+    assert placement.claims[0].key == "default/t-tmpl-x7"
+
+    # a claim of that name the pod does not own is not its template's claim: the pod waits
     snap = world(
         nodes=[node("n1")],
         pods=[convert(Pod, named)],
         dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"]), resource_claim("t-tmpl-x7", GPU)],
     )
-    _, result = run_session(snap)
-    [placement] = result.placements
-    assert placement.claims[0].key == "default/t-tmpl-x7"
+    ssn, result = run_session(snap)
+    assert result.placements == []
+    [task] = [t for j in ssn.jobs.values() for t in j.tasks.values()]
+    assert any("was not created for pod" in r for r in ssn.explain_predicates(task))
 
 
 def test_a_pod_whose_claim_does_not_exist_waits_with_the_claim_named() -> None:

@@ -10,10 +10,13 @@ import pytest
 from caldera.framework.dra.allocator import Allocator, DeviceLedger, Inventory
 from caldera.framework.dra.cel import CelCache, DeviceContext
 from caldera.framework.dra.objects import (
+    AllocationResult,
     Device,
+    DeviceAllocationResult,
     DeviceAttribute,
     DeviceCapacity,
     DeviceClass,
+    DeviceRequestAllocationResult,
     ResourceClaim,
     ResourceSlice,
 )
@@ -166,6 +169,30 @@ def test_devices_of_allocated_claims_are_unavailable() -> None:
     outcome = allocator([gpu_slice("node-1", 2)], ledger).allocate([gpu_claim("c0")], "node-1", {})
     assert outcome.allocations is not None
     assert outcome.allocations[0].devices.results[0].device == "gpu-1"
+
+
+def test_devices_of_a_claim_released_by_an_eviction_are_free_until_the_eviction_is_undone() -> None:
+    held = ("gpu.example.com", "node-1", "gpu-0")
+    ledger = DeviceLedger([held])
+    alloc = allocator([gpu_slice("node-1", 1)], ledger)
+    assert alloc.allocate([gpu_claim("c0")], "node-1", {}).allocations is None
+    victim = AllocationResult(
+        devices=DeviceAllocationResult(
+            results=[
+                DeviceRequestAllocationResult(request="req", driver=held[0], pool=held[1], device=held[2])
+            ]
+        )
+    )
+    ledger.free(victim)
+    outcome = alloc.allocate([gpu_claim("c0")], "node-1", {})
+    assert outcome.allocations is not None
+    ledger.take(outcome.allocations[0], "default/c0")
+    assert ledger.in_use(held) and ledger.holder(held) == "default/c0"
+    # undone newest first: the preemptor's take, then the eviction
+    ledger.release(outcome.allocations[0])
+    assert not ledger.in_use(held)
+    assert ledger.unfree(victim) == []
+    assert ledger.in_use(held) and ledger.holder(held) is None
 
 
 def test_a_selector_failing_on_a_device_skips_that_device_and_is_reported() -> None:
