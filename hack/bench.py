@@ -283,11 +283,12 @@ def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> Figure:
         cold.append(time.perf_counter() - t)
     cache.snapshot()
     warm: list[float] = []
-    keys = list(cache.jobs)
-    names = list(cache.nodes)
+    # the jobs and nodes as a snapshot shows them (the cache read through its public API)
+    jobs = list(cache.snapshot().jobs.values())
+    names = list(cache.node_infos())
     for i in range(20):
         for k in range(changed):
-            job = cache.jobs[keys[(i * changed + k) % len(keys)]]
+            job = jobs[(i * changed + k) % len(jobs)]
             task = next(iter(job.tasks.values()))
             cache.upsert_pod(
                 msgspec.structs.replace(

@@ -82,12 +82,13 @@ def measure(args: argparse.Namespace) -> list[Figure]:
     figures.append(
         Figure("snapshot, nothing changed", f"{reused * 1e3:.1f} ms (best of 5)", {"seconds": reused}).show()
     )
-    keys = list(cache.jobs)
-    names = list(cache.nodes)
+    # the jobs and nodes as a snapshot shows them (the cache read through its public API)
+    jobs = list(cache.snapshot().jobs.values())
+    names = list(cache.node_infos())
     changed = []
     for i in range(10):
         for k in range(50):  # 50 pods bound: 50 jobs and 50 nodes changed
-            job = cache.jobs[keys[(i * 50 + k) % len(keys)]]
+            job = jobs[(i * 50 + k) % len(jobs)]
             task = next(t for t in job.tasks.values() if t.status == TaskStatus.PENDING)
             spec = msgspec.structs.replace(task.pod.spec, node_name=names[(i * 50 + k) % len(names)])
             cache.upsert_pod(msgspec.structs.replace(task.pod, spec=spec))

@@ -193,6 +193,12 @@ class StatusUpdater:
         if len(observed) > len(jobs) * 2 + 100:
             for key in [k for k in observed if k not in jobs]:
                 del observed[key]
+        native = self._sent_native
+        if len(native) > len(jobs) + 100:
+            # native PodGroups gone before their write was seen (their watch is not subscribed:
+            # it starts and stops with discovery): what is kept follows the live jobs
+            for key in [k for k in native if k not in jobs]:
+                del native[key]
 
     def _look_again(self, result: SessionResult) -> set[str] | None:
         """The jobs to look at beside those a session marked and those whose PodGroup object moved

@@ -116,3 +116,18 @@ async def test_objects_absent_from_a_relist_are_forgotten_too() -> None:
     pods_handler.replace([])
     groups_handler.replace([])
     assert sizes(status) == before
+
+
+def test_native_podgroup_wishes_of_gone_groups_are_not_kept() -> None:
+    """A native (scheduling.k8s.io) PodGroup's condition wish is kept until the watch shows it; a
+    group deleted before that leaves it behind. Once such leftovers outnumber the live jobs by 100,
+    an observation drops those of groups that are gone."""
+    cache = ClusterCache()
+    load(cache, nodes=[node("n1", cpu="8")])
+    status = StatusUpdater(Api(), cache)  # type: ignore[arg-type]
+    for i in range(300):
+        status._sent_native[f"default/k8s:gone-{i}"] = ("PodGroupScheduled", "False", "Unschedulable", "")
+    pg, pods = gang("live", 1, cpu="100")
+    load(cache, podgroups=[pg], pods=pods)
+    status.observe(unschedulable(cache))
+    assert all(not key.startswith("default/k8s:gone-") for key in status._sent_native)
