@@ -25,6 +25,8 @@ import msgspec
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
 from caldera.framework.objects import Pod, PodGroup
+from caldera.framework.result import SessionResult
+from caldera.framework.snapshot import Snapshot
 from caldera.hack.scenario import gang, node
 from caldera.hack.stats import percentile
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
@@ -213,11 +215,20 @@ def steady_cycles(nodes: int, cycles: int, arrivals: int, size: int, lifetime: i
     """``cycles`` cycles of a running cluster: each period ``arrivals`` new gangs of ``size`` (the
     templates in turn) arrive, what the last cycle placed is confirmed bound (as the watch would),
     and gangs placed ``lifetime`` cycles ago finish (their pods are deleted)."""
+    from caldera.scheduler.memory import CollectorPolicy
+
     registry = builtin_registry()
     conf = parse_conf(DEFAULT_CONF, registry)
     cache = make_cache(nodes)
     binder = RecordingBinder()
-    loop = SchedulerLoop(cache, lambda: conf, registry, binder)
+    # The collector as the binary runs it (scheduler/memory.py): its thresholds, everything alive
+    # frozen after each cycle (in the cycle's time), as the pending-pods figure below does too.
+    saved_threshold = gc.get_threshold()
+    policy = CollectorPolicy()
+    policy.start()
+    loop = SchedulerLoop(
+        cache, lambda: conf, registry, binder, on_cycle=lambda result, seconds, error: policy.after_cycle()
+    )
     placed_at: list[list[Pod]] = []
     by_uid: dict[str, Pod] = {}
     walls: list[float] = []
@@ -244,6 +255,8 @@ def steady_cycles(nodes: int, cycles: int, arrivals: int, size: int, lifetime: i
         for placement in fresh:
             cache.confirm_bound(placement.task.uid)
         placed_at.append([by_uid[p.task.uid] for p in fresh])
+    gc.unfreeze()
+    gc.set_threshold(*saved_threshold)
     placed = len(binder.placements)
     p50, p90, p99 = (percentile(walls, p) for p in (50, 90, 99))
     return Figure(
@@ -270,6 +283,14 @@ def steady_cycles(nodes: int, cycles: int, arrivals: int, size: int, lifetime: i
     ).show()
 
 
+def handed_back(cache: ClusterCache, snapshot: Snapshot) -> Snapshot:
+    """What the loop does with each snapshot: its session's result applied (here one that changed
+    nothing), so that the cache may use its copies again (a snapshot never handed back is copied
+    afresh the next time its set of copies is used, as after a failed cycle)."""
+    cache.apply(SessionResult(seq=snapshot.seq))
+    return snapshot
+
+
 def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> Figure:
     """The snapshot alone: every object copied (a cold start), then with ``changed`` jobs and nodes
     changed since the slot was last used (a pod bound on each)."""
@@ -279,16 +300,17 @@ def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> Figure:
     for _ in range(3):
         cache.reset_copies()
         t = time.perf_counter()
-        cache.snapshot()
+        snap = cache.snapshot()
         cold.append(time.perf_counter() - t)
-    cache.snapshot()
+        handed_back(cache, snap)
+    handed_back(cache, cache.snapshot())
     warm: list[float] = []
     # the jobs and nodes as a snapshot shows them (the cache read through its public API)
-    jobs = list(cache.snapshot().jobs.values())
+    copies = list(handed_back(cache, cache.snapshot()).jobs.values())
     names = list(cache.node_infos())
     for i in range(20):
         for k in range(changed):
-            job = jobs[(i * changed + k) % len(jobs)]
+            job = copies[(i * changed + k) % len(copies)]
             task = next(iter(job.tasks.values()))
             cache.upsert_pod(
                 msgspec.structs.replace(
@@ -299,8 +321,9 @@ def snapshot_cost(nodes: int, jobs: int, size: int, changed: int) -> Figure:
                 )
             )
         t = time.perf_counter()
-        cache.snapshot()
+        snap = cache.snapshot()
         warm.append(time.perf_counter() - t)
+        handed_back(cache, snap)
     return Figure(
         f"snapshot, {nodes} nodes, {jobs * size} tasks",
         f"every object copied {min(cold) * 1e3:.1f} ms;"

@@ -16,7 +16,7 @@ import numpy as np
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskStatus
 from caldera.framework.session import Session
-from caldera.hack.bench import Figure
+from caldera.hack.bench import Figure, handed_back
 from caldera.hack.scenario import gang, node
 
 
@@ -73,9 +73,9 @@ def measure(args: argparse.Namespace) -> list[Figure]:
         ).show()
     )
 
-    cache.snapshot()
-    fresh = timeit(lambda: (cache.reset_copies(), cache.snapshot()), 3)
-    reused = timeit(cache.snapshot, 5)
+    handed_back(cache, cache.snapshot())
+    fresh = timeit(lambda: (cache.reset_copies(), handed_back(cache, cache.snapshot())), 3)
+    reused = timeit(lambda: handed_back(cache, cache.snapshot()), 5)
     figures.append(
         Figure("snapshot, everything copied", f"{fresh * 1e3:.1f} ms (best of 3)", {"seconds": fresh}).show()
     )
@@ -83,18 +83,19 @@ def measure(args: argparse.Namespace) -> list[Figure]:
         Figure("snapshot, nothing changed", f"{reused * 1e3:.1f} ms (best of 5)", {"seconds": reused}).show()
     )
     # the jobs and nodes as a snapshot shows them (the cache read through its public API)
-    jobs = list(cache.snapshot().jobs.values())
+    copies = list(handed_back(cache, cache.snapshot()).jobs.values())
     names = list(cache.node_infos())
     changed = []
     for i in range(10):
         for k in range(50):  # 50 pods bound: 50 jobs and 50 nodes changed
-            job = jobs[(i * 50 + k) % len(jobs)]
+            job = copies[(i * 50 + k) % len(copies)]
             task = next(t for t in job.tasks.values() if t.status == TaskStatus.PENDING)
             spec = msgspec.structs.replace(task.pod.spec, node_name=names[(i * 50 + k) % len(names)])
             cache.upsert_pod(msgspec.structs.replace(task.pod, spec=spec))
         t = time.perf_counter()
-        cache.snapshot()
+        snap = cache.snapshot()
         changed.append(time.perf_counter() - t)
+        handed_back(cache, snap)
     median = sorted(changed)[len(changed) // 2]
     figures.append(
         Figure(
