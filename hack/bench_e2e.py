@@ -42,6 +42,7 @@ import aiohttp
 import orjson
 from prometheus_client.registry import Collector
 
+from caldera.hack import bench_e2e_dra
 from caldera.hack.soak.procs import SchedulerProcess, SimProcess, cpu_seconds, rss_bytes
 from caldera.hack.stats import percentile
 from caldera.hack.workload.client import Api, podgroups_path, pods_path
@@ -85,6 +86,8 @@ class E2EResult:
     cycles: float | None = None
     gc_seconds: dict[str, float] = field(default_factory=dict)
     gc_collections: dict[str, float] = field(default_factory=dict)
+    #: --dra: each pod claims one device through a ResourceClaimTemplate (hack/bench_e2e_dra.py)
+    dra: bool = False
 
     @property
     def rate(self) -> float:
@@ -99,6 +102,8 @@ class E2EResult:
     def report(self) -> str:
         cpu = self.cpu_ms_per_pod
         kind = "single pods" if self.gang_size <= 1 else f"gangs of {self.gang_size}"
+        if self.dra:
+            kind += ", each pod claiming one device"
         if self.shape == "backlog":
             how = "all created first, then the scheduler started"
             span = "scheduler start -> last bound"
@@ -201,6 +206,8 @@ def read_counters(text: str, result: E2EResult) -> None:
     cycles run, time in the garbage collector."""
     for name, labels, value in _SAMPLE.findall(text):
         tags = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if bench_e2e_dra.claim_writes(name, tags, float(value), result.writes):
+            continue
         if name == _WATCH_EVENTS:
             kind = tags.get("kind", "?")
             result.events_seen[kind] = result.events_seen.get(kind, 0.0) + float(value)
@@ -330,17 +337,14 @@ def _manifests(result: E2EResult) -> tuple[list[str], list[bytes], list[dict[str
     for i, name in enumerate(names):
         group_index = i // gang if gang > 1 else i
         cpu, memory = shapes[group_index % len(shapes)]
-        pods.append(
-            orjson.dumps(
-                pod_manifest(
-                    name,
-                    NAMESPACE,
-                    workload="bench",
-                    group=f"g-{group_index:05d}" if gang > 1 else "",
-                    requests={"cpu": cpu, "memory": memory},
-                )
-            )
+        manifest = pod_manifest(
+            name,
+            NAMESPACE,
+            workload="bench",
+            group=f"g-{group_index:05d}" if gang > 1 else "",
+            requests={"cpu": cpu, "memory": memory},
         )
+        pods.append(orjson.dumps(bench_e2e_dra.claiming(manifest) if result.dra else manifest))
     pgs = [podgroup_manifest(f"g-{g:05d}", NAMESPACE, gang, workload="bench") for g in range(groups)]
     return names, pods, pgs
 
@@ -363,6 +367,8 @@ class Driver:
         await self.api.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         )
+        if self.result.dra:
+            await bench_e2e_dra.create_objects(self.api, NAMESPACE)
         _, self.rv = await self.api.list(pods_path(NAMESPACE), limit="1")
 
     def start_watch(self) -> None:
@@ -451,6 +457,7 @@ def bench(
     shape: str = "stream",
     profile: str | None = None,
     rate: float = 0.0,
+    dra: bool = False,
 ) -> E2EResult:
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {', '.join(SHAPES)}, not {shape!r}")
@@ -459,7 +466,7 @@ def bench(
     kubelet_delay = float(os.environ.get("CALDERA_BENCH_KUBELET_DELAY", "0.5"))
     concurrency = int(os.environ.get("CALDERA_BENCH_CONCURRENCY", "32"))
     result = E2EResult(
-        pods=pods, nodes=nodes, gang_size=gang_size, period=period, shape=shape, rate_limit=rate
+        pods=pods, nodes=nodes, gang_size=gang_size, period=period, shape=shape, rate_limit=rate, dra=dra
     )
     with tempfile.TemporaryDirectory(prefix="caldera-bench-e2e-") as workdir:
         sim = SimProcess.start(
@@ -568,6 +575,7 @@ def runs(args: argparse.Namespace) -> list[E2EResult]:
     profile = getattr(args, "profile", None)
     period = getattr(args, "period", None) or os.environ.get("CALDERA_BENCH_PERIOD") or "100ms"
     rate = float(getattr(args, "rate", None) or os.environ.get("CALDERA_BENCH_RATE") or 0)
+    dra = bool(getattr(args, "dra", False))
     print(
         f"caldera-sim bench e2e: {pods} pods, gang size {gang}, {nodes} nodes, shapes {', '.join(shapes)},"
         f" {repeat} run(s) each",
@@ -585,9 +593,13 @@ def runs(args: argparse.Namespace) -> list[E2EResult]:
                 if profile:
                     base = Path(profile)
                     path = str(base.with_name(f"{base.stem}-{sh}-{i + 1}{base.suffix or '.txt'}"))
-                res = bench(nodes, pods, size, period=period, shape=sh, profile=path, rate=rate)
+                res = bench(nodes, pods, size, period=period, shape=sh, profile=path, rate=rate, dra=dra)
                 print(res.report(), flush=True)
                 results.append(res)
+                if dra:  # the same run without claims, for comparison
+                    plain = bench(nodes, pods, size, period=period, shape=sh, rate=rate)
+                    print(plain.report(), flush=True)
+                    print(bench_e2e_dra.comparison(res, plain), flush=True)
                 if res.cpu_ms_per_pod is not None:
                     summary.setdefault(
                         f"{sh}, {'gangs of ' + str(size) if size > 1 else 'single pods'}", []

@@ -433,6 +433,7 @@ class Binder:
                     deadline,
                     "application/merge-patch+json",
                 )
+                m.CLAIM_WRITES.labels("status", "ok" if failure is None else "error").inc()
                 if failure is None:
                     written.append(ca)
                     break
@@ -466,10 +467,12 @@ class Binder:
                     content_type="application/merge-patch+json",
                     timeout=self.request_timeout,
                 )
+                m.CLAIM_WRITES.labels("finalizer", "ok").inc()
                 return decode(ResourceClaim, raw)
             except ObjectError as exc:
                 return ApiError(0, "Unreadable", str(exc))
             except ApiError as exc:
+                m.CLAIM_WRITES.labels("finalizer", "error").inc()
                 if exc.transient and attempt + 1 < self.max_attempts and self.clock() < deadline:
                     await asyncio.sleep(backoff_delay(attempt, 0.05, 5.0))
                     attempt += 1
@@ -501,6 +504,7 @@ class Binder:
                     deadline,
                     "application/merge-patch+json",
                 )
+                m.CLAIM_WRITES.labels("unreserve", "ok" if failure is None else "error").inc()
                 if failure is None or failure.code != 409:
                     if failure is not None:
                         log.warning(
