@@ -40,6 +40,7 @@ from caldera.framework.dra.allocator import (
     node_selector_matches,
 )
 from caldera.framework.dra.cel import CelError
+from caldera.framework.dra.freeindex import FreeIndex, shape_devices, simple_shape
 from caldera.framework.dra.objects import AllocationResult, ResourceClaim
 from caldera.framework.dra.view import (
     RESERVED_FOR_MAX_SIZE,
@@ -118,6 +119,10 @@ class DraPart:
         self._fits: dict[bytes, _Fit] = {}
         self._epoch = np.zeros(len(ssn.node_list), dtype=np.int64)
         self._shared_epoch = 0
+        #: the counting fast path per claim (framework/dra/freeindex.py): its index, None where the
+        #: full allocator answers; indexes by shape
+        self._fast: dict[str, FreeIndex | None] = {}
+        self._indexes: dict[object, FreeIndex | None] = {}
         #: the first selector error met for each claim this session (named in its reasons)
         self.claim_cel: dict[str, CelError] = {}
         if enabled:
@@ -228,6 +233,28 @@ class DraPart:
                 out[i] = not self._selectors_fail(plan, node_list[int(rows[i])])
         return out
 
+    def _fast_index(self, plan: _Plan) -> FreeIndex | None:
+        """The counting index that answers for the plan's one unallocated claim, or None."""
+        if len(plan.unallocated) != 1:
+            return None
+        claim = plan.unallocated[0]
+        key = f"{claim.metadata.namespace}/{claim.metadata.name}"
+        if key in self._fast:
+            return self._fast[key]
+        view = self.view
+        shape = simple_shape(claim, view.classes, view.inventory)
+        index = None
+        if shape is not None:
+            if shape in self._indexes:
+                index = self._indexes[shape]
+            else:
+                devices = shape_devices(view.inventory, shape.expressions)
+                if devices is not None:
+                    index = FreeIndex(shape, devices, [n.name for n in self.ssn.node_list], self.ledger)
+                self._indexes[shape] = index
+        self._fast[key] = index
+        return index
+
     def _fit(self, plan: _Plan) -> _Fit:
         """The answers kept for the plan's unallocated claims' specs (see ``_unallocated_fit``)."""
         names = tuple(f"{c.metadata.namespace}/{c.metadata.name}" for c in plan.unallocated)
@@ -248,6 +275,9 @@ class DraPart:
         answers are kept per spec and node row, with the row's device epoch (moved by every take and
         release of a device of that node; a device of a slice serving several nodes moves them all):
         only rows whose devices changed are asked again."""
+        fast = self._fast_index(plan)
+        if fast is not None:
+            return fast.fits(rows)
         fit = self._fit(plan)
         candidates = self._candidates(plan, rows)
         if not candidates.all():
@@ -311,7 +341,14 @@ class DraPart:
         if plan.reason or node is None:
             return  # no claims for the placement: the binder refuses to bind it
         results: list[AllocationResult] = []
-        if plan.unallocated:
+        fast = self._fast_index(plan) if plan.unallocated else None
+        if fast is not None:
+            picked = fast.pick(node.row)
+            if picked is None:
+                log.warning("%s placed on %s, where its claim has too few free devices", task.key, node.name)
+                return
+            results = [picked]
+        elif plan.unallocated:
             fit = self._fit(plan)
             row = node.row
             kept = fit.results[row] if fit.epoch[row] == self._epoch[row] else None
@@ -378,7 +415,10 @@ class DraPart:
         """Devices of this allocation were taken or given back: the nodes that reach them answer anew."""
         inventory = self.view.inventory
         nodes = self.ssn.nodes
+        indexes = [i for i in self._indexes.values() if i is not None]
         for r in allocation.devices.results:
+            for index in indexes:
+                index.refresh((r.driver, r.pool, r.device))
             name = inventory.node_of((r.driver, r.pool, r.device))
             node = nodes.get(name) if name is not None else None
             if node is not None:

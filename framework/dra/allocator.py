@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 from caldera.framework.dra.cel import CelCache, CelError, DeviceContext
 from caldera.framework.dra.objects import (
     ALL,
@@ -49,6 +51,7 @@ from caldera.framework.dra.objects import (
 from caldera.framework.objects import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 
 DeviceID = tuple[str, str, str]  # driver, pool, device
+_content_encoder = msgspec.json.Encoder()
 
 
 def device_label(device_id: DeviceID) -> str:
@@ -97,6 +100,16 @@ class InventoryDevice:
     device: Device
     slice: ResourceSlice
     _context: DeviceContext | None = None
+    _content: bytes = b""
+
+    @property
+    def content(self) -> bytes:
+        """What a CEL expression sees of the device, encoded: its driver, attributes and capacity."""
+        if not self._content:
+            self._content = _content_encoder.encode(
+                (self.id[0], self.device.attributes, self.device.capacity)
+            )
+        return self._content
 
     @property
     def context(self) -> DeviceContext:
@@ -139,7 +152,8 @@ class Inventory:
 
     def __init__(self, slices: Iterable[ResourceSlice], cel: CelCache | None = None) -> None:
         self.cel = cel if cel is not None else CelCache()
-        self._cel_answers: dict[tuple[str, DeviceID], bool | CelError] = {}
+        self._cel_answers: dict[tuple[str, bytes], bool] = {}
+        self._cel_errors: dict[tuple[str, DeviceID], CelError] = {}
         newest: dict[tuple[str, str], Pool] = {}
         for slice_ in slices:
             spec = slice_.spec
@@ -155,6 +169,8 @@ class Inventory:
         self._pools_by_node: dict[str, list[Pool]] = {}
         self._shared_pools: list[Pool] = []
         self._node_of: dict[DeviceID, str] | None = None
+        #: what users derive from the inventory and keep as long as it lives (framework/dra/freeindex.py)
+        self.derived: dict[object, object] = {}
         for pool in self.pools:
             self._index(pool)
             for node_name in pool.devices_by_node:
@@ -173,6 +189,15 @@ class Inventory:
         out = [(p, devices) for p, devices in out if devices]
         out.sort(key=lambda pd: (pd[0].driver, pd[0].name))
         return out
+
+    @property
+    def has_shared_slices(self) -> bool:
+        """Whether some slice serves several nodes (``nodeSelector``, ``allNodes``)."""
+        return bool(self._shared_pools)
+
+    def node_names(self) -> list[str]:
+        """The nodes with node-local devices."""
+        return list(self._pools_by_node)
 
     def node_of(self, device_id: DeviceID) -> str | None:
         """The node of a node-local device; None for a device of a slice serving several nodes (or
@@ -204,12 +229,22 @@ class Inventory:
             # perDeviceNodeSelection (partitionable devices) and unknown future kinds: skipped
 
     def cel_matches(self, expression: str, device: InventoryDevice) -> bool | CelError:
-        """One selector on one device, compiled once and answered once per device."""
-        key = (expression, device.id)
-        answer = self._cel_answers.get(key)
-        if answer is None:
-            answer = self._cel_answers[key] = self.cel.get(expression).matches(device.context)
-        return answer
+        """One selector on one device, compiled once and answered once per device content: what the
+        expression sees of a device (``cel.device_variable``: driver, attributes, capacity) decides
+        the answer, so devices alike (the same model without per-device attributes) share it. An
+        error is kept per device (it names the device)."""
+        answer = self._cel_answers.get((expression, device.content))
+        if answer is not None:
+            return answer
+        error = self._cel_errors.get((expression, device.id))
+        if error is not None:
+            return error
+        got = self.cel.get(expression).matches(device.context)
+        if isinstance(got, CelError):
+            self._cel_errors[(expression, device.id)] = got
+        else:
+            self._cel_answers[(expression, device.content)] = got
+        return got
 
 
 # --- devices in use --------------------------------------------------------------------------------
@@ -252,6 +287,11 @@ class DeviceLedger:
                 gone.add(device_id)
         if gone:
             self._log = [d for d in self._log if d not in gone]
+
+    def in_use_ids(self) -> Iterable[DeviceID]:
+        """Every device in use: held by allocated claims or taken in this cycle."""
+        yield from self._allocated
+        yield from self._taken
 
     def mark(self) -> int:
         return len(self._log)
@@ -682,25 +722,7 @@ class _Search:
 
     # answers ----------------------------------------------------------------------------------------
     def results(self) -> list[AllocationResult]:
-        out = []
-        for picked in self.picked:
-            results = [
-                DeviceRequestAllocationResult(
-                    request=req.name,
-                    driver=dev.id[0],
-                    pool=dev.id[1],
-                    device=dev.id[2],
-                    admin_access=True if req.admin else None,
-                )
-                for req, dev in picked
-            ]
-            out.append(
-                AllocationResult(
-                    devices=DeviceAllocationResult(results=results),
-                    node_selector=_node_selector([dev for _, dev in picked]),
-                )
-            )
-        return out
+        return [allocation_of([(req.name, req.admin, dev) for req, dev in picked]) for picked in self.picked]
 
     def why_not(self) -> str:
         """The first request that lacks free devices on the node, counted; else the constraints."""
@@ -735,6 +757,25 @@ class _Search:
             if pool.incomplete:
                 return f" (resource pool {pool.label} is incomplete: being updated)"
         return ""
+
+
+def allocation_of(picked: Sequence[tuple[str, bool, InventoryDevice]]) -> AllocationResult:
+    """One claim's allocation result from its (request, admin access, device) picks, in order."""
+    return AllocationResult(
+        devices=DeviceAllocationResult(
+            results=[
+                DeviceRequestAllocationResult(
+                    request=request,
+                    driver=dev.id[0],
+                    pool=dev.id[1],
+                    device=dev.id[2],
+                    admin_access=True if admin else None,
+                )
+                for request, admin, dev in picked
+            ]
+        ),
+        node_selector=_node_selector([dev for _, _, dev in picked]),
+    )
 
 
 def _name(claim: ResourceClaim) -> str:
