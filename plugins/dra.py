@@ -301,8 +301,15 @@ class DraPart:
             return {plan.reason: np.ones(len(rows), dtype=bool)}
         out: dict[str, np.ndarray] = {}
         node_list = self.ssn.node_list
+        fast = self._fast_index(plan)
         for i, row in enumerate(rows.tolist()):
-            reason = self._on_node(plan, node_list[row])
+            if fast is not None:
+                claim = plan.unallocated[0]
+                reason = self._selectors_fail(plan, node_list[row]) or fast.why_not(
+                    row, f"{claim.metadata.namespace}/{claim.metadata.name}", self.view.inventory
+                )
+            else:
+                reason = self._on_node(plan, node_list[row])
             if reason:
                 mask = out.get(reason)
                 if mask is None:

@@ -741,22 +741,31 @@ class _Search:
                 if req.admin:
                     in_use = 0
                 if len(matching) - in_use < max(req.num, 1):
-                    return (
-                        f"no free device of class {req.class_name} for claim {_name(claim)} request {req.name}: "
-                        f"{len(matching)} devices, {in_use} allocated" + self._pool_trouble()
-                    )
+                    return no_free_device(
+                        req.class_name, _name(claim), req.name, len(matching), in_use
+                    ) + pool_trouble(self.node_devices)
         return (
             f"claims {', '.join(_name(c) for c in self.claims)}: devices exist but not in a combination that satisfies the requests and constraints"
-            + self._pool_trouble()
+            + pool_trouble(self.node_devices)
         )
 
-    def _pool_trouble(self) -> str:
-        for pool, _ in self.node_devices:
-            if pool.invalid_reason:
-                return f" (invalid resource pools were encountered: {pool.label}: {pool.invalid_reason})"
-            if pool.incomplete:
-                return f" (resource pool {pool.label} is incomplete: being updated)"
-        return ""
+
+def no_free_device(class_name: str, claim: str, request: str, matching: int, in_use: int) -> str:
+    """Why a request finds too few devices on a node: how many match, how many of those are in use."""
+    return (
+        f"no free device of class {class_name} for claim {claim} request {request}: "
+        f"{matching} devices, {in_use} allocated"
+    )
+
+
+def pool_trouble(node_devices: Iterable[tuple[Pool, object]]) -> str:
+    """The first pool of a node's that is invalid or being updated, said after a reason ("" if none)."""
+    for pool, _ in node_devices:
+        if pool.invalid_reason:
+            return f" (invalid resource pools were encountered: {pool.label}: {pool.invalid_reason})"
+        if pool.incomplete:
+            return f" (resource pool {pool.label} is incomplete: being updated)"
+    return ""
 
 
 def allocation_of(picked: Sequence[tuple[str, bool, InventoryDevice]]) -> AllocationResult:

@@ -37,6 +37,8 @@ from caldera.framework.dra.allocator import (
     Inventory,
     InventoryDevice,
     allocation_of,
+    no_free_device,
+    pool_trouble,
 )
 from caldera.framework.dra.cel import CelError
 from caldera.framework.dra.objects import (
@@ -140,6 +142,7 @@ class FreeIndex:
         self.shape = shape
         self.ledger = ledger
         self._devices = devices
+        self._node_names = node_names
         self._row_of = {name: row for row, name in enumerate(node_names)}
         self._matching: list[list[InventoryDevice]] = [devices.by_node.get(n, []) for n in node_names]
         self.free = np.array([len(m) for m in self._matching], dtype=np.int64)
@@ -164,6 +167,18 @@ class FreeIndex:
                 if len(picked) == self.shape.count:
                     return allocation_of(picked)
         return None
+
+    def why_not(self, row: int, claim: str, inventory: Inventory) -> str:
+        """The allocator's reason for failing the claim (``namespace/name``) on the row's node ("" when
+        it fits there)."""
+        free = int(self.free[row])
+        if free >= self.shape.count:
+            return ""
+        matching = len(self._matching[row])
+        shape = self.shape
+        return no_free_device(
+            shape.class_name, claim, shape.request, matching, matching - free
+        ) + pool_trouble(inventory.devices_for(self._node_names[row], {}))
 
     def refresh(self, device_id: DeviceID) -> None:
         """The device was taken or given back: recount its node."""

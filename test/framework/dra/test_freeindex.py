@@ -1,6 +1,6 @@
 """The counting fast path (framework/dra/freeindex.py) against the full structured allocator: on random
 small inventories, for random one-request claims, as devices are taken and given back, both say the same
-nodes fit and pick the same devices; where the fast path stands aside, the claim is one it must not
+nodes fit, pick the same devices and give the same reasons; where the fast path stands aside, the claim is one it must not
 answer for."""
 
 from __future__ import annotations
@@ -122,6 +122,9 @@ def test_the_counting_fast_path_answers_as_the_allocator_does(seed: int) -> None
         for row, outcome in enumerate(outcomes):
             expected = outcome.allocations[0] if outcome.allocations is not None else None
             assert _devices(index.pick(row)) == _devices(expected)
+            assert index.why_not(row, f"default/{claim.metadata.name}", inventory) == (
+                "" if expected is not None else outcome.reason
+            )
         # take a node's devices (as the statement's allocate event does), sometimes give some back
         feasible = [o.allocations[0] for o in outcomes if o.allocations is not None]
         if feasible:
