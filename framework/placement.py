@@ -413,7 +413,9 @@ class PlacementEngine:
             ]
             scores = self._local_scores(task)[1]
             spec = task.pod.spec
-            if preds or scores:
+            if preds or scores or spec.resource_claims:
+                # (a pod's claims make its template its own: what the node-local results read of
+                # them comes from the plugins' qualifiers, e.g. the DRA part's claim shape)
                 node_affinity = spec.affinity.node_affinity if spec.affinity else None
                 ports = [p.host_port for c in spec.containers for p in c.ports if p.host_port]
                 key = _key_encoder.encode(

@@ -123,10 +123,19 @@ class DraPart:
         #: full allocator answers; indexes by shape
         self._fast: dict[str, FreeIndex | None] = {}
         self._indexes: dict[object, FreeIndex | None] = {}
+        #: per task uid: its one claim and the index that answers for it while the session has not
+        #: allocated that claim (``_counted``)
+        self._counted_by: dict[str, tuple[str, FreeIndex | None]] = {}
+        #: per task uid: its claims' keys, or why it waits (the pod does not change in a session)
+        self._claim_keys: dict[str, tuple[list[str], str]] = {}
         #: the first selector error met for each claim this session (named in its reasons)
         self.claim_cel: dict[str, CelError] = {}
         if enabled:
-            ssn.add_bulk_predicate_fn(plugin, self.passes, self.explain, part="dra", applies=has_claims)
+            ssn.add_bulk_predicate_fn(
+                plugin, self.passes, self.explain, part="dra", applies=has_claims, local=self.node_local
+            )
+            # tasks the counts answer for share the node-local caches by shape, not by claim
+            ssn.add_template_qualifier(f"{plugin}.dra", self._qualifier)
             ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
         else:
             ssn.add_bulk_predicate_fn(
@@ -140,7 +149,10 @@ class DraPart:
 
     # -- the plan ------------------------------------------------------------------------------------
     def plan(self, task: TaskInfo) -> _Plan:
-        keys, reason = pod_claims(task.pod)
+        got = self._claim_keys.get(task.uid)
+        if got is None:
+            got = self._claim_keys[task.uid] = pod_claims(task.pod)
+        keys, reason = got
         plan = _Plan(keys, [], [], [])
         if reason:
             plan.reason = reason
@@ -254,6 +266,40 @@ class DraPart:
                 self._indexes[shape] = index
         self._fast[key] = index
         return index
+
+    def _counted(self, task: TaskInfo) -> FreeIndex | None:
+        """The free-device index that alone answers for the task on each node: its claims are one
+        claim to allocate that the counts answer for (none allocated already, whose node selectors
+        would count too). What :meth:`plan` says, with what the view decides kept per task: only
+        the session's own allocations move."""
+        got = self._counted_by.get(task.uid)
+        if got is None:
+            index = None
+            plan = self.plan(task)
+            if not plan.reason and len(plan.keys) == 1 and plan.keys[0] not in self.session_allocs:
+                if plan.unallocated:  # (else allocated in the view: stays so this session)
+                    index = self._fast_index(plan)
+            elif not plan.reason and len(plan.keys) == 1:
+                claim = self.view.claims[plan.keys[0]]
+                if claim.status.allocation is None:  # allocated in this session only: may be released
+                    index = self._fast_index(_Plan(plan.keys, [claim], [], [claim]))
+            got = self._counted_by[task.uid] = (plan.keys[0] if len(plan.keys) == 1 else "", index)
+        key, index = got
+        if index is None or key in self.session_allocs:
+            return None
+        return index
+
+    def node_local(self, task: TaskInfo) -> bool:
+        """Whether a node's answer for the task depends on that node alone: with the counts, it
+        changes only when a task is placed on or taken off the node (which the placement engine
+        sees as that row changed); the full allocator's answers are cached by device epochs."""
+        return self._counted(task) is not None
+
+    def _qualifier(self, task: TaskInfo) -> bytes:
+        if not task.pod.spec.resource_claims:
+            return b""
+        index = self._counted(task)
+        return index.key if index is not None else b""
 
     def _fit(self, plan: _Plan) -> _Fit:
         """The answers kept for the plan's unallocated claims' specs (see ``_unallocated_fit``)."""

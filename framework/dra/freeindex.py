@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from caldera.framework.dra.allocator import (
@@ -48,6 +49,8 @@ from caldera.framework.dra.objects import (
     DeviceClass,
     ResourceClaim,
 )
+
+_key_encoder = msgspec.json.Encoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +143,8 @@ class FreeIndex:
         self, shape: Shape, devices: ShapeDevices, node_names: Sequence[str], ledger: DeviceLedger
     ) -> None:
         self.shape = shape
+        #: the shape as bytes: tasks whose claims have equal shapes get equal answers
+        self.key = _key_encoder.encode((shape.class_name, shape.expressions, shape.count, shape.request))
         self.ledger = ledger
         self._devices = devices
         self._node_names = node_names
