@@ -29,6 +29,7 @@ into the allocation result (``devices.config``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import msgspec
@@ -288,10 +289,9 @@ class DeviceLedger:
         if gone:
             self._log = [d for d in self._log if d not in gone]
 
-    def in_use_ids(self) -> Iterable[DeviceID]:
-        """Every device in use: held by allocated claims or taken in this cycle."""
-        yield from self._allocated
-        yield from self._taken
+    def in_use_of(self, devices: AbstractSet[DeviceID]) -> AbstractSet[DeviceID]:
+        """Those of the devices that are in use (set operations: no loop over them in Python)."""
+        return (devices & self._allocated) | (devices & self._taken.keys())
 
     def mark(self) -> int:
         return len(self._log)

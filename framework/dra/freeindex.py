@@ -98,6 +98,33 @@ class ShapeDevices:
 
     by_node: dict[str, list[InventoryDevice]]
     node_of: dict[DeviceID, str]
+    #: laid out on a session's node rows (``rows``), kept for the last node list asked about
+    _rows: tuple[tuple[str, ...], _Rows] | None = None
+
+    def rows(self, node_names: Sequence[str]) -> _Rows:
+        names = tuple(node_names)
+        if self._rows is None or self._rows[0] != names:
+            row_of = {name: row for row, name in enumerate(names)}
+            matching = [self.by_node.get(n, []) for n in names]
+            self._rows = (
+                names,
+                _Rows(
+                    row_of,
+                    matching,
+                    np.array([len(m) for m in matching], dtype=np.int64),
+                    {d: row_of[n] for d, n in self.node_of.items() if n in row_of},
+                ),
+            )
+        return self._rows[1]
+
+
+@dataclass(slots=True, eq=False)
+class _Rows:
+    row_of: dict[str, int]
+    matching: list[list[InventoryDevice]]
+    counts: np.ndarray
+    #: each matching device's row
+    device_rows: dict[DeviceID, int]
 
 
 def shape_devices(inventory: Inventory, expressions: tuple[str, ...]) -> ShapeDevices | None:
@@ -148,14 +175,14 @@ class FreeIndex:
         self.ledger = ledger
         self._devices = devices
         self._node_names = node_names
-        self._row_of = {name: row for row, name in enumerate(node_names)}
-        self._matching: list[list[InventoryDevice]] = [devices.by_node.get(n, []) for n in node_names]
-        self.free = np.array([len(m) for m in self._matching], dtype=np.int64)
-        for device_id in ledger.in_use_ids():
-            name = devices.node_of.get(device_id)
-            row = self._row_of.get(name) if name is not None else None
-            if row is not None:
-                self.free[row] -= 1
+        laid = devices.rows(node_names)
+        self._row_of = laid.row_of
+        self._matching = laid.matching
+        self.free = laid.counts.copy()
+        device_rows = laid.device_rows
+        in_use = [device_rows[d] for d in ledger.in_use_of(device_rows.keys())]
+        if in_use:
+            self.free -= np.bincount(in_use, minlength=len(self.free))
 
     def fits(self, rows: np.ndarray) -> np.ndarray:
         """Per row, whether the allocator finds devices for a claim of this shape there."""
