@@ -228,6 +228,14 @@ def _same_template_inputs(old: Pod, new: Pod) -> bool:
     )
 
 
+def _same_request_inputs(old: Pod, new: Pod) -> bool:
+    """Equal requests for sure: every field pod_requests reads is equal."""
+    a, b = old.spec, new.spec
+    return a is b or (
+        a.containers == b.containers and a.init_containers == b.init_containers and a.overhead == b.overhead
+    )
+
+
 class TaskInfo:
     """One pod as the scheduler sees it."""
 
@@ -293,6 +301,10 @@ class TaskInfo:
         meta = pod.metadata
         if previous is not None and _same_template_inputs(previous.pod, pod):
             req, init, template = previous.resreq, previous.init_resreq, previous.template
+        elif previous is not None and _same_request_inputs(previous.pod, pod):
+            # e.g. the resourceclaim controller named the pod's claims in its status: a new template
+            req, init = previous.resreq, previous.init_resreq
+            template = template_key(pod, init)
         else:
             req, init = pod_requests(pod)
             template = template_key(pod, init)
