@@ -469,9 +469,14 @@ class DraPart:
         inventory = self.view.inventory
         nodes = self.ssn.nodes
         indexes = [i for i in self._indexes.values() if i is not None]
+        # (an answer of the full allocator's kept before is what a move makes stale: with none kept,
+        # the epochs need not move, every answer to come is asked afresh)
+        epochs = bool(self._fits)
         for r in allocation.devices.results:
             for index in indexes:
                 index.refresh((r.driver, r.pool, r.device))
+            if not epochs:
+                continue
             name = inventory.node_of((r.driver, r.pool, r.device))
             node = nodes.get(name) if name is not None else None
             if node is not None:
