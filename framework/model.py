@@ -180,7 +180,7 @@ def template_key(pod: Pod, req: Resource) -> bytes:
             if ref.controller and ref.kind in ("ReplicaSet", "StatefulSet", "ReplicationController"):
                 owner = ref.uid
                 break
-    return _template_encoder.encode(
+    base = _template_encoder.encode(
         (
             sorted(req.to_dict().items()),
             spec.node_selector,
@@ -193,12 +193,23 @@ def template_key(pod: Pod, req: Resource) -> bytes:
             owner,
             # claims are per namespace: the volume predicates read them
             [pod.metadata.namespace, spec.volumes] if spec.volumes else None,
-            # ResourceClaims are the pod's own (or shared by name): the DRA predicate reads them
-            [pod.metadata.namespace, spec.resource_claims, pod.status.resource_claim_statuses]
-            if spec.resource_claims
-            else None,
         )
     )
+    if not spec.resource_claims:
+        return base
+    # ResourceClaims are the pod's own (or shared by name): the DRA predicate reads them. After a
+    # NUL (JSON has none), so that what reads only the rest finds it (``claims_free_template``).
+    claims = (pod.metadata.namespace, spec.resource_claims, pod.status.resource_claim_statuses)
+    return base + TEMPLATE_CLAIMS + _template_encoder.encode(claims)
+
+
+#: separates the ResourceClaims part of a template key from the rest
+TEMPLATE_CLAIMS = b"\0claims\0"
+
+
+def claims_free_template(template: bytes) -> bytes:
+    """A template key less its ResourceClaims part: the same for pods that differ only there."""
+    return template.partition(TEMPLATE_CLAIMS)[0]
 
 
 def _same_template_inputs(old: Pod, new: Pod) -> bool:

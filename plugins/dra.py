@@ -134,10 +134,11 @@ class DraPart:
             ssn.add_bulk_predicate_fn(
                 plugin, self.passes, self.explain, part="dra", applies=has_claims, local=self.node_local
             )
-            # tasks the counts answer for share the node-local caches by shape, not by claim
-            ssn.add_template_qualifier(f"{plugin}.dra", self._qualifier)
             ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
-        else:
+        # What the predicate reads of a task's claims, for what is cached per template: whether it
+        # has any, and the shape of its claim when the counts answer for it
+        ssn.add_template_qualifier(f"{plugin}.dra", self._qualifier, claims=True)
+        if not enabled:
             ssn.add_bulk_predicate_fn(
                 plugin,
                 lambda task, rows: np.zeros(len(rows), dtype=bool),
@@ -298,8 +299,8 @@ class DraPart:
     def _qualifier(self, task: TaskInfo) -> bytes:
         if not task.pod.spec.resource_claims:
             return b""
-        index = self._counted(task)
-        return index.key if index is not None else b""
+        index = self._counted(task) if self.enabled else None
+        return b"claims:" + index.key if index is not None else b"claims"
 
     def _fit(self, plan: _Plan) -> _Fit:
         """The answers kept for the plan's unallocated claims' specs (see ``_unallocated_fit``)."""
