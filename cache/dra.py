@@ -14,10 +14,12 @@ shows the claim allocated (our write, or anyone's), or the binder gives the plac
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from caldera.cache.indexes import Indexes
-from caldera.framework.dra.allocator import Inventory
+from caldera.framework.dra.allocator import DeviceID, Inventory
 from caldera.framework.dra.objects import (
     DeviceClass,
     ResourceClaim,
@@ -37,7 +39,9 @@ def _key(meta: object) -> str:
 class DraCache(Indexes):
     """The DRA kinds' watch handlers, the assumed allocations and the view (module docstring)."""
 
-    def _dra_changed(self, slices: bool = False) -> None:
+    def _dra_changed(self, slices: bool = False, claims: Iterable[str] = ()) -> None:
+        """Something DRA changed; ``claims``: the keys of claims (watched or assumed) that did."""
+        self._claims_changed.update(claims)
         self.revision += 1
         self._dra_revision += 1
         if slices:
@@ -78,7 +82,7 @@ class DraCache(Indexes):
                 # The watch shows the claim allocated (our write come back, or someone else's), or
                 # a new claim under the name: the API's word replaces the assumption.
                 del self._assumed_claims[key]
-            self._dra_changed()
+            self._dra_changed(claims=(key,))
 
     def delete_resource_claim(self, obj: ResourceClaim) -> None:
         with self._lock:
@@ -88,7 +92,7 @@ class DraCache(Indexes):
                 return
             self.resource_claims.pop(key, None)
             self._assumed_claims.pop(key, None)
-            self._dra_changed()
+            self._dra_changed(claims=(key,))
 
     # -- assumptions ---------------------------------------------------------------------------------
     def assume_claims(self, pod_name: str, pod_uid: str, claims: list[ClaimAllocation]) -> None:
@@ -110,7 +114,7 @@ class DraCache(Indexes):
                 )
                 self._claims_assumed_by.setdefault(pod_uid, []).append(ca.key)
             if claims:
-                self._dra_changed()
+                self._dra_changed(claims=[ca.key for ca in claims])
 
     def forget_claims(self, pod_uid: str) -> None:
         """The pod's placement was given up: its reservation goes from the assumed claims, and an
@@ -131,12 +135,37 @@ class DraCache(Indexes):
                     self._assumed_claims[key] = msgspec.structs.replace(
                         assumed, status=msgspec.structs.replace(assumed.status, reserved_for=reserved)
                     )
-            self._dra_changed()
+            self._dra_changed(claims=keys)
 
     def claim_confirmed(self, pod_uid: str) -> None:
         """The pod was bound: its claims' assumptions stay until the watch shows the claims."""
         with self._lock:
             self._claims_assumed_by.pop(pod_uid, None)
+
+    def _holders_now(self, claims: dict[str, ResourceClaim]) -> dict[DeviceID, str]:
+        """``allocated_devices(claims)``, kept up to date from the claims changed since the last view
+        (a device two claims hold stays held while either does)."""
+        held_by = self._claim_holds
+        keys_of = self._device_keys
+        holders = self._holders
+        for key in self._claims_changed:
+            for device in held_by.pop(key, ()):
+                keys = keys_of[device]
+                del keys[key]
+                if keys:
+                    holders[device] = next(reversed(keys))
+                else:
+                    del keys_of[device]
+                    del holders[device]
+            claim = claims.get(key)
+            devices = list(allocated_devices({key: claim})) if claim is not None else []
+            if devices:
+                held_by[key] = devices
+                for device in devices:
+                    keys_of.setdefault(device, {})[key] = None
+                    holders[device] = key
+        self._claims_changed.clear()
+        return dict(holders)
 
     # -- the view ------------------------------------------------------------------------------------
     def dra_view(self) -> DraView | None:
@@ -154,7 +183,7 @@ class DraCache(Indexes):
                 self._dra_inventory_revision = self._dra_slices_revision
             claims = dict(self.resource_claims)
             claims.update(self._assumed_claims)
-            holders = allocated_devices(claims)
+            holders = self._holders_now(claims)
             made = self._dra_made = DraView(
                 inventory=inventory,
                 classes=dict(self.device_classes),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from caldera.cache.indexes import CacheProblems, GroupConflict, UnreadablePod
     from caldera.cache.snapshot import _Slot
-    from caldera.framework.dra.allocator import Inventory
+    from caldera.framework.dra.allocator import DeviceID, Inventory
     from caldera.framework.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
     from caldera.framework.dra.view import DraView
     from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
@@ -101,6 +101,12 @@ class CacheState:
     #: bumped whenever a class, slice, claim or assumed claim changes; the slices' own revision
     _dra_revision: int
     _dra_slices_revision: int
+    #: claims (watched or assumed) changed since the last view, and what the views' holders are
+    #: kept from (``_holders_now``): the devices each claim holds, the claims holding each device
+    _claims_changed: set[str]
+    _claim_holds: dict[str, list[DeviceID]]
+    _device_keys: dict[DeviceID, dict[str, None]]
+    _holders: dict[DeviceID, str]
     #: the last view made (``dra_view``), and the inventory with the slices revision it was built at
     _dra_made: DraView | None
     _dra_inventory: Inventory | None

@@ -90,6 +90,10 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
         self._dra_revision = 0
         self._dra_slices_revision = 0
         self._dra_made = None
+        self._claims_changed = set()
+        self._claim_holds = {}
+        self._device_keys = {}
+        self._holders = {}
         self._dra_inventory = None
         self._dra_inventory_revision = -1
         self._claim_pods = set()

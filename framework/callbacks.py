@@ -205,6 +205,8 @@ class CallbackRegistry:
         self.event_handlers: list[EventHandler] = []
         #: plugin → what its predicates and scores read of a task besides the pod's template
         self.template_qualifiers: dict[str, TemplateQualifier] = {}
+        #: a qualifier speaks for the pods' ResourceClaims (``add_template_qualifier``)
+        self.claims_qualified = False
 
     def add_job_order_fn(self, name: str, fn: JobOrderFn) -> None:
         self.job_order_fns.add(name, fn)
@@ -357,11 +359,17 @@ class CallbackRegistry:
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)
 
-    def add_template_qualifier(self, name: str, fn: TemplateQualifier) -> None:
+    def add_template_qualifier(self, name: str, fn: TemplateQualifier, claims: bool = False) -> None:
         """For a plugin whose predicates or scores read more of a task than its pod template (the
         nodegroup plugin: the queue of the task's job): pods of one template that differ there are
-        not interchangeable, so what is cached or remembered per template is kept apart by it."""
+        not interchangeable, so what is cached or remembered per template is kept apart by it.
+        ``claims``: the qualifier says all that the session's predicates and scores read of a pod's
+        ResourceClaims in what is cached per template for every node (the DRA part's: whether the
+        pod has claims, and their shape when a node's answer depends on that node alone), so the
+        placement engine keys those caches by the template less its claims part."""
         self.template_qualifiers[name] = fn
+        if claims:
+            self.claims_qualified = True
 
     def placement_key(self, task: TaskInfo) -> bytes:
         """The task's template (``TaskInfo.template``: pods with equal keys are interchangeable for

@@ -180,7 +180,7 @@ def template_key(pod: Pod, req: Resource) -> bytes:
             if ref.controller and ref.kind in ("ReplicaSet", "StatefulSet", "ReplicationController"):
                 owner = ref.uid
                 break
-    return _template_encoder.encode(
+    base = _template_encoder.encode(
         (
             sorted(req.to_dict().items()),
             spec.node_selector,
@@ -193,12 +193,23 @@ def template_key(pod: Pod, req: Resource) -> bytes:
             owner,
             # claims are per namespace: the volume predicates read them
             [pod.metadata.namespace, spec.volumes] if spec.volumes else None,
-            # ResourceClaims are the pod's own (or shared by name): the DRA predicate reads them
-            [pod.metadata.namespace, spec.resource_claims, pod.status.resource_claim_statuses]
-            if spec.resource_claims
-            else None,
         )
     )
+    if not spec.resource_claims:
+        return base
+    # ResourceClaims are the pod's own (or shared by name): the DRA predicate reads them. After a
+    # NUL (JSON has none), so that what reads only the rest finds it (``claims_free_template``).
+    claims = (pod.metadata.namespace, spec.resource_claims, pod.status.resource_claim_statuses)
+    return base + TEMPLATE_CLAIMS + _template_encoder.encode(claims)
+
+
+#: separates the ResourceClaims part of a template key from the rest
+TEMPLATE_CLAIMS = b"\0claims\0"
+
+
+def claims_free_template(template: bytes) -> bytes:
+    """A template key less its ResourceClaims part: the same for pods that differ only there."""
+    return template.partition(TEMPLATE_CLAIMS)[0]
 
 
 def _same_template_inputs(old: Pod, new: Pod) -> bool:
@@ -225,6 +236,14 @@ def _same_template_inputs(old: Pod, new: Pod) -> bool:
         and a.topology_spread_constraints == b.topology_spread_constraints
         and a.volumes == b.volumes
         and a.resource_claims == b.resource_claims
+    )
+
+
+def _same_request_inputs(old: Pod, new: Pod) -> bool:
+    """Equal requests for sure: every field pod_requests reads is equal."""
+    a, b = old.spec, new.spec
+    return a is b or (
+        a.containers == b.containers and a.init_containers == b.init_containers and a.overhead == b.overhead
     )
 
 
@@ -293,6 +312,10 @@ class TaskInfo:
         meta = pod.metadata
         if previous is not None and _same_template_inputs(previous.pod, pod):
             req, init, template = previous.resreq, previous.init_resreq, previous.template
+        elif previous is not None and _same_request_inputs(previous.pod, pod):
+            # e.g. the resourceclaim controller named the pod's claims in its status: a new template
+            req, init = previous.resreq, previous.init_resreq
+            template = template_key(pod, init)
         else:
             req, init = pod_requests(pod)
             template = template_key(pod, init)

@@ -33,7 +33,7 @@ from caldera.framework.callbacks import (
     applies_to,
     is_local,
 )
-from caldera.framework.model import NodeInfo, TaskInfo
+from caldera.framework.model import NodeInfo, TaskInfo, claims_free_template
 from caldera.framework.nodetable import NodeTable
 
 
@@ -289,9 +289,19 @@ class PlacementEngine:
         """Whether an enabled predicate already checks free resources (so actions need not)."""
         return any(bp.resource for bp in self.callbacks.bulk_predicates())
 
+    def _template_key(self, task: TaskInfo) -> bytes:
+        """The key of what the engine caches per template for every node (static masks, the score
+        split, the overlays): the placement key, less the pod's ResourceClaims part when a plugin's
+        qualifier speaks for the claims (pods that differ only in their claims' names share them)."""
+        key = self.callbacks.placement_key(task)
+        if self.callbacks.claims_qualified and task.pod.spec.resource_claims:
+            template = task.template
+            return claims_free_template(template) + key[len(template) :]
+        return key
+
     def static_mask(self, task: TaskInfo) -> np.ndarray:
         """Template-level predicates over all nodes, cached per pod template for the session."""
-        key = self.callbacks.placement_key(task)
+        key = self._template_key(task)
         mask = self._static_masks.get(key) if key else None
         if mask is None:
             mask = np.ones(self.table.rows, dtype=bool)
@@ -407,7 +417,7 @@ class PlacementEngine:
 
     def _local_scores(self, task: TaskInfo) -> tuple[list[BulkScore], list[BulkScore]]:
         """The enabled bulk score parts for this task: (node-local ones, the others); per template."""
-        template = self.callbacks.placement_key(task)
+        template = self._template_key(task)
         got = self._score_split.get(template) if template else None
         if got is None:
             got = self.callbacks.split_scores(task)
@@ -421,7 +431,7 @@ class PlacementEngine:
         a normalisation), so they are evaluated afresh on every call instead of cached. Also the
         key of the task's cached node-local results: templates that differ only in what the
         overlay reads (labels, namespace, spread constraints, pod affinity terms) share them."""
-        template = self.callbacks.placement_key(task)
+        template = self._template_key(task)
         got = self._overlays.get(template)
         if got is None:
             preds = [
@@ -431,7 +441,9 @@ class PlacementEngine:
             ]
             scores = self._local_scores(task)[1]
             spec = task.pod.spec
-            if preds or scores:
+            if preds or scores or spec.resource_claims:
+                # (a pod's claims make its template its own: what the node-local results read of
+                # them comes from the plugins' qualifiers, e.g. the DRA part's claim shape)
                 node_affinity = spec.affinity.node_affinity if spec.affinity else None
                 ports = [p.host_port for c in spec.containers for p in c.ports if p.host_port]
                 key = _key_encoder.encode(
@@ -447,7 +459,7 @@ class PlacementEngine:
                     )
                 )
                 # what plugins read besides the template (add_template_qualifier) keeps caches apart
-                key += template[len(task.template) :]
+                key += self.callbacks.placement_key(task)[len(task.template) :]
             else:
                 key = template
             got = self._overlays[template] = (key, preds, scores)

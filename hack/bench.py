@@ -674,6 +674,12 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="attach py-spy to the scheduler and write folded stacks to PATH-SHAPE-N.txt (needs py-spy)",
     )
+    e2e.add_argument(
+        "--dra",
+        action="store_true",
+        help="every node publishes 8 GPUs (a ResourceSlice), each pod claims one through a"
+        " ResourceClaimTemplate; then the same run without claims (hack/bench_e2e_dra.py)",
+    )
     e2e.set_defaults(func=run_e2e)
     http = sub.add_parser("http", help="the binder's writes: cache/http1.py's pool against aiohttp")
     http.add_argument("--binds", type=int, default=5000, help="measured binds per arm and repeat")

@@ -59,6 +59,7 @@ import orjson
 import yaml
 from prometheus_client.registry import Collector
 
+from caldera.hack import bench_e2e_dra
 from caldera.hack.soak.procs import ROOT, SchedulerProcess, SimProcess, child_env, cpu_seconds, rss_bytes
 from caldera.hack.stats import percentile
 from caldera.hack.workload.client import Api, podgroups_path, pods_path
@@ -114,6 +115,8 @@ class E2EResult:
     gangs_checked: int = 0
     #: --ceiling (backlog): the decision-free binder's run on the same workload
     ceiling: E2EResult | None = None
+    #: --dra: each pod claims one device through a ResourceClaimTemplate (hack/bench_e2e_dra.py)
+    dra: bool = False
 
     @property
     def rate(self) -> float:
@@ -146,6 +149,8 @@ class E2EResult:
         kind = "single pods" if self.gang_size <= 1 else f"gangs of {self.gang_size}"
         if self.topology:
             kind += ", networkTopology hard tier 1 over HyperNode leaves of 8"
+        if self.dra:
+            kind += ", each pod claiming one device"
         who = "" if self.binder == "caldera" else ", decision-free binder (the binding ceiling)"
         actor = "scheduler" if self.binder == "caldera" else "binder"
         if self.shape == "backlog":
@@ -272,6 +277,8 @@ def read_counters(text: str, result: E2EResult) -> None:
     cycles run, time in the garbage collector."""
     for name, labels, value in _SAMPLE.findall(text):
         tags = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if bench_e2e_dra.claim_writes(name, tags, float(value), result.writes):
+            continue
         if name == _WATCH_EVENTS:
             kind = tags.get("kind", "?")
             result.events_seen[kind] = result.events_seen.get(kind, 0.0) + float(value)
@@ -401,17 +408,14 @@ def _manifests(result: E2EResult) -> tuple[list[str], list[bytes], list[dict[str
     for i, name in enumerate(names):
         group_index = i // gang if gang > 1 else i
         cpu, memory = shapes[group_index % len(shapes)]
-        pods.append(
-            orjson.dumps(
-                pod_manifest(
-                    name,
-                    NAMESPACE,
-                    workload="bench",
-                    group=f"g-{group_index:05d}" if gang > 1 else "",
-                    requests={"cpu": cpu, "memory": memory},
-                )
-            )
+        manifest = pod_manifest(
+            name,
+            NAMESPACE,
+            workload="bench",
+            group=f"g-{group_index:05d}" if gang > 1 else "",
+            requests={"cpu": cpu, "memory": memory},
         )
+        pods.append(orjson.dumps(bench_e2e_dra.claiming(manifest) if result.dra else manifest))
     topology = {"mode": "hard", "highestTierAllowed": 1} if result.topology else None
     pgs = [
         podgroup_manifest(f"g-{g:05d}", NAMESPACE, gang, workload="bench", network_topology=topology)
@@ -439,6 +443,8 @@ class Driver:
         await self.api.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         )
+        if self.result.dra:
+            await bench_e2e_dra.create_objects(self.api, NAMESPACE)
         _, self.rv = await self.api.list(pods_path(NAMESPACE), limit="1")
 
     def start_watch(self) -> None:
@@ -596,6 +602,7 @@ def bench(
     rate: float = 0.0,
     topology: bool = False,
     binder: str = "caldera",
+    dra: bool = False,
 ) -> E2EResult:
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {', '.join(SHAPES)}, not {shape!r}")
@@ -616,6 +623,7 @@ def bench(
         rate_limit=rate,
         topology=topology,
         binder=binder,
+        dra=dra,
     )
     if topology and gang_size <= 1:
         raise ValueError("--topology places gangs: the gang size must be at least 2")
@@ -775,10 +783,13 @@ def runs(args: argparse.Namespace) -> list[E2EResult]:
     rate = float(getattr(args, "rate", None) or os.environ.get("CALDERA_BENCH_RATE") or 0)
     topology = bool(getattr(args, "topology", False))
     ceiling = bool(getattr(args, "ceiling", False))
+    dra = bool(getattr(args, "dra", False))
     if topology and gang <= 1:
         raise SystemExit("bench e2e: --topology places gangs: --gang-size must be at least 2")
     if ceiling and "backlog" not in shapes:
         raise SystemExit("bench e2e: --ceiling compares the backlog shape (the binder lists the pods once)")
+    if ceiling and dra:
+        raise SystemExit("bench e2e: --ceiling with --dra: the decision-free binder allocates no claims")
     print(
         f"caldera-sim bench e2e: {pods} pods, gang size {gang}, {nodes} nodes, shapes {', '.join(shapes)},"
         f" {repeat} run(s) each"
@@ -799,7 +810,15 @@ def runs(args: argparse.Namespace) -> list[E2EResult]:
                     base = Path(profile)
                     path = str(base.with_name(f"{base.stem}-{sh}-{i + 1}{base.suffix or '.txt'}"))
                 res = bench(
-                    nodes, pods, size, period=period, shape=sh, profile=path, rate=rate, topology=topology
+                    nodes,
+                    pods,
+                    size,
+                    period=period,
+                    shape=sh,
+                    profile=path,
+                    rate=rate,
+                    topology=topology,
+                    dra=dra,
                 )
                 if ceiling and sh == "backlog":
                     print(res.report(), flush=True)
@@ -811,6 +830,10 @@ def runs(args: argparse.Namespace) -> list[E2EResult]:
                 else:
                     print(res.report(), flush=True)
                 results.append(res)
+                if dra:  # the same run without claims, for comparison
+                    plain = bench(nodes, pods, size, period=period, shape=sh, rate=rate, topology=topology)
+                    print(plain.report(), flush=True)
+                    print(bench_e2e_dra.comparison(res, plain), flush=True)
                 if res.cpu_ms_per_pod is not None:
                     summary.setdefault(
                         f"{sh}, {'gangs of ' + str(size) if size > 1 else 'single pods'}", []

@@ -33,6 +33,12 @@ STATUS_WRITES = Counter(
     "Status writes sent to the API server, by kind and result.",
     ["kind", "result"],
 )
+CLAIM_WRITES = Counter(  # scheduler/binder.py: PreBind's writes of a pod's ResourceClaims
+    "caldera_resourceclaim_writes_total",
+    "ResourceClaim writes sent by the binder: the finalizer, the status (allocation and reservedFor),"
+    " the reservation undone; by write and result.",
+    ["write", "result"],
+)
 WATCH_EVENTS = Counter(
     "caldera_watch_events_total", "Watch events received, by kind and type.", ["kind", "type"]
 )

@@ -40,6 +40,7 @@ from caldera.framework.dra.allocator import (
     node_selector_matches,
 )
 from caldera.framework.dra.cel import CelError
+from caldera.framework.dra.freeindex import FreeIndex, shape_devices, simple_shape
 from caldera.framework.dra.objects import AllocationResult, ResourceClaim
 from caldera.framework.dra.view import (
     RESERVED_FOR_MAX_SIZE,
@@ -120,6 +121,15 @@ class DraPart:
         self._fits: dict[bytes, _Fit] = {}
         self._epoch = np.zeros(len(ssn.node_list), dtype=np.int64)
         self._shared_epoch = 0
+        #: the counting fast path per claim (framework/dra/freeindex.py): its index, None where the
+        #: full allocator answers; indexes by shape
+        self._fast: dict[str, FreeIndex | None] = {}
+        self._indexes: dict[object, FreeIndex | None] = {}
+        #: per task uid: its one claim and the index that answers for it while the session has not
+        #: allocated that claim (``_counted``)
+        self._counted_by: dict[str, tuple[str, FreeIndex | None]] = {}
+        #: per task uid: its claims' keys, or why it waits (the pod does not change in a session)
+        self._claim_keys: dict[str, tuple[list[str], str]] = {}
         #: the first selector error met for each claim this session (named in its reasons)
         self.claim_cel: dict[str, CelError] = {}
         #: tasks evicted in this session, and the allocated claims their evictions release (key ->
@@ -131,18 +141,25 @@ class DraPart:
         if enabled:
             # what evictions cannot change (the claims exist, allocated ones reach the node, the node
             # reaches devices at all), and the allocator's answer over the devices free now, which
-            # evictions change: preempt and reclaim pick nodes by the first and dry-run the second
-            ssn.add_bulk_predicate_fn(plugin, self.passes, self.explain, part="dra", applies=has_claims)
+            # evictions change: preempt and reclaim pick nodes by the first and dry-run the second.
+            # Both are node-local for a task the counts answer for (``node_local``)
+            ssn.add_bulk_predicate_fn(
+                plugin, self.passes, self.explain, part="dra", applies=has_claims, local=self.node_local
+            )
             ssn.add_bulk_predicate_fn(
                 plugin,
                 self.devices_pass,
                 _nothing_more,
                 part="dra-devices",
                 applies=has_claims,
+                local=self.node_local,
                 releasable=True,
             )
             ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
-        else:
+        # What the predicate reads of a task's claims, for what is cached per template: whether it
+        # has any, and the shape of its claim when the counts answer for it
+        ssn.add_template_qualifier(f"{plugin}.dra", self._qualifier, claims=True)
+        if not enabled:
             ssn.add_bulk_predicate_fn(
                 plugin,
                 lambda task, rows: np.zeros(len(rows), dtype=bool),
@@ -154,7 +171,10 @@ class DraPart:
 
     # -- the plan ------------------------------------------------------------------------------------
     def plan(self, task: TaskInfo) -> _Plan:
-        keys, reason = pod_claims(task.pod)
+        got = self._claim_keys.get(task.uid)
+        if got is None:
+            got = self._claim_keys[task.uid] = pod_claims(task.pod)
+        keys, reason = got
         plan = _Plan(keys, [], [], [])
         if reason:
             plan.reason = reason
@@ -286,6 +306,62 @@ class DraPart:
             return np.zeros(len(rows), dtype=bool)
         return out
 
+    def _fast_index(self, plan: _Plan) -> FreeIndex | None:
+        """The counting index that answers for the plan's one unallocated claim, or None."""
+        if len(plan.unallocated) != 1:
+            return None
+        claim = plan.unallocated[0]
+        key = f"{claim.metadata.namespace}/{claim.metadata.name}"
+        if key in self._fast:
+            return self._fast[key]
+        view = self.view
+        shape = simple_shape(claim, view.classes, view.inventory)
+        index = None
+        if shape is not None:
+            if shape in self._indexes:
+                index = self._indexes[shape]
+            else:
+                devices = shape_devices(view.inventory, shape.expressions)
+                if devices is not None:
+                    index = FreeIndex(shape, devices, [n.name for n in self.ssn.node_list], self.ledger)
+                self._indexes[shape] = index
+        self._fast[key] = index
+        return index
+
+    def _counted(self, task: TaskInfo) -> FreeIndex | None:
+        """The free-device index that alone answers for the task on each node: its claims are one
+        claim to allocate that the counts answer for (none allocated already, whose node selectors
+        would count too). What :meth:`plan` says, with what the view decides kept per task: only
+        the session's own allocations move."""
+        got = self._counted_by.get(task.uid)
+        if got is None:
+            index = None
+            plan = self.plan(task)
+            if not plan.reason and len(plan.keys) == 1 and plan.keys[0] not in self.session_allocs:
+                if plan.unallocated:  # (else allocated in the view: stays so this session)
+                    index = self._fast_index(plan)
+            elif not plan.reason and len(plan.keys) == 1:
+                claim = self.view.claims[plan.keys[0]]
+                if claim.status.allocation is None:  # allocated in this session only: may be released
+                    index = self._fast_index(_Plan(plan.keys, [claim], [], [claim]))
+            got = self._counted_by[task.uid] = (plan.keys[0] if len(plan.keys) == 1 else "", index)
+        key, index = got
+        if index is None or key in self.session_allocs:
+            return None
+        return index
+
+    def node_local(self, task: TaskInfo) -> bool:
+        """Whether a node's answer for the task depends on that node alone: with the counts, it
+        changes only when a task is placed on or taken off the node (which the placement engine
+        sees as that row changed); the full allocator's answers are cached by device epochs."""
+        return self._counted(task) is not None
+
+    def _qualifier(self, task: TaskInfo) -> bytes:
+        if not task.pod.spec.resource_claims:
+            return b""
+        index = self._counted(task) if self.enabled else None
+        return b"claims:" + index.key if index is not None else b"claims"
+
     def _fit(self, plan: _Plan) -> _Fit:
         """The answers kept for the plan's unallocated claims' specs (see ``_unallocated_fit``)."""
         names = tuple(f"{c.metadata.namespace}/{c.metadata.name}" for c in plan.unallocated)
@@ -306,6 +382,9 @@ class DraPart:
         answers are kept per spec and node row, with the row's device epoch (moved by every take and
         release of a device of that node; a device of a slice serving several nodes moves them all):
         only rows whose devices changed are asked again."""
+        fast = self._fast_index(plan)
+        if fast is not None:
+            return fast.fits(rows)
         fit = self._fit(plan)
         candidates = self._candidates(plan, rows)
         if not candidates.all():
@@ -329,8 +408,15 @@ class DraPart:
             return {plan.reason: np.ones(len(rows), dtype=bool)}
         out: dict[str, np.ndarray] = {}
         node_list = self.ssn.node_list
+        fast = self._fast_index(plan)
         for i, row in enumerate(rows.tolist()):
-            reason = self._on_node(plan, node_list[row])
+            if fast is not None:
+                claim = plan.unallocated[0]
+                reason = self._selectors_fail(plan, node_list[row]) or fast.why_not(
+                    row, f"{claim.metadata.namespace}/{claim.metadata.name}", self.view.inventory
+                )
+            else:
+                reason = self._on_node(plan, node_list[row])
             if reason:
                 mask = out.get(reason)
                 if mask is None:
@@ -372,7 +458,14 @@ class DraPart:
         if plan.reason or node is None:
             return  # no claims for the placement: the binder refuses to bind it
         results: list[AllocationResult] = []
-        if plan.unallocated:
+        fast = self._fast_index(plan) if plan.unallocated else None
+        if fast is not None:
+            picked = fast.pick(node.row)
+            if picked is None:
+                log.warning("%s placed on %s, where its claim has too few free devices", task.key, node.name)
+                return
+            results = [picked]
+        elif plan.unallocated:
             fit = self._fit(plan)
             row = node.row
             kept = fit.results[row] if fit.epoch[row] == self._epoch[row] else None
@@ -488,7 +581,15 @@ class DraPart:
         """Devices of this allocation were taken or given back: the nodes that reach them answer anew."""
         inventory = self.view.inventory
         nodes = self.ssn.nodes
+        indexes = [i for i in self._indexes.values() if i is not None]
+        # (an answer of the full allocator's kept before is what a move makes stale: with none kept,
+        # the epochs need not move, every answer to come is asked afresh)
+        epochs = bool(self._fits)
         for r in allocation.devices.results:
+            for index in indexes:
+                index.refresh((r.driver, r.pool, r.device))
+            if not epochs:
+                continue
             name = inventory.node_of((r.driver, r.pool, r.device))
             node = nodes.get(name) if name is not None else None
             if node is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
+import msgspec
 import numpy as np
 
 from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
@@ -21,6 +22,8 @@ from caldera.framework.objects import PodAffinityTerm
 from caldera.framework.plugin import Plugin, unsupported
 from caldera.plugins.helpers import NodeIndex, node_index, pod_matches_term, tolerates
 from caldera.plugins.spread import SpreadIndex, spread_index
+
+_static_encoder = msgspec.json.Encoder()
 
 if TYPE_CHECKING:
     from caldera.framework.nodetable import NodeTable
@@ -197,8 +200,13 @@ class NodeOrderPlugin(Plugin):
         got = self._static_cache.get(key) if key else None
         if got is None:
             if key:
+                # remembered by what they read: templates that differ elsewhere (their claims) share them
+                spec = task.pod.spec
+                inputs = _static_encoder.encode(
+                    (spec.affinity.node_affinity if spec.affinity else None, spec.tolerations)
+                )
                 got = self.ssn.node_memo(
-                    (NodeOrderPlugin._static_scores, self.node_affinity, self.taint, key),
+                    (NodeOrderPlugin._static_scores, self.node_affinity, self.taint, inputs),
                     lambda: self._compute_static_scores(task),
                 )
                 self._static_cache[key] = got

@@ -435,6 +435,7 @@ class Binder:
                     deadline,
                     "application/merge-patch+json",
                 )
+                _claim_writes("status", failure is None).inc()
                 if failure is None:
                     written.append(ca)
                     break
@@ -468,10 +469,12 @@ class Binder:
                     content_type="application/merge-patch+json",
                     timeout=self.request_timeout,
                 )
+                _claim_writes("finalizer", True).inc()
                 return decode(ResourceClaim, raw)
             except ObjectError as exc:
                 return ApiError(0, "Unreadable", str(exc))
             except ApiError as exc:
+                _claim_writes("finalizer", False).inc()
                 if exc.transient and attempt + 1 < self.max_attempts and self.clock() < deadline:
                     await asyncio.sleep(backoff_delay(attempt, 0.05, 5.0))
                     attempt += 1
@@ -503,6 +506,7 @@ class Binder:
                     deadline,
                     "application/merge-patch+json",
                 )
+                _claim_writes("unreserve", failure is None).inc()
                 if failure is None or failure.code != 409:
                     if failure is not None:
                         log.warning(
@@ -665,6 +669,12 @@ def _binds(result: str) -> Any:
     """The ``caldera_binds_total{result}`` child, looked up once per result and kept (prometheus_client's
     ``labels`` validates and hashes the label values on each call; ``inc`` on the child is all a bind pays)."""
     return m.BINDS.labels(result)
+
+
+@functools.cache
+def _claim_writes(write: str, ok: bool) -> Any:
+    """The ``caldera_resourceclaim_writes_total{write,result}`` child, looked up once (see ``_binds``)."""
+    return m.CLAIM_WRITES.labels(write, "ok" if ok else "error")
 
 
 def _reason(exc: ApiError) -> str:

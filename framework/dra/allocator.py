@@ -29,7 +29,10 @@ into the allocation result (``devices.config``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+
+import msgspec
 
 from caldera.framework.dra.cel import CelCache, CelError, DeviceContext
 from caldera.framework.dra.objects import (
@@ -49,6 +52,7 @@ from caldera.framework.dra.objects import (
 from caldera.framework.objects import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 
 DeviceID = tuple[str, str, str]  # driver, pool, device
+_content_encoder = msgspec.json.Encoder()
 
 
 def device_label(device_id: DeviceID) -> str:
@@ -97,6 +101,16 @@ class InventoryDevice:
     device: Device
     slice: ResourceSlice
     _context: DeviceContext | None = None
+    _content: bytes = b""
+
+    @property
+    def content(self) -> bytes:
+        """What a CEL expression sees of the device, encoded: its driver, attributes and capacity."""
+        if not self._content:
+            self._content = _content_encoder.encode(
+                (self.id[0], self.device.attributes, self.device.capacity)
+            )
+        return self._content
 
     @property
     def context(self) -> DeviceContext:
@@ -139,7 +153,8 @@ class Inventory:
 
     def __init__(self, slices: Iterable[ResourceSlice], cel: CelCache | None = None) -> None:
         self.cel = cel if cel is not None else CelCache()
-        self._cel_answers: dict[tuple[str, DeviceID], bool | CelError] = {}
+        self._cel_answers: dict[tuple[str, bytes], bool] = {}
+        self._cel_errors: dict[tuple[str, DeviceID], CelError] = {}
         newest: dict[tuple[str, str], Pool] = {}
         for slice_ in slices:
             spec = slice_.spec
@@ -155,6 +170,8 @@ class Inventory:
         self._pools_by_node: dict[str, list[Pool]] = {}
         self._shared_pools: list[Pool] = []
         self._node_of: dict[DeviceID, str] | None = None
+        #: what users derive from the inventory and keep as long as it lives (framework/dra/freeindex.py)
+        self.derived: dict[object, object] = {}
         for pool in self.pools:
             self._index(pool)
             for node_name in pool.devices_by_node:
@@ -173,6 +190,15 @@ class Inventory:
         out = [(p, devices) for p, devices in out if devices]
         out.sort(key=lambda pd: (pd[0].driver, pd[0].name))
         return out
+
+    @property
+    def has_shared_slices(self) -> bool:
+        """Whether some slice serves several nodes (``nodeSelector``, ``allNodes``)."""
+        return bool(self._shared_pools)
+
+    def node_names(self) -> list[str]:
+        """The nodes with node-local devices."""
+        return list(self._pools_by_node)
 
     def node_of(self, device_id: DeviceID) -> str | None:
         """The node of a node-local device; None for a device of a slice serving several nodes (or
@@ -204,12 +230,22 @@ class Inventory:
             # perDeviceNodeSelection (partitionable devices) and unknown future kinds: skipped
 
     def cel_matches(self, expression: str, device: InventoryDevice) -> bool | CelError:
-        """One selector on one device, compiled once and answered once per device."""
-        key = (expression, device.id)
-        answer = self._cel_answers.get(key)
-        if answer is None:
-            answer = self._cel_answers[key] = self.cel.get(expression).matches(device.context)
-        return answer
+        """One selector on one device, compiled once and answered once per device content: what the
+        expression sees of a device (``cel.device_variable``: driver, attributes, capacity) decides
+        the answer, so devices alike (the same model without per-device attributes) share it. An
+        error is kept per device (it names the device)."""
+        answer = self._cel_answers.get((expression, device.content))
+        if answer is not None:
+            return answer
+        error = self._cel_errors.get((expression, device.id))
+        if error is not None:
+            return error
+        got = self.cel.get(expression).matches(device.context)
+        if isinstance(got, CelError):
+            self._cel_errors[(expression, device.id)] = got
+        else:
+            self._cel_answers[(expression, device.content)] = got
+        return got
 
 
 # --- devices in use --------------------------------------------------------------------------------
@@ -275,6 +311,14 @@ class DeviceLedger:
                 gone.add(device_id)
         if gone:
             self._log = [d for d in self._log if d not in gone]
+
+    def in_use_of(self, devices: AbstractSet[DeviceID]) -> AbstractSet[DeviceID]:
+        """Those of the devices that are in use (set operations: no loop over them in Python): as
+        :meth:`in_use` answers each, so devices an eviction released (``free``) are not."""
+        allocated = devices & self._allocated
+        if self._freed:
+            allocated -= self._freed
+        return allocated | (devices & self._taken.keys())
 
     def mark(self) -> int:
         return len(self._log)
@@ -705,25 +749,7 @@ class _Search:
 
     # answers ----------------------------------------------------------------------------------------
     def results(self) -> list[AllocationResult]:
-        out = []
-        for picked in self.picked:
-            results = [
-                DeviceRequestAllocationResult(
-                    request=req.name,
-                    driver=dev.id[0],
-                    pool=dev.id[1],
-                    device=dev.id[2],
-                    admin_access=True if req.admin else None,
-                )
-                for req, dev in picked
-            ]
-            out.append(
-                AllocationResult(
-                    devices=DeviceAllocationResult(results=results),
-                    node_selector=_node_selector([dev for _, dev in picked]),
-                )
-            )
-        return out
+        return [allocation_of([(req.name, req.admin, dev) for req, dev in picked]) for picked in self.picked]
 
     def why_not(self) -> str:
         """The first request that lacks free devices on the node, counted; else the constraints."""
@@ -742,22 +768,50 @@ class _Search:
                 if req.admin:
                     in_use = 0
                 if len(matching) - in_use < max(req.num, 1):
-                    return (
-                        f"no free device of class {req.class_name} for claim {_name(claim)} request {req.name}: "
-                        f"{len(matching)} devices, {in_use} allocated" + self._pool_trouble()
-                    )
+                    return no_free_device(
+                        req.class_name, _name(claim), req.name, len(matching), in_use
+                    ) + pool_trouble(self.node_devices)
         return (
             f"claims {', '.join(_name(c) for c in self.claims)}: devices exist but not in a combination that satisfies the requests and constraints"
-            + self._pool_trouble()
+            + pool_trouble(self.node_devices)
         )
 
-    def _pool_trouble(self) -> str:
-        for pool, _ in self.node_devices:
-            if pool.invalid_reason:
-                return f" (invalid resource pools were encountered: {pool.label}: {pool.invalid_reason})"
-            if pool.incomplete:
-                return f" (resource pool {pool.label} is incomplete: being updated)"
-        return ""
+
+def no_free_device(class_name: str, claim: str, request: str, matching: int, in_use: int) -> str:
+    """Why a request finds too few devices on a node: how many match, how many of those are in use."""
+    return (
+        f"no free device of class {class_name} for claim {claim} request {request}: "
+        f"{matching} devices, {in_use} allocated"
+    )
+
+
+def pool_trouble(node_devices: Iterable[tuple[Pool, object]]) -> str:
+    """The first pool of a node's that is invalid or being updated, said after a reason ("" if none)."""
+    for pool, _ in node_devices:
+        if pool.invalid_reason:
+            return f" (invalid resource pools were encountered: {pool.label}: {pool.invalid_reason})"
+        if pool.incomplete:
+            return f" (resource pool {pool.label} is incomplete: being updated)"
+    return ""
+
+
+def allocation_of(picked: Sequence[tuple[str, bool, InventoryDevice]]) -> AllocationResult:
+    """One claim's allocation result from its (request, admin access, device) picks, in order."""
+    return AllocationResult(
+        devices=DeviceAllocationResult(
+            results=[
+                DeviceRequestAllocationResult(
+                    request=request,
+                    driver=dev.id[0],
+                    pool=dev.id[1],
+                    device=dev.id[2],
+                    admin_access=True if admin else None,
+                )
+                for request, admin, dev in picked
+            ]
+        ),
+        node_selector=_node_selector([dev for _, _, dev in picked]),
+    )
 
 
 def _name(claim: ResourceClaim) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from caldera.framework.model import GROUP_NAME_ANNOTATION
 from caldera.hack.scenario import (
     claim_pod_spec,
@@ -20,6 +22,7 @@ from caldera.hack.scenario import (
     resource_slice,
     run_session,
 )
+from caldera.plugins import dra as dra_part
 
 GPU = "gpu.example.com"
 PREEMPTABLE = {"volcano.sh/preemptable": "true"}
@@ -140,6 +143,25 @@ def world(pods: list[Any], dra: list[Any], **kw: Any) -> Any:
     )
 
 
+def keeper_and_low(*dra: Any) -> Any:
+    """A pod that may not be preempted ("keeper", claim c-keep) and a preemptable one ("low", c-low)
+    running on n1; "high" wants a GPU through c-high. ``dra``: the objects besides the GPU class."""
+    return world(
+        pods=[
+            running("keeper", "c-keep", annotations=KEEP),
+            running("low", "c-low"),
+            wanting("high", "c-high"),
+        ],
+        dra=[device_class(GPU), *dra],
+    )
+
+
+def dra_of(ssn: Any) -> dra_part.DraPart:
+    """The session's DRA part (of the predicates plugin)."""
+    (part,) = [v for p in ssn.plugins.values() for v in vars(p).values() if isinstance(v, dra_part.DraPart)]
+    return part
+
+
 def evicted(result: Any) -> list[str]:
     return sorted(e.task.name for e in result.evictions)
 
@@ -163,6 +185,39 @@ def test_a_high_priority_pod_needing_a_gpu_preempts_the_pod_holding_the_only_gpu
     ssn, result = run_session(snap, PREEMPT)
     assert evicted(result) == ["low"]
     assert pipelined(ssn) == {"high": "n1"}
+
+
+def test_a_preemptor_whose_claim_the_counts_answer_gets_the_gpu_the_eviction_frees(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # n1's gpu-0 is held by a pod that may not be preempted, gpu-1 by a preemptable one. The
+    # preemptor's claim (one GPU of the class) is one the free-device counts answer for; allocate
+    # counted n1 full before preempt ran, so the eviction's release must reach the counts: the
+    # preemptor lands on n1 with gpu-1, as it does with the full allocator alone.
+    def scenario() -> tuple[Any, Any]:
+        snap = keeper_and_low(
+            resource_slice("n1", GPU, ["gpu-0", "gpu-1"]),
+            holding("c-keep", "gpu-0", "keeper"),
+            holding("c-low", "gpu-1", "low"),
+            resource_claim("c-high", GPU),
+        )
+        return run_session(snap, PREEMPT)
+
+    def devices_of(ssn: Any, uid: str) -> list[str]:
+        return [r.device for ca in ssn.task_claims[uid] for r in ca.allocation.devices.results]
+
+    ssn, result = scenario()
+    assert dra_of(ssn)._fast["default/c-high"] is not None  # the counts answered for the preemptor's claim
+    assert evicted(result) == ["low"]
+    assert pipelined(ssn) == {"high": "n1"}
+    assert devices_of(ssn, "high") == ["gpu-1"]
+
+    monkeypatch.setattr(dra_part, "simple_shape", lambda *args: None)
+    ssn_full, result_full = scenario()
+    assert not any(index is not None for index in dra_of(ssn_full)._indexes.values())
+    assert evicted(result_full) == ["low"]
+    assert pipelined(ssn_full) == {"high": "n1"}
+    assert devices_of(ssn_full, "high") == ["gpu-1"]
 
 
 def test_a_pod_without_devices_is_spared_when_only_the_gpu_is_short() -> None:
@@ -190,19 +245,11 @@ def test_a_pod_holding_no_device_the_preemptor_can_use_is_not_preempted() -> Non
             "n1", GPU, {"a100": {"model": {"string": "a100"}}, "t4": {"model": {"string": "t4"}}}
         )
 
-    snap = world(
-        pods=[
-            running("keeper", "c-keep", annotations=KEEP),
-            running("low", "c-low"),
-            wanting("high", "c-high"),
-        ],
-        dra=[
-            device_class(GPU),
-            gpus(),
-            holding("c-keep", "a100", "keeper"),
-            holding("c-low", "t4", "low"),
-            resource_claim("c-high", GPU, selector='device.attributes["gpu.example.com"].model == "a100"'),
-        ],
+    snap = keeper_and_low(
+        gpus(),
+        holding("c-keep", "a100", "keeper"),
+        holding("c-low", "t4", "low"),
+        resource_claim("c-high", GPU, selector='device.attributes["gpu.example.com"].model == "a100"'),
     )
     ssn, result = run_session(snap, PREEMPT)
     assert evicted(result) == []

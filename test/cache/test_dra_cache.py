@@ -111,3 +111,45 @@ def test_an_assumed_allocation_holds_the_devices_until_the_watch_shows_the_claim
     view = cache.snapshot().dra
     assert view is not None and view.claims["default/c0"] is written
     assert (GPU, "n1", "gpu-0") in view.allocated
+
+
+def test_the_held_devices_follow_every_claim_change_as_a_rebuild_would() -> None:
+    """The view's devices in use are kept from the claims changed since the last view; after random
+    watch events (allocated, deallocated, deleted, a claim allocated to a device another holds) and
+    assumptions made and given up, they are what a rebuild from every claim finds."""
+    import random
+
+    from caldera.framework.dra.view import allocated_devices
+
+    rng = random.Random(7)
+    cache = ClusterCache()
+    cache.upsert_device_class(device_class(GPU))
+    cache.upsert_resource_slice(resource_slice("n1", GPU, [f"gpu-{d}" for d in range(4)]))
+    claims = {f"c{i}": resource_claim(f"c{i}", GPU) for i in range(6)}
+    assumed_for: list[str] = []
+    for step in range(300):
+        name = rng.choice(sorted(claims))
+        roll = rng.random()
+        if roll < 0.4:
+            allocation = _allocation(f"gpu-{rng.randrange(4)}") if rng.random() < 0.7 else None
+            claims[name] = msgspec.structs.replace(
+                claims[name], status=msgspec.structs.replace(claims[name].status, allocation=allocation)
+            )
+            cache.upsert_resource_claim(claims[name])
+        elif roll < 0.5:
+            cache.delete_resource_claim(claims[name])
+        elif roll < 0.8:
+            uid = f"pod-{step}"
+            ca = ClaimAllocation(
+                "default", name, claims[name].metadata.uid, _allocation(f"gpu-{rng.randrange(4)}"), True
+            )
+            cache.assume_claims(f"p{step}", uid, [ca])
+            assumed_for.append(uid)
+        elif assumed_for:
+            cache.forget_claims(assumed_for.pop(rng.randrange(len(assumed_for))))
+        if rng.random() < 0.3:
+            view = cache.dra_view()
+            assert view is not None
+            expected = allocated_devices(view.claims)  # every claim the view has, assumed ones included
+            assert view.allocated == frozenset(expected)
+            assert set(view.holders) == set(expected)

@@ -99,3 +99,21 @@ def test_gang_arithmetic_with_roles():
     job.remove_task(ps)
     assert job.allocated.cpu == 3000
     assert not job.check_task_min_available()
+
+
+def test_a_pod_whose_claims_are_named_in_its_status_keeps_its_requests_and_gets_its_own_template() -> None:
+    """The resourceclaim controller names a template's claim in the pod's status: the requests of the
+    earlier version are reused, the template is the new pod's (the DRA predicate reads the claim)."""
+    import msgspec
+
+    from caldera.framework.model import pod_requests, template_key
+    from caldera.hack.scenario import claim_pod_spec
+
+    before = pod("p", group="g", spec_extra=claim_pod_spec(template="one-gpu"))
+    raw = msgspec.to_builtins(before)
+    raw["status"]["resourceClaimStatuses"] = [{"name": "tmpl", "resourceClaimName": "p-tmpl-abcde"}]
+    after = decode(Pod, msgspec.json.encode(raw))
+    earlier = TaskInfo.from_pod(before, job="default/g")
+    task = TaskInfo.from_pod(after, job="default/g", previous=earlier)
+    assert task.resreq is earlier.resreq and task.init_resreq is earlier.init_resreq
+    assert task.template == template_key(after, pod_requests(after)[1]) != earlier.template

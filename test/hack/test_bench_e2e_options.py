@@ -59,6 +59,11 @@ def test_ceiling_needs_the_backlog_shape() -> None:
         main(["bench", "e2e", "--nodes", "4", "--pods", "10", "--shape", "stream", "--ceiling"])
 
 
+def test_ceiling_is_refused_with_claims_the_decision_free_binder_would_not_allocate() -> None:
+    with pytest.raises(SystemExit, match="allocates no claims"):
+        main(["bench", "e2e", "--nodes", "4", "--pods", "10", "--ceiling", "--dra"])
+
+
 def test_topology_cluster_puts_nodes_in_leaves_of_eight_under_spines_of_sixteen() -> None:
     cluster = topology_cluster(nodes=20 * 8 + 3, node_pods=110)
     templates = cluster["nodes"]

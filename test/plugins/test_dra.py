@@ -236,6 +236,17 @@ def test_with_the_option_false_pods_with_claims_are_never_placed() -> None:
     assert any("predicate.DynamicResourceAllocationEnable: false" in r for r in ssn.explain_predicates(task))
 
 
+def test_with_the_option_false_a_pod_with_claims_placed_after_a_plain_one_alike_is_not_placed() -> None:
+    """(the node-local results cached for the plain pod are not the claim pod's)"""
+    snap = world(
+        nodes=[node("n1"), node("n2")],
+        pods=[claim_pod("p", "c0", priority=1), pod("plain", group="plain", priority=100)],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"]), resource_claim("c0", GPU)],
+    )
+    _, result = run_session(snap, DRA_OFF)
+    assert set(placed(result)) == {"plain"}
+
+
 def test_devices_of_allocated_claims_are_not_handed_out_again() -> None:
     taken = {
         "allocation": {
