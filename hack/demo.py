@@ -23,10 +23,12 @@ from typing import Any
 from caldera.framework.model import GROUP_NAME_ANNOTATION
 from caldera.hack.sim import SimCluster
 from caldera.hack.sim.controllers import RUN_SECONDS_ANNOTATION
-from caldera.hack.sim.resources import PODS, resource
+from caldera.hack.sim.resources import NATIVE_GANG, PODS, resource
 from caldera.hack.stats import percentile
 
 PODGROUPS = resource("podgroups", "scheduling.volcano.sh")
+#: Kubernetes' own PodGroup (scheduling.k8s.io/v1alpha2), served with --native-gang
+NATIVE_PODGROUPS = next(r for r in NATIVE_GANG if r.plural == "podgroups")
 SCHEDULER = "caldera"
 
 
@@ -47,6 +49,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--schedule-period", default="200ms")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--scheduler-log", default="", help="where caldera-scheduler's log goes (a temp file)")
+    p.add_argument(
+        "--native-gang",
+        action="store_true",
+        help="gangs as Kubernetes' own scheduling.k8s.io/v1alpha2 PodGroups (pods join through"
+        " spec.schedulingGroup) instead of Volcano's; the simulator serves that API",
+    )
     p.set_defaults(func=run)
 
 
@@ -80,7 +88,11 @@ async def _demo(args: argparse.Namespace) -> int:
     out = sys.stdout
     log_path = Path(args.scheduler_log or tempfile.mkstemp(prefix="caldera-scheduler-", suffix=".log")[1])
     async with SimCluster(
-        nodes=args.nodes, node_cpu=args.node_cpu, node_memory="64Gi", kubelet_delay=0.2
+        nodes=args.nodes,
+        node_cpu=args.node_cpu,
+        node_memory="64Gi",
+        kubelet_delay=0.2,
+        native_gang=args.native_gang,
     ) as sim:
         port = _free_port()
         log_file = open(log_path, "wb")
@@ -161,16 +173,28 @@ async def _drive(
             name = f"job-{i:04d}"
             size = rng.randint(args.min_size, args.max_size)
             job = Job(name, size, time.monotonic())
-            sim.store.create(
-                PODGROUPS,
-                "default",
-                {
-                    "apiVersion": "scheduling.volcano.sh/v1beta1",
-                    "kind": "PodGroup",
-                    "metadata": {"name": name, "namespace": "default"},
-                    "spec": {"minMember": size},
-                },
-            )
+            if args.native_gang:
+                sim.store.create(
+                    NATIVE_PODGROUPS,
+                    "default",
+                    {
+                        "apiVersion": "scheduling.k8s.io/v1alpha2",
+                        "kind": "PodGroup",
+                        "metadata": {"name": name, "namespace": "default"},
+                        "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
+                    },
+                )
+            else:
+                sim.store.create(
+                    PODGROUPS,
+                    "default",
+                    {
+                        "apiVersion": "scheduling.volcano.sh/v1beta1",
+                        "kind": "PodGroup",
+                        "metadata": {"name": name, "namespace": "default"},
+                        "spec": {"minMember": size},
+                    },
+                )
             cpu = rng.choice(["500m", "1", "2"])
             seconds = max(1.0, rng.gauss(args.run_seconds, args.run_seconds / 3))
             for k in range(size):
@@ -185,11 +209,12 @@ async def _drive(
                             "name": pod,
                             "namespace": "default",
                             "annotations": {
-                                GROUP_NAME_ANNOTATION: name,
+                                **({} if args.native_gang else {GROUP_NAME_ANNOTATION: name}),
                                 RUN_SECONDS_ANNOTATION: f"{seconds:.1f}",
                             },
                         },
                         "spec": {
+                            **({"schedulingGroup": {"podGroupName": name}} if args.native_gang else {}),
                             "schedulerName": SCHEDULER,
                             "containers": [
                                 {

@@ -12,7 +12,10 @@ from .conftest import REAL_KUBECONFIG
 
 
 @pytest.mark.skipif(bool(REAL_KUBECONFIG), reason="the demo brings its own simulated cluster")
-def test_demo_runs_jobs_to_completion_and_summarises() -> None:
+@pytest.mark.parametrize("gangs", ["volcano", "native"])
+def test_demo_runs_jobs_to_completion_and_summarises(gangs: str) -> None:
+    """With Volcano's PodGroups, and with Kubernetes' own (``--native-gang``: pods join their
+    scheduling.k8s.io/v1alpha2 PodGroup through ``spec.schedulingGroup``): every gang bound whole."""
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [
@@ -20,6 +23,7 @@ def test_demo_runs_jobs_to_completion_and_summarises() -> None:
             "-m",
             "caldera.hack.cli",
             "demo",
+            *(["--native-gang"] if gangs == "native" else []),
             "--nodes",
             "8",
             "--jobs",
