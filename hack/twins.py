@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import msgspec
 
@@ -25,6 +26,8 @@ from caldera.framework.carry import CarryBook
 from caldera.framework.objects import Pod, PodGroup
 from caldera.framework.result import SessionResult
 from caldera.hack.scenario import load
+from caldera.scheduler import events as events_module
+from caldera.scheduler import status as status_module
 from caldera.scheduler.explain import BUILT_AT
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 from caldera.scheduler.registry import builtin_registry
@@ -94,9 +97,16 @@ class Twins:
         assert documents(fast) == documents(full)
         assert shares(fast) == shares(full)
         writes = []
-        for updater, result in zip(self.updaters, (fast, full), strict=True):
-            updater.observe(result)
-            writes.append({key: write.body for key, write in updater._pending.items()})
+        # Both updaters observe at one wall-clock second: the conditions' lastTransitionTime is the
+        # time of writing, and the two observations must not straddle a second's boundary.
+        stamp = status_module.now_rfc3339()
+        with (
+            mock.patch.object(status_module, "now_rfc3339", lambda: stamp),
+            mock.patch.object(events_module, "now_rfc3339", lambda: stamp),
+        ):
+            for updater, result in zip(self.updaters, (fast, full), strict=True):
+                updater.observe(result)
+                writes.append({key: write.body for key, write in updater._pending.items()})
         assert writes[0] == writes[1]
         if bind:
             # as the binder would: what was placed is bound
