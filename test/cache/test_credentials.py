@@ -17,14 +17,20 @@ import msgspec
 import pytest
 import yaml
 from aiohttp import web
+from prometheus_client import REGISTRY
 
-from caldera.cache.auth import AUTH_FAILURES, TokenSource
+from caldera.cache.auth import TokenSource
 from caldera.cache.client import ApiClient, ApiError, ClusterConfig
 from caldera.cache.informer import KindHandler
 from caldera.cache.store import ClusterCache
 from caldera.cache.watch import Reflector
 from caldera.framework.objects import Node
 from caldera.hack.scenario import node_dict
+
+
+def auth_failures() -> float:
+    """``caldera_api_auth_failures_total`` as /metrics exposes it."""
+    return REGISTRY.get_sample_value("caldera_api_auth_failures_total") or 0.0
 
 
 class Clock:
@@ -126,11 +132,11 @@ async def test_a_rewritten_token_file_is_used_after_the_first_401_and_each_call_
     client, api = rotating.client, rotating.api
     await _every_way(client)
     rotating.rotate("second")  # before the client's minute is up
-    before = AUTH_FAILURES._value.get()
+    before = auth_failures()
     await client.request("GET", "/api/v1/nodes")
-    assert AUTH_FAILURES._value.get() == before + 1  # one 401, then the new token
+    assert auth_failures() == before + 1  # one 401, then the new token
     await _every_way(client)  # every transport now sends the new token
-    assert AUTH_FAILURES._value.get() == before + 1
+    assert auth_failures() == before + 1
     assert api.seen[-5:] == ["second"] * 5
 
 
@@ -143,9 +149,9 @@ async def test_a_token_file_is_read_again_every_minute_without_waiting_for_a_401
     await client.send(shape, "/api/v1/namespaces/default/pods/a", b"{}")
     assert api.seen[-1] == "first"
     rotating.clock.now += 2
-    before = AUTH_FAILURES._value.get()
+    before = auth_failures()
     await _every_way(client)
-    assert AUTH_FAILURES._value.get() == before
+    assert auth_failures() == before
     assert api.seen[-4:] == ["second"] * 4
 
 
@@ -162,11 +168,11 @@ async def test_a_watch_opened_with_a_revoked_token_reconnects_with_the_new_one(r
 
 async def test_a_401_with_no_new_token_is_raised_and_counted(rotating):
     rotating.api.valid = set()
-    before = AUTH_FAILURES._value.get()
+    before = auth_failures()
     with pytest.raises(ApiError) as err:
         await rotating.client.request("POST", "/api/v1/namespaces/default/pods/a/binding", body={})
     assert err.value.code == 401
-    assert AUTH_FAILURES._value.get() == before + 1
+    assert auth_failures() == before + 1
     assert rotating.api.seen == ["first"]  # not retried with the same token
 
 
@@ -224,10 +230,10 @@ async def test_an_exec_plugin_token_is_renewed_before_it_expires(served, tmp_pat
                 break
             await asyncio.sleep(0.02)
         api.valid = {"exec-2"}  # the old one expires
-        before = AUTH_FAILURES._value.get()
+        before = auth_failures()
         await client.request("GET", "/api/v1/nodes")
         assert api.seen[-1] == "exec-2"
-        assert AUTH_FAILURES._value.get() == before
+        assert auth_failures() == before
     finally:
         await client.close()
 

@@ -338,7 +338,7 @@ def _cpu_by_node(cache: ClusterCache) -> dict[str, float]:
 async def test_an_event_that_fails_to_apply_is_counted_and_the_kind_reconciled(
     fake, failing, script, after
 ) -> None:
-    from caldera.cache.watch import APPLY_ERRORS
+    from prometheus_client import REGISTRY
 
     api, client = fake
     api.nodes = [node_obj(f"n{i}", "5") for i in range(3)]
@@ -347,7 +347,7 @@ async def test_an_event_that_fails_to_apply_is_counted_and_the_kind_reconciled(
     reflector = Reflector(
         client, "/api/v1/nodes", Node, KindHandler(faulty.upsert, faulty.delete), name="nodes"
     )
-    before = APPLY_ERRORS.labels("nodes")._value.get()
+    before = REGISTRY.get_sample_value("caldera_watch_apply_errors_total", {"kind": "nodes"}) or 0.0
     task = asyncio.create_task(reflector.run())
     try:
         await until(lambda: reflector.synced.is_set())
@@ -358,7 +358,9 @@ async def test_an_event_that_fails_to_apply_is_counted_and_the_kind_reconciled(
         api.watches.append(script)
         await until(lambda: faulty.raised == 1)
         await until(lambda: api.lists == 2 and reflector.synced.is_set())
-        assert APPLY_ERRORS.labels("nodes")._value.get() == before + 1
+        assert (
+            REGISTRY.get_sample_value("caldera_watch_apply_errors_total", {"kind": "nodes"}) or 0.0
+        ) == before + 1
         expected = {n.rstrip("*"): 4000.0 if n.endswith("*") else 8000.0 for n in after}
         assert _cpu_by_node(cache) == expected
     finally:
