@@ -182,7 +182,14 @@ class AllocateAction(Action):
         job_heaps = {name: OrderedHeap(ssn.job_key, jobs) for name, jobs in by_queue.items()}
         queue_heap = OrderedHeap(ssn.queue_key, queues.values())
         memo = FailureMemo.of(ssn)
+        taken = 0
         while queue_heap:
+            # (after one job at least: a cycle whose budget went on opening the session still moves)
+            if taken and ssn.deadline is not None and ssn.out_of_time():
+                # The cycle's budget is spent: the jobs not reached wait for the next cycle, which
+                # takes them in the same order (nothing is recorded against them).
+                ssn.unreached.update(job.uid for heap in job_heaps.values() for job in heap)
+                break
             queue = queue_heap.pop()
             if ssn.overused(queue):
                 continue
@@ -190,6 +197,7 @@ class AllocateAction(Action):
             if not jobs:
                 continue
             job = jobs.pop()
+            taken += 1
             # network topology: a topology-bound gang is placed inside one node group (actions/topology.py)
             if allocate_topology_job(ssn, job, allocate_job):
                 if jobs:
@@ -223,5 +231,6 @@ class AllocateAction(Action):
             "placed": stats.placed,
             "pipelined": stats.pipelined,
             "replayed": memo.replayed,
+            "unreached": len(ssn.unreached),
             "seconds": time.perf_counter() - started,
         }

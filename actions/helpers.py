@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -52,6 +52,10 @@ class OrderedHeap(Generic[T]):
     def __bool__(self) -> bool:
         return self._head < len(self._items)
 
+    def __iter__(self) -> Iterator[T]:
+        """The items not yet popped, in order."""
+        return iter(self._items[self._head :])
+
 
 def pending_jobs(ssn: Session) -> Iterable[JobInfo]:
     """The session's jobs that may have a pending task, in the session's job order: those the
@@ -65,9 +69,11 @@ def pending_jobs(ssn: Session) -> Iterable[JobInfo]:
 
 def job_considered(ssn: Session, job: JobInfo) -> QueueInfo | None:
     """The job's queue when this cycle may schedule the job (queue known and open; job let in by
-    enqueue, or enqueue not configured, as in Volcano), else None."""
+    enqueue, or enqueue not configured, as in Volcano; reached by allocate before the cycle's
+    budget ran out, ``Session.unreached``: preempt and reclaim never evict for a job allocate has
+    not tried on the free room), else None."""
     queue = ssn.queues.get(job.queue)
-    if queue is None or not queue.is_open:
+    if queue is None or not queue.is_open or job.uid in ssn.unreached:
         return None
     if job.phase == "Pending" and ssn.enqueue_ran:
         return None

@@ -80,6 +80,8 @@ class SessionReport:
     #: allocate's counts: tasks tried, placed, pipelined, jobs whose last vain try was taken over
     #: (replayed, actions/helpers.FailureMemo), and its seconds
     allocate_stats: dict[str, float] = field(default_factory=dict)
+    #: uids of the jobs allocate did not reach before the cycle's budget ran out (allocate)
+    unreached: set[str] = field(default_factory=set)
     #: seconds to snapshot and open the session (the binary's loop)
     open_session_seconds: float | None = None
     #: action → seconds (the binary's loop)

@@ -128,6 +128,12 @@ class Session(CallbackRegistry):
         #: plugins whose allocatable function reads nothing of a task but its request
         self.allocatable_by_request_plugins: set[str] = set()
         self._node_memo: dict[object, Any] = {}
+        #: ``time.perf_counter()`` after which allocate takes no further job this cycle (None: no
+        #: limit; the binary's ``--cycle-budget``). Jobs it did not reach are named in ``unreached``:
+        #: later actions leave them alone (``actions.helpers.job_considered``) and nothing is
+        #: recorded against them; the next cycle takes them in order.
+        self.deadline: float | None = None
+        self.unreached: set[str] = self.report.unreached
         specs = snapshot.node_specs
         if specs:
             memo = self.carry.carried(_NodeSpecMemo)
@@ -411,6 +417,10 @@ class Session(CallbackRegistry):
     def pending_jobs(self) -> Iterable[JobInfo]:
         return (j for j in self.jobs.values() if j.count(TaskStatus.PENDING))
 
+    def out_of_time(self) -> bool:
+        """Whether the cycle's budget (``deadline``) is spent."""
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
     def record_job_error(self, job: JobInfo, message: str) -> None:
         job.job_fit_error = message
 
@@ -452,9 +462,11 @@ def open_session(
     plugin_classes: dict[str, type[Plugin]],
     configurations: dict[str, Any] | None = None,
     carry: Mapping[object, Any] | None = None,
+    deadline: float | None = None,
 ) -> Session:
     """Build the conf's plugins, open a session, and let every plugin register its callbacks.
-    ``carry``: what the last applied cycle kept for this one (``framework.carry.CarryBook.offer``)."""
+    ``carry``: what the last applied cycle kept for this one (``framework.carry.CarryBook.offer``);
+    ``deadline``: ``Session.deadline``."""
     plugins: dict[str, Plugin] = {}
     options: list[PluginOption] = [p for t in tiers for p in t.plugins]
     for option in options:
@@ -463,6 +475,7 @@ def open_session(
             raise KeyError(f"plugin {option.name!r} is not registered")
         plugins[option.name] = cls(option.arguments)
     ssn = Session(snapshot, tiers, plugins, configurations, carry)
+    ssn.deadline = deadline
     timings = ssn.report.plugin_seconds
     for option in options:
         started = time.perf_counter()

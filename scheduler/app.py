@@ -83,6 +83,8 @@ class Options:
     scheduler_names: list[str] = field(default_factory=lambda: ["caldera"])
     scheduler_conf: str | None = None
     schedule_period: float = 1.0
+    #: ``SchedulerLoop.cycle_budget`` (``--cycle-budget``)
+    cycle_budget: float | None = 1.0
     listen_address: str = "127.0.0.1:8080"
     leader_elect: bool = False
     lease_namespace: str = ""
@@ -313,6 +315,7 @@ class SchedulerApp:
             ready=self.can_schedule,
             on_cycle=self._on_cycle,
             between_steps=self.collector.between_steps if self.collector is not None else None,
+            cycle_budget=opts.cycle_budget,
         )
         self.identity = identity
         self.http = HttpServer(

@@ -101,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--schedule-period", type=duration, default="1s", metavar="DURATION", help="cycle period")
     p.add_argument(
+        "--cycle-budget",
+        type=duration,
+        default="1s",
+        metavar="DURATION",
+        help="time a cycle's decision may take before allocate stops taking further jobs; the jobs"
+        " not reached are taken, in order, by the next cycle (a large backlog is placed over several"
+        " short cycles)",
+    )
+    p.add_argument(
         "--listen-address",
         default="127.0.0.1:8080",
         metavar="HOST:PORT",
@@ -234,6 +243,7 @@ def options_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         scheduler_names=args.scheduler_names or ["caldera"],
         scheduler_conf=args.scheduler_conf,
         schedule_period=args.schedule_period,
+        cycle_budget=args.cycle_budget,
         listen_address=args.listen_address,
         leader_elect=args.leader_elect,
         lease_namespace=args.leader_elect_resource_namespace,

@@ -41,6 +41,11 @@ from caldera.scheduler.problems import (
 
 #: cycles remembered for /debug/scheduler
 CYCLE_HISTORY = 600
+#: the reason of a job the last cycle's allocate did not reach (``SessionReport.unreached``)
+NOT_REACHED = (
+    "not reached by the last cycle: its time budget (--cycle-budget) ran out before this job's turn;"
+    " the next cycle takes the jobs left in the same order"
+)
 
 
 class NotFound(Exception):
@@ -412,7 +417,7 @@ class DebugApi:
             "queue": job.queue,
             "phase": _job_phase(job),
             "cycle": self.obs.last.number,
-            "reason": "",
+            "reason": NOT_REACHED if uid in self._result.report.unreached else "",
             "gang": {
                 "min_member": job.min_available,
                 "ready": job.ready_task_num(),

@@ -77,6 +77,7 @@ class SchedulerLoop:
         ready: Callable[[], bool] = lambda: True,
         on_cycle: Callable[[SessionResult | None, float, BaseException | None], None] | None = None,
         between_steps: Callable[[], None] | None = None,
+        cycle_budget: float | None = None,
     ) -> None:
         self.cache = cache
         self.conf = conf
@@ -87,6 +88,10 @@ class SchedulerLoop:
         self.on_cycle = on_cycle
         #: called between the steps of a snapshot made on the event loop (the collector's freeze)
         self.between_steps = between_steps
+        #: seconds from a decision's start after which allocate takes no further job (None: no
+        #: limit): a backlog of any size is placed over several cycles of bounded length, each
+        #: handing its placements to the binder, instead of one cycle that holds them all
+        self.cycle_budget = cycle_budget
         self.stats = CycleStats()
         #: (cache revision, conf) of the last cycle when it decided nothing, else None
         self._quiet: tuple[int, object] | None = None
@@ -118,8 +123,14 @@ class SchedulerLoop:
             self._snapshot_revision = (
                 snapshot.revision if snapshot.decision_revision is None else snapshot.decision_revision
             )
+            deadline = None if self.cycle_budget is None else opened + self.cycle_budget
             ssn = open_session(
-                snapshot, conf.tiers, self.registry.plugins, conf.configurations, carry=self.carry.offer()
+                snapshot,
+                conf.tiers,
+                self.registry.plugins,
+                conf.configurations,
+                carry=self.carry.offer(),
+                deadline=deadline,
             )
             ssn.report.open_session_seconds = time.perf_counter() - opened
             ssn.report.node_list = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
@@ -180,7 +191,16 @@ class SchedulerLoop:
 
     def hand_over(self, result: SessionResult | None, error: BaseException | None, started: float) -> None:
         """Assume the placements in the cache and give them to the binder (on the event loop's thread)."""
-        if result is not None and not result.placements and not result.evictions:
+        unreached = int(result.report.allocate_stats.get("unreached", 0)) if result is not None else 0
+        if unreached:
+            log.info(
+                "cycle %d: the cycle budget (%.2fs) ran out with %d jobs not reached; the next cycle"
+                " takes them",
+                self.stats.cycles,
+                self.cycle_budget or 0.0,
+                unreached,
+            )
+        if result is not None and not result.placements and not result.evictions and not unreached:
             # The cache's revision its snapshot was taken at: later changes make the next cycle run.
             self._quiet = (self._snapshot_revision, self._conf_used)
         else:
