@@ -208,11 +208,17 @@ class _Gang:
     def __init__(self, ssn: Session, job: JobInfo) -> None:
         table = ssn.table
         self.tasks = _pending(ssn, job)
-        # request_vector may add a column for a scalar no node has: size after asking.
+        # request_vector may add a column for a scalar no node has: size after asking. Pods of one
+        # template ask alike: asked once per template.
         vectors = []
+        by_template: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         for t in self.tasks:
-            cols, vals = table.request_vector(t.resreq)
-            vectors.append((cols, vals))
+            got = by_template.get(t.template) if t.template else None
+            if got is None:
+                got = table.request_vector(t.resreq)
+                if t.template:
+                    by_template[t.template] = got
+            vectors.append(got)
         width = len(table.dims)
         req = np.zeros((len(self.tasks), width))
         for i, (cols, vals) in enumerate(vectors):
@@ -229,7 +235,7 @@ class _Gang:
         pods_col = table.dims.get("pods")
         if pods_col is not None and pods_col < width:
             dims[pods_col] = False
-        total = table.allocatable[: table.rows, :width].sum(axis=0)
+        total = ssn.memo((_Gang, width), lambda: table.allocatable[: table.rows, :width].sum(axis=0))
         weight = np.zeros(width)
         ok = dims & (total > 0)
         weight[ok] = 1.0 / total[ok]
@@ -310,13 +316,16 @@ class _Room:
     zero) and the same on schedulable nodes only, kept in step with the node table through its
     write log: a gang placed rewrites its few rows, not the table (the next job asks again)."""
 
-    __slots__ = ("idle", "idle_all", "version", "width")
+    __slots__ = ("all_schedulable", "idle", "idle_all", "version", "width")
 
     def __init__(self) -> None:
         self.version = -1
         self.width = -1
         self.idle = np.zeros((0, 0))
         self.idle_all = np.zeros((0, 0))
+        #: every row ready and schedulable (then ``idle_all`` equals ``idle``; a node's readiness
+        #: and cordon are its spec's, unchanged within a session)
+        self.all_schedulable = False
 
     def of(self, table: NodeTable) -> _Room:
         n, width = table.rows, len(table.dims)
@@ -332,6 +341,7 @@ class _Room:
             self.idle_all = np.zeros((n, width))
             self._fill(table, np.arange(n, dtype=np.intp))
             self.width = width
+            self.all_schedulable = bool((table.ready[:n] & ~table.unschedulable[:n]).all())
         self.version = table.version
         return self
 
@@ -364,7 +374,9 @@ class _Selector:
         idle = room.idle[:, :w]
         self.idle_all = room.idle_all[:, :w]
         self.usable = _usable_rows_mask(ssn, self.gang)
-        self.idle_usable = idle * self.usable[:, None]
+        #: every node usable and schedulable: the aggregates over usable and over all rows are one
+        self.everywhere = room.all_schedulable and bool(self.usable.all())
+        self.idle_usable = idle if self.everywhere else idle * self.usable[:, None]
         # per node, an upper bound of how many of the gang's pods fit there (node-by-node fit, which
         # aggregate room alone does not see: 8 nodes with 3 cpu free hold no 4-cpu pod)
         dims = np.flatnonzero(self.gang.smallest > 0)
@@ -445,11 +457,15 @@ class _Selector:
         slots = np.add.reduceat(self.slots[rows], starts).astype(np.int64)
         short = gang.minimum - agg_usable
         pruned = (short > MIN_RESOURCE).any(axis=1) | (slots < gang.need)
-        record.pruned(pruned, short, slots, np.add.reduceat(self.usable[rows].astype(np.int64), starts))
+        usable = self.usable
+        record.pruned(pruned, short, slots, lambda: np.add.reduceat(usable[rows].astype(np.int64), starts))
         kept = np.flatnonzero(~pruned)
         if len(kept) == 0:
             return None
-        agg_all = np.add.reduceat(self.idle_all[rows], starts, axis=0)[kept]
+        if self.everywhere:
+            agg_all = agg_usable[kept]
+        else:
+            agg_all = np.add.reduceat(self.idle_all[rows], starts, axis=0)[kept]
         target = gang.minimum if self.spread else gang.full
         raw = ((agg_all - target) * gang.weight).sum(axis=1)
         bounds = np.round(raw if self.spread else -raw, 9)
@@ -534,11 +550,14 @@ class _TierTrials:
     def __init__(self, selector: _Selector, groups: list[NodeGroup]) -> None:
         self.selector = selector
         self.groups = groups
-        self._pruned: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._pruned: tuple[np.ndarray, np.ndarray, np.ndarray, Callable[[], np.ndarray]] | None = None
         self.trials: list[GroupTrial] = []
         self._skipped: tuple[np.ndarray, np.ndarray] | None = None
 
-    def pruned(self, mask: np.ndarray, short: np.ndarray, slots: np.ndarray, usable: np.ndarray) -> None:
+    def pruned(
+        self, mask: np.ndarray, short: np.ndarray, slots: np.ndarray, usable: Callable[[], np.ndarray]
+    ) -> None:
+        """``usable``: each group's count of usable nodes, counted when the trials are read."""
         self._pruned = (mask, short, slots, usable)
 
     def skipped(self, indices: np.ndarray, bounds: np.ndarray) -> None:
@@ -548,7 +567,8 @@ class _TierTrials:
     def all(self) -> list[GroupTrial]:
         out: list[GroupTrial] = []
         if self._pruned is not None:
-            mask, short, slots, usable = self._pruned
+            mask, short, slots, count_usable = self._pruned
+            usable = count_usable()
             gang = self.selector.gang
             for i in np.flatnonzero(mask).tolist():
                 out.append(

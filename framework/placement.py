@@ -508,10 +508,14 @@ class PlacementEngine:
         For a pod template whose predicates and scores are all vectorised, node-local results are
         cached for the session and patched only on the rows that changed since (per-pod work
         independent of the node count); the rest (:meth:`_overlay`) is evaluated on the rows the
-        cache lets through, giving the same answer as a full evaluation."""
-        if rows is None and self._incremental_ok(task):
+        cache lets through, giving the same answer as a full evaluation. Given ``rows`` (a node
+        group's, as the topology-aware allocate's dry runs ask), the cache is read on those rows
+        only (:meth:`_cached_placement_in`)."""
+        if self._incremental_ok(task):
             key, preds, extra_scores = self._overlay(task)
             entry = self._placement_entry(task, key)
+            if rows is not None:
+                return self._cached_placement_in(task, rows, entry, preds, extra_scores)
             if not preds and not extra_scores:
                 # Everything is in the cache: the first maximum in name order is the answer.
                 order = self.name_order
@@ -557,6 +561,40 @@ class PlacementEngine:
                 ties = np.flatnonzero(scores >= top)
             best = int(ties[0]) if len(ties) == 1 else int(ties[np.argmin(self.name_rank[ties])])
             return best, allocate
+        return self.full_placement(task, rows)
+
+    def _cached_placement_in(
+        self,
+        task: TaskInfo,
+        rows: np.ndarray,
+        entry: _Placement,
+        preds: list[BulkPred],
+        extra_scores: list[BulkScore],
+    ) -> tuple[int, bool] | None:
+        """:meth:`best_placement` on ``rows`` from the template's cached node-local results: the
+        non-local predicates and scores evaluated on those rows only, as the full evaluation does."""
+        rows = np.asarray(rows, dtype=np.intp)
+        feasible = entry.feasible[rows]
+        for bp in preds:
+            if not feasible.any():
+                break
+            feasible &= bp.fn(task, rows)
+        now = feasible & entry.now[rows]
+        allocate = bool(now.any())
+        picked = rows[now if allocate else feasible]
+        if not len(picked):
+            return None
+        scores = entry.scores[picked]
+        for fn in extra_scores:
+            scores = scores + fn(task, picked)
+        ties = picked[scores >= scores.max()]
+        best = int(ties[0]) if len(ties) == 1 else int(ties[np.argmin(self.name_rank[ties])])
+        return best, allocate
+
+    def full_placement(self, task: TaskInfo, rows: np.ndarray | None = None) -> tuple[int, bool] | None:
+        """:meth:`best_placement` by evaluating every predicate and score on ``rows`` (default: every
+        node) afresh, without the per-template cache (the path of tasks whose plugins are not all
+        vectorised, and the yardstick the cache is tested against)."""
         cand = self.feasible_rows(task, rows)
         if len(cand) and not self.checks_resources:
             cand = cand[self.table.fits(task.init_resreq, cand)]

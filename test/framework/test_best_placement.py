@@ -2,6 +2,7 @@
 
 import random
 
+import numpy as np
 import pytest
 
 from caldera.config.conf import DEFAULT_CONF, parse_conf
@@ -71,8 +72,11 @@ def test_incremental_choice_equals_full_evaluation_through_many_placements(conf_
         for task in list(job.tasks_in(TaskStatus.PENDING)):
             assert ssn.placement._incremental_ok(task)  # the cached, row-patched path is the one under test
             fast = ssn.best_placement(task)
-            full = ssn.best_placement(task, rows=ssn.all_rows)  # an explicit row set takes the full path
+            full = ssn.placement.full_placement(task)  # every predicate and score afresh
             assert fast == full, (task.name, fast, full)
+            # a node group's rows (the topology-aware allocate's dry runs): the cache read on them
+            group = np.asarray(sorted(rng.sample(range(len(nodes)), 8)), dtype=np.intp)
+            assert ssn.best_placement(task, rows=group) == ssn.placement.full_placement(task, group)
             checked += 1
             if fast is None:
                 continue
@@ -87,7 +91,7 @@ def test_incremental_choice_equals_full_evaluation_through_many_placements(conf_
     first = next(iter(sorted(ssn.jobs.values(), key=lambda j: j.uid)))
     task = next(iter(first.tasks.values()))
     stmt.discard()
-    assert ssn.best_placement(task) == ssn.best_placement(task, rows=ssn.all_rows)
+    assert ssn.best_placement(task) == ssn.placement.full_placement(task)
 
 
 def test_spread_and_affinity_laid_over_the_cache_agree_with_a_full_evaluation():
@@ -166,8 +170,10 @@ def test_spread_and_affinity_laid_over_the_cache_agree_with_a_full_evaluation():
         for task in sorted(job.tasks_in(TaskStatus.PENDING), key=lambda t: t.name):
             assert ssn.placement._incremental_ok(task)
             fast = ssn.best_placement(task)
-            full = ssn.best_placement(task, rows=ssn.all_rows)
+            full = ssn.placement.full_placement(task)
             assert fast == full, (task.name, fast, full)
+            group = np.asarray(sorted(rng.sample(range(len(nodes)), 6)), dtype=np.intp)
+            assert ssn.best_placement(task, rows=group) == ssn.placement.full_placement(task, group)
             if fast is None:
                 continue
             row, now = fast
@@ -198,7 +204,7 @@ def test_without_predicates_a_node_that_filled_up_is_not_offered_again():
         assert ssn.best_placement(task) == (0, True)
         stmt.allocate(task, "n1")
     assert ssn.best_placement(tasks[2]) is None
-    assert ssn.best_placement(tasks[2], rows=ssn.all_rows) is None
+    assert ssn.placement.full_placement(tasks[2]) is None
 
 
 def test_predicates_that_do_not_apply_to_a_pod_are_left_out_of_its_placement():
@@ -226,7 +232,7 @@ def test_predicates_that_do_not_apply_to_a_pod_are_left_out_of_its_placement():
     ssn.statement().allocate(ported_tasks[0], "n2")
     # n2's port 80 is now taken too (a patched row): the second pod fits nowhere
     assert ssn.best_placement(ported_tasks[1]) is None
-    assert ssn.best_placement(ported_tasks[1], rows=ssn.all_rows) is None
+    assert ssn.placement.full_placement(ported_tasks[1]) is None
 
 
 def test_equal_nodes_go_to_the_name_that_sorts_first_whatever_their_rows():
@@ -243,10 +249,15 @@ def test_equal_nodes_go_to_the_name_that_sorts_first_whatever_their_rows():
     )
     assert [n.name for n in ssn.node_list] == ["c", "b", "a"]
     first, second = ssn.jobs["default/j"].tasks.values()
-    for rows in (None, ssn.all_rows):
-        row, now = ssn.best_placement(first, rows=rows)
+    choices = (
+        lambda t: ssn.best_placement(t),  # the template's cache
+        lambda t: ssn.best_placement(t, rows=ssn.all_rows),  # the cache, read on a group's rows
+        lambda t: ssn.placement.full_placement(t),  # a full evaluation
+    )
+    for choose in choices:
+        row, now = choose(first)
         assert (ssn.node_list[row].name, now) == ("a", True)
     ssn.statement().allocate(first, "a")
-    for rows in (None, ssn.all_rows):
-        row, _ = ssn.best_placement(second, rows=rows)
+    for choose in choices:
+        row, _ = choose(second)
         assert ssn.node_list[row].name == "b"
