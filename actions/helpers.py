@@ -86,8 +86,8 @@ def job_considered(ssn: Session, job: JobInfo) -> QueueInfo | None:
 class SessionWorld:
     """Everything a job's attempt in allocate reads besides the job itself and its queue's plugin
     state: the conf (tiers and configurations, by identity: a reload makes new ones), the nodes
-    and the pods on them (the snapshot's ``node_revision``), queues, priority classes, hypernodes,
-    disruption budgets and storage objects (by identity: the cache replaces an object it updates).
+    and the pods on them (the snapshot's ``node_revision``), the nodes' real load (``node_usage``),
+    queues, priority classes, hypernodes, disruption budgets and storage objects (by identity: the cache replaces an object it updates).
     Two sessions with equal worlds see the same cluster apart from the jobs (and the count of pods
     with inter-pod affinity terms, which plugins read)."""
 
@@ -101,6 +101,7 @@ class SessionWorld:
         "priority_classes",
         "queues",
         "tiers",
+        "usage",
     )
 
     def __init__(self, ssn: Session) -> None:
@@ -114,6 +115,8 @@ class SessionWorld:
         self.affinity_pods = snap.affinity_pods
         # DRA classes, slices and claims: one immutable value the cache makes anew when any changes
         self.dra = snap.dra
+        # nodes' real load (the usage plugin): its revision and which nodes' data is fresh
+        self.usage = snap.node_usage.token() if snap.node_usage is not None else None
         self.priority_classes = dict(snap.priority_classes)
         # an implicit queue (no object yet) is rebuilt every snapshot: compared by its fields
         self.queues = {
@@ -144,6 +147,7 @@ class SessionWorld:
             and self.node_revision == other.node_revision
             and self.affinity_pods == other.affinity_pods
             and self.dra is other.dra
+            and self.usage == other.usage
             and self.priority_classes == other.priority_classes
             and self.queues.keys() == other.queues.keys()
         ):

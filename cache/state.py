@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         Workload,
     )
     from caldera.framework.snapshot import Snapshot
+    from caldera.framework.usage import NodeUsage
 
 
 @dataclass
@@ -155,3 +156,12 @@ class CacheState:
     #: keys of the jobs with pending pods or in phase Pending (kept by _job_changed)
     _pending_jobs: set[str]
     stats: CacheStats
+    #: nodes' real load from the conf's metrics source (cache/usage.py), a mapping never changed once
+    #: made; None while no source is configured
+    node_usage: dict[str, NodeUsage] | None
+    #: moves when a node's cpu or memory usage changes (``UsageView.revision``)
+    _usage_revision: int
+    #: the source's poll interval in seconds (``UsageView.interval``)
+    _usage_interval: float
+    #: how many nodes had fresh usage at the last poll (-1: not counted yet)
+    _usage_fresh: int

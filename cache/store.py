@@ -12,7 +12,9 @@ state (``cache/state.py``, every field with its type):
 - ``cache/assumptions.py``: a session's result assumed (``apply``), confirmed (``confirm_bound``)
   or forgotten (``forget_assumption``, ``forget_eviction``);
 - ``cache/dra.py``: DeviceClasses, ResourceSlices and ResourceClaims, the claim allocations assumed
-  until the watch shows them, and the snapshot's ``DraView``.
+  until the watch shows them, and the snapshot's ``DraView``;
+- ``cache/usage.py``: nodes' real load from the conf's metrics source (its poller and sources), and
+  the snapshot's ``UsageView``.
 
 This module sets the state (``ClusterCache.__init__``) and holds the read API that code outside
 ``cache/`` uses (the scheduler, the metrics, the tools): no code outside ``cache/`` reads the
@@ -35,6 +37,7 @@ from caldera.framework.dra.objects import ResourceClaim
 from caldera.framework.model import NodeInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.objects import NativePodGroup, PersistentVolumeClaim, PodGroup, StorageClass
+from caldera.framework.usage import DEFAULT_METRICS_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,10 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
         self._settled_changes = 0
         self._pending_jobs = set()
         self.stats = CacheStats()
+        self.node_usage = None
+        self._usage_revision = 0
+        self._usage_interval = DEFAULT_METRICS_INTERVAL
+        self._usage_fresh = -1
 
     # -- the read API: what code outside cache/ reads of the cache -------------------------------------
     # The ``*_view`` and ``node_infos`` mappings are the cache's own, typed read-only: no copy and no

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from caldera.config.arguments import Arguments
+from caldera.config.metrics import MetricsConf
 
 #: Callback kind → the conf key that switches it for one plugin (Volcano's names, PluginOption in
 #: pkg/scheduler/conf/scheduler_conf.go).
@@ -89,6 +90,9 @@ class SchedulerConf:
     tiers: list[Tier]
     configurations: dict[str, Arguments] = field(default_factory=dict)
     source: str = ""
+    #: the conf's ``metrics:`` section (Volcano's ``MetricsConfiguration``, a string map), checked by
+    #: ``config.metrics.check_metrics``; empty: no metrics source, nothing polled
+    metrics: MetricsConf | None = None
 
     def plugin_names(self) -> list[str]:
         return [p.name for t in self.tiers for p in t.plugins]

@@ -66,6 +66,9 @@ class Container(_Base, frozen=True):
     name: str = ""
     resources: ResourceRequirements = ResourceRequirements()
     ports: list[ContainerPort] = []
+    #: "Always" on an init container: a sidecar, running beside the containers (the usage plugin's
+    #: estimate adds its requests and limits, as Volcano's ``aggregateAllContainerResource*`` do)
+    restart_policy: str = ""
 
 
 class NodeSelectorRequirement(_Base, frozen=True):
@@ -216,6 +219,9 @@ class PodStatus(_Base, frozen=True):
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
     resource_claim_statuses: list[PodResourceClaimStatus] = []
+    #: RFC 3339, when the kubelet started the pod (the usage plugin: a pod started within the
+    #: metrics interval is not in the measured load yet)
+    start_time: str | None = None
 
 
 class Pod(_Base, frozen=True):

@@ -16,6 +16,7 @@ from caldera.framework.objects import (
     ResourceQuota,
     StorageClass,
 )
+from caldera.framework.usage import UsageView
 
 
 @dataclass
@@ -57,6 +58,9 @@ class Snapshot:
     #: Dynamic Resource Allocation: classes, claims, the devices in use and the inventory (an
     #: immutable value shared between snapshots; None: the cluster has no DRA object)
     dra: DraView | None = None
+    #: nodes' real load from the conf's metrics source, as of the snapshot's time (an immutable
+    #: value; None: no source configured). Read by the usage plugin.
+    node_usage: UsageView | None = None
     #: the nodes in row order, when the builder has them at hand (else derived from ``nodes``)
     rows: list[NodeInfo] | None = None
     #: how many pods of the cluster carry inter-pod affinity or anti-affinity terms, and the names of

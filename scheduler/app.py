@@ -23,6 +23,7 @@ from caldera.cache.client import ApiClient, ClusterConfig, ClusterConfigError
 from caldera.cache.informer import Informers
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
+from caldera.cache.usage import UsagePoller
 from caldera.config.conf import ConfError
 from caldera.framework.plugin import Registry
 from caldera.framework.result import SessionResult
@@ -137,6 +138,7 @@ class SchedulerApp:
         self.elector: LeaderElector | None = None
         self.http: HttpServer | None = None
         self.controllers: Controllers | None = None
+        self.usage: UsagePoller | None = None
         self._leading = not options.leader_elect
         self.identity = ""
         #: metrics and the debug API's memory of the last cycle (scheduler/debug.py)
@@ -287,6 +289,9 @@ class SchedulerApp:
         )
         self.conf.client = client
         self.conf.event_sink = self.status.event
+        # Nodes' load, polled only while the running conf has a metrics: section (cache/usage.py).
+        self.usage = usage = UsagePoller(self.cache, client)
+        self.conf.on_reload = lambda conf: usage.configure(conf.metrics)
         self.evictor = Evictor(client, on_abandoned=self.cache.forget_eviction)
         self.binder = Binder(
             client,
@@ -352,6 +357,8 @@ class SchedulerApp:
                     "device-metrics", functools.partial(device_metrics.shared().run, self.cache, loop_stop)
                 )
             )
+            if self.conf.loaded:
+                usage.configure(self.conf.get().metrics)
             self.started.set()
             if opts.leader_elect:
                 namespace = opts.lease_namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
@@ -429,6 +436,7 @@ class SchedulerApp:
             if background:
                 await asyncio.wait(background, timeout=3.0)
             await stop_workers(background)
+            await usage.stop()
             if self.elector is not None and self.elector.is_leader:
                 await self.elector.release()
             await self.binder.stop()

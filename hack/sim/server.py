@@ -18,6 +18,7 @@ from .faults import Faults
 from .rbac import Attributes, Authorizer, User, attributes
 from .resources import Resource
 from .store import Store, Watcher
+from .usage import PROMETHEUS_PATH, NodeLoad
 
 log = logging.getLogger("caldera.sim")
 
@@ -25,6 +26,7 @@ _JSON = "application/json"
 _TRUE = ("true", "1", "True", "TRUE")
 _CREATED_STATUS = orjson.dumps(status_dict(201, None, ""))
 _NOT_FOUND_PATH = ApiError(404, "NotFound", "the server could not find the requested resource")
+METRICS_NODES = "/apis/metrics.k8s.io/v1beta1/nodes"
 _PUBLIC = {
     "/healthz": b"ok",
     "/livez": b"ok",
@@ -93,6 +95,8 @@ class ApiServer:
             if group:
                 self._discovery[f"/apis/{group}"] = orjson.dumps(R.api_group(group, self.served))
         self._rng = random.Random()
+        #: nodes' load as the metrics endpoints report it (hack/sim/usage.py)
+        self.node_load = NodeLoad()
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -117,6 +121,8 @@ class ApiServer:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
+        if path == PROMETHEUS_PATH:  # a Prometheus without authentication, as most are
+            return await self._prometheus(request)
         public = _PUBLIC.get(path)
         if public is not None:
             return web.Response(body=public, content_type="text/plain")
@@ -140,6 +146,8 @@ class ApiServer:
             except ApiError as err:
                 return _error(err)
             return await self._control(request, path)
+        if path.startswith(METRICS_NODES):
+            return self._node_metrics(request, path, user)
         try:
             return await self._resource_request(request, path, user)
         except _Throttled as err:
@@ -312,6 +320,11 @@ class ApiServer:
                         }
                     )
                 )
+            if path == "/sim/node-usage":
+                try:
+                    return _json(orjson.dumps(self.node_load.update(await _body(request))))
+                except ValueError as exc:
+                    raise bad_request(str(exc)) from None
             if path == "/sim/compact":
                 self.store.compact()
                 return _json(orjson.dumps({"compactedAt": self.store.rv}))
@@ -321,6 +334,42 @@ class ApiServer:
             raise _NOT_FOUND_PATH
         except ApiError as err:
             return _error(err)
+
+    async def _prometheus(self, request: web.Request) -> web.Response:
+        """Prometheus's ``/api/v1/query``, POST (form) or GET (hack/sim/usage.py)."""
+        form: Any = await request.post() if request.method == "POST" else request.query
+        status, body = self.node_load.prometheus(str(form.get("query", "")), form.get("time"))
+        return _json(orjson.dumps(body), status)
+
+    def _node_metrics(self, request: web.Request, path: str, user: User) -> web.Response:
+        """``metrics.k8s.io/v1beta1`` NodeMetrics, list or one by name (hack/sim/usage.py)."""
+        name = path[len(METRICS_NODES) :].strip("/")
+        if request.method != "GET" or "/" in name:
+            return _error(ApiError(405, "MethodNotAllowed", "the server does not allow this method"))
+        try:
+            self.authz.authorize(
+                user, Attributes("get" if name else "list", "metrics.k8s.io", "nodes", name=name)
+            )
+        except ApiError as err:
+            return _error(err)
+        nodes = self.store.objects(R.NODES)
+        if name:
+            found = [n for n in nodes if n["metadata"]["name"] == name]
+            item = self.node_load.node_metrics(found[0]) if found else None
+            if item is None:
+                return _error(ApiError(404, "NotFound", f'nodemetrics.metrics.k8s.io "{name}" not found'))
+            return _json(orjson.dumps(item))
+        items = [m for m in (self.node_load.node_metrics(n) for n in nodes) if m is not None]
+        return _json(
+            orjson.dumps(
+                {
+                    "kind": "NodeMetricsList",
+                    "apiVersion": "metrics.k8s.io/v1beta1",
+                    "metadata": {},
+                    "items": items,
+                }
+            )
+        )
 
     def stats(self) -> dict[str, Any]:
         kinds = {}

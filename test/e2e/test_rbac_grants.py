@@ -25,6 +25,7 @@ from . import (
     test_native_gang,
     test_rare_calls,
     test_resourcequota,
+    test_usage,
     test_volumes,
 )
 from .conftest import REAL_KUBECONFIG, deploy_manifests, e2e_cluster, refused_requests
@@ -63,6 +64,10 @@ SCENARIOS: list[tuple[Callable[..., Awaitable[None]], str]] = [
     (
         test_resourcequota.test_a_namespace_quota_admits_the_first_job_and_holds_the_second_with_the_reason,
         "list, watch resourcequotas",
+    ),
+    (
+        test_usage.test_metrics_server_load_filters_the_hot_node_and_picks_the_cool_one,
+        "list metrics.k8s.io nodes",
     ),
 ]
 

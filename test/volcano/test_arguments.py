@@ -168,6 +168,10 @@ COVERED_ELSEWHERE = {
     ("resource-strategy-fit", "proportional"): "test/volcano/test_resource_strategy_fit_test.py",
     ("task-topology", "task-topology.weight"): "test/plugins/test_task_topology.py",
     **{
+        ("usage", name): "test/volcano/test_usage_test.py"
+        for name in ("usage.weight", "cpu.weight", "memory.weight", "thresholds", "estimator")
+    },
+    **{
         ("extender", f"extender.{name}"): "test/plugins/test_extender.py"
         for name in (
             "urlPrefix",

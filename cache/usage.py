@@ -1,0 +1,396 @@
+"""Nodes' real load from the conf's ``metrics:`` source, polled off the cycle's path.
+
+Volcano's cache starts ``GetMetricsData`` every ``metrics.interval`` (pkg/scheduler/cache/cache.go):
+it builds a client for the conf's type (``source.NewMetricsClient``), asks it for every node's cpu and
+memory usage averaged over ``NODE_METRICS_PERIOD`` (``NodesMetricsAvg``, 60 s at most) and stores one
+``NodeUsage`` per node (``setMetricsData``); when the client fails, the nodes keep what they had, and
+the usage plugin stops using a node's data once it is older than ``MetricsActiveTime`` (5 minutes).
+
+Here :class:`UsagePoller` is that loop, an asyncio task that exists only while the running conf has a
+``metrics:`` section (the default conf has none: nothing is polled and no task runs). Each poll asks
+the source with a time limit; a failed poll is one log line (when the source starts failing, and
+when it recovers) and a count in ``caldera_node_usage_polls_total{result="failed"}``, and the next is
+tried after a back-off (the interval doubled per failure, at most 5 minutes). What a poll brings is
+published into the cache as a new immutable mapping (``UsageCache.publish_usage``): the cache's
+revision moves (so the loop runs a cycle) only when a node's cpu or memory changed, or when a node's
+data went stale since the last poll.
+
+The sources (``metrics_client_prometheus.go``; Caldera's own for metrics.k8s.io):
+
+- :class:`PrometheusSource`: Volcano's two instant queries per node on ``/api/v1/query`` (POST, form
+  encoded, as client_golang's ``Query`` sends them; GET when the server answers 405), cpu
+  ``avg_over_time(clamp_min(100 - (avg by (instance) (rate(node_cpu_seconds_total{mode="idle",
+  instance="NODE"}[5m])) * 100), 0)[10m:30s])`` and memory ``100*avg_over_time(((1-node_memory_
+  MemAvailable_bytes{instance="NODE"}/node_memory_MemTotal_bytes{instance="NODE"}))[10m:30s])``; the
+  first sample of a vector answer is the value. Unlike Volcano, which stores 0 % with a fresh time
+  when a query fails or has no data (so a node Prometheus does not know looks idle), a node without
+  an answer keeps what it had here, and goes stale;
+- :class:`MetricsServerSource`: ``GET /apis/metrics.k8s.io/v1beta1/nodes`` through the API server
+  (metrics-server's NodeMetrics): usage over allocatable in percent, as ``kubectl top node`` shows it,
+  averaged over the samples of the last 10 minutes this poller saw (metrics-server reports only its
+  last window), timed by the sample's ``timestamp``.
+
+``prometheus_adaptor`` and ``elasticsearch`` are refused by the conf parser (config/metrics.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import aiohttp
+from prometheus_client import Counter, Gauge
+
+from caldera.cache.state import CacheState
+from caldera.cache.supervise import stop_workers, supervise
+from caldera.config.metrics import METRICS_SERVER, PROMETHEUS, MetricsConf
+from caldera.framework.quantity import QuantityError, parse_bytes, parse_cpu_millis
+from caldera.framework.usage import NODE_METRICS_PERIOD, NODE_METRICS_PERIOD_SECONDS, NodeUsage, UsageView
+
+if TYPE_CHECKING:
+    from caldera.cache.client import ApiClient
+
+log = logging.getLogger("caldera.cache.usage")
+
+POLLS = Counter(
+    "caldera_node_usage_polls",
+    "Polls of the conf's metrics source for nodes' load, by source type and result (ok, failed).",
+    ["source", "result"],
+)
+STALE_NODES = Gauge(
+    "caldera_node_usage_stale_nodes",
+    "Nodes whose load data is older than 5 minutes (or missing) at the last poll: the usage plugin "
+    "does not use it.",
+)
+#: ``NodesMetricsAvg``'s context (cache.go ``GetMetricsData``: 60 s)
+POLL_TIMEOUT = 60.0
+REQUEST_TIMEOUT = 10.0
+MAX_BACKOFF = 300.0
+#: queries in flight at once (Volcano asks node after node)
+CONCURRENCY = 8
+
+CPU_QUERY = (
+    "avg_over_time(clamp_min(100 - (avg by (instance) "
+    '(rate(node_cpu_seconds_total{{mode="idle",instance="{node}"}}[5m])) * 100), 0)[{period}:30s])'
+)
+MEMORY_QUERY = (
+    '100*avg_over_time(((1-node_memory_MemAvailable_bytes{{instance="{node}"}}'
+    '/node_memory_MemTotal_bytes{{instance="{node}"}}))[{period}:30s])'
+)
+
+
+def cpu_query(node: str) -> str:
+    """``NodeMetricsAvg``'s ``cpuQueryStr`` for one node."""
+    return CPU_QUERY.format(node=node, period=NODE_METRICS_PERIOD)
+
+
+def memory_query(node: str) -> str:
+    """``NodeMetricsAvg``'s ``memQueryStr`` for one node."""
+    return MEMORY_QUERY.format(node=node, period=NODE_METRICS_PERIOD)
+
+
+class SourceError(Exception):
+    """The source did not answer usably (no connection, an error status, an unreadable answer)."""
+
+
+class UsageSource(Protocol):
+    async def fetch(self, nodes: Collection[str]) -> dict[str, NodeUsage]:
+        """Usage of the nodes named, those the source knows; :class:`SourceError` when it fails."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+# -- the cache's side ------------------------------------------------------------------------------------
+class UsageCache(CacheState):
+    """The nodes' usage as the cache holds it (``node_usage``: a mapping never changed once made)."""
+
+    def publish_usage(self, fetched: Mapping[str, NodeUsage], interval: float, now: float) -> None:
+        """``setMetricsData``: the nodes fetched take their new values, the others keep theirs."""
+        with self._lock:
+            old = self.node_usage or {}
+            changed = self.node_usage is None or self._usage_interval != interval
+            merged = dict(old)
+            for name, usage in fetched.items():
+                before = old.get(name)
+                if before is None or (before.cpu, before.memory) != (usage.cpu, usage.memory):
+                    changed = True
+                merged[name] = usage
+            self.node_usage = merged
+            self._usage_interval = interval
+            if changed:
+                self._usage_revision += 1
+                self.revision += 1
+            self._note_staleness(now, changed)
+
+    def refresh_usage_staleness(self, now: float) -> None:
+        """After a poll that brought nothing: nodes whose data aged past 5 minutes change decisions."""
+        with self._lock:
+            if self.node_usage is not None:
+                self._note_staleness(now, False)
+
+    def _note_staleness(self, now: float, changed: bool) -> None:
+        view = UsageView(self.node_usage or {}, now, self._usage_revision, self._usage_interval)
+        fresh = view.token()[1]
+        STALE_NODES.set(len(self.nodes) - fresh)
+        if fresh != self._usage_fresh and not changed:
+            self.revision += 1
+        self._usage_fresh = fresh
+
+    def clear_usage(self) -> None:
+        """The conf no longer names a metrics source: sessions see no usage at all."""
+        with self._lock:
+            if self.node_usage is not None:
+                self.node_usage = None
+                self._usage_revision += 1
+                self._usage_fresh = -1
+                self.revision += 1
+                STALE_NODES.set(0)
+
+    def usage_view(self, now: float) -> UsageView | None:
+        """What a snapshot taken at ``now`` carries (None: no metrics source configured)."""
+        usage = self.node_usage
+        if usage is None:
+            return None
+        return UsageView(usage, now, self._usage_revision, self._usage_interval)
+
+    def node_allocatable(self) -> dict[str, tuple[float, float]]:
+        """Every node's allocatable (cpu millicores, memory bytes), for sources that give absolute usage."""
+        with self._lock:
+            return {name: (n.allocatable.cpu, n.allocatable.memory) for name, n in self.nodes.items()}
+
+
+# -- the sources -----------------------------------------------------------------------------------------
+def first_vector_value(answer: Any) -> float | None:
+    """The value of the first sample of a Prometheus ``vector`` answer; None for another result
+    type or an empty vector (Volcano reads only vectors: ``res.Type() != pmodel.ValVector``)."""
+    if not isinstance(answer, dict) or answer.get("status") != "success":
+        raise SourceError(f"prometheus answered {str(answer)[:200]}")
+    data = answer.get("data")
+    if not isinstance(data, dict) or data.get("resultType") != "vector":
+        return None
+    result = data.get("result")
+    if not isinstance(result, list) or not result:
+        return None
+    try:
+        return float(result[0]["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise SourceError(f"prometheus answered an unreadable sample: {str(result[0])[:200]}") from None
+
+
+class PrometheusSource:
+    """``PrometheusMetricsClient`` (module docstring)."""
+
+    def __init__(self, conf: MetricsConf) -> None:
+        self.url = conf.address.rstrip("/") + "/api/v1/query"
+        self.ssl = not conf.insecure_skip_verify  # aiohttp: True checks the certificate
+        self._session: aiohttp.ClientSession | None = None
+        self._use_get = False
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT))
+        return self._session
+
+    async def query(self, promql: str, at: float) -> float | None:
+        form = {"query": promql, "time": f"{at:.3f}"}
+        session = self._client()
+        try:
+            if not self._use_get:
+                async with session.post(self.url, data=form, ssl=self.ssl) as resp:
+                    if resp.status not in (405, 501):
+                        return first_vector_value(await _json(resp))
+                self._use_get = True  # client_golang's DoGetFallback
+            async with session.get(self.url, params=form, ssl=self.ssl) as resp:
+                return first_vector_value(await _json(resp))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise SourceError(f"{self.url}: {type(exc).__name__}: {exc}") from None
+
+    async def fetch(self, nodes: Collection[str]) -> dict[str, NodeUsage]:
+        limit = asyncio.Semaphore(CONCURRENCY)
+        at = time.time()
+
+        async def one(name: str) -> tuple[str, float | None, float | None]:
+            async with limit:
+                return name, await self.query(cpu_query(name), at), await self.query(memory_query(name), at)
+
+        out: dict[str, NodeUsage] = {}
+        answers = await asyncio.gather(*(one(n) for n in nodes))
+        now = time.time()  # ``nodeMetrics.MetricsTime = time.Now()`` once both queries answered
+        for name, cpu, memory in answers:
+            if cpu is None and memory is None:
+                continue  # Prometheus knows nothing of the node: it keeps what it had
+            out[name] = NodeUsage(cpu or 0.0, memory or 0.0, now)
+        return out
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+async def _json(resp: aiohttp.ClientResponse) -> Any:
+    raw = await resp.read()
+    if resp.status >= 300 and resp.status not in (400, 422):  # Prometheus's errors come as JSON
+        raise SourceError(f"HTTP {resp.status}: {raw[:200]!r}")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise SourceError(f"HTTP {resp.status}: not JSON: {raw[:200]!r}") from None
+
+
+class MetricsServerSource:
+    """``metrics.k8s.io/v1beta1`` NodeMetrics through the API server (module docstring)."""
+
+    PATH = "/apis/metrics.k8s.io/v1beta1/nodes"
+
+    def __init__(self, client: ApiClient, allocatable: Callable[[], dict[str, tuple[float, float]]]) -> None:
+        self.client = client
+        self.allocatable = allocatable
+        #: per node, the samples of the last 10 minutes: (timestamp, cpu %, memory %)
+        self.samples: dict[str, deque[tuple[float, float, float]]] = {}
+
+    async def fetch(self, nodes: Collection[str]) -> dict[str, NodeUsage]:
+        from caldera.cache.client import ApiError
+
+        try:
+            raw = await self.client.request("GET", self.PATH, timeout=REQUEST_TIMEOUT)
+        except ApiError as exc:
+            raise SourceError(f"GET {self.PATH}: {exc}") from None
+        try:
+            items = json.loads(raw).get("items") or []
+        except (ValueError, AttributeError):
+            raise SourceError(f"GET {self.PATH}: not a NodeMetricsList: {raw[:200]!r}") from None
+        sizes = self.allocatable()
+        out: dict[str, NodeUsage] = {}
+        for item in items:
+            got = self._sample(item, sizes)
+            if got is None:
+                continue
+            name, stamp, cpu, memory = got
+            if name not in nodes:
+                continue
+            window = self.samples.setdefault(name, deque())
+            if not window or window[-1][0] < stamp:
+                window.append((stamp, cpu, memory))
+            while window and window[0][0] <= stamp - NODE_METRICS_PERIOD_SECONDS:
+                window.popleft()
+            count = len(window)
+            out[name] = NodeUsage(
+                sum(s[1] for s in window) / count, sum(s[2] for s in window) / count, window[-1][0]
+            )
+        for gone in set(self.samples) - set(nodes):
+            del self.samples[gone]
+        return out
+
+    @staticmethod
+    def _sample(
+        item: Any, sizes: Mapping[str, tuple[float, float]]
+    ) -> tuple[str, float, float, float] | None:
+        from caldera.framework.objects import parse_timestamp
+
+        try:
+            name = item["metadata"]["name"]
+            usage = item["usage"]
+            cpu = parse_cpu_millis(usage["cpu"])
+            memory = parse_bytes(usage["memory"])
+            stamp = parse_timestamp(item.get("timestamp"))
+        except (KeyError, TypeError, ValueError, QuantityError):
+            log.debug("unreadable NodeMetrics item skipped: %s", str(item)[:200])
+            return None
+        size = sizes.get(name)
+        if size is None or stamp <= 0:
+            return None
+        alloc_cpu, alloc_memory = size
+        return (
+            name,
+            stamp,
+            cpu / alloc_cpu * 100.0 if alloc_cpu > 0 else 0.0,
+            memory / alloc_memory * 100.0 if alloc_memory > 0 else 0.0,
+        )
+
+    async def close(self) -> None:
+        return None
+
+
+# -- the poller ------------------------------------------------------------------------------------------
+class UsagePoller:
+    """Polls the conf's metrics source into the cache while the conf names one (module docstring)."""
+
+    def __init__(self, cache: UsageCache, client: ApiClient | None) -> None:
+        self.cache = cache
+        self.client = client
+        self.conf: MetricsConf | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.failing = False
+
+    def configure(self, conf: MetricsConf | None) -> None:
+        """The running conf's ``metrics:`` (at start and on every reload); on the event loop."""
+        if conf == self.conf:
+            return
+        old, self.task = self.task, None
+        if old is not None:
+            old.cancel()
+        self.conf = conf
+        if conf is None:
+            self.cache.clear_usage()
+            return
+        log.info("node usage from %s every %gs", conf.type, conf.interval)
+        self.task = supervise("node-usage", functools.partial(self._run, conf))
+
+    def source(self, conf: MetricsConf) -> UsageSource:
+        if conf.type == PROMETHEUS:
+            return PrometheusSource(conf)
+        if conf.type == METRICS_SERVER:
+            if self.client is None:
+                raise SourceError("metrics_server needs the API server's client")
+            return MetricsServerSource(self.client, self.cache.node_allocatable)
+        raise SourceError(f"metrics type {conf.type} is not implemented")  # refused by the conf parser
+
+    async def poll_once(self, conf: MetricsConf, source: UsageSource) -> bool:
+        """One poll; True when the source answered."""
+        nodes = list(self.cache.nodes)  # on the event loop, where the watches write the cache
+        try:
+            fetched = await asyncio.wait_for(source.fetch(nodes), POLL_TIMEOUT)
+        except (SourceError, TimeoutError) as exc:
+            POLLS.labels(conf.type, "failed").inc()
+            if not self.failing:
+                log.warning(
+                    "node usage: the %s source failed (%s); nodes keep their last values and are not "
+                    "used once older than 5 minutes",
+                    conf.type,
+                    exc or "no answer in time",
+                )
+            self.failing = True
+            self.cache.refresh_usage_staleness(time.time())
+            return False
+        POLLS.labels(conf.type, "ok").inc()
+        if self.failing:
+            log.info("node usage: the %s source answers again", conf.type)
+        self.failing = False
+        self.cache.publish_usage(fetched, conf.interval, time.time())
+        return True
+
+    async def _run(self, conf: MetricsConf) -> None:
+        source = self.source(conf)
+        failures = 0
+        try:
+            while True:
+                if await self.poll_once(conf, source):
+                    failures = 0
+                else:
+                    failures += 1
+                await asyncio.sleep(min(MAX_BACKOFF, conf.interval * 2**failures))
+        finally:
+            await source.close()
+
+    async def stop(self) -> None:
+        task, self.task = self.task, None
+        if task is not None:
+            await stop_workers([task])
