@@ -90,6 +90,7 @@ class SessionWorld:
         "configurations",
         "dra",
         "node_revision",
+        "numa",
         "objects",
         "outside",
         "priority_classes",
@@ -108,6 +109,8 @@ class SessionWorld:
         self.affinity_pods = snap.affinity_pods
         # DRA classes, slices and claims: one immutable value the cache makes anew when any changes
         self.dra = snap.dra
+        # Numatopologies (with the cache's assumptions): one immutable value, made anew on any change
+        self.numa = snap.numa
         self.priority_classes = dict(snap.priority_classes)
         # an implicit queue (no object yet) is rebuilt every snapshot: compared by its fields
         self.queues = {
@@ -138,6 +141,7 @@ class SessionWorld:
             and self.node_revision == other.node_revision
             and self.affinity_pods == other.affinity_pods
             and self.dra is other.dra
+            and self.numa is other.numa
             and self.priority_classes == other.priority_classes
             and self.queues.keys() == other.queues.keys()
         ):

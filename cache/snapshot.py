@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from caldera.cache.dra import DraCache
+from caldera.cache.numa import NumaCache
 from caldera.framework.model import OCCUPYING_STATUSES, JobInfo, NodeInfo, QueueInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.snapshot import Snapshot
@@ -115,7 +116,7 @@ class _TaskLoader:
         return out
 
 
-class Snapshots(DraCache):
+class Snapshots(DraCache, NumaCache):
     """Making snapshots from the slots (see the module's docstring)."""
 
     def snapshot(self) -> Snapshot:
@@ -314,6 +315,7 @@ class Snapshots(DraCache):
             storage_classes=dict(self.storage_classes),
             csinodes=dict(self.csinodes),
             dra=self.dra_view(),
+            numa=self.numa_view() if self.numatopologies else None,
             rows=list(slot.node_list),
             affinity_pods=len(self._affinity),
             affinity_nodes=frozenset(
