@@ -70,34 +70,9 @@ BEST_EFFORT_CASES = [
     ("test-5", [{"cpu": [H((0, 1), False), H((0,), True)]}, {"gpu": [H((0, 1), True)]}], H((0,), True)),
     ("test-6", [{"cpu": [H((0, 1), True)]}, {"gpu": [H((0, 1), True)]}], H((0, 1), True)),
 ]
-#: policy/policy_restricted_test.go (the same hints as best-effort's, the same best hints)
-RESTRICTED_CASES = [
-    (
-        "test-1",
-        [{"cpu": [H((0, 1), False), H((0,), True)]}, {"gpu": [H((0, 1), False), H((0,), True)]}],
-        H((0,), True),
-    ),
-    (
-        "test-2",
-        [{"cpu": [H((0, 1), False), H((1,), True)]}, {"gpu": [H((0, 1), False), H((1,), True)]}],
-        H((1,), True),
-    ),
-    (
-        "test-3",
-        [
-            {"cpu": [H((0, 1), False), H((0,), True), H((1,), True)]},
-            {"gpu": [H((0, 1), False), H((0,), True), H((1,), True)]},
-        ],
-        H((0,), True),
-    ),
-    (
-        "test-4",
-        [{"cpu": [H((0, 1), False), H((0,), True)]}, {"gpu": [H((0, 1), False), H((1,), True)]}],
-        H((0,), False),
-    ),
-    ("test-5", [{"cpu": [H((0, 1), False), H((0,), True)]}, {"gpu": [H((0, 1), True)]}], H((0,), True)),
-    ("test-6", [{"cpu": [H((0, 1), True)]}, {"gpu": [H((0, 1), True)]}], H((0, 1), True)),
-]
+#: policy/policy_restricted_test.go: the same six cases, hints and expected best hits as best-effort's
+#: (the two Go files hold identical tables; restricted differs only in what it admits)
+RESTRICTED_CASES = BEST_EFFORT_CASES
 #: policy/policy_single_numa_node_test.go
 SINGLE_NUMA_NODE_CASES = [
     (
