@@ -96,6 +96,7 @@ class SessionWorld:
         "configurations",
         "dra",
         "node_revision",
+        "numa",
         "objects",
         "outside",
         "priority_classes",
@@ -117,6 +118,8 @@ class SessionWorld:
         self.dra = snap.dra
         # nodes' real load (the usage plugin): its revision and which nodes' data is fresh
         self.usage = snap.node_usage.token() if snap.node_usage is not None else None
+        # Numatopologies (with the cache's assumptions): one immutable value, made anew on any change
+        self.numa = snap.numa
         self.priority_classes = dict(snap.priority_classes)
         # an implicit queue (no object yet) is rebuilt every snapshot: compared by its fields
         self.queues = {
@@ -148,6 +151,7 @@ class SessionWorld:
             and self.affinity_pods == other.affinity_pods
             and self.dra is other.dra
             and self.usage == other.usage
+            and self.numa is other.numa
             and self.priority_classes == other.priority_classes
             and self.queues.keys() == other.queues.keys()
         ):

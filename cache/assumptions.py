@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from caldera.cache.dra import DraCache
 from caldera.cache.ingest import _with_annotations
+from caldera.cache.numa import NumaCache
 from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo, TaskStatus, task_status_of
+from caldera.framework.numa import PodMeta
 from caldera.framework.objects import Pod
 from caldera.framework.result import SessionResult
 
 
-class Assumptions(DraCache):
+class Assumptions(DraCache, NumaCache):
     """The assume / confirm / forget lifecycle (see the module's docstring)."""
 
     def apply(self, result: SessionResult) -> list[TaskInfo]:
@@ -58,6 +60,12 @@ class Assumptions(DraCache):
                 if placement.claims:
                     # The claims as the binder will write them: their devices are in use from now.
                     self.assume_claims(task.name, task.uid, placement.claims)
+                if placement.numa:
+                    # The NUMA sets the numa-aware plugin assigned: taken until the exporter says so.
+                    meta = task.pod.metadata
+                    self.assume_numa(
+                        placement.node, PodMeta(task.uid, meta.name, meta.namespace), placement.numa
+                    )
                 self.revision = before + 1
             for eviction in result.evictions:
                 task = self.tasks.get(eviction.task.uid)
@@ -109,6 +117,8 @@ class Assumptions(DraCache):
             self.revision += 1
             self._set_status(task, TaskStatus.PENDING, "")
             self.forget_claims(task_uid)
+            if self.numa_assumed:
+                self.forget_numa(task_uid)
             return True
 
     def forget_eviction(self, task_uid: str) -> bool:

@@ -29,6 +29,7 @@ from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.cache.watch import Handler, Reflector
 from caldera.framework.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
+from caldera.framework.numa import Numatopology
 from caldera.framework.objects import (
     CSINode,
     HyperNode,
@@ -64,6 +65,7 @@ PATHS: dict[str, str] = {
     "hypernodes": "/apis/topology.volcano.sh/v1alpha1/hypernodes",
     "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
     "resourcequotas": "/api/v1/resourcequotas",
+    "numatopologies": "/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies",
     "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
     "persistentvolumes": "/api/v1/persistentvolumes",
     "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
@@ -88,6 +90,8 @@ OPTIONAL = frozenset(
         "hypernodes",
         "poddisruptionbudgets",
         "resourcequotas",
+        # Volcano's resource-exporter publishes them; a cluster without its CRD has none
+        "numatopologies",
         "persistentvolumeclaims",
         "persistentvolumes",
         "storageclasses",
@@ -270,6 +274,7 @@ class Informers:
             "resourcequotas": KindHandler(
                 c.upsert_resource_quota, c.delete_resource_quota, on_change=on_change
             ),
+            "numatopologies": KindHandler(c.upsert_numatopology, c.delete_numatopology, on_change=on_change),
             "persistentvolumeclaims": KindHandler(c.upsert_pvc, c.delete_pvc, on_change=on_change),
             "persistentvolumes": KindHandler(c.upsert_pv, c.delete_pv, on_change=on_change),
             "storageclasses": KindHandler(
@@ -293,6 +298,7 @@ class Informers:
             "hypernodes": HyperNode,
             "poddisruptionbudgets": PodDisruptionBudget,
             "resourcequotas": ResourceQuota,
+            "numatopologies": Numatopology,
             "persistentvolumeclaims": PersistentVolumeClaim,
             "persistentvolumes": PersistentVolume,
             "storageclasses": StorageClass,

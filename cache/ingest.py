@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 
-from caldera.cache.indexes import GroupConflict, Indexes, UnreadablePod
+from caldera.cache.indexes import GroupConflict, UnreadablePod
+from caldera.cache.numa import NumaCache
 from caldera.framework.model import (
     GROUP_NAME_ANNOTATION,
     OCCUPYING_STATUSES,
@@ -89,7 +90,7 @@ def _exact(res: Resource) -> tuple[float, float, float, dict[str, float]]:
     return (res.cpu, res.memory, res.pods, res.scalars)
 
 
-class Ingest(Indexes):
+class Ingest(NumaCache):
     """The watch event handlers, one pair per kind (see the module's docstring)."""
 
     # ------------------------------------------------------------------------------------------
@@ -292,6 +293,9 @@ class Ingest(Indexes):
             if self.unreadable.pop(uid, None) is not None:
                 self.revision += 1
                 self._problems_revision += 1
+            if self.numa_assumed:
+                # Volcano's clearUnassignedNumaPod: a deleted pod's NUMA sets are free again
+                self.forget_numa(uid)
             task = self.tasks.get(uid)
             if task is None:
                 return

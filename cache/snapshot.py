@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from caldera.cache.dra import DraCache
+from caldera.cache.numa import NumaCache
 from caldera.cache.usage import UsageCache
 from caldera.framework.model import OCCUPYING_STATUSES, JobInfo, NodeInfo, QueueInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
@@ -116,7 +117,7 @@ class _TaskLoader:
         return out
 
 
-class Snapshots(DraCache, UsageCache):
+class Snapshots(DraCache, UsageCache, NumaCache):
     """Making snapshots from the slots (see the module's docstring)."""
 
     def snapshot(self) -> Snapshot:
@@ -316,6 +317,7 @@ class Snapshots(DraCache, UsageCache):
             csinodes=dict(self.csinodes),
             dra=self.dra_view(),
             node_usage=self.usage_view(time.time()),
+            numa=self.numa_view() if self.numatopologies else None,
             rows=list(slot.node_list),
             affinity_pods=len(self._affinity),
             affinity_nodes=frozenset(

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from caldera.framework.dra.view import DraView
     from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
     from caldera.framework.nodetable import NodeTable
+    from caldera.framework.numa import NumaInfo, NumaView, PodMeta, ResNumaSets
     from caldera.framework.objects import (
         CSINode,
         HyperNode,
@@ -86,6 +87,14 @@ class CacheState:
     pdbs: dict[str, PodDisruptionBudget]
     #: v1 ResourceQuotas by namespace/name (read by the resourcequota plugin)
     resource_quotas: dict[str, ResourceQuota]
+    #: nodeinfo.volcano.sh/v1alpha1 Numatopologies, read once into their lean value, by node name
+    #: (cache/numa.py; read by the numa-aware plugin)
+    numatopologies: dict[str, NumaInfo]
+    #: node -> pod -> the NUMA sets a committed placement took there, until the exporter reports the
+    #: pod (Volcano's NodeInfo.UnassignedNumaPods)
+    numa_assumed: dict[str, dict[PodMeta, ResNumaSets]]
+    #: the snapshot's NumaView, until a Numatopology or an assumption changes
+    _numa_made: NumaView | None
     #: storage objects (the volume predicates and the binder's volume step read them)
     pvcs: dict[str, PersistentVolumeClaim]
     pvs: dict[str, PersistentVolume]

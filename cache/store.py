@@ -81,6 +81,9 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
         self._hypernodes_revision = 0
         self.pdbs = {}
         self.resource_quotas = {}
+        self.numatopologies = {}
+        self.numa_assumed = {}
+        self._numa_made = None
         self.pvcs = {}
         self.pvs = {}
         self.storage_classes = {}

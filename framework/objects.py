@@ -216,6 +216,8 @@ class PodCondition(_Base, frozen=True):
 
 class PodStatus(_Base, frozen=True):
     phase: str = "Pending"
+    #: the API server's QoS class (the numa-aware plugin reads it, as k8s's qos.GetPodQOS)
+    qos_class: str = ""
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
     resource_claim_statuses: list[PodResourceClaimStatus] = []

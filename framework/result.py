@@ -29,6 +29,9 @@ class Placement:
     #: the pod's ResourceClaims, each with the allocation it must hold, written (allocation and
     #: reservation) before the binding; None: the session allocated no claims for the pod
     claims: list[ClaimAllocation] | None = None
+    #: the NUMA resource sets (resource name -> ids) the numa-aware plugin assigned the pod on its
+    #: node, which the cache keeps taken until the node's Numatopology reports the pod; None: none
+    numa: dict[str, frozenset[int]] | None = None
 
 
 @dataclass

@@ -99,6 +99,9 @@ class Session(CallbackRegistry):
         #: the ResourceClaims allocated or reserved for a placed task (set in the DRA allocate
         #: handler, dropped in its deallocate handler); a committed placement carries them
         self.task_claims: dict[str, list[ClaimAllocation]] = {}
+        #: the NUMA sets assigned a placed task (set in the numa-aware plugin's allocate handler,
+        #: dropped in its deallocate handler); a committed placement carries them
+        self.task_numa: dict[str, dict[str, frozenset[int]]] = {}
         self.evictions: list[Eviction] = []
         # Every ready node's allocatable, summed over the table's column (not a loop over nodes).
         self.total_resource = self.table.total(self.table.allocatable, self.table.ready)

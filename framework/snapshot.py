@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from caldera.framework.dra.view import DraView
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo
 from caldera.framework.nodetable import NodeTable
+from caldera.framework.numa import NumaView
 from caldera.framework.objects import (
     CSINode,
     HyperNode,
@@ -61,6 +62,9 @@ class Snapshot:
     #: nodes' real load from the conf's metrics source, as of the snapshot's time (an immutable
     #: value; None: no source configured). Read by the usage plugin.
     node_usage: UsageView | None = None
+    #: Volcano's Numatopologies by node name, with what the cache assumes taken (an immutable value
+    #: shared between snapshots, made anew when any changes; None: the cluster has none)
+    numa: NumaView | None = None
     #: the nodes in row order, when the builder has them at hand (else derived from ``nodes``)
     rows: list[NodeInfo] | None = None
     #: how many pods of the cluster carry inter-pod affinity or anti-affinity terms, and the names of

@@ -127,12 +127,14 @@ class Statement:
             if record.op is Op.ALLOCATE:
                 annotations = self.ssn.task_annotations.get(record.task.uid)
                 claims = self.ssn.task_claims.get(record.task.uid) if self.ssn.task_claims else None
+                numa = self.ssn.task_numa.get(record.task.uid) if self.ssn.task_numa else None
                 self.ssn.placements.append(
                     Placement(
                         record.task,
                         record.node,
                         dict(annotations) if annotations else {},
                         list(claims) if claims is not None else None,
+                        numa,
                     )
                 )
             elif record.op is Op.EVICT:

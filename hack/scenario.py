@@ -325,7 +325,10 @@ def load(
     pdbs: Iterable[Any] = (),
     dra: Iterable[Any] = (),
     resource_quotas: Iterable[Any] = (),
+    numatopologies: Iterable[Any] = (),
 ) -> ClusterCache:
+    for topo in numatopologies:
+        cache.upsert_numatopology(topo)
     for pdb in pdbs:
         cache.upsert_pdb(pdb)
     for obj in dra:
@@ -355,6 +358,7 @@ def cluster(
     pdbs: Iterable[Any] = (),
     dra: Iterable[Any] = (),
     resource_quotas: Iterable[Any] = (),
+    numatopologies: Iterable[Any] = (),
 ) -> Snapshot:
     """A snapshot of a cache loaded with these objects."""
     return load(
@@ -367,6 +371,7 @@ def cluster(
         pdbs,
         dra=dra,
         resource_quotas=resource_quotas,
+        numatopologies=numatopologies,
     ).snapshot()
 
 
@@ -500,6 +505,59 @@ def resource_quota(
             "status": {"hard": dict(hard), "used": dict(used or {})},
         },
     )
+
+
+def cpu_detail(numa_nodes: int, cores_per_node: int, threads: int = 2) -> dict[int, tuple[int, int, int]]:
+    """CPU id -> (NUMA node, socket, core) of a machine with one socket per NUMA node: CPUs numbered
+    node by node, core by core (core ids unique per socket, as Volcano's exporter reports them)."""
+    out: dict[int, tuple[int, int, int]] = {}
+    cpu = 0
+    for node in range(numa_nodes):
+        for core in range(cores_per_node):
+            for _ in range(threads):
+                out[cpu] = (node, node, core)
+                cpu += 1
+    return out
+
+
+def numatopology_dict(
+    node: str,
+    cpus: dict[int, tuple[int, int, int]],
+    allocatable: str | None = None,
+    topology_policy: str = "single-numa-node",
+    cpu_policy: str = "static",
+    res_reserved: dict[str, str] | None = None,
+    pod_allocations: Iterable[dict[str, str]] = (),
+) -> dict[str, Any]:
+    """A Numatopology as Volcano's resource-exporter writes it for ``node`` (``allocatable``: a CPU
+    list; default every CPU)."""
+    from caldera.framework.numa import format_cpuset
+
+    return {
+        "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
+        "kind": "Numatopology",
+        "metadata": {"name": node},
+        "spec": {
+            "policies": {"CPUManagerPolicy": cpu_policy, "TopologyManagerPolicy": topology_policy},
+            "resReserved": dict(res_reserved or {}),
+            "numares": {
+                "cpu": {
+                    "allocatable": format_cpuset(set(cpus)) if allocatable is None else allocatable,
+                    "capacity": len(cpus),
+                }
+            },
+            "cpuDetail": {str(c): {"numa": n, "socket": s, "core": k} for c, (n, s, k) in cpus.items()},
+            "podAllocations": list(pod_allocations),
+        },
+    }
+
+
+def numatopology(node: str, cpus: dict[int, tuple[int, int, int]], **kw: Any) -> Any:
+    import msgspec
+
+    from caldera.framework.numa import Numatopology
+
+    return msgspec.convert(numatopology_dict(node, cpus, **kw), Numatopology)
 
 
 def run_session(snap: Snapshot, conf_text: str | None = None) -> tuple[Any, Any]:

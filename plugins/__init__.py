@@ -18,6 +18,7 @@ from caldera.plugins.gang import GangPlugin
 from caldera.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from caldera.plugins.nodegroup import NodeGroupPlugin
 from caldera.plugins.nodeorder import NodeOrderPlugin
+from caldera.plugins.numaaware import NumaAwarePlugin
 from caldera.plugins.overcommit import OvercommitPlugin
 from caldera.plugins.pdb import PdbPlugin
 from caldera.plugins.predicates import PredicatesPlugin
@@ -51,4 +52,5 @@ ALL: list[type[Plugin]] = [
     ResourceQuotaPlugin,
     ExtenderPlugin,
     UsagePlugin,
+    NumaAwarePlugin,
 ]

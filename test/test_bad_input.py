@@ -34,7 +34,14 @@ from caldera.framework.objects import (
     PriorityClass,
     StorageClass,
 )
-from caldera.hack.scenario import node_dict, pod_dict, podgroup_dict, queue_dict
+from caldera.hack.scenario import (
+    cpu_detail,
+    node_dict,
+    numatopology_dict,
+    pod_dict,
+    podgroup_dict,
+    queue_dict,
+)
 from caldera.scheduler.confsource import DEFAULT_KEY, ConfSource
 from caldera.scheduler.registry import builtin_registry
 
@@ -90,6 +97,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "persistentvolumes": _full(PersistentVolume, "v"),
     "storageclasses": _full(StorageClass, "s"),
     "csinodes": _full(CSINode, "n1"),
+    "numatopologies": numatopology_dict("n1", cpu_detail(2, 2), res_reserved={"cpu": "1"}),
 }
 
 QUANTITIES = st.sampled_from(

@@ -231,6 +231,10 @@ RESOURCES: tuple[Resource, ...] = (
         frozenset({"status"}),
         custom=True,
     ),
+    # Volcano's resource-exporter writes one per node; the numa-aware plugin reads them
+    Resource(
+        "nodeinfo.volcano.sh", "v1alpha1", "numatopologies", "Numatopology", False, ("numatopo",), custom=True
+    ),
 )
 
 #: Kubernetes' own gang API (kube-apiserver 1.36 behind ``--runtime-config=scheduling.k8s.io/v1alpha2=true

@@ -81,12 +81,13 @@ def test_defaults_fill_only_objects_that_are_present() -> None:
     assert prune_and_default({"spec": {}}, SCHEMA) == {"spec": {"size": 1}}
 
 
-def test_the_deploy_crds_are_loaded_for_the_three_volcano_kinds() -> None:
+def test_the_deploy_crds_are_loaded_for_the_four_volcano_kinds() -> None:
     schemas = load_crd_schemas(crd_files(DEFAULT_CRD_DIR))
     assert set(schemas) == {
         "podgroups.scheduling.volcano.sh",
         "queues.scheduling.volcano.sh",
         "hypernodes.topology.volcano.sh",
+        "numatopologies.nodeinfo.volcano.sh",
     }
 
 

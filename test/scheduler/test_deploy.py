@@ -33,6 +33,7 @@ CRD_NAMES = {
     "podgroups.scheduling.volcano.sh",
     "queues.scheduling.volcano.sh",
     "hypernodes.topology.volcano.sh",
+    "numatopologies.nodeinfo.volcano.sh",
 }
 
 

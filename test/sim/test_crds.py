@@ -206,3 +206,35 @@ async def test_a_hypernode_with_every_volcano_field_round_trips_unchanged(cluste
     created["status"] = status
     written = await c.http.ok("PUT", f"/apis/topology.volcano.sh/v1alpha1/hypernodes/{name}/status", created)
     assert written["status"] == status
+
+
+# A Numatopology with every field of Volcano's nodeinfo/v1alpha1 Numatopology.
+FULL_NUMATOPOLOGY_SPEC = {
+    "policies": {"CPUManagerPolicy": "static", "TopologyManagerPolicy": "single-numa-node"},
+    "resReserved": {"cpu": "1", "memory": "1Gi"},
+    "numares": {"cpu": {"allocatable": "1-7", "capacity": 8}},
+    "cpuDetail": {"0": {"numa": 0, "socket": 0, "core": 0}, "4": {"numa": 1, "socket": 1, "core": 2}},
+    "podAllocations": [
+        {
+            "uid": "u-1",
+            "name": "trainer-0",
+            "namespace": "team-a",
+            "containerAllocations": [{"name": "main", "allocations": {"cpu": "4-5", "memory": "2Gi"}}],
+        }
+    ],
+}
+
+
+async def test_a_numatopology_with_every_volcano_field_round_trips_unchanged_and_undeclared_ones_go(
+    cluster: Cluster,
+) -> None:
+    c = cluster
+    name = c.name("numa-node")
+    body = {
+        "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
+        "kind": "Numatopology",
+        "metadata": {"name": name},
+        "spec": {**copy.deepcopy(FULL_NUMATOPOLOGY_SPEC), "notAField": True},
+    }
+    created = await c.create("/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies", body, cluster_scoped=True)
+    assert created["spec"] == FULL_NUMATOPOLOGY_SPEC
