@@ -257,8 +257,6 @@ class Inventory:
         newest: dict[tuple[str, str], Pool] = {}
         for slice_ in slices:
             spec = slice_.spec
-            if not partitionable and (spec.per_device_node_selection is not None or spec.shared_counters):
-                continue
             key = (spec.driver, spec.pool.name)
             pool = newest.get(key)
             if pool is None or spec.pool.generation > pool.generation:
@@ -326,7 +324,10 @@ class Inventory:
         ordered = sorted(pool.slices, key=_slice_has_binding_conditions)
         for slice_ in ordered:
             spec = slice_.spec
-            if spec.shared_counters and self.partitionable:
+            if not self.partitionable and (spec.per_device_node_selection is not None or spec.shared_counters):
+                # skipped (GatherPools), though counted for completeness (checkSlicesInPool)
+                continue
+            if spec.shared_counters:
                 for counter_set in spec.shared_counters:
                     if counter_set.name in pool.counter_sets and not pool.invalid_reason:
                         pool.invalid_reason = f"duplicate counter set name {counter_set.name}"
@@ -809,13 +810,17 @@ class _Search:
         for ri, request in enumerate(claim.spec.devices.requests):
             if not self.owner.features.consumable_capacity:
                 # Allocate: capacity requests need DRAConsumableCapacity
-                if (request.exactly is not None and request.exactly.capacity is not None) or any(
-                    sub.capacity is not None for sub in request.first_available
-                ):
+                if request.exactly is not None and request.exactly.capacity is not None:
                     raise _ClaimError(
                         f"claim {_name(claim)}, request {request.name}: has capacity requests, "
                         "but the DRAConsumableCapacity feature is disabled"
                     )
+                for sub in request.first_available:
+                    if sub.capacity is not None:
+                        raise _ClaimError(
+                            f"claim {_name(claim)}, subrequest {sub.name}: has capacity requests, "
+                            "but the DRAConsumableCapacity feature is disabled"
+                        )
             if request.first_available:
                 if not self.owner.features.prioritized_list:
                     raise _ClaimError(
