@@ -146,3 +146,41 @@ class ClaimAllocation:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+def has_binding_conditions(allocation: AllocationResult) -> bool:
+    """``hasBindingConditions`` (dynamicresources.go): some device of the allocation must see its
+    binding conditions true before the pod is bound."""
+    return any(r.binding_conditions for r in allocation.devices.results)
+
+
+def binding_state(claim: ResourceClaim) -> bool | str:
+    """``isClaimReadyForBinding`` (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go):
+    True when every binding condition of every allocated device is True in the claim's
+    ``status.devices`` entry for it (matched by driver, pool and device, ``getAllocatedDeviceStatus``),
+    False while one is not yet; the reason when a binding failure condition is True."""
+    allocation = claim.status.allocation
+    if allocation is None:
+        return False
+    for r in allocation.devices.results:
+        if not r.binding_conditions:
+            continue
+        status = next(
+            (d for d in claim.status.devices if (d.driver, d.pool, d.device) == (r.driver, r.pool, r.device)),
+            None,
+        )
+        if status is None:
+            return False
+        conditions = {c.type: c for c in status.conditions}
+        for name in r.binding_failure_conditions:
+            failed = conditions.get(name)
+            if failed is not None and failed.status == "True":
+                return (
+                    f"claim {claim.metadata.name} binding failed: reason={failed.reason}, "
+                    f"message={failed.message!r}"
+                )
+        if any(
+            conditions.get(name) is None or conditions[name].status != "True" for name in r.binding_conditions
+        ):
+            return False
+    return True
