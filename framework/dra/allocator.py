@@ -98,7 +98,7 @@ def _slice_has_binding_conditions(slice_: ResourceSlice) -> bool:
     return any(d.binding_conditions for d in slice_.spec.devices)
 
 
-def _quantity(value: str) -> Decimal:
+def _quantity(value: str | int | float) -> Decimal:
     try:
         return parse_quantity(value)
     except QuantityError:
@@ -324,7 +324,9 @@ class Inventory:
         ordered = sorted(pool.slices, key=_slice_has_binding_conditions)
         for slice_ in ordered:
             spec = slice_.spec
-            if not self.partitionable and (spec.per_device_node_selection is not None or spec.shared_counters):
+            if not self.partitionable and (
+                spec.per_device_node_selection is not None or spec.shared_counters
+            ):
                 # skipped (GatherPools), though counted for completeness (checkSlicesInPool)
                 continue
             if spec.shared_counters:
@@ -361,11 +363,11 @@ class Inventory:
             # validateDeviceCounterConsumption
             for dev in pool.all_devices:
                 for use in dev.device.consumes_counters:
-                    counter_set = pool.counter_sets.get(use.counter_set)
-                    if counter_set is None:
+                    defined = pool.counter_sets.get(use.counter_set)
+                    if defined is None:
                         pool.invalid_reason = f"counter set {use.counter_set} not found"
                         break
-                    missing = [n for n in use.counters if n not in counter_set]
+                    missing = [n for n in use.counters if n not in defined]
                     if missing:
                         pool.invalid_reason = (
                             f"counter {missing[0]} not found in counter set {use.counter_set}"
@@ -527,7 +529,7 @@ class _Share:
     amounts: Mapping[str, Decimal]
 
 
-def _parsed(consumed: Mapping[str, str]) -> Consumed:
+def _parsed(consumed: Mapping[str, str | int | float]) -> Consumed:
     return {name: _quantity(value) for name, value in consumed.items()}
 
 
@@ -890,7 +892,7 @@ class _Search:
         count: int,
         admin_access: bool | None,
         tolerations: list[DeviceToleration],
-        capacity: Mapping[str, str] | None,
+        capacity: Mapping[str, str | int | float] | None,
     ) -> _Request:
         where = f"claim {_name(claim)}, request {name}"
         for i, selector in enumerate(selectors):
@@ -947,7 +949,7 @@ class _Search:
             )
         return req
 
-    def _claim_constraints(self, claim: ResourceClaim) -> list[_MatchAttribute]:
+    def _claim_constraints(self, claim: ResourceClaim) -> list[_MatchAttribute | _DistinctAttribute]:
         out: list[_MatchAttribute | _DistinctAttribute] = []
         for i, constraint in enumerate(claim.spec.devices.constraints):
             if constraint.match_attribute is not None:

@@ -27,7 +27,7 @@ class CapacityError(ValueError):
     """The request names a capacity the device does not define."""
 
 
-def _q(value: str | None) -> Decimal | None:
+def _q(value: str | int | float | None) -> Decimal | None:
     if value is None:
         return None
     try:
@@ -36,7 +36,7 @@ def _q(value: str | None) -> Decimal | None:
         return None
 
 
-def request_amounts(requests: Mapping[str, str] | None) -> dict[str, Decimal] | None:
+def request_amounts(requests: Mapping[str, str | int | float] | None) -> dict[str, Decimal] | None:
     """A request's ``capacity.requests`` as decimals (None: the request names no capacity)."""
     if not requests:
         return None
