@@ -596,19 +596,28 @@ class _Request:
         return len(self.all_devices) if self.all_devices is not None else self.count
 
 
-class _MatchAttribute:
-    """``matchAttributeConstraint``: every device of the named requests has the same value."""
+class _AttributeConstraint:
+    """A constraint on one attribute over the devices of the named requests (all when none named)."""
 
-    __slots__ = ("attribute", "n", "requests", "value")
+    __slots__ = ("attribute", "requests")
 
     def __init__(self, attribute: str, requests: Sequence[str]) -> None:
         self.attribute = attribute
         self.requests = set(requests)
-        self.value: DeviceAttribute | None = None
-        self.n = 0
 
     def applies(self, req: _Request) -> bool:
         return not self.requests or req.base in self.requests or (bool(req.sub) and req.name in self.requests)
+
+
+class _MatchAttribute(_AttributeConstraint):
+    """``matchAttributeConstraint``: every device of the named requests has the same value."""
+
+    __slots__ = ("n", "value")
+
+    def __init__(self, attribute: str, requests: Sequence[str]) -> None:
+        super().__init__(attribute, requests)
+        self.value: DeviceAttribute | None = None
+        self.n = 0
 
     def add(self, req: _Request, dev: InventoryDevice) -> bool:
         if not self.applies(req):
@@ -629,19 +638,15 @@ class _MatchAttribute:
             self.n -= 1
 
 
-class _DistinctAttribute:
+class _DistinctAttribute(_AttributeConstraint):
     """``distinctAttributeConstraint`` (experimental/constraint.go): every device of the named
     requests has the attribute, each with a value no other such device has."""
 
-    __slots__ = ("attribute", "requests", "values")
+    __slots__ = ("values",)
 
     def __init__(self, attribute: str, requests: Sequence[str]) -> None:
-        self.attribute = attribute
-        self.requests = set(requests)
+        super().__init__(attribute, requests)
         self.values: list[tuple[object, ...]] = []
-
-    def applies(self, req: _Request) -> bool:
-        return not self.requests or req.base in self.requests or (bool(req.sub) and req.name in self.requests)
 
     def add(self, req: _Request, dev: InventoryDevice) -> bool:
         if not self.applies(req):
