@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from caldera.framework.dra.allocator import DeviceID, Inventory
 from caldera.framework.dra.objects import AllocationResult, DeviceClass, ResourceClaim
 from caldera.framework.objects import Pod
+from caldera.framework.quantity import QuantityError, parse_quantity
 
 #: ``resourceapi.ResourceClaimReservedForMaxSize``: at most this many consumers of one claim
 RESERVED_FOR_MAX_SIZE = 256
@@ -41,6 +43,8 @@ class DraView:
     revision: int = 0
     #: holder claim of each allocated device, for explanations ("held by default/c0")
     holders: Mapping[DeviceID, str] = field(default_factory=dict)
+    #: capacity the shares of each device allowing multiple allocations consume (``AggregatedCapacity``)
+    consumed: Mapping[DeviceID, Mapping[str, Decimal]] = field(default_factory=dict)
 
 
 def allocated_devices(claims: Mapping[str, ResourceClaim]) -> dict[DeviceID, str]:
@@ -51,8 +55,29 @@ def allocated_devices(claims: Mapping[str, ResourceClaim]) -> dict[DeviceID, str
         if allocation is None:
             continue
         for r in allocation.devices.results:
-            if not r.admin_access:
+            # a share (shareID) holds capacity, not the device (foreachAllocatedDevice)
+            if not r.admin_access and r.share_id is None:
                 out[(r.driver, r.pool, r.device)] = key
+    return out
+
+
+def shared_consumption(claims: Mapping[str, ResourceClaim]) -> dict[DeviceID, dict[str, Decimal]]:
+    """What the shares of allocated claims consume, per device (``foreachAllocatedDevice``'s
+    ``consumedCapacityCallback`` in kube-scheduler's ``allocateddevices.go``)."""
+    out: dict[DeviceID, dict[str, Decimal]] = {}
+    for claim in claims.values():
+        allocation = claim.status.allocation
+        if allocation is None:
+            continue
+        for r in allocation.devices.results:
+            if r.share_id is None or r.admin_access:
+                continue
+            into = out.setdefault((r.driver, r.pool, r.device), {})
+            for name, value in r.consumed_capacity.items():
+                try:
+                    into[name] = into.get(name, Decimal(0)) + parse_quantity(value)
+                except QuantityError:
+                    continue
     return out
 
 
