@@ -27,7 +27,7 @@ from caldera.framework.dra.objects import (
     ResourceClaimStatus,
     ResourceSlice,
 )
-from caldera.framework.dra.view import ClaimAllocation, DraView, allocated_devices
+from caldera.framework.dra.view import ClaimAllocation, DraView, allocated_devices, shared_consumption
 
 
 def _key(meta: object) -> str:
@@ -191,5 +191,6 @@ class DraCache(Indexes):
                 allocated=frozenset(holders),
                 revision=self._dra_revision,
                 holders=holders,
+                consumed=shared_consumption(claims) if inventory.advanced else {},
             )
             return made

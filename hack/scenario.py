@@ -440,9 +440,10 @@ def resource_claim(
     namespace: str = "default",
     match_attribute: str = "",
     status: dict[str, Any] | None = None,
+    capacity: dict[str, str] | None = None,
 ) -> Any:
-    """A ResourceClaim with one request ``req`` for ``count`` devices of the class (and a CEL selector
-    and a matchAttribute constraint when given)."""
+    """A ResourceClaim with one request ``req`` for ``count`` devices of the class (and a CEL selector,
+    a matchAttribute constraint and ``capacity.requests`` when given)."""
     from caldera.framework.dra.objects import ResourceClaim
 
     exactly: dict[str, Any] = {
@@ -452,6 +453,8 @@ def resource_claim(
     }
     if selector:
         exactly["selectors"] = [{"cel": {"expression": selector}}]
+    if capacity:
+        exactly["capacity"] = {"requests": capacity}
     devices: dict[str, Any] = {"requests": [{"name": "req", "exactly": exactly}]}
     if match_attribute:
         devices["constraints"] = [{"matchAttribute": match_attribute}]

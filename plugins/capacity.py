@@ -18,7 +18,7 @@ from caldera.framework.callbacks import GANG_RECLAIM, EvictionContext
 from caldera.framework.model import JobInfo, QueueInfo, TaskInfo
 from caldera.framework.plugin import Plugin, unsupported
 from caldera.framework.resource import MIN_RESOURCE, Resource
-from caldera.plugins.dra_quota import DEVICE_CLASS_PREFIX, DraQuota
+from caldera.plugins.dra_quota import DraQuota, quota_name
 from caldera.plugins.helpers import safe_sub
 from caldera.plugins.proportion import QueueAttr, dims_of, queue_share, scale_guarantees
 
@@ -41,11 +41,9 @@ class CapacityPlugin(Plugin):
         # queue quota of DRA devices, deviceclass/<class> keys (plugins/dra_quota.py); default true,
         # as Volcano's (the DynamicResourceAllocation feature gate, on since Kubernetes 1.34)
         "capacity.DynamicResourceAllocationEnable": bool,
-        "capacity.DRAConsumableCapacityEnable": unsupported(
-            bool,
-            "quota of consumable device capacity (<dimension>.deviceclass/<class>) is not implemented",
-            False,
-        ),
+        # quota of consumable device capacity, <dimension>.deviceclass/<class> keys (plugins/dra_quota.py);
+        # default true, as Volcano's (the DRAConsumableCapacity feature gate, beta and on in 1.36)
+        "capacity.DRAConsumableCapacityEnable": bool,
     }
 
     def on_session_open(self, ssn: Session) -> None:
@@ -117,7 +115,12 @@ class CapacityPlugin(Plugin):
         if ssn.snapshot.dra is not None and self.arguments.bool(
             "capacity.DynamicResourceAllocationEnable", True
         ):
-            quota = DraQuota(ssn, ssn.snapshot.dra, self.chain)
+            quota = DraQuota(
+                ssn,
+                ssn.snapshot.dra,
+                self.chain,
+                consumable=self.arguments.bool("capacity.DRAConsumableCapacityEnable", True),
+            )
             self.dra = quota if quota.active else None
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
@@ -232,9 +235,7 @@ class CapacityPlugin(Plugin):
         the queue deserves (``GreaterPartlyWithRelevantDimensions``)."""
         wanted = set(dims_of(reclaimer.init_resreq))
         if self.dra is not None and reclaimer.pod.spec.resource_claims:
-            wanted.update(
-                DEVICE_CLASS_PREFIX + c for _, counts in self.dra.task_claims(reclaimer) for c in counts
-            )
+            wanted.update(quota_name(c) for _, counts in self.dra.task_claims(reclaimer) for c in counts)
         return self._reclaimees(wanted, reclaimees), PERMIT
 
     def unified_evictable(
@@ -273,7 +274,7 @@ class CapacityPlugin(Plugin):
             if (
                 wanted is not None
                 and not wanted.intersection(uses)
-                and not wanted.intersection(DEVICE_CLASS_PREFIX + c for c in freed)
+                and not wanted.intersection(quota_name(c) for c in freed)
             ):
                 continue
             allocated = left.get(job.queue)

@@ -108,7 +108,7 @@ class DraPart:
         self.enabled = enabled
         view = ssn.snapshot.dra
         self.view: DraView = view if view is not None else DraView(Inventory(()), {}, {}, frozenset())
-        self.ledger = DeviceLedger(self.view.allocated)
+        self.ledger = DeviceLedger(self.view.allocated, self.view.consumed)
         self.allocator = Allocator(self.view.inventory, self.view.classes, self.ledger)
         #: claims allocated in this session: key -> (allocation, the uids of the tasks using it)
         self.session_allocs: dict[str, tuple[AllocationResult, list[str]]] = {}

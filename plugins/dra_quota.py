@@ -15,8 +15,16 @@ limited. The ``deserved`` and ``guarantee`` keys count in reclaim, as Volcano's 
 (``docs/user-guide/how_to_use_dra_quota.md``) defines them: beyond deserved devices may be reclaimed,
 within the guarantee they may not (``capacity.py`` ``preemptive`` and ``_reclaimees``; Volcano 1.15's
 code parses them but does not read them yet). The proportion plugin reads none of these keys: the
-design (``docs/design/capacity-dra-support.md``) is the capacity plugin's. ``<dimension>.deviceclass/<class>`` keys (consumable capacity) are not read: that is
-``capacity.DRAConsumableCapacityEnable``, which Caldera refuses.
+design (``docs/design/capacity-dra-support.md``) is the capacity plugin's.
+
+With ``capacity.DRAConsumableCapacityEnable`` (default true, as Volcano reads it from the
+DRAConsumableCapacity feature gate), ``<dimension>.deviceclass/<class>`` keys cap a consumable capacity
+of the class's devices: a request's ``capacity.requests[<dimension>]`` times its ``count`` is the
+logical amount it takes (the design's "a request for two devices with 8Gi of memory each consumes 16Gi";
+``buildTaskDRAInfo``, ``addDRAResource``), summed per queue like device counts; a dimension a request
+asks for that the queue's capability for the class does not name refuses it (``checkDRAAllocatable``:
+"dimension not in capability"). Inside, a dimension is counted under the key
+``<dimension>.deviceclass/<class>`` beside the class's device count.
 """
 
 from __future__ import annotations
@@ -37,31 +45,65 @@ DEVICE_CLASS_PREFIX = "deviceclass/"
 Counts = dict[str, int]
 
 
-def device_class_quota(resources: Mapping[str, str | int | float]) -> Counts:
-    """``deviceclass/<class>: N`` entries of a queue's resource list (``parseDRAResourceList``)."""
+CAPACITY_SEPARATOR = "." + DEVICE_CLASS_PREFIX
+
+
+def dimension_key(dimension: str, device_class: str) -> str:
+    """The key a consumable capacity dimension of a class is counted under (its queue key)."""
+    return f"{dimension}{CAPACITY_SEPARATOR}{device_class}"
+
+
+def _class_of(key: str) -> str:
+    return key.split(CAPACITY_SEPARATOR, 1)[1] if CAPACITY_SEPARATOR in key else key
+
+
+def quota_name(key: str) -> str:
+    """The queue resource name of a count key."""
+    return key if CAPACITY_SEPARATOR in key else f"{DEVICE_CLASS_PREFIX}{key}"
+
+
+def device_class_quota(resources: Mapping[str, str | int | float], consumable: bool = True) -> Counts:
+    """``deviceclass/<class>: N`` entries of a queue's resource list, and with ``consumable``
+    ``<dimension>.deviceclass/<class>: Q`` ones (``parseDRAResourceList``)."""
     out: Counts = {}
     for name, quantity in resources.items():
-        if not name.startswith(DEVICE_CLASS_PREFIX) or "." in name.split("/", 1)[0]:
-            continue
-        device_class = name[len(DEVICE_CLASS_PREFIX) :]
-        if not device_class:
+        index = name.find(CAPACITY_SEPARATOR)
+        if index > 0:
+            if not consumable or not name[index + len(CAPACITY_SEPARATOR) :]:
+                continue
+            key = name
+        elif name.startswith(DEVICE_CLASS_PREFIX):
+            key = name[len(DEVICE_CLASS_PREFIX) :]
+            if not key:
+                continue
+        else:
             continue
         try:
-            out[device_class] = int(parse_quantity(str(quantity)))
+            out[key] = int(parse_quantity(str(quantity)))
         except (QuantityError, ValueError, ArithmeticError):
             continue
     return out
 
 
-def claim_devices(claim: ResourceClaim) -> Counts:
-    """Devices per class the claim asks for (``buildTaskDRAInfo``)."""
+def claim_devices(claim: ResourceClaim, consumable: bool = False) -> Counts:
+    """Devices per class the claim asks for, and with ``consumable`` the capacity each dimension
+    takes (request times count) (``buildTaskDRAInfo``, ``addDRAResource``)."""
     out: Counts = {}
     for request in claim.spec.devices.requests:
         exactly = request.exactly
         if request.first_available or exactly is None or exactly.allocation_mode != EXACT_COUNT:
             continue
         if exactly.device_class_name:
-            out[exactly.device_class_name] = out.get(exactly.device_class_name, 0) + (exactly.count or 1)
+            count = exactly.count or 1
+            out[exactly.device_class_name] = out.get(exactly.device_class_name, 0) + count
+            if consumable and exactly.capacity is not None:
+                for dimension, value in exactly.capacity.requests.items():
+                    try:
+                        amount = int(parse_quantity(str(value)).to_integral_value(rounding="ROUND_CEILING"))
+                    except (QuantityError, ValueError, ArithmeticError):
+                        continue
+                    key = dimension_key(dimension, exactly.device_class_name)
+                    out[key] = out.get(key, 0) + amount * count
     return out
 
 
@@ -73,9 +115,12 @@ def _add(into: Counts, counts: Mapping[str, int], sign: int = 1) -> None:
 class DraQuota:
     """Per queue: the device quota, the devices held (claims referenced) and let in."""
 
-    def __init__(self, ssn: Session, view: DraView, chain: Callable[[str], list[str]]) -> None:
+    def __init__(
+        self, ssn: Session, view: DraView, chain: Callable[[str], list[str]], consumable: bool = True
+    ) -> None:
         self.view = view
         self.chain = chain
+        self.consumable = consumable
         self.capability: dict[str, Counts] = {}
         self.deserved: dict[str, Counts] = {}
         self.guarantee: dict[str, Counts] = {}
@@ -87,7 +132,7 @@ class DraQuota:
                     (self.deserved, spec.deserved),
                     (self.guarantee, spec.guarantee.resource),
                 ):
-                    quota = device_class_quota(resources)
+                    quota = device_class_quota(resources, consumable)
                     if quota:
                         into[q.name] = quota
         #: queues whose devices are counted: those naming any device quota
@@ -128,7 +173,7 @@ class DraQuota:
             got = []
             for key in keys:
                 claim = self.view.claims.get(key)
-                counts = claim_devices(claim) if claim is not None else {}
+                counts = claim_devices(claim, self.consumable) if claim is not None else {}
                 if counts:
                     got.append((key, counts))
             self._claims[task.uid] = got
@@ -173,14 +218,18 @@ class DraQuota:
             return ""
         held = self.allocated.get(queue, {})
         waiting = self.inqueue.get(queue, {}) if with_inqueue else {}
-        for device_class, n in request.items():
-            limit = cap.get(device_class, 0)
+        limited = {_class_of(k) for k in cap}
+        for key, n in request.items():
+            if key not in cap and CAPACITY_SEPARATOR in key and _class_of(key) in limited and n > 0:
+                # checkDRAAllocatable: a dimension the class's capability does not name
+                return f"queue {queue} device quota insufficient: {quota_name(key)} requested, but the queue's capability does not name it"
+            limit = cap.get(key, 0)
             if limit <= 0 or n <= 0:
                 continue
-            used = held.get(device_class, 0) + waiting.get(device_class, 0)
+            used = held.get(key, 0) + waiting.get(key, 0)
             if used + n > limit:
                 return (
-                    f"queue {queue} device quota insufficient: {DEVICE_CLASS_PREFIX}{device_class} "
+                    f"queue {queue} device quota insufficient: {quota_name(key)} "
                     f"{used} in use + {n} requested > {limit}"
                 )
         return ""

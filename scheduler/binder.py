@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import msgspec
@@ -42,7 +43,13 @@ from caldera.cache.http1 import RequestShape
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.framework.dra.objects import ResourceClaim
-from caldera.framework.dra.view import ClaimAllocation, reserved_for, same_devices
+from caldera.framework.dra.view import (
+    ClaimAllocation,
+    binding_state,
+    has_binding_conditions,
+    reserved_for,
+    same_devices,
+)
 from caldera.framework.model import TaskInfo
 from caldera.framework.objects import ObjectError, decode
 from caldera.framework.result import Eviction, Placement
@@ -59,6 +66,16 @@ CLAIM_CONFLICT_RETRIES = 5
 #: ``resourceapi.Finalizer``: put on a claim by the allocator; the resourceclaim controller deallocates
 #: claims that carry it once nothing reserves them, and removes it
 CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
+#: ``DynamicResourcesArgs.BindingTimeout``'s default (pkg/scheduler/apis/config/v1/defaults.go: 600 s)
+#: and PreBind's poll period (5 s): how long a pod waits for its devices' binding conditions
+BINDING_TIMEOUT = 600.0
+BINDING_POLL = 5.0
+
+
+def _now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 #: How long a successful bind is remembered (so a stale watch event cannot get it placed again).
 REMEMBER_BOUND = 600.0
 
@@ -109,6 +126,8 @@ class Binder:
         retry_deadline: float = 60.0,
         request_timeout: float = 10.0,
         volume_timeout: float = 600.0,
+        binding_timeout: float = BINDING_TIMEOUT,
+        binding_poll: float = BINDING_POLL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
@@ -120,6 +139,8 @@ class Binder:
         self.retry_deadline = retry_deadline
         self.request_timeout = request_timeout
         self.volume_timeout = volume_timeout
+        self.binding_timeout = binding_timeout
+        self.binding_poll = binding_poll
         self.clock = clock
         #: gangs waiting for their claims to be provisioned before their binds are queued
         self._volume_waits: set[asyncio.Task[None]] = set()
@@ -347,6 +368,13 @@ class Binder:
                 await self._unreserve(task, written)
                 self._settle(placement, f"could not allocate its ResourceClaims: {claim_failure}")
                 return
+            waiting = [ca for ca in placement.claims if has_binding_conditions(ca.allocation)]
+            if waiting:
+                binding_failure = await self._await_binding_conditions(waiting)
+                if binding_failure is not None:
+                    await self._unreserve(task, written)
+                    self._settle(placement, binding_failure)
+                    return
         if placement.annotations:
             # The decision's annotations (device assignments) go on the pod before the bind, as
             # device plugins read them when the pod starts. The uid makes the patch a precondition.
@@ -373,6 +401,32 @@ class Binder:
             self._settle(placement, _reason(failure))
 
     # -- ResourceClaims ----------------------------------------------------------------------------
+    async def _await_binding_conditions(self, claims: list[ClaimAllocation]) -> str | None:
+        """kube-scheduler's PreBind wait (``PreBind``: ``wait.PollUntilContextTimeout`` every 5 s up to
+        ``bindingTimeout``, 600 s by default, ``isPodReadyForBinding``): the claims' devices must
+        report every binding condition True in ``status.devices``; a binding failure condition, or the
+        timeout, fails the placement (the caller takes the reservation back and the pod is pending
+        again; the resourceclaim controller deallocates the claim once no pod reserves it). The pod
+        stays assumed meanwhile. None when all are ready, else why not."""
+        give_up = self.clock() + self.binding_timeout
+        while True:
+            pending = ""
+            for ca in claims:
+                claim = await self._read_claim(ca.namespace, ca.name)
+                if isinstance(claim, ApiError):
+                    pending = f"ResourceClaim {ca.key}: {_reason(claim)}"
+                    continue
+                state = binding_state(claim)
+                if isinstance(state, str):
+                    return f"device binding failed: {state}"
+                if not state:
+                    pending = f"ResourceClaim {ca.key} waits for its devices' binding conditions"
+            if not pending:
+                return None
+            if self.clock() >= give_up:
+                return f"device binding timeout after {self.binding_timeout:g}s: {pending}"
+            await asyncio.sleep(self.binding_poll)
+
     async def _read_claim(self, namespace: str, name: str) -> ResourceClaim | ApiError:
         try:
             raw = await self.client.request(
@@ -427,6 +481,9 @@ class Binder:
                 if allocating:
                     # allocation and reservation in one write: reservedFor alone is refused (422)
                     patch["status"]["allocation"] = msgspec.to_builtins(ca.allocation)
+                    if has_binding_conditions(ca.allocation) and ca.allocation.allocation_timestamp is None:
+                        # bindClaim: the binding timeout counts from allocationTimestamp
+                        patch["status"]["allocation"]["allocationTimestamp"] = _now_rfc3339()
                 failure = await self._with_retries(
                     task,
                     "PATCH",

@@ -20,25 +20,56 @@ Built for a scheduler that asks for many nodes in one cycle:
   out in this cycle, with :meth:`DeviceLedger.mark` / :meth:`DeviceLedger.rollback` so a statement that
   is discarded (a gang that does not fit) releases what it took.
 
-Not yet supported (their slices or devices are skipped, as an allocator with those features off does):
-partitionable devices (``sharedCounters``/``consumesCounters``, ``perDeviceNodeSelection``), device
-taints and tolerations, binding conditions, consumable capacity, and the device configuration copied
-into the allocation result (``devices.config``).
+The features of the ``experimental`` variant (``internal/experimental/allocator_experimental.go``,
+``pools_experimental.go``, ``consumable_capacity.go``), each behind a :class:`Features` switch that is on
+by default as in kube-scheduler 1.36:
+
+* partitionable devices: a pool's ``sharedCounters`` (slices without devices) and the devices'
+  ``consumesCounters``; a device is allocatable only while the counters of its pool's counter sets, less
+  what allocated devices and the devices picked in this search consume, still cover it
+  (``checkAvailableCounters``); ``perDeviceNodeSelection`` (each device names its node(s));
+* device taints: a device with a ``NoSchedule``/``NoExecute`` taint that the request does not tolerate
+  is not allocated (``taintPreventsAllocation``, ``resourceclaim.ToleratesTaint``); the request's
+  tolerations are copied into the result;
+* binding conditions: copied into the result; devices with them are tried last (pools, and slices in a
+  pool, with binding conditions after the others: ``GatherPools``); ``bindsToNode`` pins the claim to
+  the node; with the feature off such devices are not selectable (``isSelectable``);
+* consumable capacity: a device with ``allowMultipleAllocations`` is shared by several claims, each
+  consuming its request (``capacity.requests``, rounded up by the capacity's ``requestPolicy``) until
+  the capacity is used up (``CmpRequestOverCapacity``); each share gets a ``shareID``;
+  ``distinctAttribute`` constraints.
+
+Not supported: the device configuration copied into the allocation result (``devices.config``), list
+attributes, compatibility groups, derived attributes.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import msgspec
 
+from caldera.framework.dra.capacity import (
+    CapacityError,
+    Consumed,
+    add_consumed,
+    consumed_from_request,
+    fits_capacity,
+    quantity_text,
+    request_amounts,
+    sub_consumed,
+)
 from caldera.framework.dra.cel import CelCache, CelError, DeviceContext
 from caldera.framework.dra.objects import (
     ALL,
     ALLOCATION_RESULTS_MAX_SIZE,
     EXACT_COUNT,
+    NO_EXECUTE,
+    NO_SCHEDULE,
     AllocationResult,
     Device,
     DeviceAllocationResult,
@@ -46,10 +77,13 @@ from caldera.framework.dra.objects import (
     DeviceClass,
     DeviceRequestAllocationResult,
     DeviceSelector,
+    DeviceTaint,
+    DeviceToleration,
     ResourceClaim,
     ResourceSlice,
 )
 from caldera.framework.objects import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from caldera.framework.quantity import QuantityError, parse_quantity
 
 DeviceID = tuple[str, str, str]  # driver, pool, device
 _content_encoder = msgspec.json.Encoder()
@@ -57,6 +91,38 @@ _content_encoder = msgspec.json.Encoder()
 
 def device_label(device_id: DeviceID) -> str:
     return "/".join(device_id)
+
+
+def _slice_has_binding_conditions(slice_: ResourceSlice) -> bool:
+    """``hasBindingConditions`` (pools_experimental.go)."""
+    return any(d.binding_conditions for d in slice_.spec.devices)
+
+
+def _quantity(value: str | int | float) -> Decimal:
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return Decimal(0)
+
+
+def tolerates(toleration: DeviceToleration, taint: DeviceTaint) -> bool:
+    """``resourceclaim.ToleratesTaint`` (k8s.io/dynamic-resource-allocation/resourceclaim)."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator in ("", "Equal"):
+        return toleration.value == taint.value
+    return toleration.operator == "Exists"
+
+
+def taint_prevents_allocation(device: Device, tolerations: Sequence[DeviceToleration]) -> bool:
+    """``taintPreventsAllocation``: a NoSchedule or NoExecute taint no toleration matches; other
+    effects (None, unknown ones) are ignored."""
+    for taint in device.taints:
+        if taint.effect in (NO_SCHEDULE, NO_EXECUTE) and not any(tolerates(t, taint) for t in tolerations):
+            return True
+    return False
 
 
 # --- node selection --------------------------------------------------------------------------------
@@ -102,13 +168,35 @@ class InventoryDevice:
     slice: ResourceSlice
     _context: DeviceContext | None = None
     _content: bytes = b""
+    pool: Pool | None = None
+
+    @property
+    def shareable(self) -> bool:
+        return bool(self.device.allow_multiple_allocations)
+
+    @property
+    def node_name(self) -> str | None:
+        """The node the device is local to (its slice's, or its own with ``perDeviceNodeSelection``)."""
+        return (
+            self.device.node_name if self.slice.spec.per_device_node_selection else self.slice.spec.node_name
+        )
+
+    @property
+    def node_selector(self) -> NodeSelector | None:
+        spec = self.slice.spec
+        return self.device.node_selector if spec.per_device_node_selection else spec.node_selector
 
     @property
     def content(self) -> bytes:
         """What a CEL expression sees of the device, encoded: its driver, attributes and capacity."""
         if not self._content:
             self._content = _content_encoder.encode(
-                (self.id[0], self.device.attributes, self.device.capacity)
+                (
+                    self.id[0],
+                    self.device.attributes,
+                    self.device.capacity,
+                    self.device.allow_multiple_allocations,
+                )
             )
         return self._content
 
@@ -128,8 +216,15 @@ class Pool:
     incomplete: bool = False
     invalid_reason: str = ""
     devices_by_node: dict[str, list[InventoryDevice]] = field(default_factory=dict)
-    #: (slice, its devices) for slices that serve several nodes (nodeSelector, allNodes)
-    shared: list[tuple[ResourceSlice, list[InventoryDevice]]] = field(default_factory=list)
+    #: (all nodes?, node selector, devices) for devices that serve several nodes: a slice's
+    #: ``nodeSelector``/``allNodes``, or one device's under ``perDeviceNodeSelection``
+    shared: list[tuple[bool, NodeSelector | None, list[InventoryDevice]]] = field(default_factory=list)
+    #: ``sharedCounters`` of the pool's counter slices: set -> counter -> value
+    counter_sets: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+    #: some device of the pool has binding conditions (such pools are tried last: ``GatherPools``)
+    binding_conditions: bool = False
+    #: every device of the pool, for the counters they consume
+    all_devices: list[InventoryDevice] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -138,21 +233,25 @@ class Pool:
     def devices_for(self, node_name: str, labels: Mapping[str, str]) -> list[InventoryDevice]:
         """The pool's devices reachable from the node, in slice and device order."""
         out = list(self.devices_by_node.get(node_name, ()))
-        for slice_, devices in self.shared:
-            spec = slice_.spec
-            if spec.all_nodes or (
-                spec.node_selector is not None
-                and node_selector_matches(spec.node_selector, node_name, labels)
-            ):
+        for all_nodes, selector, devices in self.shared:
+            if all_nodes or (selector is not None and node_selector_matches(selector, node_name, labels)):
                 out.extend(devices)
+        if self.binding_conditions:
+            # slices with binding conditions after the others (GatherPools), stable otherwise
+            out.sort(key=lambda d: bool(_slice_has_binding_conditions(d.slice)))
         return out
 
 
 class Inventory:
     """All devices published by ResourceSlices, by pool and by node (``GatherPools`` for every node)."""
 
-    def __init__(self, slices: Iterable[ResourceSlice], cel: CelCache | None = None) -> None:
+    def __init__(
+        self, slices: Iterable[ResourceSlice], cel: CelCache | None = None, partitionable: bool = True
+    ) -> None:
         self.cel = cel if cel is not None else CelCache()
+        #: DRAPartitionableDevices: off, slices with counters or per-device node selection are
+        #: skipped (``GatherPools``)
+        self.partitionable = partitionable
         self._cel_answers: dict[tuple[str, bytes], bool] = {}
         self._cel_errors: dict[tuple[str, DeviceID], CelError] = {}
         newest: dict[tuple[str, str], Pool] = {}
@@ -172,8 +271,12 @@ class Inventory:
         self._node_of: dict[DeviceID, str] | None = None
         #: what users derive from the inventory and keep as long as it lives (framework/dra/freeindex.py)
         self.derived: dict[object, object] = {}
+        #: some pool uses a feature beyond plain exclusive devices (the counting fast path stands aside)
+        self.advanced = False
         for pool in self.pools:
             self._index(pool)
+            if pool.counter_sets or any(d.device.advanced for d in pool.all_devices):
+                self.advanced = True
             for node_name in pool.devices_by_node:
                 self._pools_by_node.setdefault(node_name, []).append(pool)
             if pool.shared:
@@ -188,7 +291,7 @@ class Inventory:
         candidates.update((id(p), p) for p in self._shared_pools)
         out = [(p, p.devices_for(node_name, labels)) for p in candidates.values()]
         out = [(p, devices) for p, devices in out if devices]
-        out.sort(key=lambda pd: (pd[0].driver, pd[0].name))
+        out.sort(key=lambda pd: (pd[0].binding_conditions, pd[0].driver, pd[0].name))
         return out
 
     @property
@@ -212,22 +315,66 @@ class Inventory:
             }
         return self._node_of.get(device_id)
 
-    @staticmethod
-    def _index(pool: Pool) -> None:
+    def _index(self, pool: Pool) -> None:
+        """``buildPool``: device names unique, counter sets unique and every consumed counter defined
+        (else the pool is invalid), devices indexed by the node(s) they serve."""
         pool.incomplete = len(pool.slices) != pool.slices[0].spec.pool.resource_slice_count
         seen: set[str] = set()
-        for slice_ in pool.slices:
-            for device in slice_.spec.devices:
+        # device slices without binding conditions first (GatherPools orders them after the others)
+        ordered = sorted(pool.slices, key=_slice_has_binding_conditions)
+        for slice_ in ordered:
+            spec = slice_.spec
+            if not self.partitionable and (
+                spec.per_device_node_selection is not None or spec.shared_counters
+            ):
+                # skipped (GatherPools), though counted for completeness (checkSlicesInPool)
+                continue
+            if spec.shared_counters:
+                for counter_set in spec.shared_counters:
+                    if counter_set.name in pool.counter_sets and not pool.invalid_reason:
+                        pool.invalid_reason = f"duplicate counter set name {counter_set.name}"
+                    pool.counter_sets[counter_set.name] = {
+                        name: _quantity(c.value) for name, c in counter_set.counters.items()
+                    }
+                continue
+            for device in spec.devices:
                 if device.name in seen and not pool.invalid_reason:
                     pool.invalid_reason = f"duplicate device name {device.name}"
                 seen.add(device.name)
-            spec = slice_.spec
-            devices = [InventoryDevice((pool.driver, pool.name, d.name), d, slice_) for d in spec.devices]
+            devices = [
+                InventoryDevice((pool.driver, pool.name, d.name), d, slice_, pool=pool) for d in spec.devices
+            ]
+            pool.all_devices.extend(devices)
+            if any(d.binding_conditions for d in spec.devices):
+                pool.binding_conditions = True
             if spec.node_name:
                 pool.devices_by_node.setdefault(spec.node_name, []).extend(devices)
             elif spec.all_nodes or spec.node_selector is not None:
-                pool.shared.append((slice_, devices))
-            # perDeviceNodeSelection (partitionable devices) and unknown future kinds: skipped
+                pool.shared.append((bool(spec.all_nodes), spec.node_selector, devices))
+            elif spec.per_device_node_selection:
+                for dev in devices:
+                    d = dev.device
+                    if d.node_name:
+                        pool.devices_by_node.setdefault(d.node_name, []).append(dev)
+                    elif d.all_nodes or d.node_selector is not None:
+                        pool.shared.append((bool(d.all_nodes), d.node_selector, [dev]))
+            # unknown future kinds of node selection: skipped (GatherPools)
+        if self.partitionable and not pool.invalid_reason:
+            # validateDeviceCounterConsumption
+            for dev in pool.all_devices:
+                for use in dev.device.consumes_counters:
+                    defined = pool.counter_sets.get(use.counter_set)
+                    if defined is None:
+                        pool.invalid_reason = f"counter set {use.counter_set} not found"
+                        break
+                    missing = [n for n in use.counters if n not in defined]
+                    if missing:
+                        pool.invalid_reason = (
+                            f"counter {missing[0]} not found in counter set {use.counter_set}"
+                        )
+                        break
+                if pool.invalid_reason:
+                    break
 
     def cel_matches(self, expression: str, device: InventoryDevice) -> bool | CelError:
         """One selector on one device, compiled once and answered once per device content: what the
@@ -256,23 +403,38 @@ class DeviceLedger:
     :meth:`rollback` releases everything taken since, so a session can scope them to a statement.
     Devices of allocated claims that an eviction in the cycle would release are :meth:`free` (and
     held again by :meth:`unfree` when the eviction is undone).
+
+    Devices that allow multiple allocations are not held by a claim: each share (a result with a
+    ``shareID``) consumes capacity instead, summed per device (``consumed``, the allocated state's
+    ``AggregatedCapacity`` in kube-scheduler's ``allocateddevices.go``) and by :meth:`capacity_in_use`.
     """
 
-    def __init__(self, allocated: Iterable[DeviceID] = ()) -> None:
+    def __init__(
+        self,
+        allocated: Iterable[DeviceID] = (),
+        consumed: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
+    ) -> None:
         self._allocated = set(allocated)
         self._freed: set[DeviceID] = set()
         self._taken: dict[DeviceID, str] = {}
-        self._log: list[DeviceID] = []
+        self._log: list[DeviceID | _Share] = []
+        self._consumed: dict[DeviceID, Consumed] = {d: dict(c) for d, c in (consumed or {}).items()}
 
     def in_use(self, device_id: DeviceID) -> bool:
         return (device_id in self._allocated and device_id not in self._freed) or device_id in self._taken
+
+    def capacity_in_use(self, device_id: DeviceID) -> Consumed | None:
+        """What the shares of a device that allows multiple allocations consume (None: no share)."""
+        return self._consumed.get(device_id)
 
     def free(self, result: AllocationResult) -> None:
         """An allocated claim is released in this cycle (the last pod reserving it is evicted): its
         devices may be handed out again."""
         for r in result.devices.results:
             device_id = (r.driver, r.pool, r.device)
-            if not r.admin_access and device_id in self._allocated:
+            if r.share_id is not None:
+                self._unshare(device_id, _parsed(r.consumed_capacity))
+            elif not r.admin_access and device_id in self._allocated:
                 self._freed.add(device_id)
 
     def unfree(self, result: AllocationResult) -> list[DeviceID]:
@@ -281,20 +443,37 @@ class DeviceLedger:
         clash = []
         for r in result.devices.results:
             device_id = (r.driver, r.pool, r.device)
+            if r.share_id is not None:
+                add_consumed(self._consumed.setdefault(device_id, {}), _parsed(r.consumed_capacity))
+                continue
             if device_id in self._freed:
                 self._freed.discard(device_id)
                 if device_id in self._taken:
                     clash.append(device_id)
         return clash
 
+    def _unshare(self, device_id: DeviceID, amounts: Mapping[str, Decimal]) -> None:
+        held = self._consumed.get(device_id)
+        if held is None:
+            return
+        sub_consumed(held, amounts)
+        if all(v <= 0 for v in held.values()):
+            del self._consumed[device_id]
+
     def holder(self, device_id: DeviceID) -> str | None:
         """The claim that took the device in this cycle, or None."""
         return self._taken.get(device_id)
 
     def take(self, result: AllocationResult, claim: str) -> None:
-        """Mark a new allocation's devices in use (admin-access results use a device without owning it)."""
+        """Mark a new allocation's devices in use (admin-access results use a device without owning it;
+        a share consumes capacity)."""
         for r in result.devices.results:
             device_id = (r.driver, r.pool, r.device)
+            if r.share_id is not None:
+                share = _Share(device_id, r.share_id, _parsed(r.consumed_capacity))
+                add_consumed(self._consumed.setdefault(device_id, {}), share.amounts)
+                self._log.append(share)
+                continue
             if r.admin_access or self.in_use(device_id):
                 continue
             self._taken[device_id] = claim
@@ -303,14 +482,23 @@ class DeviceLedger:
     def release(self, result: AllocationResult) -> None:
         """Give back the devices ``take`` marked for this allocation (out of stack order: a claim
         whose last user in the session left)."""
-        gone = set()
+        gone: set[DeviceID] = set()
+        shares: set[str] = set()
         for r in result.devices.results:
             device_id = (r.driver, r.pool, r.device)
-            if not r.admin_access and device_id in self._taken:
+            if r.share_id is not None:
+                shares.add(r.share_id)
+            elif not r.admin_access and device_id in self._taken:
                 del self._taken[device_id]
                 gone.add(device_id)
-        if gone:
-            self._log = [d for d in self._log if d not in gone]
+        if shares:
+            for entry in self._log:
+                if isinstance(entry, _Share) and entry.share_id in shares:
+                    self._unshare(entry.device_id, entry.amounts)
+        if gone or shares:
+            self._log = [
+                e for e in self._log if not (e in gone if not isinstance(e, _Share) else e.share_id in shares)
+            ]
 
     def in_use_of(self, devices: AbstractSet[DeviceID]) -> AbstractSet[DeviceID]:
         """Those of the devices that are in use (set operations: no loop over them in Python): as
@@ -325,16 +513,39 @@ class DeviceLedger:
 
     def rollback(self, mark: int) -> None:
         while len(self._log) > mark:
-            del self._taken[self._log.pop()]
+            entry = self._log.pop()
+            if isinstance(entry, _Share):
+                self._unshare(entry.device_id, entry.amounts)
+            else:
+                del self._taken[entry]
+
+
+@dataclass(frozen=True, slots=True)
+class _Share:
+    """One share of a device that allows multiple allocations, handed out in this cycle."""
+
+    device_id: DeviceID
+    share_id: str
+    amounts: Mapping[str, Decimal]
+
+
+def _parsed(consumed: Mapping[str, str | int | float]) -> Consumed:
+    return {name: _quantity(value) for name, value in consumed.items()}
 
 
 # --- the allocation --------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Features:
-    """The DRA features the allocator honours (kube-scheduler's feature gates; both on by default)."""
+    """The DRA features the allocator honours (kube-scheduler's feature gates, ``internal.Features``;
+    all on by default as in 1.36)."""
 
     admin_access: bool = True
     prioritized_list: bool = True
+    partitionable_devices: bool = True
+    device_taints: bool = True
+    #: DRADeviceBindingConditions (with DRAResourceClaimDeviceStatus)
+    device_binding: bool = True
+    consumable_capacity: bool = True
 
 
 @dataclass(slots=True)
@@ -376,25 +587,37 @@ class _Request:
     count: int
     admin: bool
     all_devices: list[InventoryDevice] | None = None
+    tolerations: list[DeviceToleration] = field(default_factory=list)
+    #: ``capacity.requests``, parsed (None: none named)
+    capacity: dict[str, Decimal] | None = None
 
     @property
     def num(self) -> int:
         return len(self.all_devices) if self.all_devices is not None else self.count
 
 
-class _MatchAttribute:
-    """``matchAttributeConstraint``: every device of the named requests has the same value."""
+class _AttributeConstraint:
+    """A constraint on one attribute over the devices of the named requests (all when none named)."""
 
-    __slots__ = ("attribute", "n", "requests", "value")
+    __slots__ = ("attribute", "requests")
 
     def __init__(self, attribute: str, requests: Sequence[str]) -> None:
         self.attribute = attribute
         self.requests = set(requests)
-        self.value: DeviceAttribute | None = None
-        self.n = 0
 
     def applies(self, req: _Request) -> bool:
         return not self.requests or req.base in self.requests or (bool(req.sub) and req.name in self.requests)
+
+
+class _MatchAttribute(_AttributeConstraint):
+    """``matchAttributeConstraint``: every device of the named requests has the same value."""
+
+    __slots__ = ("n", "value")
+
+    def __init__(self, attribute: str, requests: Sequence[str]) -> None:
+        super().__init__(attribute, requests)
+        self.value: DeviceAttribute | None = None
+        self.n = 0
 
     def add(self, req: _Request, dev: InventoryDevice) -> bool:
         if not self.applies(req):
@@ -413,6 +636,33 @@ class _MatchAttribute:
     def remove(self, req: _Request) -> None:
         if self.applies(req):
             self.n -= 1
+
+
+class _DistinctAttribute(_AttributeConstraint):
+    """``distinctAttributeConstraint`` (experimental/constraint.go): every device of the named
+    requests has the attribute, each with a value no other such device has."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, attribute: str, requests: Sequence[str]) -> None:
+        super().__init__(attribute, requests)
+        self.values: list[tuple[object, ...]] = []
+
+    def add(self, req: _Request, dev: InventoryDevice) -> bool:
+        if not self.applies(req):
+            return True
+        attr = lookup_attribute(dev, self.attribute)
+        if attr is None or attr.value() is None:
+            return False
+        key = (attr.int_value, attr.bool_value, attr.string_value, attr.version_value)
+        if key in self.values:
+            return False
+        self.values.append(key)
+        return True
+
+    def remove(self, req: _Request) -> None:
+        if self.applies(req) and self.values:
+            self.values.pop()
 
 
 def _same_attribute(a: DeviceAttribute, b: DeviceAttribute | None) -> bool:
@@ -434,6 +684,29 @@ def lookup_attribute(dev: InventoryDevice, name: str) -> DeviceAttribute | None:
     if not sep or domain != dev.id[0]:
         return None
     return attrs.get(ident)
+
+
+@dataclass(slots=True)
+class _Pick:
+    """A device picked for a request in the search, and what it took."""
+
+    req: _Request
+    dev: InventoryDevice
+    #: a share of a device allowing multiple allocations: what it consumes, and its shareID
+    consumed: Consumed | None
+    share_id: str | None
+    #: the device's counters were counted as consumed
+    counted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Extra:
+    """What a result carries beyond the device: the request's tolerations, a share, binding conditions."""
+
+    tolerations: list[DeviceToleration]
+    share_id: str | None = None
+    consumed: Consumed | None = None
+    binding: bool = True
 
 
 class Allocator:
@@ -476,6 +749,8 @@ class Allocator:
         self, claim: ResourceClaim, key: tuple[int, int], req: _Request, dev: InventoryDevice
     ) -> bool:
         """``isSelectable``: the class's selectors, then the request's; cached across nodes."""
+        if dev.device.binding_conditions and not self.features.device_binding:
+            return False
         mkey = (id(claim), key[0], key[1], dev.id)
         answer = self._matches.get(mkey)
         if answer is None:
@@ -516,10 +791,16 @@ class _Search:
         self.node_devices = owner.inventory.devices_for(node_name, node_labels)
         # per claim, per request: the alternatives (one for `exactly`, the subrequests for firstAvailable)
         self.requests: list[list[list[_Request]]] = []
-        self.constraints: list[list[_MatchAttribute]] = []
+        self.constraints: list[list[_MatchAttribute | _DistinctAttribute]] = []
         self.selected_sub: dict[tuple[int, int], int] = {}
         self.allocating: dict[DeviceID, set[int]] = {}
-        self.picked: list[list[tuple[_Request, InventoryDevice]]] = [[] for _ in claims]
+        self.picked: list[list[_Pick]] = [[] for _ in claims]
+        #: capacity consumed by the shares picked in this search (``allocatingCapacity``)
+        self.allocating_capacity: dict[DeviceID, Consumed] = {}
+        #: counters consumed by the devices picked in this search, per pool and set (``consumedCounters``)
+        self.consumed_counters: dict[int, dict[str, dict[str, Decimal]]] = {}
+        #: counters available per pool: its counter sets less what allocated devices consume
+        self.available_counters: dict[int, dict[str, dict[str, Decimal]]] = {}
 
     # validation -------------------------------------------------------------------------------------
     def run(self) -> bool:
@@ -534,6 +815,19 @@ class _Search:
         out: list[list[_Request]] = []
         min_devices = 0
         for ri, request in enumerate(claim.spec.devices.requests):
+            if not self.owner.features.consumable_capacity:
+                # Allocate: capacity requests need DRAConsumableCapacity
+                if request.exactly is not None and request.exactly.capacity is not None:
+                    raise _ClaimError(
+                        f"claim {_name(claim)}, request {request.name}: has capacity requests, "
+                        "but the DRAConsumableCapacity feature is disabled"
+                    )
+                for sub in request.first_available:
+                    if sub.capacity is not None:
+                        raise _ClaimError(
+                            f"claim {_name(claim)}, subrequest {sub.name}: has capacity requests, "
+                            "but the DRAConsumableCapacity feature is disabled"
+                        )
             if request.first_available:
                 if not self.owner.features.prioritized_list:
                     raise _ClaimError(
@@ -552,6 +846,8 @@ class _Search:
                         sub.allocation_mode,
                         sub.count,
                         None,
+                        sub.tolerations,
+                        sub.capacity.requests if sub.capacity is not None else None,
                     )
                     for si, sub in enumerate(request.first_available)
                 ]
@@ -570,6 +866,8 @@ class _Search:
                         ex.allocation_mode,
                         ex.count,
                         ex.admin_access,
+                        ex.tolerations,
+                        ex.capacity.requests if ex.capacity is not None else None,
                     )
                 ]
                 min_devices += alts[0].num
@@ -598,6 +896,8 @@ class _Search:
         mode: str,
         count: int,
         admin_access: bool | None,
+        tolerations: list[DeviceToleration],
+        capacity: Mapping[str, str | int | float] | None,
     ) -> _Request:
         where = f"claim {_name(claim)}, request {name}"
         for i, selector in enumerate(selectors):
@@ -619,7 +919,19 @@ class _Search:
                 )
         self.owner.record_compile_errors(device_class.spec.selectors)
         self.owner.record_compile_errors(selectors)
-        req = _Request(name, base, sub, device_class, class_name, selectors, mode, count, bool(admin_access))
+        req = _Request(
+            name,
+            base,
+            sub,
+            device_class,
+            class_name,
+            selectors,
+            mode,
+            count,
+            bool(admin_access),
+            tolerations=list(tolerations),
+            capacity=request_amounts(capacity),
+        )
         if mode == EXACT_COUNT:
             return req
         if mode != ALL:
@@ -635,17 +947,24 @@ class _Search:
                 raise _NotHere(
                     f"{where}: asks for all devices, but resource pool {pool.label} is currently invalid"
                 )
-            req.all_devices.extend(d for d in devices if self.owner.selectable(claim, key, req, d))
+            req.all_devices.extend(
+                d
+                for d in devices
+                if self.owner.selectable(claim, key, req, d) and self._capacity_fits(req, d)
+            )
         return req
 
-    def _claim_constraints(self, claim: ResourceClaim) -> list[_MatchAttribute]:
-        out = []
+    def _claim_constraints(self, claim: ResourceClaim) -> list[_MatchAttribute | _DistinctAttribute]:
+        out: list[_MatchAttribute | _DistinctAttribute] = []
         for i, constraint in enumerate(claim.spec.devices.constraints):
-            if constraint.match_attribute is None:
+            if constraint.match_attribute is not None:
+                out.append(_MatchAttribute(constraint.match_attribute, constraint.requests))
+            elif constraint.distinct_attribute is not None:
+                out.append(_DistinctAttribute(constraint.distinct_attribute, constraint.requests))
+            else:
                 raise _ClaimError(
                     f"claim {_name(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
                 )
-            out.append(_MatchAttribute(constraint.match_attribute, constraint.requests))
         return out
 
     # the search -------------------------------------------------------------------------------------
@@ -707,6 +1026,8 @@ class _Search:
                     continue
                 if not self.owner.selectable(claim, (ri, si), req, dev):
                     continue
+                if not self._capacity_fits(req, dev):
+                    continue
                 if not self._take(ci, req, dev, must=False):
                     continue
                 try:
@@ -719,12 +1040,47 @@ class _Search:
                 self._release(ci, req, dev)
         return False
 
+    def _shared(self, dev: InventoryDevice) -> bool:
+        return self.owner.features.consumable_capacity and dev.shareable
+
+    def _capacity_fits(self, req: _Request, dev: InventoryDevice) -> bool:
+        """``CmpRequestOverCapacity`` with the feature on: the request's capacity fits what the device
+        has left (a request naming a capacity the device lacks: the device is skipped)."""
+        if not self.owner.features.consumable_capacity:
+            return True
+        if req.capacity is None and not dev.device.capacity:
+            return True
+        try:
+            return fits_capacity(
+                self.owner.ledger.capacity_in_use(dev.id),
+                req.capacity,
+                dev.device.capacity,
+                self.allocating_capacity.get(dev.id),
+            )
+        except CapacityError:
+            return False
+
     def _take(self, ci: int, req: _Request, dev: InventoryDevice, must: bool) -> bool:
-        """``allocateDevice``: availability, then the claim's constraints; recorded when all pass."""
+        """``allocateDevice``: availability, counters, taints, then the claim's constraints, then
+        capacity; recorded when all pass."""
+        shared = self._shared(dev)
         if req.admin:
-            if ci in self.allocating.get(dev.id, ()):
+            if not shared and ci in self.allocating.get(dev.id, ()):
                 return False
         elif self._in_use(dev.id):
+            return False
+        features = self.owner.features
+        consumes = dev.device.consumes_counters
+        if consumes and not features.partitionable_devices:
+            return False
+        counted = False
+        if consumes and not (shared and self._capacity_in_use(dev.id)):
+            if not self._take_counters(dev):
+                return False
+            counted = True
+        if features.device_taints and taint_prevents_allocation(dev.device, req.tolerations):
+            if counted:
+                self._give_counters(dev)
             return False
         constraints = self.constraints[ci]
         for i, constraint in enumerate(constraints):
@@ -736,20 +1092,102 @@ class _Search:
                     )
                 for earlier in constraints[:i]:
                     earlier.remove(req)
+                if counted:
+                    self._give_counters(dev)
                 return False
-        self.allocating.setdefault(dev.id, set()).add(ci)
-        self.picked[ci].append((req, dev))
+        consumed: Consumed | None = None
+        share_id: str | None = None
+        if features.consumable_capacity:
+            if not self._capacity_fits(req, dev):
+                for constraint in constraints:
+                    constraint.remove(req)
+                if counted:
+                    self._give_counters(dev)
+                return False
+            if shared:
+                consumed = consumed_from_request(req.capacity, dev.device.capacity)
+                share_id = str(uuid.uuid4())
+                add_consumed(self.allocating_capacity.setdefault(dev.id, {}), consumed)
+        if not shared:
+            self.allocating.setdefault(dev.id, set()).add(ci)
+        self.picked[ci].append(_Pick(req, dev, consumed, share_id, counted))
         return True
 
     def _release(self, ci: int, req: _Request, dev: InventoryDevice) -> None:
         for constraint in self.constraints[ci]:
             constraint.remove(req)
-        self.allocating[dev.id].discard(ci)
-        self.picked[ci].pop()
+        pick = self.picked[ci].pop()
+        if pick.consumed is not None:
+            sub_consumed(self.allocating_capacity[dev.id], pick.consumed)
+            if all(v <= 0 for v in self.allocating_capacity[dev.id].values()):
+                del self.allocating_capacity[dev.id]
+        else:
+            self.allocating[dev.id].discard(ci)
+        if pick.counted:
+            self._give_counters(dev)
+
+    def _capacity_in_use(self, device_id: DeviceID) -> bool:
+        """``deviceCapacityInUse``: some share of the device is allocated or being allocated."""
+        return (
+            self.owner.ledger.capacity_in_use(device_id) is not None or device_id in self.allocating_capacity
+        )
+
+    def _available(self, pool: Pool) -> dict[str, dict[str, Decimal]]:
+        """The pool's counters less what its allocated (dedicated) devices consume; computed once
+        per search (``checkAvailableCounters``)."""
+        got = self.available_counters.get(id(pool))
+        if got is None:
+            got = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+            in_use = self.owner.ledger.in_use
+            for d in pool.all_devices:
+                if d.device.consumes_counters and in_use(d.id):
+                    for use in d.device.consumes_counters:
+                        counters = got.get(use.counter_set, {})
+                        for name, c in use.counters.items():
+                            if name in counters:
+                                counters[name] -= _quantity(c.value)
+            self.available_counters[id(pool)] = got
+        return got
+
+    def _take_counters(self, dev: InventoryDevice) -> bool:
+        pool = dev.pool
+        if pool is None:
+            return False
+        available = self._available(pool)
+        consumed = self.consumed_counters.setdefault(id(pool), {})
+        for use in dev.device.consumes_counters:
+            into = consumed.setdefault(use.counter_set, {})
+            for name, c in use.counters.items():
+                into[name] = into.get(name, Decimal(0)) + _quantity(c.value)
+        for set_name, counters in available.items():
+            used = consumed.get(set_name, {})
+            for name, value in counters.items():
+                if value < used.get(name, Decimal(0)):
+                    self._give_counters(dev)
+                    return False
+        return True
+
+    def _give_counters(self, dev: InventoryDevice) -> None:
+        """``deallocateCountersForDevice``."""
+        if dev.pool is None:
+            return
+        consumed = self.consumed_counters.get(id(dev.pool), {})
+        for use in dev.device.consumes_counters:
+            into = consumed.get(use.counter_set, {})
+            for name, c in use.counters.items():
+                into[name] = into.get(name, Decimal(0)) - _quantity(c.value)
 
     # answers ----------------------------------------------------------------------------------------
     def results(self) -> list[AllocationResult]:
-        return [allocation_of([(req.name, req.admin, dev) for req, dev in picked]) for picked in self.picked]
+        binding = self.owner.features.device_binding
+        return [
+            allocation_of(
+                [(p.req.name, p.req.admin, p.dev) for p in picked],
+                self.node_name,
+                extras=[_Extra(p.req.tolerations, p.share_id, p.consumed, binding) for p in picked],
+            )
+            for picked in self.picked
+        ]
 
     def why_not(self) -> str:
         """The first request that lacks free devices on the node, counted; else the constraints."""
@@ -795,11 +1233,19 @@ def pool_trouble(node_devices: Iterable[tuple[Pool, object]]) -> str:
     return ""
 
 
-def allocation_of(picked: Sequence[tuple[str, bool, InventoryDevice]]) -> AllocationResult:
-    """One claim's allocation result from its (request, admin access, device) picks, in order."""
-    return AllocationResult(
-        devices=DeviceAllocationResult(
-            results=[
+def allocation_of(
+    picked: Sequence[tuple[str, bool, InventoryDevice]],
+    node_name: str = "",
+    extras: Sequence[_Extra] | None = None,
+) -> AllocationResult:
+    """One claim's allocation result from its (request, admin access, device) picks, in order; with
+    ``extras``, each result also carries the request's tolerations, the binding conditions of the
+    device and, for a share, its shareID and consumed capacity (``Allocate``'s result loop)."""
+    results = []
+    for i, (request, admin, dev) in enumerate(picked):
+        extra = extras[i] if extras is not None else None
+        if extra is None:
+            results.append(
                 DeviceRequestAllocationResult(
                     request=request,
                     driver=dev.id[0],
@@ -807,10 +1253,26 @@ def allocation_of(picked: Sequence[tuple[str, bool, InventoryDevice]]) -> Alloca
                     device=dev.id[2],
                     admin_access=True if admin else None,
                 )
-                for request, admin, dev in picked
-            ]
-        ),
-        node_selector=_node_selector([dev for _, _, dev in picked]),
+            )
+            continue
+        binding = extra.binding
+        results.append(
+            DeviceRequestAllocationResult(
+                request=request,
+                driver=dev.id[0],
+                pool=dev.id[1],
+                device=dev.id[2],
+                admin_access=True if admin else None,
+                tolerations=list(extra.tolerations),
+                binding_conditions=list(dev.device.binding_conditions) if binding else [],
+                binding_failure_conditions=list(dev.device.binding_failure_conditions) if binding else [],
+                share_id=extra.share_id,
+                consumed_capacity={k: quantity_text(v) for k, v in (extra.consumed or {}).items()},
+            )
+        )
+    return AllocationResult(
+        devices=DeviceAllocationResult(results=results),
+        node_selector=_node_selector([dev for _, _, dev in picked], node_name),
     )
 
 
@@ -819,27 +1281,30 @@ def _name(claim: ResourceClaim) -> str:
     return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
-def _node_selector(devices: Sequence[InventoryDevice]) -> NodeSelector | None:
-    """``createNodeSelector``: a node-local device pins the claim to its node; otherwise the union of
-    the slices' one-term selectors; None when every device is reachable from everywhere."""
+def _node_selector(devices: Sequence[InventoryDevice], node_name: str = "") -> NodeSelector | None:
+    """``createNodeSelector``: a node-local device (its slice's node, or its own under
+    ``perDeviceNodeSelection``) or one that ``bindsToNode`` pins the claim to the node allocated on;
+    otherwise the union of the one-term selectors; None when every device is reachable from
+    everywhere."""
     expressions: list[NodeSelectorRequirement] = []
     fields: list[NodeSelectorRequirement] = []
     for dev in devices:
-        spec = dev.slice.spec
-        if spec.node_name:
+        local = dev.node_name
+        if local or dev.device.binds_to_node:
             return NodeSelector(
                 node_selector_terms=[
                     NodeSelectorTerm(
                         match_fields=[
                             NodeSelectorRequirement(
-                                key="metadata.name", operator="In", values=[spec.node_name]
+                                key="metadata.name", operator="In", values=[node_name or local or ""]
                             )
                         ]
                     )
                 ]
             )
-        if spec.node_selector is not None and len(spec.node_selector.node_selector_terms) == 1:
-            term = spec.node_selector.node_selector_terms[0]
+        selector = dev.node_selector
+        if selector is not None and len(selector.node_selector_terms) == 1:
+            term = selector.node_selector_terms[0]
             _add_new(term.match_fields, fields)
             _add_new(term.match_expressions, expressions)
     if not expressions and not fields:

@@ -211,7 +211,13 @@ def device_variable(driver: str, device: Device) -> dict[str, Any]:
             capacity.setdefault(domain, {})[ident] = _quantity_of(parse_quantity(cap.value))
         except (QuantityError, InvalidOperation) as exc:
             raise ValueError(f"capacity {name}: {exc}") from None
-    return {"driver": driver, "attributes": attributes, "capacity": capacity}
+    # allowMultipleAllocations (DRAConsumableCapacity): false when unset (cel/compile.go DeviceMatches)
+    return {
+        "driver": driver,
+        "allowMultipleAllocations": bool(device.allow_multiple_allocations),
+        "attributes": attributes,
+        "capacity": capacity,
+    }
 
 
 def _qualified(name: str, default_domain: str) -> tuple[str, str]:

@@ -19,7 +19,9 @@ what :class:`FreeIndex` answers, with the same picks:
   :class:`DeviceLedger`; :meth:`FreeIndex.refresh` recounts a node whose devices were taken or given back.
 
 The fast path stands aside (``None``) where the search could answer differently or must report
-something: slices serving several nodes (``nodeSelector``, ``allNodes``) in the inventory, an unknown
+something: slices serving several nodes (``nodeSelector``, ``allNodes``) in the inventory, devices using
+partitionable counters, taints, binding conditions, sharing or their own node selection
+(``Inventory.advanced``), a request with tolerations or capacity requests, an unknown
 class, a selector that is not CEL, does not compile, or fails on some device (the full allocator names
 the error in an Event).
 """
@@ -68,7 +70,7 @@ def simple_shape(
     claim: ResourceClaim, classes: Mapping[str, DeviceClass], inventory: Inventory
 ) -> Shape | None:
     """The claim's shape when the counting fast path answers for it as the allocator would, else None."""
-    if inventory.has_shared_slices:
+    if inventory.has_shared_slices or inventory.advanced:
         return None
     devices = claim.spec.devices
     if len(devices.requests) != 1 or devices.constraints:
@@ -78,6 +80,8 @@ def simple_shape(
     if exactly is None or request.first_available:
         return None
     if exactly.allocation_mode != EXACT_COUNT or exactly.admin_access is not None:
+        return None
+    if exactly.capacity is not None or exactly.tolerations:
         return None
     if not 1 <= exactly.count <= ALLOCATION_RESULTS_MAX_SIZE or not exactly.device_class_name:
         return None

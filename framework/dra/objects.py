@@ -57,14 +57,81 @@ class DeviceAttribute(_Base, frozen=True):
         return None
 
 
+class CapacityRequestPolicyRange(_Base, frozen=True):
+    min: Quantity | None = None
+    max: Quantity | None = None
+    step: Quantity | None = None
+
+
+class CapacityRequestPolicy(_Base, frozen=True):
+    """How a request consumes a capacity of a device that allows multiple allocations."""
+
+    default: Quantity | None = None
+    valid_values: list[Quantity] = []
+    valid_range: CapacityRequestPolicyRange | None = None
+
+
 class DeviceCapacity(_Base, frozen=True):
     value: Quantity = "0"
+    request_policy: CapacityRequestPolicy | None = None
+
+
+class Counter(_Base, frozen=True):
+    value: Quantity = "0"
+
+
+class CounterSet(_Base, frozen=True):
+    """``sharedCounters`` of a ResourceSlice: counters the pool's devices consume from."""
+
+    name: str = ""
+    counters: dict[str, Counter] = {}
+
+
+class DeviceCounterConsumption(_Base, frozen=True):
+    counter_set: str = ""
+    counters: dict[str, Counter] = {}
+
+
+#: DeviceTaint effects; consumers treat unknown ones like None (types.go ``DeviceTaintEffect``)
+NO_SCHEDULE = "NoSchedule"
+NO_EXECUTE = "NoExecute"
+
+
+class DeviceTaint(_Base, frozen=True):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
 
 
 class Device(_Base, frozen=True):
     name: str = ""
     attributes: dict[str, DeviceAttribute] = {}
     capacity: dict[str, DeviceCapacity] = {}
+    consumes_counters: list[DeviceCounterConsumption] = []
+    #: per-device node selection (the slice's ``perDeviceNodeSelection``)
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool | None = None
+    taints: list[DeviceTaint] = []
+    binds_to_node: bool | None = None
+    binding_conditions: list[str] = []
+    binding_failure_conditions: list[str] = []
+    allow_multiple_allocations: bool | None = None
+
+    @property
+    def advanced(self) -> bool:
+        """Whether the device uses a feature beyond plain exclusive allocation (counters, taints,
+        binding conditions, sharing, its own node selection)."""
+        return bool(
+            self.consumes_counters
+            or self.taints
+            or self.binding_conditions
+            or self.binds_to_node
+            or self.allow_multiple_allocations
+            or self.node_name
+            or self.node_selector is not None
+            or self.all_nodes
+        )
 
 
 class ResourcePool(_Base, frozen=True):
@@ -81,6 +148,8 @@ class ResourceSliceSpec(_Base, frozen=True):
     all_nodes: bool | None = None
     per_device_node_selection: bool | None = None
     devices: list[Device] = []
+    #: only in a slice without devices (types.go: "Only one of Devices and SharedCounters")
+    shared_counters: list[CounterSet] = []
 
 
 class ResourceSlice(_Base, frozen=True):
@@ -89,12 +158,27 @@ class ResourceSlice(_Base, frozen=True):
 
 
 # --- ResourceClaim ----------------------------------------------------------------------------------
+class DeviceToleration(_Base, frozen=True):
+    key: str = ""
+    #: "Equal" (the default) or "Exists"
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+
+class CapacityRequirements(_Base, frozen=True):
+    requests: dict[str, Quantity] = {}
+
+
 class ExactDeviceRequest(_Base, frozen=True):
     device_class_name: str = ""
     selectors: list[DeviceSelector] = []
     allocation_mode: str = EXACT_COUNT
     count: int = 1
     admin_access: bool | None = None
+    tolerations: list[DeviceToleration] = []
+    capacity: CapacityRequirements | None = None
 
 
 class DeviceSubRequest(_Base, frozen=True):
@@ -103,6 +187,8 @@ class DeviceSubRequest(_Base, frozen=True):
     selectors: list[DeviceSelector] = []
     allocation_mode: str = EXACT_COUNT
     count: int = 1
+    tolerations: list[DeviceToleration] = []
+    capacity: CapacityRequirements | None = None
 
 
 class DeviceRequest(_Base, frozen=True):
@@ -115,8 +201,10 @@ class DeviceRequest(_Base, frozen=True):
 
 class DeviceConstraint(_Base, frozen=True):
     requests: list[str] = []
-    #: a fully qualified attribute name (``domain/id``); None: a constraint of an unknown kind
+    #: a fully qualified attribute name (``domain/id``); None with ``distinct_attribute`` None: a
+    #: constraint of an unknown kind
     match_attribute: str | None = None
+    distinct_attribute: str | None = None
 
 
 class DeviceClaim(_Base, frozen=True):
@@ -135,6 +223,12 @@ class DeviceRequestAllocationResult(_Base, frozen=True):
     pool: str = ""
     device: str = ""
     admin_access: bool | None = None
+    tolerations: list[DeviceToleration] = []
+    binding_conditions: list[str] = []
+    binding_failure_conditions: list[str] = []
+    #: one share of a device that allows multiple allocations (a UUID)
+    share_id: str | None = None
+    consumed_capacity: dict[str, Quantity] = {}
 
 
 class DeviceAllocationResult(_Base, frozen=True):
@@ -144,6 +238,9 @@ class DeviceAllocationResult(_Base, frozen=True):
 class AllocationResult(_Base, frozen=True):
     devices: DeviceAllocationResult = DeviceAllocationResult()
     node_selector: NodeSelector | None = None
+    #: set by kube-scheduler's PreBind when devices have binding conditions (the binding timeout
+    #: counts from it)
+    allocation_timestamp: str | None = None
 
 
 class ResourceClaimConsumerReference(_Base, frozen=True):
@@ -153,9 +250,27 @@ class ResourceClaimConsumerReference(_Base, frozen=True):
     uid: str = ""
 
 
+class Condition(_Base, frozen=True):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+
+
+class AllocatedDeviceStatus(_Base, frozen=True):
+    """``status.devices[]``: written by the driver; its conditions answer binding conditions."""
+
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+    share_id: str | None = None
+    conditions: list[Condition] = []
+
+
 class ResourceClaimStatus(_Base, frozen=True):
     allocation: AllocationResult | None = None
     reserved_for: list[ResourceClaimConsumerReference] = []
+    devices: list[AllocatedDeviceStatus] = []
 
 
 class ResourceClaim(_Base, frozen=True):

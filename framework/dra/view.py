@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from caldera.framework.dra.allocator import DeviceID, Inventory
 from caldera.framework.dra.objects import AllocationResult, DeviceClass, ResourceClaim
 from caldera.framework.objects import Pod
+from caldera.framework.quantity import QuantityError, parse_quantity
 
 #: ``resourceapi.ResourceClaimReservedForMaxSize``: at most this many consumers of one claim
 RESERVED_FOR_MAX_SIZE = 256
@@ -41,6 +43,8 @@ class DraView:
     revision: int = 0
     #: holder claim of each allocated device, for explanations ("held by default/c0")
     holders: Mapping[DeviceID, str] = field(default_factory=dict)
+    #: capacity the shares of each device allowing multiple allocations consume (``AggregatedCapacity``)
+    consumed: Mapping[DeviceID, Mapping[str, Decimal]] = field(default_factory=dict)
 
 
 def allocated_devices(claims: Mapping[str, ResourceClaim]) -> dict[DeviceID, str]:
@@ -51,8 +55,29 @@ def allocated_devices(claims: Mapping[str, ResourceClaim]) -> dict[DeviceID, str
         if allocation is None:
             continue
         for r in allocation.devices.results:
-            if not r.admin_access:
+            # a share (shareID) holds capacity, not the device (foreachAllocatedDevice)
+            if not r.admin_access and r.share_id is None:
                 out[(r.driver, r.pool, r.device)] = key
+    return out
+
+
+def shared_consumption(claims: Mapping[str, ResourceClaim]) -> dict[DeviceID, dict[str, Decimal]]:
+    """What the shares of allocated claims consume, per device (``foreachAllocatedDevice``'s
+    ``consumedCapacityCallback`` in kube-scheduler's ``allocateddevices.go``)."""
+    out: dict[DeviceID, dict[str, Decimal]] = {}
+    for claim in claims.values():
+        allocation = claim.status.allocation
+        if allocation is None:
+            continue
+        for r in allocation.devices.results:
+            if r.share_id is None or r.admin_access:
+                continue
+            into = out.setdefault((r.driver, r.pool, r.device), {})
+            for name, value in r.consumed_capacity.items():
+                try:
+                    into[name] = into.get(name, Decimal(0)) + parse_quantity(value)
+                except QuantityError:
+                    continue
     return out
 
 
@@ -146,3 +171,41 @@ class ClaimAllocation:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+def has_binding_conditions(allocation: AllocationResult) -> bool:
+    """``hasBindingConditions`` (dynamicresources.go): some device of the allocation must see its
+    binding conditions true before the pod is bound."""
+    return any(r.binding_conditions for r in allocation.devices.results)
+
+
+def binding_state(claim: ResourceClaim) -> bool | str:
+    """``isClaimReadyForBinding`` (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go):
+    True when every binding condition of every allocated device is True in the claim's
+    ``status.devices`` entry for it (matched by driver, pool and device, ``getAllocatedDeviceStatus``),
+    False while one is not yet; the reason when a binding failure condition is True."""
+    allocation = claim.status.allocation
+    if allocation is None:
+        return False
+    for r in allocation.devices.results:
+        if not r.binding_conditions:
+            continue
+        status = next(
+            (d for d in claim.status.devices if (d.driver, d.pool, d.device) == (r.driver, r.pool, r.device)),
+            None,
+        )
+        if status is None:
+            return False
+        conditions = {c.type: c for c in status.conditions}
+        for name in r.binding_failure_conditions:
+            failed = conditions.get(name)
+            if failed is not None and failed.status == "True":
+                return (
+                    f"claim {claim.metadata.name} binding failed: reason={failed.reason}, "
+                    f"message={failed.message!r}"
+                )
+        if any(
+            conditions.get(name) is None or conditions[name].status != "True" for name in r.binding_conditions
+        ):
+            return False
+    return True

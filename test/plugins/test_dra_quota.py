@@ -55,9 +55,18 @@ def team(**kw: object) -> object:
 
 def test_quota_keys_and_claim_counts_are_read_as_volcano_reads_them() -> None:
     assert device_class_quota(
-        {f"deviceclass/{GPU}": "2", "cpu": "4", f"memory.deviceclass/{GPU}": "8Gi"}
+        {f"deviceclass/{GPU}": "2", "cpu": "4", f"memory.deviceclass/{GPU}": "8Gi"}, consumable=False
     ) == {GPU: 2}
+    assert device_class_quota({f"deviceclass/{GPU}": "2", f"memory.deviceclass/{GPU}": "8Gi"}) == {
+        GPU: 2,
+        f"memory.deviceclass/{GPU}": 8 * 2**30,
+    }
     assert claim_devices(resource_claim("c", GPU, count=3)) == {GPU: 3}
+    # the design's logical total: two devices with 8Gi each take 16Gi of the dimension
+    assert claim_devices(resource_claim("c", GPU, count=2, capacity={"memory": "8Gi"}), consumable=True) == {
+        GPU: 2,
+        f"memory.deviceclass/{GPU}": 16 * 2**30,
+    }
 
 
 def test_a_queue_with_two_devices_of_quota_admits_two_pods_and_holds_the_third() -> None:
@@ -127,3 +136,66 @@ def test_the_quota_holds_across_cycles() -> None:
     sim.cycle()
     sim.cycle()
     assert len(sim.running_on()) == 2
+
+
+def shared_gpus() -> list[object]:
+    """One node with two GPUs of 100 cores each that several claims may share."""
+    from caldera.framework.dra.objects import ResourceSlice
+    from caldera.hack.scenario import convert
+
+    slice_ = convert(
+        ResourceSlice,
+        {
+            "metadata": {"name": "n1-gpu", "uid": "rs-n1"},
+            "spec": {
+                "driver": GPU,
+                "nodeName": "n1",
+                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": f"gpu-{i}",
+                        "allowMultipleAllocations": True,
+                        "capacity": {"cores": {"value": "100"}},
+                    }
+                    for i in range(2)
+                ],
+            },
+        },
+    )
+    return [device_class(GPU), slice_]
+
+
+CONSUMABLE = CAPACITY.replace(
+    "capacity.DynamicResourceAllocationEnable: {on}",
+    "capacity.DynamicResourceAllocationEnable: true\n      capacity.DRAConsumableCapacityEnable: {on}",
+)
+
+
+def test_a_queue_with_100_cores_of_shared_gpus_admits_two_claims_of_40_and_holds_the_third() -> None:
+    """Volcano's capacity-dra-support design, consumable-capacity quota: ``cores.deviceclass/<class>``
+    caps the cores the queue's claims take; the GPUs themselves (shared) would fit all three."""
+
+    def snapshot() -> object:
+        pods = [pod(f"p{i}", group=f"p{i}", spec_extra=claim_pod_spec(f"c{i}")) for i in range(3)]
+        groups = [
+            podgroup(f"p{i}", queue="team", phase="Inqueue", min_resources={"cpu": "1"}) for i in range(3)
+        ]
+        claims = [resource_claim(f"c{i}", GPU, capacity={"cores": "40"}) for i in range(3)]
+        team_q = queue(
+            "team", capability={"cpu": "100", "memory": "100Gi", f"cores.deviceclass/{GPU}": "100"}
+        )
+        return cluster(
+            nodes=[node("n1", cpu="16")],
+            pods=pods,
+            podgroups=groups,
+            queues=[team_q],
+            dra=[*shared_gpus(), *claims],
+        )
+
+    _, result = run_session(snapshot(), CONSUMABLE.format(on="true"))
+    assert len(result.placements) == 2
+    # the two placed claims share one GPU: 40 + 40 of its 100 cores
+    shares = [ca.allocation.devices.results[0] for p in result.placements for ca in p.claims]
+    assert {r.device for r in shares} == {"gpu-0"} and all(r.share_id for r in shares)
+    _, result = run_session(snapshot(), CONSUMABLE.format(on="false"))
+    assert len(result.placements) == 3

@@ -155,3 +155,86 @@ async def test_a_claim_being_deleted_is_not_allocated_and_the_pod_not_bound(serv
     await run(binder, [placement])
     assert srv.log == []
     assert "is being deleted" in binder.failures[placement.task.uid].reason
+
+
+def allocation_with_conditions(device: str) -> AllocationResult:
+    return AllocationResult(
+        devices=DeviceAllocationResult(
+            results=[
+                DeviceRequestAllocationResult(
+                    request="req",
+                    driver=GPU,
+                    pool="n1",
+                    device=device,
+                    binding_conditions=["Attached"],
+                    binding_failure_conditions=["AttachFailed"],
+                )
+            ]
+        )
+    )
+
+
+def placed_with_conditions(srv: Any, cache: ClusterCache) -> Placement:
+    placement = placed(srv, cache)
+    ca = placement.claims[0]  # type: ignore[index]
+    return Placement(
+        placement.task,
+        "n1",
+        claims=[ClaimAllocation(ca.namespace, ca.name, ca.uid, allocation_with_conditions("gpu-0"), True)],
+    )
+
+
+def driver_reports(srv: Any, condition: str) -> None:
+    """The device's driver writes its condition into the claim's status.devices (after the allocation)."""
+    srv.claims["c0"]["status"]["devices"] = [
+        {
+            "driver": GPU,
+            "pool": "n1",
+            "device": "gpu-0",
+            "conditions": [{"type": condition, "status": "True"}],
+        }
+    ]
+
+
+async def test_a_device_with_binding_conditions_binds_the_pod_only_once_its_driver_reports_them(
+    server,
+) -> None:
+    """kube-scheduler's PreBind waits for binding conditions (dynamicresources.go PreBind)."""
+    srv, client = server
+    cache = ClusterCache()
+    placement = placed_with_conditions(srv, cache)
+    binder = Binder(client, cache, binding_poll=0.02, binding_timeout=5)
+    binder.start()
+    binder.bind([placement])
+    await asyncio.sleep(0.2)
+    # allocated (with its timestamp), reserved, and waiting: not bound
+    assert srv.log == [("finalizer", "c0"), ("claim", "c0")]
+    assert srv.claims["c0"]["status"]["allocation"]["allocationTimestamp"]
+    driver_reports(srv, "Attached")
+    await asyncio.wait_for(binder._queue.join(), 5)
+    await binder.stop()
+    assert srv.log[-1] == ("bind", "p")
+
+
+async def test_a_binding_failure_condition_unreserves_and_does_not_bind(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placement = placed_with_conditions(srv, cache)
+    binder = Binder(client, cache, binding_poll=0.02, binding_timeout=5)
+    binder.start()
+    binder.bind([placement])
+    await asyncio.sleep(0.1)
+    driver_reports(srv, "AttachFailed")
+    await asyncio.wait_for(binder._queue.join(), 5)
+    await binder.stop()
+    assert ("bind", "p") not in srv.log
+    assert srv.claims["c0"]["status"].get("reservedFor", []) == []
+
+
+async def test_binding_conditions_never_reported_time_out_and_nothing_is_bound(server) -> None:
+    srv, client = server
+    cache = ClusterCache()
+    placement = placed_with_conditions(srv, cache)
+    await run(Binder(client, cache, binding_poll=0.02, binding_timeout=0.2), [placement])
+    assert ("bind", "p") not in srv.log
+    assert srv.claims["c0"]["status"].get("reservedFor", []) == []

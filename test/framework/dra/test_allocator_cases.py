@@ -10,11 +10,10 @@ Where Go returns an error, Caldera returns no allocation with the error as the r
 when the claims themselves are at fault). Where Go aborts on a CEL error, Caldera counts the device as
 not matching and reports the typed error (the issue's rule: a bad expression never stops the scheduler).
 
-Not ported (features this step does not implement, see framework/dra/allocator.py): the cases on
-partitionable devices and counters, per-device node selection, device taints, binding conditions,
-consumable capacity and ``allowMultipleAllocations``, and the cases that check the device configuration
-copied into the result (``with-class-device-config*``, ``claim-with-device-config``,
-``prioritized-list-device-config``, ``prioritized-list-class-config``).
+The cases on partitionable devices, per-device node selection, device taints, binding conditions and
+consumable capacity are in ``test_allocator_features.py``. Not ported: the cases that check the device
+configuration copied into the result (``with-class-device-config*``, ``claim-with-device-config``,
+``prioritized-list-device-config``, ``prioritized-list-class-config``), which Caldera does not write.
 """
 
 from __future__ import annotations

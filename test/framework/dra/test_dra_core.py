@@ -211,3 +211,38 @@ def test_a_claim_for_a_missing_class_is_the_claims_fault() -> None:
     raw = b'{"metadata":{"name":"c0"},"spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"tpu"}}]}}}'
     outcome = allocator([gpu_slice("node-1", 1)]).allocate([decode(ResourceClaim, raw)], "node-1", {})
     assert outcome.claim_error and "could not retrieve device class tpu" in outcome.reason
+
+
+def test_a_share_of_a_device_holds_capacity_not_the_device() -> None:
+    """allocateddevices.go foreachAllocatedDevice: a result with a shareID is a share (its consumed
+    capacity summed per device), not a device the claim holds alone."""
+    from decimal import Decimal
+
+    from caldera.framework.dra.objects import (
+        AllocationResult,
+        DeviceAllocationResult,
+        DeviceRequestAllocationResult,
+        ResourceClaim,
+        ResourceClaimStatus,
+    )
+    from caldera.framework.dra.view import allocated_devices, shared_consumption
+
+    def claim(share: str | None, cores: str) -> ResourceClaim:
+        result = DeviceRequestAllocationResult(
+            request="r",
+            driver="d",
+            pool="p",
+            device="gpu-0",
+            share_id=share,
+            consumed_capacity={"cores": cores},
+        )
+        return ResourceClaim(
+            status=ResourceClaimStatus(
+                allocation=AllocationResult(devices=DeviceAllocationResult(results=[result]))
+            )
+        )
+
+    claims = {"ns/a": claim("s1", "40"), "ns/b": claim("s2", "30")}
+    assert allocated_devices(claims) == {}
+    assert shared_consumption(claims) == {("d", "p", "gpu-0"): {"cores": Decimal(70)}}
+    assert allocated_devices({"ns/c": claim(None, "0")}) == {("d", "p", "gpu-0"): "ns/c"}
