@@ -49,6 +49,8 @@ JobValidFn = Callable[[JobInfo], "ValidateResult | None"]
 JobEnqueuedFn = Callable[[JobInfo], None]
 #: (actor, candidates) → (chosen victims, vote)
 VictimsFn = Callable[[TaskInfo, list[TaskInfo]], tuple[list[TaskInfo], int]]
+#: candidates → the tasks to evict (Volcano's api.VictimTasksFn, which the shuffle action asks)
+VictimTasksFn = Callable[[list[TaskInfo]], list[TaskInfo]]
 QueueTestFn = Callable[[QueueInfo], bool]
 QueueTaskTestFn = Callable[[QueueInfo, TaskInfo], bool]
 #: What a plugin's predicates and scores read of a task beyond its pod template (bytes; b"" for none)
@@ -195,6 +197,7 @@ class CallbackRegistry:
         self.preemptive_fns = CallbackPoint[QueueTaskTestFn]("preemptive", tiers)
         # Volcano has no conf switch for it (isEnabled is not asked in Session.UnifiedEvictable)
         self.unified_evictable_fns = CallbackPoint[UnifiedEvictableFn]("unified_evictable", tiers)
+        self.victim_tasks_fns = CallbackPoint[VictimTasksFn]("victim_tasks", tiers)
         #: plugin → part → bulk predicate (one plugin may register several)
         self.bulk_predicate_fns: dict[str, dict[str, BulkPred]] = {}
         self._bulk_predicates: list[BulkPred] | None = None
@@ -355,6 +358,12 @@ class CallbackRegistry:
         """A victim filter for the gang-aware actions (gangpreempt, gangreclaim): Volcano's
         ``Session.AddUnifiedEvictableFn`` (pkg/scheduler/framework/session_plugins.go)."""
         self.unified_evictable_fns.add(name, fn)
+
+    def add_victim_tasks_fn(self, name: str, fn: VictimTasksFn) -> None:
+        """Tasks a plugin wants evicted whatever else is pending (tdm: pods on revocable nodes whose
+        window closed): Volcano's ``Session.AddVictimTasksFns`` (pkg/scheduler/framework/
+        session_plugins.go); the ``shuffle`` action evicts what ``Session.victim_tasks`` gathers."""
+        self.victim_tasks_fns.add(name, fn)
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)

@@ -342,6 +342,20 @@ class Session(CallbackRegistry):
         and intersection rules of Preemptable/Reclaimable."""
         return self._victims(self.unified_evictable_fns, ctx, candidates)
 
+    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        """The tasks the plugins' victim-task functions choose from ``tasks``: Volcano's
+        ``Session.VictimTasks`` (pkg/scheduler/framework/session_plugins.go): within a tier the
+        choices add up (each task once, in the order first chosen); the first tier that chooses any
+        wins."""
+        for level in self.victim_tasks_fns.levels():
+            chosen: dict[str, TaskInfo] = {}
+            for fn in level:
+                for task in fn(tasks):
+                    chosen.setdefault(task.uid, task)
+            if chosen:
+                return list(chosen.values())
+        return []
+
     # -- queue-level -------------------------------------------------------------------------------
     def add_queue_state_fn(self, name: str, fn: Callable[[QueueInfo], object]) -> None:
         self.queue_state_fns[name] = fn

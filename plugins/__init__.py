@@ -27,6 +27,7 @@ from caldera.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from caldera.plugins.resourcequota import ResourceQuotaPlugin
 from caldera.plugins.sla import SlaPlugin
 from caldera.plugins.task_topology import TaskTopologyPlugin
+from caldera.plugins.tdm import TdmPlugin
 
 ALL: list[type[Plugin]] = [
     PriorityPlugin,
@@ -49,4 +50,5 @@ ALL: list[type[Plugin]] = [
     TaskTopologyPlugin,
     ResourceQuotaPlugin,
     ExtenderPlugin,
+    TdmPlugin,
 ]

@@ -50,7 +50,7 @@ VOLCANO_PLUGINS = [
 ]
 #: What Caldera does not implement yet (issue 25).
 NOT_YET_ACTIONS = {"shuffle"}
-NOT_YET_PLUGINS = {"tdm", "numa-aware", "rescheduling", "usage"}
+NOT_YET_PLUGINS = {"numa-aware", "rescheduling", "usage"}
 
 REGISTRY = builtin_registry()
 
