@@ -5,6 +5,7 @@ Every error names what is wrong: the unknown action or plugin, or the argument o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
@@ -13,6 +14,7 @@ import yaml
 from caldera.config.arguments import ArgumentError, Arguments, check_arguments
 from caldera.config.model import (
     HIERARCHY_PLUGINS,
+    NO_EFFECT_SWITCHES,
     SWITCH_KEYS,
     UNSUPPORTED_SWITCHES,
     PluginOption,
@@ -35,6 +37,8 @@ class Registry(Protocol):
     @property
     def actions(self) -> Mapping[str, type[_Declares]]: ...
 
+
+log = logging.getLogger("caldera.config")
 
 __all__ = ["DEFAULT_CONF", "ConfError", "default_conf", "parse_conf"]
 
@@ -116,6 +120,8 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
         raise ConfError("'tiers' must be a list of {plugins: [...]}")
     tiers: list[Tier] = []
     seen: set[str] = set()
+    #: switch → the plugins that carry it, of the switches that have no effect (one warning at the end)
+    no_effect: dict[str, list[str]] = {}
     for ti, tier_raw in enumerate(tiers_raw, start=1):
         tier_map = _mapping(tier_raw, f"tier {ti}")
         plugins_raw = tier_map.get("plugins") or []
@@ -142,6 +148,13 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
                     raise ConfError(
                         f"option {key!r} of plugin {name!r} is not supported by Caldera: {UNSUPPORTED_SWITCHES[key]}"
                     )
+                if key in NO_EFFECT_SWITCHES:
+                    if not isinstance(value, bool):
+                        raise ConfError(
+                            f"option {key!r} of plugin {name!r} must be true or false, got {value!r}"
+                        )
+                    no_effect.setdefault(key, []).append(name)
+                    continue
                 if key not in SWITCH_KEYS:
                     raise ConfError(f"plugin {name!r} in tier {ti} has an unknown option {key!r}")
                 if not isinstance(value, bool):
@@ -180,6 +193,15 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
             )
         except ArgumentError as exc:
             raise ConfError(str(exc)) from None
+    if no_effect:
+        log.warning(
+            "scheduler conf: options with no effect, in Caldera as in Volcano's current actions "
+            "(nothing calls them): %s",
+            "; ".join(
+                f"{key} ({NO_EFFECT_SWITCHES[key]}; plugins {', '.join(plugins)})"
+                for key, plugins in no_effect.items()
+            ),
+        )
     return SchedulerConf(actions=actions, tiers=tiers, configurations=configurations, source=text)
 
 
