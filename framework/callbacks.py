@@ -123,18 +123,20 @@ def is_local(local: Locality, task: TaskInfo) -> bool:
 class CallbackPoint(Generic[F]):
     """Each plugin's function of one kind (``kind`` is also the name its conf switch goes by)."""
 
-    __slots__ = ("_flat", "_fns", "_levels", "_tiers", "kind")
+    __slots__ = ("_flat", "_fns", "_levels", "_named", "_tiers", "kind")
 
     def __init__(self, kind: str, tiers: list[Tier]) -> None:
         self.kind = kind
         self._tiers = tiers
         self._fns: dict[str, F] = {}
         self._levels: list[list[F]] | None = None
+        self._named: list[list[tuple[str, F]]] | None = None
         self._flat: list[F] | None = None
 
     def add(self, plugin: str, fn: F) -> None:
         self._fns[plugin] = fn
         self._levels = None
+        self._named = None
         self._flat = None
 
     def enabled_plugins(self) -> list[str]:
@@ -154,10 +156,16 @@ class CallbackPoint(Generic[F]):
             out.append(extra)
         return out
 
+    def named_levels(self) -> list[list[tuple[str, F]]]:
+        """Per tier, (plugin, function) of the enabled plugins in conf order (cached as ``levels``)."""
+        if self._named is None:
+            self._named = self._named_levels()
+        return self._named
+
     def levels(self) -> list[list[F]]:
         """Per tier, the enabled plugins' functions in conf order (cached until the next ``add``)."""
         if self._levels is None:
-            self._levels = [[fn for _, fn in level] for level in self._named_levels()]
+            self._levels = [[fn for _, fn in level] for level in self.named_levels()]
         return self._levels
 
     def flat(self) -> list[F]:
