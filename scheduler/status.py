@@ -217,7 +217,9 @@ class StatusUpdater:
             if native is None
             else self.cache.native_podgroup(key) or native
         )
-        if not job.tasks and (native is not None or pg is None or pg.status.phase not in ("", "Pending")):
+        if not job.tasks and (
+            native is not None or not isinstance(pg, PodGroup) or pg.status.phase not in ("", "Pending")
+        ):
             # No pod of ours and past Pending: the PodGroup is another scheduler's (Volcano's,
             # beside us) or its pods are gone; its status is not ours to write (running 0 would undo
             # the other's counts). A Volcano PodGroup without pods that is Pending is ours to move:
