@@ -5,6 +5,7 @@ Every error names what is wrong: the unknown action or plugin, or the argument o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
@@ -14,6 +15,7 @@ from caldera.config.arguments import ArgumentError, Arguments, check_arguments
 from caldera.config.metrics import MetricsConfError, check_metrics
 from caldera.config.model import (
     HIERARCHY_PLUGINS,
+    NO_EFFECT_SWITCHES,
     SWITCH_KEYS,
     UNSUPPORTED_SWITCHES,
     PluginOption,
@@ -37,6 +39,8 @@ class Registry(Protocol):
     def actions(self) -> Mapping[str, type[_Declares]]: ...
 
 
+log = logging.getLogger("caldera.config")
+
 __all__ = ["DEFAULT_CONF", "ConfError", "default_conf", "parse_conf"]
 
 #: Volcano's built-in default.
@@ -59,7 +63,7 @@ tiers:
 #: Names Volcano registers (pkg/scheduler/actions/factory.go, pkg/scheduler/plugins/factory.go) that
 #: Caldera does not implement yet: a conf naming one is refused with that said (issue 25 tracks them).
 VOLCANO_ACTIONS_NOT_IMPLEMENTED = frozenset({"shuffle"})
-VOLCANO_PLUGINS_NOT_IMPLEMENTED = frozenset({"tdm", "rescheduling"})
+VOLCANO_PLUGINS_NOT_IMPLEMENTED = frozenset({"rescheduling"})
 
 
 class ConfError(ValueError):
@@ -117,6 +121,8 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
         raise ConfError("'tiers' must be a list of {plugins: [...]}")
     tiers: list[Tier] = []
     seen: set[str] = set()
+    #: switch → the plugins that carry it, of the switches that have no effect (one warning at the end)
+    no_effect: dict[str, list[str]] = {}
     for ti, tier_raw in enumerate(tiers_raw, start=1):
         tier_map = _mapping(tier_raw, f"tier {ti}")
         plugins_raw = tier_map.get("plugins") or []
@@ -143,6 +149,13 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
                     raise ConfError(
                         f"option {key!r} of plugin {name!r} is not supported by Caldera: {UNSUPPORTED_SWITCHES[key]}"
                     )
+                if key in NO_EFFECT_SWITCHES:
+                    if not isinstance(value, bool):
+                        raise ConfError(
+                            f"option {key!r} of plugin {name!r} must be true or false, got {value!r}"
+                        )
+                    no_effect.setdefault(key, []).append(name)
+                    continue
                 if key not in SWITCH_KEYS:
                     raise ConfError(f"plugin {name!r} in tier {ti} has an unknown option {key!r}")
                 if not isinstance(value, bool):
@@ -181,6 +194,15 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
             )
         except ArgumentError as exc:
             raise ConfError(str(exc)) from None
+    if no_effect:
+        log.warning(
+            "scheduler conf: options with no effect, in Caldera as in Volcano's current actions "
+            "(nothing calls them): %s",
+            "; ".join(
+                f"{key} ({NO_EFFECT_SWITCHES[key]}; plugins {', '.join(plugins)})"
+                for key, plugins in no_effect.items()
+            ),
+        )
     try:
         metrics = check_metrics(doc.get("metrics"))
     except MetricsConfError as exc:

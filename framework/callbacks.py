@@ -49,6 +49,8 @@ JobValidFn = Callable[[JobInfo], "ValidateResult | None"]
 JobEnqueuedFn = Callable[[JobInfo], None]
 #: (actor, candidates) → (chosen victims, vote)
 VictimsFn = Callable[[TaskInfo, list[TaskInfo]], tuple[list[TaskInfo], int]]
+#: candidates → the tasks to evict (Volcano's api.VictimTasksFn, which the shuffle action asks)
+VictimTasksFn = Callable[[list[TaskInfo]], list[TaskInfo]]
 QueueTestFn = Callable[[QueueInfo], bool]
 QueueTaskTestFn = Callable[[QueueInfo, TaskInfo], bool]
 #: What a plugin's predicates and scores read of a task beyond its pod template (bytes; b"" for none)
@@ -121,18 +123,20 @@ def is_local(local: Locality, task: TaskInfo) -> bool:
 class CallbackPoint(Generic[F]):
     """Each plugin's function of one kind (``kind`` is also the name its conf switch goes by)."""
 
-    __slots__ = ("_flat", "_fns", "_levels", "_tiers", "kind")
+    __slots__ = ("_flat", "_fns", "_levels", "_named", "_tiers", "kind")
 
     def __init__(self, kind: str, tiers: list[Tier]) -> None:
         self.kind = kind
         self._tiers = tiers
         self._fns: dict[str, F] = {}
         self._levels: list[list[F]] | None = None
+        self._named: list[list[tuple[str, F]]] | None = None
         self._flat: list[F] | None = None
 
     def add(self, plugin: str, fn: F) -> None:
         self._fns[plugin] = fn
         self._levels = None
+        self._named = None
         self._flat = None
 
     def enabled_plugins(self) -> list[str]:
@@ -152,10 +156,16 @@ class CallbackPoint(Generic[F]):
             out.append(extra)
         return out
 
+    def named_levels(self) -> list[list[tuple[str, F]]]:
+        """Per tier, (plugin, function) of the enabled plugins in conf order (cached as ``levels``)."""
+        if self._named is None:
+            self._named = self._named_levels()
+        return self._named
+
     def levels(self) -> list[list[F]]:
         """Per tier, the enabled plugins' functions in conf order (cached until the next ``add``)."""
         if self._levels is None:
-            self._levels = [[fn for _, fn in level] for level in self._named_levels()]
+            self._levels = [[fn for _, fn in level] for level in self.named_levels()]
         return self._levels
 
     def flat(self) -> list[F]:
@@ -195,6 +205,7 @@ class CallbackRegistry:
         self.preemptive_fns = CallbackPoint[QueueTaskTestFn]("preemptive", tiers)
         # Volcano has no conf switch for it (isEnabled is not asked in Session.UnifiedEvictable)
         self.unified_evictable_fns = CallbackPoint[UnifiedEvictableFn]("unified_evictable", tiers)
+        self.victim_tasks_fns = CallbackPoint[VictimTasksFn]("victim_tasks", tiers)
         #: plugin → part → bulk predicate (one plugin may register several)
         self.bulk_predicate_fns: dict[str, dict[str, BulkPred]] = {}
         self._bulk_predicates: list[BulkPred] | None = None
@@ -355,6 +366,12 @@ class CallbackRegistry:
         """A victim filter for the gang-aware actions (gangpreempt, gangreclaim): Volcano's
         ``Session.AddUnifiedEvictableFn`` (pkg/scheduler/framework/session_plugins.go)."""
         self.unified_evictable_fns.add(name, fn)
+
+    def add_victim_tasks_fn(self, name: str, fn: VictimTasksFn) -> None:
+        """Tasks a plugin wants evicted whatever else is pending (tdm: pods on revocable nodes whose
+        window closed): Volcano's ``Session.AddVictimTasksFns`` (pkg/scheduler/framework/
+        session_plugins.go); the ``shuffle`` action evicts what ``Session.victim_tasks`` gathers."""
+        self.victim_tasks_fns.add(name, fn)
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)

@@ -40,6 +40,9 @@ log = logging.getLogger("caldera.session")
 
 T = TypeVar("T")
 
+#: victims whose refusal is noted, per job (what ``explain`` shows)
+MAX_REFUSALS = 20
+
 __all__ = [
     "ABSTAIN",
     "PERMIT",
@@ -120,6 +123,9 @@ class Session(CallbackRegistry):
         #: plugins whose answers depend on something outside the snapshot (an HTTP extender): what
         #: this cycle found is then not taken over by the next (allocate's memo of vain tries)
         self.outside_answers: set[str] = set()
+        #: preemptor job → (action, victim namespace/name) → the plugin whose victim function refused
+        #: that victim this session (``Session.preemptable``, ``reclaimable``, ``unified_evictable``)
+        self.victim_refusals: dict[str, dict[tuple[str, str], str]] = {}
         #: what the last applied cycle kept for this one, and what this one keeps for the next
         #: (``framework.carry``; nothing is offered to a lone session)
         self.carry = Kept(carry)
@@ -341,15 +347,55 @@ class Session(CallbackRegistry):
     _victims = staticmethod(tiered_victims)
 
     def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> list[TaskInfo]:
-        return self._victims(self.preemptable_fns, preemptor, preemptees)
+        refused: dict[str, str] = {}
+        out = self._victims(self.preemptable_fns, preemptor, preemptees, refused)
+        if refused:
+            self._note_refusals("preempt", preemptor.job, preemptees, refused)
+        return out
 
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
-        return self._victims(self.reclaimable_fns, reclaimer, reclaimees)
+        refused: dict[str, str] = {}
+        out = self._victims(self.reclaimable_fns, reclaimer, reclaimees, refused)
+        if refused:
+            self._note_refusals("reclaim", reclaimer.job, reclaimees, refused)
+        return out
 
     def unified_evictable(self, ctx: EvictionContext, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Volcano's ``Session.UnifiedEvictable``: the gang actions' victim filter, with the tier
         and intersection rules of Preemptable/Reclaimable."""
-        return self._victims(self.unified_evictable_fns, ctx, candidates)
+        refused: dict[str, str] = {}
+        out = self._victims(self.unified_evictable_fns, ctx, candidates, refused)
+        if refused:
+            self._note_refusals(ctx.kind, ctx.job.uid, candidates, refused)
+        return out
+
+    def _note_refusals(
+        self, action: str, job: str, candidates: list[TaskInfo], refused: dict[str, str]
+    ) -> None:
+        """Which plugin refused which victim of the job's preemption or reclaim (``explain``), the
+        first ``MAX_REFUSALS`` per job."""
+        noted = self.victim_refusals.setdefault(job, {})
+        for task in candidates:
+            plugin = refused.get(task.uid)
+            if plugin is None:
+                continue
+            key = (action, task.key)
+            if key not in noted and len(noted) < MAX_REFUSALS:
+                noted[key] = plugin
+
+    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        """The tasks the plugins' victim-task functions choose from ``tasks``: Volcano's
+        ``Session.VictimTasks`` (pkg/scheduler/framework/session_plugins.go): within a tier the
+        choices add up (each task once, in the order first chosen); the first tier that chooses any
+        wins."""
+        for level in self.victim_tasks_fns.levels():
+            chosen: dict[str, TaskInfo] = {}
+            for fn in level:
+                for task in fn(tasks):
+                    chosen.setdefault(task.uid, task)
+            if chosen:
+                return list(chosen.values())
+        return []
 
     # -- queue-level -------------------------------------------------------------------------------
     def add_queue_state_fn(self, name: str, fn: Callable[[QueueInfo], object]) -> None:

@@ -52,17 +52,31 @@ def tiered_victims(
     point: CallbackPoint[Callable[[A, list[TaskInfo]], tuple[list[TaskInfo], int]]],
     actor: A,
     candidates: list[TaskInfo],
+    refused: dict[str, str] | None = None,
 ) -> list[TaskInfo]:
     """Victim functions (preemptable, reclaimable, unified evictable; ``actor`` is the preemptor
     task, or the gang actions' :class:`EvictionContext`): within a tier the plugins' choices intersect (one
-    that chooses nobody empties the tier); the first tier that selects someone wins."""
-    for level in point.levels():
+    that chooses nobody empties the tier); the first tier that selects someone wins.
+
+    ``refused``, when given, is filled with candidate uid → the plugin that left it out: in the tier
+    that decided (the first selecting one, else the first where a plugin did not abstain), the
+    first plugin that did not choose it."""
+    first_refusals: dict[str, str] | None = None
+    for level in point.named_levels():
         init = False
         selected: list[TaskInfo] = []
-        for fn in level:
+        refusals: dict[str, str] = {}
+        voted = False
+        for name, fn in level:
             chosen, vote = fn(actor, candidates)
             if vote == ABSTAIN:
                 continue
+            voted = True
+            if refused is not None:
+                keep = {t.uid for t in chosen}
+                for t in selected if init else candidates:
+                    if t.uid not in keep:
+                        refusals.setdefault(t.uid, name)
             if not chosen:
                 selected = []
                 break
@@ -73,5 +87,11 @@ def tiered_victims(
                 keep = {t.uid for t in chosen}
                 selected = [t for t in selected if t.uid in keep]
         if selected:
+            if refused is not None:
+                refused.update(refusals)
             return selected
+        if voted and first_refusals is None:
+            first_refusals = refusals
+    if refused is not None and first_refusals:
+        refused.update(first_refusals)
     return []

@@ -28,6 +28,7 @@ from caldera.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from caldera.plugins.resourcequota import ResourceQuotaPlugin
 from caldera.plugins.sla import SlaPlugin
 from caldera.plugins.task_topology import TaskTopologyPlugin
+from caldera.plugins.tdm import TdmPlugin
 from caldera.plugins.usage import UsagePlugin
 
 ALL: list[type[Plugin]] = [
@@ -53,4 +54,5 @@ ALL: list[type[Plugin]] = [
     ExtenderPlugin,
     UsagePlugin,
     NumaAwarePlugin,
+    TdmPlugin,
 ]

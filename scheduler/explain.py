@@ -338,6 +338,10 @@ def explain_job(
         "roles": roles,
         "topology": topology,
         "gated": [{"pod": t.name, "gates": t.gates} for t in gated],
+        "victims_refused": [
+            {"action": action, "victim": victim, "plugin": plugin}
+            for (action, victim), plugin in ssn.victim_refusals.get(job.uid, {}).items()
+        ],
     }
     doc["suggestion"] = _suggestion(ssn, job, doc)
     return doc

@@ -100,6 +100,10 @@ def render(doc: dict[str, Any]) -> str:
     for g in doc.get("gated") or []:
         gates = ", ".join(g.get("gates") or [])
         lines.append(f"  Gated:      pod {g.get('pod')} waits for scheduling gates {gates}")
+    for v in doc.get("victims_refused") or []:
+        lines.append(
+            f"  Victim:     {v.get('action')} could not take pod {v.get('victim')}: refused by {v.get('plugin')}"
+        )
     qs = doc.get("queue_state") or {}
     if qs:
         held = "held: " + qs["message"] if qs.get("held") else "not holding the job"

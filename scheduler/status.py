@@ -210,15 +210,23 @@ class StatusUpdater:
 
     def _look(self, key: str, job: JobInfo, podgroups: Mapping[str, PodGroup], failed: set[str]) -> None:
         native = job.native
-        if (job.podgroup is None and native is None) or not job.tasks:
-            # No pod of ours: the PodGroup is another scheduler's (Volcano's, beside us) or has no
-            # pods yet; its status is not ours to write (running 0 would undo the other's counts).
+        if job.podgroup is None and native is None:
             return
         pg: PodGroup | NativePodGroup | None = (
             podgroups.get(key) or job.podgroup
             if native is None
             else self.cache.native_podgroup(key) or native
         )
+        if not job.tasks and (
+            native is not None or not isinstance(pg, PodGroup) or pg.status.phase not in ("", "Pending")
+        ):
+            # No pod of ours and past Pending: the PodGroup is another scheduler's (Volcano's,
+            # beside us) or its pods are gone; its status is not ours to write (running 0 would undo
+            # the other's counts). A Volcano PodGroup without pods that is Pending is ours to move:
+            # Volcano's job controller creates the pods only once it is Inqueue, and Volcano's
+            # enqueue action and JobUpdater (pkg/scheduler/framework/job_updater.go, ``jobStatus``
+            # and ``getPodGroupPhase`` in session.go) write Pending, or Inqueue once let in.
+            return
         # A copy of the same generation of the job (the cache hands out two sets of copies in
         # turn), untouched since, with the same PodGroup object: nothing to recompute.
         origin = job.generation or job

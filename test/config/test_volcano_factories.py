@@ -50,7 +50,7 @@ VOLCANO_PLUGINS = [
 ]
 #: What Caldera does not implement yet (issue 25).
 NOT_YET_ACTIONS = {"shuffle"}
-NOT_YET_PLUGINS = {"tdm", "rescheduling"}
+NOT_YET_PLUGINS = {"rescheduling"}
 
 REGISTRY = builtin_registry()
 

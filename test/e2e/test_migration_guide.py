@@ -72,12 +72,12 @@ def executable(args: list[str]) -> list[str]:
 def test_the_conf_example_is_refused_for_the_plugin_caldera_lacks_and_accepted_without_it() -> None:
     (conf,) = [b for b in blocks("yaml") if b.startswith("actions:")]
     registry = builtin_registry()
-    with pytest.raises(ConfError, match=re.escape("unknown plugin 'tdm' in tier 2")):
+    with pytest.raises(ConfError, match=re.escape("unknown plugin 'usage' in tier 2")):
         parse_conf(conf, registry)
-    parsed = parse_conf(conf.replace("  - name: tdm\n", ""), registry)
+    parsed = parse_conf(conf.replace("  - name: usage\n", ""), registry)
     assert [p.name for p in parsed.tiers[1].plugins][-1] == "binpack"
     # the guide quotes the refusal as Caldera words it
-    assert "`unknown plugin 'tdm' in tier 2`" in GUIDE.read_text()
+    assert "`unknown plugin 'usage' in tier 2`" in GUIDE.read_text()
 
 
 def test_the_kubectl_lines_name_what_the_repository_has() -> None:

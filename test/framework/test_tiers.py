@@ -223,6 +223,27 @@ def test_victims_intersect_within_a_tier_and_first_selecting_tier_wins():
     ]  # abstaining does not narrow
 
 
+def test_victim_tasks_add_up_within_a_tier_and_the_first_tier_choosing_any_wins():
+    """Volcano's Session.VictimTasks (session_plugins.go): within a tier the plugins' choices are
+    united (a task chosen twice counts once); a tier that chooses nobody hands over to the next."""
+
+    def choose(name, *tasks):
+        return lambda ssn: ssn.add_victim_tasks_fn(name, lambda ts: [t for t in ts if t.name in tasks])
+
+    def victims(first, second, third):
+        ssn = session(TWO_TIERS, {"first": first, "second": second, "third": third})
+        every = [t for j in ssn.jobs.values() for t in j.tasks.values()]
+        return sorted(t.name for t in ssn.victim_tasks(every))
+
+    assert victims(choose("first", "a-0", "b-1"), choose("second", "b-1", "b-0"), choose("third", "a-1")) == [
+        "a-0",
+        "b-0",
+        "b-1",
+    ]
+    assert victims(choose("first"), choose("second"), choose("third", "a-1")) == ["a-1"]
+    assert victims(choose("first"), choose("second"), choose("third")) == []
+
+
 def test_reclaimable_switch():
     conf = TWO_TIERS.replace("  - name: first\n", "  - name: first\n    enableReclaimable: false\n")
 

@@ -195,6 +195,8 @@ COVERED_ELSEWHERE.update(
         # the domains of a job with a network-topology requirement (gang_eviction.candidate_domains)
         ("gangpreempt", "maxDomains"): "test/volcano/test_gangpreempt_test.py",
         ("gangreclaim", "maxDomains"): "test/volcano/test_gangreclaim_test.py",
+        ("tdm", "tdm.revocable-zone.*"): "test/volcano/test_tdm_test.py",
+        ("tdm", "tdm.evict.period"): "test/volcano/test_tdm_test.py",
     }
 )
 
@@ -263,19 +265,42 @@ def test_unknown_action_arguments_are_errors_naming_them():
         parse_conf(text, REGISTRY)
 
 
-@pytest.mark.parametrize(
-    "switch",
-    [
-        "enableNamespaceOrder",
-        "enableTargetJob",
-        "enableReservedNodes",
-        "enabledVictim",
-        "enabledClusterOrder",
-    ],
-)
-def test_switches_that_switch_nothing_are_refused(switch):
-    text = f'actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n    {switch}: true\n'
-    with pytest.raises(ConfError, match=f"option '{switch}' of plugin 'drf' is not supported by Caldera"):
+NO_EFFECT = ["enableNamespaceOrder", "enableTargetJob", "enableReservedNodes", "enabledClusterOrder"]
+
+
+def test_switches_no_volcano_action_calls_load_with_one_warning_naming_them(caplog):
+    """A Volcano conf carrying them must load: Volcano's actions never call TargetJob,
+    ReservedNodes or ClusterOrderFn (session_plugins.go), so they change nothing there either."""
+    lines = "".join(f"    {switch}: true\n" for switch in NO_EFFECT)
+    text = f'actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n{lines}  - name: gang\n    enableTargetJob: false\n'
+    with caplog.at_level("WARNING", logger="caldera.config"):
+        conf = parse_conf(text, REGISTRY)
+    assert conf.plugin_names() == ["drf", "gang"]
+    (record,) = [r for r in caplog.records if r.name == "caldera.config"]
+    message = record.getMessage()
+    assert "no effect" in message
+    for switch in NO_EFFECT:
+        assert switch in message
+    assert "enableTargetJob (no action asks for a target job; plugins drf, gang)" in message
+    # nothing else of the plugins' is switched: the switches are not kept
+    assert all(not p.switches for t in conf.tiers for p in t.plugins)
+
+
+def test_a_conf_without_them_logs_nothing(caplog):
+    with caplog.at_level("WARNING", logger="caldera.config"):
+        parse_conf('actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n', REGISTRY)
+    assert not [r for r in caplog.records if r.name == "caldera.config"]
+
+
+def test_a_no_effect_switch_must_still_be_a_boolean():
+    text = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n    enableTargetJob: sometimes\n'
+    with pytest.raises(ConfError, match="option 'enableTargetJob' of plugin 'drf' must be true or false"):
+        parse_conf(text, REGISTRY)
+
+
+def test_victim_switch_is_refused():
+    text = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n    enabledVictim: true\n'
+    with pytest.raises(ConfError, match="option 'enabledVictim' of plugin 'drf' is not supported by Caldera"):
         parse_conf(text, REGISTRY)
 
 
@@ -300,9 +325,10 @@ def test_dead_extension_points_are_gone_and_victim_queue_order_is_used():
         "add_namespace_order_fn",
         "add_target_job_fn",
         "add_reserved_nodes_fn",
-        "add_victim_tasks_fn",
     ):
         assert not hasattr(Session, gone)
+    # the victim-task point is live: tdm registers on it, for the shuffle action to ask
+    assert hasattr(Session, "add_victim_tasks_fn") and hasattr(Session, "victim_tasks")
     import inspect
 
     from caldera.actions import helpers
