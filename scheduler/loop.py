@@ -88,7 +88,7 @@ class SchedulerLoop:
         self.on_cycle = on_cycle
         #: called between the steps of a snapshot made on the event loop (the collector's freeze)
         self.between_steps = between_steps
-        #: seconds from a decision's start after which allocate takes no further job (None: no
+        #: seconds from a cycle's start after which allocate takes no further job (None: no
         #: limit): a backlog of any size is placed over several cycles of bounded length, each
         #: handing its placements to the binder, instead of one cycle that holds them all
         self.cycle_budget = cycle_budget
@@ -106,13 +106,17 @@ class SchedulerLoop:
     def run_once(self) -> SessionResult | None:
         """One cycle, synchronously: decide, then hand over. Returns None when the cycle failed."""
         started = time.perf_counter()
-        result, error = self.decide()
+        result, error = self.decide(started=started)
         self.hand_over(result, error, started)
         return result
 
-    def decide(self, snapshot: Snapshot | None = None) -> tuple[SessionResult | None, BaseException | None]:
+    def decide(
+        self, snapshot: Snapshot | None = None, started: float | None = None
+    ) -> tuple[SessionResult | None, BaseException | None]:
         """Open a session over ``snapshot`` (else one taken now), run the actions, close it. CPU
-        only: safe in a worker thread, because a session reads nothing but its own snapshot."""
+        only: safe in a worker thread, because a session reads nothing but its own snapshot.
+        ``started``: the cycle's start (``time.perf_counter``), from which the cycle budget counts
+        (default: now; a snapshot taken before, on the event loop, counts toward the budget)."""
         self.stats.cycles += 1
         conf = self.conf()
         self._conf_used = conf
@@ -123,7 +127,7 @@ class SchedulerLoop:
             self._snapshot_revision = (
                 snapshot.revision if snapshot.decision_revision is None else snapshot.decision_revision
             )
-            deadline = None if self.cycle_budget is None else opened + self.cycle_budget
+            deadline = None if self.cycle_budget is None else (started or opened) + self.cycle_budget
             ssn = open_session(
                 snapshot,
                 conf.tiers,
@@ -161,7 +165,7 @@ class SchedulerLoop:
         on the loop. Returns None when the cycle failed."""
         started = time.perf_counter()
         snapshot = await self._snapshot()
-        result, error = await asyncio.to_thread(self.decide, snapshot)
+        result, error = await asyncio.to_thread(self.decide, snapshot, started)
         self.hand_over(result, error, started)
         return result
 
