@@ -33,19 +33,7 @@ tiers:
   - name: nodeorder
 """
 GANG_PREEMPT = PREEMPT.replace("preempt", "gangpreempt")
-RECLAIM = """
-actions: "enqueue, allocate, reclaim"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-"""
+RECLAIM = PREEMPT.replace("preempt", "reclaim")
 
 
 def _world(mode: str, victim_queue: str = "default", wanting_queue: str = "default") -> Any:
