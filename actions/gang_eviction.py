@@ -83,9 +83,16 @@ def job_bundles(job: JobInfo, local: list[TaskInfo]) -> list[Bundle]:
     the candidates lowest priority first (then uid); each is safe while the job keeps a surplus
     over minAvailable and its role over its own minimum (roles counted only when their minimums fit
     in minAvailable, as the gang plugin's CheckTaskReady); a job already below its minimum has
-    nothing left to protect: all its candidates are safe."""
+    nothing left to protect: all its candidates are safe. A native PodGroup of ``disruptionMode:
+    PodGroup`` (KEP-5710) is one whole bundle of every running pod of the group, wherever it runs
+    (none when one of them may not be a victim)."""
     if not local:
         return []
+    if job.disrupt_whole:
+        everyone = sorted(job.tasks_in(*EVICTABLE_STATUSES), key=lambda t: (t.priority, t.uid))
+        if not all(t.preemptable for t in everyone):
+            return []
+        return [Bundle(True, job, everyone, resreq_of(local), resreq_of(list(job.tasks.values())))]
     local = sorted(local, key=lambda t: (t.priority, t.uid))
     surplus = job.ready_task_num() - job.min_available
     if surplus < 0:

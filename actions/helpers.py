@@ -513,7 +513,9 @@ def evict_and_pipeline(
     node's tasks that pass ``candidate`` are evicted lowest-ordered first until the task fits: its
     queue allows it (when ``queue`` is given: Volcano's ``preemptorFitsOnNode``), the node's future
     idle holds it and its predicates pass. Victims of a gang are taken from its surplus first; a
-    victim its gang cannot spare takes the whole gang (``GangLedger``). A node where the task still
+    victim its gang cannot spare takes the whole gang (``GangLedger``); a victim of a native PodGroup
+    whose ``disruptionMode`` is ``PodGroup`` always takes its whole group, even where one pod would
+    do (KEP-5710 "Preemption unit"; ``JobInfo.disrupt_whole``). A node where the task still
     does not fit is left untouched; with ``whole_needs_priority`` (preempt) a gang is taken whole
     only for a preemptor job of higher priority. Returns False (and changes nothing) when no node
     works."""
@@ -587,6 +589,11 @@ def evict_and_pipeline(
             if job is None:
                 victims.append(v)
                 continue
+            if job.disrupt_whole:
+                # a native group of ``disruptionMode: PodGroup`` goes whole or not at all (KEP-5710)
+                if whole_of(job) is not None:
+                    victims.append(v)
+                continue
             left = spare.get(job.uid)
             if left is None:
                 left = job.ready_task_num() - job.min_available
@@ -614,7 +621,7 @@ def evict_and_pipeline(
             if v.status not in EVICTABLE_STATUSES:
                 continue  # already taken with its whole gang
             job = ssn.jobs.get(v.job)
-            if job is None or job.ready_task_num() != job.min_available:
+            if job is None or (not job.disrupt_whole and job.ready_task_num() != job.min_available):
                 # surplus over the minimum, or a gang already below it: "safe", one task at a time
                 unit, is_whole = [v], False
             else:

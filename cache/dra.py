@@ -96,7 +96,8 @@ class DraCache(Indexes):
 
     # -- assumptions ---------------------------------------------------------------------------------
     def assume_claims(self, pod_name: str, pod_uid: str, claims: list[ClaimAllocation]) -> None:
-        """The placement's claims as the binder will write them: allocated, reserved for the pod."""
+        """The placement's claims as the binder will write them: allocated, reserved for the pod (or
+        for its PodGroup, for a claim of the group: ``ClaimAllocation.consumer``)."""
         with self._lock:
             for ca in claims:
                 current = self._assumed_claims.get(ca.key) or self.resource_claims.get(ca.key)
@@ -104,30 +105,44 @@ class DraCache(Indexes):
                     continue
                 status = current.status
                 reserved = list(status.reserved_for)
-                if not any(r.uid == pod_uid for r in reserved):
+                consumer = ca.consumer
+                uid = consumer.uid if consumer is not None else pod_uid
+                if not any(r.uid == uid for r in reserved):
                     reserved.append(
-                        ResourceClaimConsumerReference(resource="pods", name=pod_name, uid=pod_uid)
+                        ResourceClaimConsumerReference(
+                            api_group=consumer.api_group,
+                            resource=consumer.resource,
+                            name=consumer.name,
+                            uid=uid,
+                        )
+                        if consumer is not None
+                        else ResourceClaimConsumerReference(resource="pods", name=pod_name, uid=pod_uid)
                     )
                 allocation = status.allocation if status.allocation is not None else ca.allocation
                 self._assumed_claims[ca.key] = msgspec.structs.replace(
                     current, status=ResourceClaimStatus(allocation=allocation, reserved_for=reserved)
                 )
-                self._claims_assumed_by.setdefault(pod_uid, []).append(ca.key)
+                self._claims_assumed_by.setdefault(pod_uid, []).append((ca.key, uid))
             if claims:
                 self._dra_changed(claims=[ca.key for ca in claims])
 
     def forget_claims(self, pod_uid: str) -> None:
-        """The pod's placement was given up: its reservation goes from the assumed claims, and an
-        allocation assumed only for it goes too."""
+        """The pod's placement was given up: its reservation goes from the assumed claims (a group's
+        reservation once no other pod assumed with it is left), and an allocation assumed only for it
+        goes too."""
         with self._lock:
-            keys = self._claims_assumed_by.pop(pod_uid, None)
-            if not keys:
+            entries = self._claims_assumed_by.pop(pod_uid, None)
+            if not entries:
                 return
-            for key in keys:
+            for key, uid in entries:
                 assumed = self._assumed_claims.get(key)
                 if assumed is None:
                     continue
-                reserved = [r for r in assumed.status.reserved_for if r.uid != pod_uid]
+                if uid != pod_uid and any(
+                    (key, uid) in others for others in self._claims_assumed_by.values()
+                ):
+                    continue  # another pod of the group still stands on the group's reservation
+                reserved = [r for r in assumed.status.reserved_for if r.uid != uid]
                 watched = self.resource_claims.get(key)
                 if not reserved or (watched is not None and watched.status.allocation is not None):
                     del self._assumed_claims[key]
@@ -135,7 +150,7 @@ class DraCache(Indexes):
                     self._assumed_claims[key] = msgspec.structs.replace(
                         assumed, status=msgspec.structs.replace(assumed.status, reserved_for=reserved)
                     )
-            self._dra_changed(claims=keys)
+            self._dra_changed(claims=[key for key, _ in entries])
 
     def claim_confirmed(self, pod_uid: str) -> None:
         """The pod was bound: its claims' assumptions stay until the watch shows the claims."""

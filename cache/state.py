@@ -105,9 +105,10 @@ class CacheState:
     resource_slices: dict[str, ResourceSlice]
     resource_claims: dict[str, ResourceClaim]
     #: claims as the binder will write them (allocated, reserved), by namespace/name, until the watch
-    #: shows them allocated or the placement is given up; and which pod's placement assumed which
+    #: shows them allocated or the placement is given up; and which pod's placement assumed which (with the
+    #: uid it reserved them for: the pod's, or its PodGroup's)
     _assumed_claims: dict[str, ResourceClaim]
-    _claims_assumed_by: dict[str, list[str]]
+    _claims_assumed_by: dict[str, list[tuple[str, str]]]
     #: bumped whenever a class, slice, claim or assumed claim changes; the slices' own revision
     _dra_revision: int
     _dra_slices_revision: int

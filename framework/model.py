@@ -11,13 +11,13 @@ import msgspec
 
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.objects import (
+    DISRUPTION_MODE_POD_GROUP,
     NativePodGroup,
     NetworkTopologySpec,
     Node,
     Pod,
     PodGroup,
-    PodGroupSchedulingConstraints,
-    PodGroupSchedulingPolicy,
+    PodGroupTemplate,
     Queue,
     Taint,
     Workload,
@@ -43,23 +43,20 @@ def is_native_job_key(key: str) -> bool:
     return key.partition("/")[2].startswith(NATIVE_JOB_PREFIX)
 
 
-def workload_template(
-    pg: NativePodGroup, workloads: Mapping[str, Workload]
-) -> tuple[PodGroupSchedulingPolicy | None, PodGroupSchedulingConstraints | None]:
-    """The policy and constraints of the Workload template the PodGroup names
-    (``spec.podGroupTemplateRef``), (None, None) when it names none or the Workload or template is
-    not known. Workloads are keyed ``namespace/name``."""
+def workload_template(pg: NativePodGroup, workloads: Mapping[str, Workload]) -> PodGroupTemplate | None:
+    """The Workload template the PodGroup names (``spec.podGroupTemplateRef``), None when it names
+    none or the Workload or template is not known. Workloads are keyed ``namespace/name``."""
     ref = pg.spec.pod_group_template_ref
     if ref is None:
-        return None, None
+        return None
     workload_name, template_name = ref.names()
     workload = workloads.get(f"{pg.metadata.namespace}/{workload_name}")
     if workload is None:
-        return None, None
+        return None
     for template in workload.spec.pod_group_templates:
         if template.name == template_name:
-            return template.scheduling_policy, template.scheduling_constraints
-    return None, None
+            return template
+    return None
 
 
 log = logging.getLogger(__name__)
@@ -385,6 +382,7 @@ class JobInfo:
         "allocated",
         "by_status",
         "creation",
+        "disrupt_whole",
         "fit_errors",
         "generation",
         "job_fit_error",
@@ -443,6 +441,9 @@ class JobInfo:
         #: node label keys the whole job must stay inside one domain of (a native group's
         #: ``schedulingConstraints.topology``)
         self.topology_keys: tuple[str, ...] = ()
+        #: evicted only whole, never one pod at a time (a native group's ``disruptionMode: PodGroup``,
+        #: KEP-5710)
+        self.disrupt_whole = False
         self.preemptable = False
         self.tasks: dict[str, TaskInfo] = {}
         self.by_status: dict[TaskStatus, dict[str, TaskInfo]] = {}
@@ -503,10 +504,13 @@ class JobInfo:
         meta = pg.metadata
         spec = pg.spec
         policy, constraints = spec.scheduling_policy, spec.scheduling_constraints
-        if policy is None or constraints is None:
-            t_policy, t_constraints = workload_template(pg, workloads or {})
-            policy = policy or t_policy
-            constraints = constraints or t_constraints
+        disruption = spec.disruption_mode
+        if policy is None or constraints is None or not disruption:
+            template = workload_template(pg, workloads or {})
+            if template is not None:
+                policy = policy or template.scheduling_policy
+                constraints = constraints or template.scheduling_constraints
+                disruption = disruption or template.disruption_mode
         min_available = 1
         if policy is not None and policy.gang is not None:
             min_available = max(1, policy.gang.min_count)
@@ -523,6 +527,7 @@ class JobInfo:
         )
         job.native = pg
         job.topology_keys = constraints.keys() if constraints is not None else ()
+        job.disrupt_whole = disruption == DISRUPTION_MODE_POD_GROUP
         job.preemptable = parse_preemptable(
             meta.annotations, meta.labels, False, f"podgroup {meta.namespace}/{meta.name}"
         )
@@ -762,6 +767,7 @@ class JobInfo:
         j.network_topology = self.network_topology
         j.native = self.native
         j.topology_keys = self.topology_keys
+        j.disrupt_whole = self.disrupt_whole
         j.preemptable = self.preemptable
         j.tasks = {}
         j.by_status = {}

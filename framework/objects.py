@@ -575,13 +575,23 @@ class PodGroupTemplateReference(_Base, frozen=True):
         return self.workload_name, self.pod_group_template_name
 
 
+#: ``spec.disruptionMode`` values (types.go ``DisruptionMode``, KEP-5710): pods are disrupted one by
+#: one (the default when unset), or the whole group together
+DISRUPTION_MODE_POD = "Pod"
+DISRUPTION_MODE_POD_GROUP = "PodGroup"
+
+
 class NativePodGroupSpec(_Base, frozen=True):
     pod_group_template_ref: PodGroupTemplateReference | None = None
     scheduling_policy: PodGroupSchedulingPolicy | None = None
     scheduling_constraints: PodGroupSchedulingConstraints | None = None
     priority_class_name: str = ""
     priority: int | None = None
+    #: ``Pod`` (default) or ``PodGroup`` (KEP-5710 workload-aware preemption)
     disruption_mode: str = ""
+    #: ``PodGroupResourceClaim`` (KEP-5729): the same shape as a pod's ``spec.resourceClaims[]``; a
+    #: pod entry equal to one of these uses the group's claim, reserved for the group
+    resource_claims: list[PodResourceClaim] = []
 
 
 class Condition(_Base, frozen=True):
@@ -597,6 +607,9 @@ class Condition(_Base, frozen=True):
 
 class NativePodGroupStatus(_Base, frozen=True):
     conditions: list[Condition] = []
+    #: ``PodGroupResourceClaimStatus`` (KEP-5729): the claim the resourceclaim controller made from
+    #: a template for each template entry of ``spec.resourceClaims``
+    resource_claim_statuses: list[PodResourceClaimStatus] = []
 
 
 class NativePodGroup(_Base, frozen=True):
@@ -611,6 +624,7 @@ class PodGroupTemplate(_Base, frozen=True):
     name: str = ""
     scheduling_policy: PodGroupSchedulingPolicy | None = None
     scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    disruption_mode: str = ""
 
 
 class WorkloadSpec(_Base, frozen=True):

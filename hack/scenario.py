@@ -195,10 +195,13 @@ def native_podgroup_dict(
     priority: int | None = None,
     template: tuple[str, str] | None = None,
     uid: str | None = None,
+    resource_claims: Iterable[dict[str, str]] = (),
+    disruption_mode: str = "",
 ) -> dict[str, Any]:
     """A ``scheduling.k8s.io/v1alpha2`` PodGroup as a manifest writes it: ``gang: {minCount}`` when
     ``min_count`` is given, else ``basic: {}`` (no policy at all when ``template`` names a Workload's
-    template: (workload, template))."""
+    template: (workload, template)); ``resource_claims`` its ``spec.resourceClaims`` (KEP-5729),
+    ``disruption_mode`` its ``spec.disruptionMode`` (``Pod`` or ``PodGroup``)."""
     spec: dict[str, Any] = {}
     if template is not None:
         spec["podGroupTemplateRef"] = {
@@ -215,6 +218,11 @@ def native_podgroup_dict(
         spec["priorityClassName"] = priority_class
     if priority is not None:
         spec["priority"] = priority
+    claims = list(resource_claims)
+    if claims:
+        spec["resourceClaims"] = claims
+    if disruption_mode:
+        spec["disruptionMode"] = disruption_mode
     labels = {QUEUE_NAME_ANNOTATION: queue} if queue else {}
     return {
         "apiVersion": "scheduling.k8s.io/v1alpha2",

@@ -18,6 +18,14 @@ devices back and two gangs never get the same device. A claim shared by several 
 once, by the first, and only reserved for the others. What a task got goes to the binder with its
 placement (``ssn.task_claims`` -> ``Placement.claims``), as ``PreBind`` writes it.
 
+A claim of a ``scheduling.k8s.io/v1alpha2`` PodGroup (KEP-5729; ``group_claim_keys`` in
+``framework/dra/view.py``) is such a shared claim: the first pod of the group placed in the gang's
+statement allocates it, the others are placed only where its allocation's node selector reaches (one
+node for node-local devices), and discarding the gang gives its devices back. It is reserved for the
+PodGroup rather than for each pod (``ClaimAllocation.consumer``), so it counts as reserved for every
+pod of the group and never fills up; a claim made from a template for the group must be owned by the
+PodGroup (as a pod's own template claim by the pod).
+
 Pods without claims pay nothing: the predicate is registered with ``applies=`` and only when the
 snapshot has DRA objects or pods with claims exist.
 """
@@ -45,7 +53,9 @@ from caldera.framework.dra.objects import AllocationResult, ResourceClaim
 from caldera.framework.dra.view import (
     RESERVED_FOR_MAX_SIZE,
     ClaimAllocation,
+    Consumer,
     DraView,
+    group_claim_keys,
     is_for_pod,
     pod_claims,
     reserved_for,
@@ -130,6 +140,8 @@ class DraPart:
         self._counted_by: dict[str, tuple[str, FreeIndex | None]] = {}
         #: per task uid: its claims' keys, or why it waits (the pod does not change in a session)
         self._claim_keys: dict[str, tuple[list[str], str]] = {}
+        #: per task uid: the keys of its claims that are its PodGroup's, and that PodGroup
+        self._group_keys: dict[str, tuple[frozenset[str], Consumer | None]] = {}
         #: the first selector error met for each claim this session (named in its reasons)
         self.claim_cel: dict[str, CelError] = {}
         #: tasks evicted in this session, and the allocated claims their evictions release (key ->
@@ -170,6 +182,21 @@ class DraPart:
             )
 
     # -- the plan ------------------------------------------------------------------------------------
+    def group_of(self, task: TaskInfo) -> tuple[frozenset[str], Consumer | None]:
+        """The task's claims that its native PodGroup shares with it, and the PodGroup as their
+        consumer (KEP-5729); nothing for a pod of a Volcano PodGroup."""
+        got = self._group_keys.get(task.uid)
+        if got is None:
+            job = self.ssn.jobs.get(task.job)
+            group = job.native if job is not None else None
+            keys = group_claim_keys(task.pod, group)
+            consumer = None
+            if keys and group is not None:
+                meta = group.metadata
+                consumer = Consumer("scheduling.k8s.io", "podgroups", meta.name, meta.uid)
+            got = self._group_keys[task.uid] = (keys, consumer)
+        return got
+
     def plan(self, task: TaskInfo) -> _Plan:
         got = self._claim_keys.get(task.uid)
         if got is None:
@@ -181,6 +208,7 @@ class DraPart:
             return plan
         claims = self.view.claims
         templated = template_claims(task.pod) if task.pod.status.resource_claim_statuses else frozenset()
+        shared, group = self.group_of(task)
         for key in keys:
             claim = claims.get(key)
             if claim is None:
@@ -189,7 +217,15 @@ class DraPart:
             if claim.metadata.deletion_timestamp:
                 plan.reason = f"ResourceClaim {key} is being deleted"
                 return plan
-            if key in templated and not is_for_pod(claim, task.uid):
+            consumer = task.uid
+            if group is not None and key in shared:
+                consumer = group.uid
+                if key in templated and not is_for_pod(claim, group.uid):
+                    plan.reason = (
+                        f"ResourceClaim {key} was not created for PodGroup {task.namespace}/{group.name}"
+                    )
+                    return plan
+            elif key in templated and not is_for_pod(claim, task.uid):
                 # kube-scheduler's PreFilter: a template's claim must be the pod's own
                 plan.reason = f"ResourceClaim {key} was not created for pod {task.key} (pod is not owner)"
                 return plan
@@ -200,7 +236,7 @@ class DraPart:
             allocation = claim.status.allocation
             if allocation is not None:
                 status = claim.status
-                if not reserved_for(claim, task.uid) and len(status.reserved_for) >= RESERVED_FOR_MAX_SIZE:
+                if not reserved_for(claim, consumer) and len(status.reserved_for) >= RESERVED_FOR_MAX_SIZE:
                     plan.reason = (
                         f"ResourceClaim {key} is in use by {len(status.reserved_for)} pods, the most allowed"
                     )
@@ -492,6 +528,7 @@ class DraPart:
             fresh[key] = result
             mine.append(key)
         out: list[ClaimAllocation] = []
+        shared, group = self.group_of(task)
         for key, claim in zip(plan.keys, plan.claims, strict=True):
             if key in fresh:
                 allocation, new = fresh[key], True
@@ -504,7 +541,12 @@ class DraPart:
                 new = True
             out.append(
                 ClaimAllocation(
-                    claim.metadata.namespace, claim.metadata.name, claim.metadata.uid, allocation, new
+                    claim.metadata.namespace,
+                    claim.metadata.name,
+                    claim.metadata.uid,
+                    allocation,
+                    new,
+                    group if key in shared else None,
                 )
             )
         self.allocated_by[task.uid] = mine

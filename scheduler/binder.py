@@ -23,6 +23,12 @@ pod with claims but no allocations from its session is never bound. An allocatio
 resourceclaim controller deallocates the claim once no pod reserves it. When the binding fails after
 the claims were written, the reservation is taken back (``Unreserve``); the controller then
 deallocates.
+
+A claim of a ``scheduling.k8s.io/v1alpha2`` PodGroup (KEP-5729, ``ClaimAllocation.consumer``) is
+reserved for the PodGroup, not the pod: the first pod of the group to be bound writes the allocation
+and the PodGroup's reservation (under the finalizer, as above), and the others find it so and write
+nothing. A failed binding leaves that reservation: the claim is the group's, its other pods use it,
+and the resourceclaim controller removes it once the PodGroup is gone (KEP-5729 "Deallocate").
 """
 
 from __future__ import annotations
@@ -458,8 +464,11 @@ class Binder:
                 status = claim.status
                 if status.allocation is not None and not same_devices(status.allocation, ca.allocation):
                     return f"ResourceClaim {ca.key} was allocated meanwhile to other devices"
-                if status.allocation is not None and reserved_for(claim, task.uid):
-                    break  # already as it must be
+                consumer = ca.consumer
+                if status.allocation is not None and reserved_for(
+                    claim, consumer.uid if consumer is not None else task.uid
+                ):
+                    break  # already as it must be (for a group's claim: by another pod of the group)
                 if status.allocation is None and CLAIM_FINALIZER not in claim.metadata.finalizers:
                     # An allocation is made under the finalizer (a normal update, before the status):
                     # the resourceclaim controller deallocates claims that carry it once no pod
@@ -472,7 +481,11 @@ class Binder:
                         continue
                     claim = added
                 reserved = [msgspec.to_builtins(r) for r in status.reserved_for]
-                reserved.append({"resource": "pods", "name": task.name, "uid": task.uid})
+                reserved.append(
+                    consumer.ref()
+                    if consumer is not None
+                    else {"resource": "pods", "name": task.name, "uid": task.uid}
+                )
                 patch: dict[str, Any] = {
                     "metadata": {"uid": ca.uid, "resourceVersion": claim.metadata.resource_version},
                     "status": {"reservedFor": reserved},
@@ -544,6 +557,8 @@ class Binder:
         the finalizer, so the resourceclaim controller deallocates it once no pod reserves it."""
         deadline = self.clock() + 5.0
         for ca in written:
+            if ca.consumer is not None:
+                continue  # reserved for the pod's group, whose other pods use it
             for _attempt in range(CLAIM_CONFLICT_RETRIES):
                 claim = await self._read_claim(ca.namespace, ca.name)
                 if isinstance(claim, ApiError) or claim.metadata.uid != ca.uid:

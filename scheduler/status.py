@@ -26,7 +26,14 @@ from caldera.cache.indexes import CacheProblems
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.cache.watch import Handler
-from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus, native_job_key
+from caldera.framework.model import (
+    ALLOCATED_STATUSES,
+    JobInfo,
+    TaskInfo,
+    TaskStatus,
+    is_native_job_key,
+    native_job_key,
+)
 from caldera.framework.objects import NativePodGroup, Pod, PodGroup
 from caldera.framework.result import Placement, SessionResult
 from caldera.metrics import scheduler as m
@@ -48,6 +55,11 @@ NATIVE_PG_STATUS_PATH = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgro
 #: (kubernetes/kubernetes staging/src/k8s.io/api/scheduling/v1alpha2/types.go, ``PodGroupStatus``)
 NATIVE_SCHEDULED = "PodGroupScheduled"
 NATIVE_UNSCHEDULABLE = "Unschedulable"
+#: the condition a native PodGroup gets when the scheduler evicts its pods to make room, and its
+#: reason (types.go ``DisruptionTarget``, ``PodGroupReasonPreemptionByScheduler``; KEP-5832 "API",
+#: KEP-5710 "Monitoring Requirements")
+NATIVE_DISRUPTION_TARGET = "DisruptionTarget"
+NATIVE_PREEMPTED = "PreemptionByScheduler"
 #: a pod that names both a native group and a Volcano PodGroup (the Warning Event's reason)
 GROUP_CONFLICT = "SchedulingGroupConflict"
 POD_STATUS_PATH = "/api/v1/namespaces/{ns}/pods/{name}/status"
@@ -80,6 +92,28 @@ class _Write:
     body: dict[str, Any]
     signature: Any = None
     attempts: int = 0
+
+
+def disrupted_native_groups(result: SessionResult) -> dict[str, Cond]:
+    """The native PodGroups whose pods the cycle evicts, each with its ``DisruptionTarget``
+    condition (True, ``PreemptionByScheduler``): KEP-5710 workload-aware preemption marks the
+    preempted PodGroup, so that its controller and its users see why its pods go."""
+    counts: dict[str, dict[str, int]] = {}
+    for eviction in result.evictions:
+        key = eviction.task.job
+        if is_native_job_key(key):
+            by = counts.setdefault(key, {})
+            by[eviction.reason] = by.get(eviction.reason, 0) + 1
+    return {
+        key: (
+            NATIVE_DISRUPTION_TARGET,
+            "True",
+            NATIVE_PREEMPTED,
+            "preempted by the scheduler to make room for higher-priority workloads: "
+            + ", ".join(f"{n} pod(s) by {action}" for action, n in sorted(by.items())),
+        )
+        for key, by in counts.items()
+    }
 
 
 def gang_message(job: JobInfo) -> str:
@@ -120,8 +154,10 @@ class StatusUpdater:
         self._pending: dict[tuple[str, str, str], _Write] = {}
         self.events = EventRecorder(component=component, instance=instance, clock=clock)
         self._sent_pg: dict[str, Signature] = {}
-        #: per native PodGroup, the PodGroupScheduled condition last sent
-        self._sent_native: dict[str, Cond] = {}
+        #: per native PodGroup, the conditions last sent (PodGroupScheduled, DisruptionTarget)
+        self._sent_native: dict[str, tuple[Cond, ...]] = {}
+        #: native jobs whose pods the observed cycle evicts: job key -> the DisruptionTarget condition
+        self._disrupted: dict[str, Cond] = {}
         #: per PodGroup, what the last observation was computed from (job copy, version, reasons, PodGroup)
         self._observed: dict[str, tuple[Any, ...]] = {}
         #: the snapshot ``seq`` of the last observed result (0: look at every job next time), the
@@ -157,6 +193,7 @@ class StatusUpdater:
         if result is None:
             return
         self._plugin_events(result)
+        self._disrupted = disrupted_native_groups(result)
         podgroups = self.cache.podgroups_view()
         jobs = result.jobs
         look = self._look_again(result)
@@ -380,47 +417,18 @@ class StatusUpdater:
             bool(pending) and not ready and not gated and bool(job.job_fit_error or job.fit_errors)
         )
         message = gang_message(job) if unschedulable else ""
-        cond: Cond | None = None
+        wanted: list[Cond] = []
         if ready:
-            cond = (NATIVE_SCHEDULED, "True", SCHEDULED, f"{allocated} of {len(job.tasks)} pods scheduled")
+            wanted.append(
+                (NATIVE_SCHEDULED, "True", SCHEDULED, f"{allocated} of {len(job.tasks)} pods scheduled")
+            )
         elif unschedulable:
-            cond = (NATIVE_SCHEDULED, "False", NATIVE_UNSCHEDULABLE, message)
-        if cond is not None:
-            current = next((c for c in pg.status.conditions if c.type == NATIVE_SCHEDULED), None)
-            held = (current.type, current.status, current.reason, current.message) if current else None
-            if held == cond:
-                self._sent_native.pop(key, None)
-            elif self._sent_native.get(key) != cond:
-                when = (
-                    current.last_transition_time
-                    if current is not None and current.status == cond[1] and current.last_transition_time
-                    else now_rfc3339()
-                )
-                conditions: list[dict[str, Any]] = [
-                    {
-                        "type": c.type,
-                        "status": c.status,
-                        "reason": c.reason,
-                        "message": c.message,
-                        "lastTransitionTime": c.last_transition_time or when,
-                        **({"observedGeneration": c.observed_generation} if c.observed_generation else {}),
-                    }
-                    for c in pg.status.conditions
-                    if c.type != NATIVE_SCHEDULED
-                ]
-                conditions.append(
-                    {
-                        "type": cond[0],
-                        "status": cond[1],
-                        "reason": cond[2],
-                        "message": cond[3],
-                        "lastTransitionTime": when,
-                        "observedGeneration": pg.metadata.generation,
-                    }
-                )
-                self._sent_native[key] = cond
-                body = {"status": {"conditions": conditions}}
-                self._queue(_Write("native-podgroup", pg.metadata.namespace, pg.metadata.name, body, cond))
+            wanted.append((NATIVE_SCHEDULED, "False", NATIVE_UNSCHEDULABLE, message))
+        disrupted = self._disrupted.get(key)
+        if disrupted is not None:
+            wanted.append(disrupted)
+        if wanted:
+            self._want_native_conditions(key, pg, tuple(wanted))
         if unschedulable:
             self.event_for_podgroup(pg, "Warning", "FailedScheduling", message)
             for task in pending:
@@ -430,6 +438,63 @@ class StatusUpdater:
                 self.pod_unschedulable(task, pod_msg)
                 if self.per_pod_events:
                     self.event_for_pod(task, "Warning", "FailedScheduling", pod_msg)
+
+    def _want_native_conditions(self, key: str, pg: NativePodGroup, wanted: tuple[Cond, ...]) -> None:
+        """Write the wanted conditions through ``podgroups/status`` unless the PodGroup holds them or
+        the same wish is on its way; the PodGroup's other conditions are kept, and a condition's
+        ``lastTransitionTime`` moves only when its status does."""
+        current = {c.type: c for c in pg.status.conditions}
+        # a condition sent before that the PodGroup does not show yet goes again with these: the
+        # write replaces the whole list
+        wanted += tuple(
+            c
+            for c in self._sent_native.get(key, ())
+            if c[0] not in current and all(c[0] != w[0] for w in wanted)
+        )
+
+        def held(cond: Cond) -> bool:
+            c = current.get(cond[0])
+            return c is not None and (c.type, c.status, c.reason, c.message) == cond
+
+        if all(held(cond) for cond in wanted):
+            self._sent_native.pop(key, None)
+            return
+        if self._sent_native.get(key) == wanted:
+            return
+        now = now_rfc3339()
+        types = {cond[0] for cond in wanted}
+        conditions: list[dict[str, Any]] = [
+            {
+                "type": c.type,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": c.last_transition_time or now,
+                **({"observedGeneration": c.observed_generation} if c.observed_generation else {}),
+            }
+            for c in pg.status.conditions
+            if c.type not in types
+        ]
+        for cond in wanted:
+            before = current.get(cond[0])
+            when = (
+                before.last_transition_time
+                if before is not None and before.status == cond[1] and before.last_transition_time
+                else now
+            )
+            conditions.append(
+                {
+                    "type": cond[0],
+                    "status": cond[1],
+                    "reason": cond[2],
+                    "message": cond[3],
+                    "lastTransitionTime": when,
+                    "observedGeneration": pg.metadata.generation,
+                }
+            )
+        self._sent_native[key] = wanted
+        body = {"status": {"conditions": conditions}}
+        self._queue(_Write("native-podgroup", pg.metadata.namespace, pg.metadata.name, body, wanted))
 
     def _group(self, job: str) -> PodGroup | NativePodGroup | None:
         """The Volcano or native PodGroup of job key ``job``."""

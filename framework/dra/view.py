@@ -13,6 +13,13 @@ plugin does (``PreFilter`` -> ``podResourceClaims``, ``resourceclaim.Name`` in
 ``status.resourceClaimStatuses`` (until then the pod waits). A claim that does not exist (yet) makes
 the pod wait too, with a reason.
 
+:func:`group_claim_keys` finds the claims a pod shares with its ``scheduling.k8s.io/v1alpha2``
+PodGroup (KEP-5729, ``keps/sig-scheduling/5729-resourceclaim-support-for-workloads``): a pod entry
+equal to one of the PodGroup's ``spec.resourceClaims`` (same name, same ``resourceClaimName`` or
+``resourceClaimTemplateName``) uses the group's claim, which is reserved for the PodGroup instead of
+the pod, and made from a template once for the group (owned by the PodGroup, named in the pod's
+status as in the PodGroup's).
+
 :class:`ClaimAllocation` is what a placement carries to the binder for each of its pod's claims.
 """
 
@@ -24,7 +31,7 @@ from decimal import Decimal
 
 from caldera.framework.dra.allocator import DeviceID, Inventory
 from caldera.framework.dra.objects import AllocationResult, DeviceClass, ResourceClaim
-from caldera.framework.objects import Pod
+from caldera.framework.objects import NativePodGroup, Pod
 from caldera.framework.quantity import QuantityError, parse_quantity
 
 #: ``resourceapi.ResourceClaimReservedForMaxSize``: at most this many consumers of one claim
@@ -153,20 +160,60 @@ def same_devices(a: AllocationResult, b: AllocationResult) -> bool:
     return devices(a) == devices(b)
 
 
-def reserved_for(claim: ResourceClaim, pod_uid: str) -> bool:
-    return any(ref.uid == pod_uid for ref in claim.status.reserved_for)
+def reserved_for(claim: ResourceClaim, consumer_uid: str) -> bool:
+    """Whether the claim is reserved for the consumer (a pod, or a PodGroup) of this uid."""
+    return any(ref.uid == consumer_uid for ref in claim.status.reserved_for)
+
+
+def group_claim_keys(pod: Pod, group: NativePodGroup | None) -> frozenset[str]:
+    """The ``namespace/name`` of the pod's claims that are its PodGroup's (KEP-5729 "Pod": the pod's
+    ``spec.resourceClaims`` entry equals one of the group's ``spec.resourceClaims`` in name,
+    ``resourceClaimName`` and ``resourceClaimTemplateName``); a template entry's claim is the one the
+    pod's status names, else the one the PodGroup's ``status.resourceClaimStatuses`` names."""
+    if group is None or not group.spec.resource_claims or not pod.spec.resource_claims:
+        return frozenset()
+    namespace = pod.metadata.namespace
+    if group.metadata.namespace != namespace:
+        return frozenset()
+    shared = set(group.spec.resource_claims)
+    named = {s.name: s.resource_claim_name for s in group.status.resource_claim_statuses}
+    named.update({s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses})
+    out: set[str] = set()
+    for entry in pod.spec.resource_claims:
+        if entry not in shared:
+            continue
+        name = entry.resource_claim_name or named.get(entry.name)
+        if name:
+            out.add(f"{namespace}/{name}")
+    return frozenset(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    """A ``reservedFor`` entry other than the pod itself: the PodGroup a group's claim is reserved
+    for (KEP-5729: ``apiGroup: scheduling.k8s.io``, ``resource: podgroups``)."""
+
+    api_group: str
+    resource: str
+    name: str
+    uid: str
+
+    def ref(self) -> dict[str, str]:
+        return {"apiGroup": self.api_group, "resource": self.resource, "name": self.name, "uid": self.uid}
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimAllocation:
     """One claim of a placed pod: the allocation it must hold when the pod is bound (allocated in
-    this session when ``new``, else the one it had) and the pod to reserve it for."""
+    this session when ``new``, else the one it had) and whom to reserve it for: the pod, or
+    ``consumer`` (the pod's PodGroup, for a claim of the group)."""
 
     namespace: str
     name: str
     uid: str
     allocation: AllocationResult
     new: bool
+    consumer: Consumer | None = None
 
     @property
     def key(self) -> str:

@@ -45,7 +45,7 @@ import orjson
 
 from .errors import invalid
 from .loop import BackgroundLoop
-from .resources import CORE_EVENTS, PODS, Resource, resource
+from .resources import BY_ID, CORE_EVENTS, PODS, Resource, resource
 
 if TYPE_CHECKING:
     from .store import Store, WatchEvent
@@ -57,6 +57,8 @@ DEVICE_CLASSES = resource("deviceclasses", GROUP)
 RESOURCE_SLICES = resource("resourceslices", GROUP)
 RESOURCE_CLAIMS = resource("resourceclaims", GROUP)
 RESOURCE_CLAIM_TEMPLATES = resource("resourceclaimtemplates", GROUP)
+#: Kubernetes' own PodGroups (served only with the native gang API on)
+NATIVE_PODGROUPS = BY_ID["podgroups.scheduling.k8s.io"]
 
 #: The finalizer kube-scheduler puts on a claim it allocates (`resourceapi.Finalizer`); the resourceclaim
 #: controller clears the allocation of an unreserved claim only when it is there.
@@ -703,6 +705,36 @@ def generate_name(pod_name: str, claim_name: str) -> str:
     )
 
 
+def group_entry(pod: dict[str, Any], group: dict[str, Any] | None, pod_claim: dict[str, Any]) -> bool:
+    """KEP-5729 "Pod": the pod's `spec.resourceClaims` entry equals one of its PodGroup's
+    `spec.resourceClaims` (name, `resourceClaimName`, `resourceClaimTemplateName`), so it stands for
+    the group's claim, reserved (and for a template, made) for the PodGroup."""
+    if group is None:
+        return False
+
+    def norm(entry: Any) -> tuple[Any, Any, Any]:
+        entry = _dict(entry)
+        return entry.get("name"), entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+
+    mine = norm(pod_claim)
+    return any(norm(e) == mine for e in _list(_dict(group.get("spec")).get("resourceClaims")))
+
+
+def _pods_group(store: Store, pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The native PodGroup the pod names in `spec.schedulingGroup`, if served and there."""
+    name = _dict(pod["spec"].get("schedulingGroup")).get("podGroupName")
+    if not name or not store.native_gang:
+        return None
+    return store.get_obj(NATIVE_PODGROUPS, pod["metadata"]["namespace"], str(name))
+
+
+def _claim_status_name(group: dict[str, Any], entry: str) -> str | None:
+    for status in _list(_dict(group.get("status")).get("resourceClaimStatuses")):
+        if _dict(status).get("name") == entry and status.get("resourceClaimName"):
+            return str(status["resourceClaimName"])
+    return None
+
+
 class ResourceClaimController(BackgroundLoop):
     """What kube-controller-manager's resourceclaim controller does (pkg/controller/resourceclaim/controller.go):
 
@@ -722,6 +754,16 @@ class ResourceClaimController(BackgroundLoop):
       controller.
 
     Pods are tracked from the moment they are seen, so a deleted pod is known to be gone (`deletedObjects`).
+
+    PodGroups' claims (KEP-5729, `keps/sig-scheduling/5729-resourceclaim-support-for-workloads`, "ResourceClaim
+    Lifecycle"), with the native gang API served: for each `resourceClaimTemplateName` entry of a PodGroup's
+    `spec.resourceClaims` a claim is made once for the group (generateName `<podgroup>-<entry>-`, the PodGroup as
+    controlling owner, `resource.kubernetes.io/pod-claim-name: <entry>`) and named in the PodGroup's
+    `status.resourceClaimStatuses`; a pod whose entry equals the group's gets that name in its own status instead
+    of a claim of its own, and is never reserved by the controller (the scheduler reserves the claim for the
+    PodGroup). A `reservedFor` entry of a PodGroup stays while that PodGroup exists; the garbage collector deletes
+    the group's claims with it. Not modelled: the PodGroup deletion finalizer kube-controller-manager keeps until
+    the group's pods are done.
     """
 
     task_name = "sim-resourceclaim-controller"
@@ -739,9 +781,13 @@ class ResourceClaimController(BackgroundLoop):
             OrderedDict()
         )  # uids of deleted pods (an LRU of 500, as there)
         self._reported: set[tuple[str, str]] = set()  # (pod uid, entry) whose missing template has an Event
+        # PodGroups whose claims to make, and pods waiting for their group's claim: (namespace, group) -> pods
+        self._groups: set[tuple[str, str]] = set()
+        self._group_waiting: dict[tuple[str, str], set[str]] = {}
         store.subscribe(PODS, self._on_pod)
         store.subscribe(RESOURCE_CLAIMS, self._on_claim)
         store.subscribe(RESOURCE_CLAIM_TEMPLATES, self._on_template)
+        store.subscribe(NATIVE_PODGROUPS, self._on_podgroup)
 
     # -- event handlers (`enqueuePod`, `enqueueResourceClaim`) --
 
@@ -796,7 +842,27 @@ class ResourceClaimController(BackgroundLoop):
             return
         meta = ev.obj["metadata"]
         for pod in self._waiting.pop((meta["namespace"], meta["name"]), ()):
-            self._pods.add((meta["namespace"], pod))
+            if pod.startswith("podgroup/"):
+                self._groups.add((meta["namespace"], pod.partition("/")[2]))
+            else:
+                self._pods.add((meta["namespace"], pod))
+        self._wake_up()
+
+    def _on_podgroup(self, ev: WatchEvent) -> None:
+        meta = ev.obj["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        if ev.type == "DELETED":
+            # its reservations go (`syncClaim`): every claim of the namespace is looked at again
+            for claim in self.store.objects(RESOURCE_CLAIMS, ns):
+                if any(
+                    _dict(r).get("uid") == meta["uid"]
+                    for r in _list(_dict(claim.get("status")).get("reservedFor"))
+                ):
+                    self._claims.add((ns, claim["metadata"]["name"]))
+        else:
+            self._groups.add((ns, name))
+            for pod in self._group_waiting.pop((ns, name), ()):
+                self._pods.add((ns, pod))
         self._wake_up()
 
     async def _run(self) -> None:
@@ -804,7 +870,10 @@ class ResourceClaimController(BackgroundLoop):
             await self._wake.wait()
             self._wake.clear()
             await asyncio.sleep(0.005)  # let a burst of changes land, like a work queue
-            while self._pods or self._claims:
+            while self._pods or self._claims or self._groups:
+                groups, self._groups = self._groups, set()
+                for ns, name in sorted(groups):
+                    self._guard(self.sync_podgroup, ns, name)
                 pods, self._pods = self._pods, set()
                 for ns, name in sorted(pods):
                     self._guard(self.sync_pod, ns, name)
@@ -822,7 +891,13 @@ class ResourceClaimController(BackgroundLoop):
             # make again the claim `syncClaim` just deleted for it (bounded there by its work queue's backoff).
             return
         made: dict[str, str] = {}
+        group = _pods_group(self.store, pod)
         for pod_claim in _list(pod["spec"].get("resourceClaims")):
+            if group_entry(pod, group, _dict(pod_claim)):
+                named = self._group_claim(pod, group or {}, _dict(pod_claim))
+                if named is not None:
+                    made[str(pod_claim["name"])] = named
+                continue
             created = self._handle_claim(pod, _dict(pod_claim))
             if created is not None:
                 made[str(pod_claim["name"])] = created
@@ -837,6 +912,8 @@ class ResourceClaimController(BackgroundLoop):
         if not pod["spec"].get("nodeName"):
             return  # the scheduler reserves the claims of a pod it binds
         for pod_claim in _list(pod["spec"].get("resourceClaims")):
+            if group_entry(pod, group, _dict(pod_claim)):
+                continue  # reserved for the PodGroup, by the scheduler
             try:
                 claim_name, check_owner = pod_claim_name(pod, _dict(pod_claim))
             except (_ClaimNotFound, ValueError):
@@ -876,34 +953,97 @@ class ResourceClaimController(BackgroundLoop):
                 self._waiting.setdefault((ns, template_name), set()).add(pod["metadata"]["name"])
                 self._report_missing_template(pod, entry, template_name)
                 return None
-            tspec = _dict(template.get("spec"))
-            tmeta = _dict(tspec.get("metadata"))
-            body = {
-                "apiVersion": RESOURCE_CLAIMS.api_version,
-                "kind": RESOURCE_CLAIMS.kind,
-                "metadata": {
-                    "generateName": generate_name(pod["metadata"]["name"], entry),
-                    "namespace": ns,
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Pod",
-                            "name": pod["metadata"]["name"],
-                            "uid": pod["metadata"]["uid"],
-                            "controller": True,
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
-                    "annotations": {**_dict(tmeta.get("annotations")), POD_CLAIM_ANNOTATION: entry},
-                    **({"labels": dict(tmeta["labels"])} if tmeta.get("labels") else {}),
-                },
-                "spec": orjson.loads(orjson.dumps(tspec.get("spec") or {})),
-            }
-            claim = self.store.create(RESOURCE_CLAIMS, ns, body).obj
+            claim = self._create_from_template(pod, entry, template)
         return str(claim["metadata"]["name"])
 
+    def _group_claim(
+        self, pod: dict[str, Any], group: dict[str, Any], pod_claim: dict[str, Any]
+    ) -> str | None:
+        """The name of the group's claim a template entry of the pod stands for, to record in the pod's status
+        (None when it is there already, names a claim directly, or the group has none yet: the pod waits)."""
+        if not pod_claim.get("resourceClaimTemplateName"):
+            return None
+        entry = str(pod_claim.get("name", ""))
+        name = _claim_status_name(group, entry)
+        if name is None:
+            ns = pod["metadata"]["namespace"]
+            self._group_waiting.setdefault((ns, group["metadata"]["name"]), set()).add(
+                pod["metadata"]["name"]
+            )
+            return None
+        for status in _list(_dict(pod.get("status")).get("resourceClaimStatuses")):
+            if _dict(status).get("name") == entry and status.get("resourceClaimName") == name:
+                return None
+        return name
+
+    def sync_podgroup(self, ns: str, name: str) -> None:
+        """KEP-5729 "Create": a claim from each template entry of the PodGroup, made once, owned by the group."""
+        group = self.store.get_obj(NATIVE_PODGROUPS, ns, name)
+        if group is None or group["metadata"].get("deletionTimestamp"):
+            return
+        made: dict[str, str] = {}
+        for entry in _list(_dict(group.get("spec")).get("resourceClaims")):
+            entry = _dict(entry)
+            template_name = entry.get("resourceClaimTemplateName")
+            if not template_name or _claim_status_name(group, str(entry.get("name"))) is not None:
+                continue
+            claim = self._find_pod_claim(group, str(entry.get("name", "")))
+            if claim is None:
+                template = self.store.get_obj(RESOURCE_CLAIM_TEMPLATES, ns, str(template_name))
+                if template is None:
+                    self._waiting.setdefault((ns, str(template_name)), set()).add(f"podgroup/{name}")
+                    continue
+                claim = self._create_from_template(
+                    group, str(entry.get("name", "")), template, NATIVE_PODGROUPS.api_version, "PodGroup"
+                )
+            made[str(entry["name"])] = str(claim["metadata"]["name"])
+        if not made:
+            return
+        status = dict(_dict(group.get("status")))
+        entries = [e for e in _list(status.get("resourceClaimStatuses")) if _dict(e).get("name") not in made]
+        entries += [{"name": entry, "resourceClaimName": claim} for entry, claim in made.items()]
+        status["resourceClaimStatuses"] = entries
+        self.store.put_status(NATIVE_PODGROUPS, ns, name, status)
+        for pod in self._group_waiting.pop((ns, name), ()):
+            self._pods.add((ns, pod))
+
+    def _create_from_template(
+        self,
+        owner: dict[str, Any],
+        entry: str,
+        template: dict[str, Any],
+        api_version: str = "v1",
+        kind: str = "Pod",
+    ) -> dict[str, Any]:
+        """A claim from the template, controlled by ``owner`` (a pod or a PodGroup), annotated with the entry."""
+        meta = owner["metadata"]
+        tspec = _dict(template.get("spec"))
+        tmeta = _dict(tspec.get("metadata"))
+        body = {
+            "apiVersion": RESOURCE_CLAIMS.api_version,
+            "kind": RESOURCE_CLAIMS.kind,
+            "metadata": {
+                "generateName": generate_name(meta["name"], entry),
+                "namespace": meta["namespace"],
+                "ownerReferences": [
+                    {
+                        "apiVersion": api_version,
+                        "kind": kind,
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+                "annotations": {**_dict(tmeta.get("annotations")), POD_CLAIM_ANNOTATION: entry},
+                **({"labels": dict(tmeta["labels"])} if tmeta.get("labels") else {}),
+            },
+            "spec": orjson.loads(orjson.dumps(tspec.get("spec") or {})),
+        }
+        return self.store.create(RESOURCE_CLAIMS, meta["namespace"], body).obj
+
     def _find_pod_claim(self, pod: dict[str, Any], entry: str) -> dict[str, Any] | None:
-        """`findPodResourceClaim`: a claim the pod controls that was made for this entry."""
+        """`findPodResourceClaim`: a claim the pod (or PodGroup) controls that was made for this entry."""
         for _res_id, (ns, name) in self.store.dependents(pod["metadata"]["uid"], RESOURCE_CLAIMS):
             claim = self.store.get_obj(RESOURCE_CLAIMS, ns, name)
             if claim is None or not _is_for_pod(pod, claim):
@@ -980,6 +1120,16 @@ class ResourceClaimController(BackgroundLoop):
         valid = []
         for ref in reserved:
             ref = _dict(ref)
+            if ref.get("apiGroup") == "scheduling.k8s.io" and ref.get("resource") == "podgroups":
+                # KEP-5729 "Deallocate": a PodGroup's reservation stays while the PodGroup does
+                group = (
+                    self.store.get_obj(NATIVE_PODGROUPS, ns, str(ref.get("name", "")))
+                    if self.store.native_gang
+                    else None
+                )
+                if group is not None and group["metadata"]["uid"] == ref.get("uid"):
+                    valid.append(ref)
+                continue
             if ref.get("apiGroup", "") != "" or ref.get("resource") != "pods":
                 log.warning("claim %s/%s: unsupported ReservedFor entry %s", ns, name, ref)
                 return

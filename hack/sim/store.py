@@ -313,36 +313,87 @@ def _validate_metadata(res: Resource, name: str, meta: dict[str, Any]) -> None:
 
 
 def _check_native_podgroup(name: str, spec: dict[str, Any]) -> None:
-    """A ``scheduling.k8s.io/v1alpha2`` PodGroup's policy: exactly one of ``basic`` and ``gang``,
-    ``gang.minCount`` at least 1 (types.go ``PodGroupSchedulingPolicy``, a union)."""
+    """A ``scheduling.k8s.io/v1alpha2`` PodGroup's spec as types.go declares it: the policy is
+    exactly one of ``basic`` and ``gang`` with ``gang.minCount`` at least 1
+    (``PodGroupSchedulingPolicy``, a union); ``disruptionMode`` is ``Pod`` or ``PodGroup``
+    (``DisruptionMode``, an enum); ``resourceClaims`` (``PodGroupResourceClaim``, at most 4, keyed by
+    name) each name a DNS label and exactly one of ``resourceClaimName`` and
+    ``resourceClaimTemplateName``."""
+    causes: list[tuple[str, str, str]] = []
     policy = spec.get("schedulingPolicy") or {}
     chosen = [k for k in ("basic", "gang") if policy.get(k) is not None]
     if len(chosen) != 1:
-        raise invalid(
-            "PodGroup",
-            name,
-            [
-                (
-                    "spec.schedulingPolicy",
-                    "FieldValueInvalid",
-                    "Invalid value: must specify exactly one of: `basic`, `gang`",
-                )
-            ],
+        causes.append(
+            (
+                "spec.schedulingPolicy",
+                "FieldValueInvalid",
+                "Invalid value: must specify exactly one of: `basic`, `gang`",
+            )
         )
-    if chosen == ["gang"]:
+    elif chosen == ["gang"]:
         count = policy["gang"].get("minCount")
         if not isinstance(count, int) or count < 1:
-            raise invalid(
-                "PodGroup",
-                name,
-                [
-                    (
-                        "spec.schedulingPolicy.gang.minCount",
-                        "FieldValueInvalid",
-                        f"Invalid value: {count}: must be greater than or equal to 1",
-                    )
-                ],
+            causes.append(
+                (
+                    "spec.schedulingPolicy.gang.minCount",
+                    "FieldValueInvalid",
+                    f"Invalid value: {count}: must be greater than or equal to 1",
+                )
             )
+    mode = spec.get("disruptionMode")
+    if mode is not None and mode not in ("Pod", "PodGroup"):
+        causes.append(
+            (
+                "spec.disruptionMode",
+                "FieldValueNotSupported",
+                f'Unsupported value: "{mode}": supported values: "Pod", "PodGroup"',
+            )
+        )
+    claims = spec.get("resourceClaims")
+    if claims is not None:
+        if not isinstance(claims, list):
+            claims = []
+            causes.append(("spec.resourceClaims", "FieldValueTypeInvalid", "Invalid value: must be a list"))
+        if len(claims) > 4:
+            causes.append(
+                (
+                    "spec.resourceClaims",
+                    "FieldValueTooMany",
+                    f"Too many: {len(claims)}: must have at most 4 items",
+                )
+            )
+        seen: set[str] = set()
+        for i, claim in enumerate(claims):
+            where = f"spec.resourceClaims[{i}]"
+            claim = claim if isinstance(claim, dict) else {}
+            entry = claim.get("name")
+            if not entry:
+                causes.append((f"{where}.name", "FieldValueRequired", "Required value"))
+            elif not isinstance(entry, str) or not _LABEL.match(entry) or len(entry) > 63:
+                causes.append(
+                    (
+                        f"{where}.name",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{entry}": a lowercase RFC 1123 label must consist of lower case '
+                        "alphanumeric characters or '-', and must start and end with an alphanumeric character",
+                    )
+                )
+            elif entry in seen:
+                causes.append((f"{where}", "FieldValueDuplicate", f'Duplicate value: {{"name":"{entry}"}}'))
+            else:
+                seen.add(entry)
+            sources = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if claim.get(k)]
+            if len(sources) != 1:
+                causes.append(
+                    (
+                        where,
+                        "FieldValueInvalid",
+                        "Invalid value: must specify exactly one of: `resourceClaimName`, "
+                        "`resourceClaimTemplateName`",
+                    )
+                )
+    if causes:
+        raise invalid("PodGroup", name, causes)
 
 
 def _default_requests(container: dict[str, Any]) -> dict[str, Any]:

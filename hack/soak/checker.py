@@ -7,7 +7,9 @@ or a 410, like any client must), and every `interval` evaluates:
 - capacity: no node's bound, unfinished pods request more than its allocatable, and the kubelet never
   refuses a pod for lack of room (`OutOf<resource>`);
 - gang: no PodGroup with all its pods present and none finished stays bound below its min member for longer
-  than one scheduling period plus the bind allowance (extended by the fault windows it overlaps);
+  than one scheduling period plus the bind allowance (extended by the fault windows it overlaps); with
+  `native_gang`, Kubernetes' own PodGroups (scheduling.k8s.io/v1alpha2) too, held to `gang.minCount`, their
+  pods naming them in `spec.schedulingGroup`;
 - bind-once: no pod's `spec.nodeName` ever changes once set;
 - foreign: pods of other schedulers are never bound, annotated or deleted by us;
 - podgroup: every unfinished pod of ours names a PodGroup that exists (within a grace period);
@@ -29,7 +31,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from caldera.framework.model import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION
+from caldera.framework.model import GROUP_NAME_ANNOTATION, NATIVE_JOB_PREFIX, QUEUE_NAME_ANNOTATION
 from caldera.hack.sim.quantity import parse_quantity, pod_requests
 from caldera.hack.workload.client import Api
 from caldera.hack.workload.manifests import WORKLOAD_LABEL
@@ -147,6 +149,8 @@ class CheckerConfig:
     fault_recovery: float = 12.0  # extra seconds after a restart/failover window
     schedulers: tuple[str, ...] = ("caldera",)
     fits_workloads: tuple[str, ...] = ("besteffort", "deploy", "probe")
+    #: whether the cluster serves Kubernetes' own PodGroups (then mirrored and checked as gangs)
+    native_gang: bool = False
 
 
 @dataclass
@@ -168,6 +172,10 @@ class Checker:
         self.pods = Mirror(api, "/api/v1/pods", self._on_pod)
         self.nodes = Mirror(api, "/api/v1/nodes")
         self.groups = Mirror(api, "/apis/scheduling.volcano.sh/v1beta1/podgroups")
+        self.native_groups = (
+            Mirror(api, "/apis/scheduling.k8s.io/v1alpha2/podgroups") if config.native_gang else None
+        )
+        self._groups_now: dict[str, tuple[int, str]] | None = None
         self.queues = Mirror(api, "/apis/scheduling.volcano.sh/v1beta1/queues")
         self.violations: list[Violation] = []
         self._seen_violation: set[tuple[str, str]] = set()
@@ -287,16 +295,54 @@ class Checker:
                     f"kubelet refused it: {status.get('reason')} on {pod['spec'].get('nodeName')}",
                 )
 
+    @staticmethod
+    def group_key(pod: dict[str, Any]) -> str | None:
+        """The key of the PodGroup the pod names: ``ns/name`` (Volcano's, by annotation) or ``ns/k8s:name``
+        (Kubernetes' own, by ``spec.schedulingGroup``, which wins as in the scheduler); None: no group."""
+        ns = pod["metadata"].get("namespace", "")
+        native = (pod.get("spec") or {}).get("schedulingGroup") or {}
+        if native.get("podGroupName"):
+            return f"{ns}/{NATIVE_JOB_PREFIX}{native['podGroupName']}"
+        group = (pod["metadata"].get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+        return f"{ns}/{group}" if group else None
+
+    def podgroups(self) -> dict[str, tuple[int, str]]:
+        """Every PodGroup by ``group_key``: (its min member, its queue); collected once per check."""
+        if self._groups_now is None:
+            self._groups_now = self._collect_podgroups()
+        return self._groups_now
+
+    def _collect_podgroups(self) -> dict[str, tuple[int, str]]:
+        out = {
+            key: (
+                int((pg.get("spec") or {}).get("minMember") or 1),
+                str((pg.get("spec") or {}).get("queue") or "default"),
+            )
+            for key, pg in self.groups.objects.items()
+        }
+        if self.native_groups is not None:
+            for key, pg in self.native_groups.objects.items():
+                ns, _, name = key.partition("/")
+                gang = ((pg.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") or {}
+                meta = pg["metadata"]
+                queue = (meta.get("labels") or {}).get(QUEUE_NAME_ANNOTATION) or (
+                    meta.get("annotations") or {}
+                ).get(QUEUE_NAME_ANNOTATION)
+                out[f"{ns}/{NATIVE_JOB_PREFIX}{name}"] = (
+                    int(gang.get("minCount") or 1),
+                    str(queue or "default"),
+                )
+        return out
+
     def check_gangs(self, t: float) -> None:
         by_group: dict[str, list[dict[str, Any]]] = {}
         for pod in self.pods.objects.values():
-            group = (pod["metadata"].get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+            group = self.group_key(pod)
             if group and self.ours(pod):
-                by_group.setdefault(f"{pod['metadata'].get('namespace', '')}/{group}", []).append(pod)
+                by_group.setdefault(group, []).append(pod)
         limit = self.config.period + self.config.bind_allowance
         partial_now: set[str] = set()
-        for key, pg in self.groups.objects.items():
-            m = int((pg.get("spec") or {}).get("minMember") or 1)
+        for key, (m, _queue) in self.podgroups().items():
             pods = by_group.get(key, [])
             if m <= 1 or len(pods) < m:
                 continue
@@ -334,13 +380,14 @@ class Checker:
 
     def check_podgroups(self, t: float) -> None:
         missing_now: set[str] = set()
+        groups = self.podgroups()
         for key, pod in self.pods.objects.items():
             if not self.ours(pod) or (pod.get("status") or {}).get("phase") in TERMINAL:
                 continue
             if pod["metadata"].get("deletionTimestamp"):
                 continue
-            group = (pod["metadata"].get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
-            if group and f"{pod['metadata'].get('namespace', '')}/{group}" in self.groups.objects:
+            group = self.group_key(pod)
+            if group and group in groups:
                 continue
             missing_now.add(key)
             since = self.missing_pg_since.setdefault(key, t)
@@ -354,10 +401,10 @@ class Checker:
 
     def queue_of(self, pod: dict[str, Any]) -> str:
         meta = pod["metadata"]
-        group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
-        pg = self.groups.objects.get(f"{meta.get('namespace', '')}/{group}") if group else None
-        if pg is not None:
-            return str((pg.get("spec") or {}).get("queue") or "default")
+        group = self.group_key(pod)
+        found = self.podgroups().get(group) if group else None
+        if found is not None:
+            return found[1]
         return str((meta.get("annotations") or {}).get(QUEUE_NAME_ANNOTATION) or "default")
 
     def queue_room(self) -> dict[str, dict[str, Fraction]]:
@@ -456,6 +503,7 @@ class Checker:
 
     def check(self) -> None:
         t = self.now()
+        self._groups_now = None  # the PodGroups as the mirrors hold them now
         usage = self.node_usage()
         self.check_capacity(usage)
         self.check_gangs(t)
@@ -474,13 +522,12 @@ class Checker:
         )
 
     async def run(self, stop: asyncio.Event, interval: float = 1.0) -> None:
-        mirrors = [
-            asyncio.create_task(m.run(stop)) for m in (self.pods, self.nodes, self.groups, self.queues)
-        ]
+        watched = [self.pods, self.nodes, self.groups, self.queues]
+        if self.native_groups is not None:
+            watched.append(self.native_groups)
+        mirrors = [asyncio.create_task(m.run(stop)) for m in watched]
         try:
-            await asyncio.gather(
-                *(m.synced.wait() for m in (self.pods, self.nodes, self.groups, self.queues))
-            )
+            await asyncio.gather(*(m.synced.wait() for m in watched))
             while not stop.is_set():
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), interval)

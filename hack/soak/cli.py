@@ -42,6 +42,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--nodes", type=int, default=48, help="CPU nodes (plus 4 GPU and 4 vGPU nodes)")
     p.add_argument("--period", default="500ms", help="the scheduler's --schedule-period")
     p.add_argument("--replicas", type=int, default=2, help="scheduler replicas (leader election when > 1)")
+    p.add_argument(
+        "--native-gang",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="this share (0..1) of the gangs as Kubernetes' own scheduling.k8s.io/v1alpha2 PodGroups (the "
+        "simulator serves the API)",
+    )
     p.add_argument("--workdir", help="keep the processes' logs here")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=run)
@@ -58,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         period=args.period,
         replicas=args.replicas,
         verbose=args.verbose,
+        native_gang=args.native_gang,
     )
     if args.workdir:
         Path(args.workdir).mkdir(parents=True, exist_ok=True)

@@ -62,6 +62,7 @@ class Soak:
             history_size=20_000,
             bookmark_interval=5.0,
             seed=opts.seed,
+            native_gang=opts.native_gang > 0,
         )
         stop = asyncio.Event()
         self.timeline.t0 = t0 = time.monotonic()
@@ -76,7 +77,9 @@ class Soak:
         )
         async with Api(sim.url, sim.token) as api, Api(sim.url, sim.token) as checker_api:
             self.checker = checker = Checker(
-                checker_api, CheckerConfig(period=parse_duration(opts.period)), t0
+                checker_api,
+                CheckerConfig(period=parse_duration(opts.period), native_gang=opts.native_gang > 0),
+                t0,
             )
             metric_checks = self.metric_checks = MetricChecks(
                 opts, supervisor, checker, self.summary, self.timeline
@@ -112,7 +115,10 @@ class Soak:
             ]
             load_seconds = opts.load_fraction * self.duration
             shape = ClusterShape(ib_groups=opts.ib_groups, nodes=opts.nodes)
-            plan = build_plan(make_generators(parse_mix(opts.mix), load_seconds - 1.0), opts.seed, shape)
+            generators = make_generators(
+                parse_mix(opts.mix), load_seconds - 1.0, native_fraction=opts.native_gang
+            )
+            plan = build_plan(generators, opts.seed, shape)
             executor = Executor(
                 api,
                 plan,

@@ -22,4 +22,7 @@ class Options:
     storm_seconds: float = 8.0
     probe_pods: int = 20
     finished_ttl: float = 15.0  # seconds finished pods stay before the janitor deletes them
+    #: the share of the workloads' gangs that are Kubernetes' own PodGroups (the simulator then serves
+    #: scheduling.k8s.io/v1alpha2, and the checker holds those gangs to their minCount too)
+    native_gang: float = 0.0
     verbose: bool = False

@@ -29,6 +29,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--namespace", default="soak")
     p.add_argument("--plan", action="store_true", help="print the plan (one line per action) and exit")
+    p.add_argument(
+        "--native-gang",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="this share (0..1) of the gangs are Kubernetes' own scheduling.k8s.io/v1alpha2 PodGroups, their "
+        "pods joining through spec.schedulingGroup (the cluster must serve the API: caldera-sim serve "
+        "--native-gang-api)",
+    )
     p.set_defaults(func=run)
 
 
@@ -36,7 +45,14 @@ def describe(action: Action) -> str:
     if action.op == "submit":
         pods = action.pods()
         groups = [o for o in action.objects if o["kind"] == "PodGroup"]
-        mm = groups[0]["spec"]["minMember"] if groups else "-"
+        spec = groups[0]["spec"] if groups else {}
+        mm = (
+            spec.get("minMember")
+            or (spec.get("schedulingPolicy") or {}).get("gang", {}).get("minCount")
+            or "-"
+        )
+        if groups and "schedulingPolicy" in spec:
+            mm = f"{mm} (native)"
         req = pods[0]["spec"]["containers"][0]["resources"] if pods else {}
         return f"{action.at:8.2f} submit {action.workload} pods={len(pods)} minMember={mm} {orjson.dumps(req).decode()}"
     if action.op in ("setup", "add-node"):
@@ -46,7 +62,10 @@ def describe(action: Action) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = build_plan(make_generators(parse_mix(args.mix), args.duration, args.namespace), args.seed)
+    plan = build_plan(
+        make_generators(parse_mix(args.mix), args.duration, args.namespace, native_fraction=args.native_gang),
+        args.seed,
+    )
     if args.plan or not args.kubeconfig:
         for a in plan:
             print(describe(a))

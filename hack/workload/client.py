@@ -19,8 +19,13 @@ def pods_path(ns: str) -> str:
     return f"/api/v1/namespaces/{ns}/pods"
 
 
-def podgroups_path(ns: str) -> str:
-    return f"{VG}/namespaces/{ns}/podgroups"
+#: Kubernetes' own gang API (PodGroups, Workloads)
+NATIVE = "/apis/scheduling.k8s.io/v1alpha2"
+
+
+def podgroups_path(ns: str, native: bool = False) -> str:
+    """Volcano's PodGroups, or (``native``) Kubernetes' own."""
+    return f"{NATIVE if native else VG}/namespaces/{ns}/podgroups"
 
 
 class ApiError(Exception):

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from caldera.framework.model import GROUP_NAME_ANNOTATION
 from caldera.hack.workload.client import VG, Api, podgroups_path, pods_path
+from caldera.hack.workload.manifests import NATIVE_API_VERSION, group_of
 from caldera.hack.workload.plan import Action
 
 
@@ -51,7 +51,7 @@ class Executor:
         self._finished_seen: dict[str, float] = {}  # finished pod -> when the janitor first saw it so
         self._deleting: set[str] = set()
         self.on_error = on_error or (lambda msg: None)
-        self.groups: dict[str, int] = {}  # PodGroup name -> pods of it still existing
+        self.groups: dict[tuple[str, bool], int] = {}  # (PodGroup, native) -> pods of it still existing
         self._tasks: set[asyncio.Task[None]] = set()
         self.paused = False
 
@@ -81,7 +81,7 @@ class Executor:
             await self.api.create(pods_path(ns), obj)
             self.stats.submitted_pods += 1
         elif kind == "PodGroup":
-            await self.api.create(podgroups_path(ns), obj)
+            await self.api.create(podgroups_path(ns, obj["apiVersion"] == NATIVE_API_VERSION), obj)
         elif kind == "Queue":
             await self.api.create(f"{VG}/queues", obj)
         elif kind == "PriorityClass":
@@ -99,11 +99,8 @@ class Executor:
             await self._create(g)
         pods = action.pods()
         for g in groups:
-            self.groups[g["metadata"]["name"]] = sum(
-                1
-                for p in pods
-                if p["metadata"]["annotations"].get(GROUP_NAME_ANNOTATION) == g["metadata"]["name"]
-            )
+            key = (g["metadata"]["name"], g["apiVersion"] == NATIVE_API_VERSION)
+            self.groups[key] = sum(1 for p in pods if group_of(p) == key)
         self.stats.submitted_jobs += 1
         await asyncio.gather(*(self._create(p) for p in pods))
 
@@ -152,24 +149,23 @@ class Executor:
                 if now - seen < self.finished_ttl or name in self._deleting:
                     continue
                 self._deleting.add(name)
-                self._spawn("janitor", self._delete_pod(name, meta.get("annotations") or {}))
+                self._spawn("janitor", self._delete_pod(name, group_of(p)))
         for name in list(self._finished_seen):
             if name not in finished and name not in self._deleting:
                 del self._finished_seen[name]
 
-    async def _delete_pod(self, name: str, annotations: dict[str, str]) -> None:
+    async def _delete_pod(self, name: str, group: tuple[str, bool] | None) -> None:
         try:
             await self.api.delete(f"{pods_path(self.ns)}/{name}", grace=0)
         finally:
             self._deleting.discard(name)
             self._finished_seen.pop(name, None)
         self.stats.deleted_pods += 1
-        group = annotations.get(GROUP_NAME_ANNOTATION, "")
-        if group in self.groups:
+        if group is not None and group in self.groups:
             self.groups[group] -= 1
             if self.groups[group] <= 0:
                 del self.groups[group]
-                await self.api.delete(f"{podgroups_path(self.ns)}/{group}")
+                await self.api.delete(f"{podgroups_path(self.ns, group[1])}/{group[0]}")
                 self.stats.deleted_groups += 1
 
     async def _janitor(self, stop: asyncio.Event) -> None:

@@ -59,6 +59,7 @@ class GangJobs(Generator):
                 limits={"nvidia.com/gpu": req["nvidia.com/gpu"]} if gpu else None,
                 tolerations=tolerations,
                 run_seconds=run,
+                native=self.native(rng),
             )
             out.append(Action(at, 0, "submit", self.name, objs))
         return out
@@ -89,6 +90,7 @@ class MpiJobs(Generator):
                 group={"network_topology": {"mode": "hard", "highestTierAllowed": 1}},
                 requests={"cpu": str(cpu), "memory": f"{cpu * 2}Gi"},
                 run_seconds=run,
+                native=self.native(rng),
             )
             out.append(Action(at, 0, "submit", self.name, objs))
         return out
@@ -159,6 +161,7 @@ class HighPriority(Generator):
                 requests={"cpu": cpu, "memory": "16Gi"},
                 priority_class=HIGH_PRIORITY_CLASS,
                 run_seconds=run,
+                native=self.native(rng),
             )
             out.append(Action(at, 0, "submit", self.name, objs))
         return out
@@ -253,6 +256,7 @@ class OversubscribedQueues(Generator):
             namespace=self.namespace,
             queues=self.queue_names(),
             gpu_fraction=0.0,
+            native_fraction=self.native_fraction,
         )
         out += jobs.plan(rng, shape)
         return out
@@ -322,8 +326,15 @@ MixEntry = float | tuple[float, float, float]
 
 
 def make_generators(
-    mix: dict[str, MixEntry], duration: float, namespace: str = "soak", start: float = 0.0
+    mix: dict[str, MixEntry],
+    duration: float,
+    namespace: str = "soak",
+    start: float = 0.0,
+    native_fraction: float = 0.0,
 ) -> list[Generator]:
+    """The mix's generators; ``native_fraction`` of the gangs they make are Kubernetes' own PodGroups."""
+    if not 0.0 <= native_fraction <= 1.0:
+        raise ValueError(f"the native gang fraction must be within 0..1, not {native_fraction}")
     out = []
     for name, entry in mix.items():
         if name not in GENERATORS:
@@ -334,7 +345,13 @@ def make_generators(
         else:
             rate, own_duration, own_start = entry, duration, 0.0
         out.append(
-            GENERATORS[name](rate=rate, duration=own_duration, namespace=namespace, start=start + own_start)
+            GENERATORS[name](
+                rate=rate,
+                duration=own_duration,
+                namespace=namespace,
+                start=start + own_start,
+                native_fraction=native_fraction,
+            )
         )
     return out
 

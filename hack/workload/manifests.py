@@ -11,6 +11,8 @@ RUN_SECONDS = "sim.caldera.io/run-seconds"
 WORKLOAD_LABEL = "caldera.io/workload"
 JOB_LABEL = "caldera.io/job"
 IB_LABEL = "sim.caldera.io/ib-group"
+#: Kubernetes' own gang API (served by `caldera-sim serve --native-gang-api`)
+NATIVE_API_VERSION = "scheduling.k8s.io/v1alpha2"
 SCHEDULER = "caldera"
 
 
@@ -29,7 +31,10 @@ def pod_manifest(
     tolerations: list[dict[str, Any]] | None = None,
     priority_class: str = "",
     queue: str = "",
+    native_group: str = "",
 ) -> dict[str, Any]:
+    """A pod; in the Volcano PodGroup ``group`` (annotation), or in the ``scheduling.k8s.io/v1alpha2``
+    PodGroup ``native_group`` (``spec.schedulingGroup``)."""
     annotations: dict[str, str] = {}
     if group:
         annotations[GROUP_NAME_ANNOTATION] = group
@@ -53,6 +58,8 @@ def pod_manifest(
         spec["tolerations"] = tolerations
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if native_group:
+        spec["schedulingGroup"] = {"podGroupName": native_group}
     labels = {WORKLOAD_LABEL: workload}
     if job:
         labels[JOB_LABEL] = job
@@ -87,15 +94,71 @@ def podgroup_manifest(
     }
 
 
+def native_podgroup_manifest(
+    name: str,
+    ns: str,
+    min_count: int,
+    *,
+    workload: str,
+    queue: str = "default",
+    priority_class: str = "",
+    topology_key: str = "",
+) -> dict[str, Any]:
+    """Kubernetes' own PodGroup (``scheduling.k8s.io/v1alpha2``, KEP-4671/5832): a gang of ``minCount``, its
+    queue in the ``scheduling.volcano.sh/queue-name`` label, and (``topology_key``) all its pods inside one
+    domain of that node label (``schedulingConstraints.topology``)."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    labels = {WORKLOAD_LABEL: workload, JOB_LABEL: name}
+    if queue:
+        labels[QUEUE_NAME_ANNOTATION] = queue
+    return {
+        "apiVersion": NATIVE_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": spec,
+    }
+
+
 def gang_manifests(
-    job: str, ns: str, size: int, *, workload: str, group: dict[str, Any] | None = None, **pod: Any
+    job: str,
+    ns: str,
+    size: int,
+    *,
+    workload: str,
+    group: dict[str, Any] | None = None,
+    native: bool = False,
+    **pod: Any,
 ) -> list[dict[str, Any]]:
     """A job as a gang: its PodGroup of min member `size` (`group`: podgroup_manifest's queue, priority_class,
     network_topology), then its `size` pods `<job>-0`, `<job>-1`... in that group (`pod`: pod_manifest's
-    requests, limits, queue, priority_class, tolerations, run_seconds)."""
+    requests, limits, queue, priority_class, tolerations, run_seconds). With `native`, the group is
+    Kubernetes' own PodGroup (`native_podgroup_manifest`; a network topology becomes a topology key of
+    `topology_key`) and its pods join it through `spec.schedulingGroup`."""
+    if native:
+        options = dict(group or {})
+        topology = options.pop("network_topology", None)
+        key = options.pop("topology_key", IB_LABEL) if topology else options.pop("topology_key", "")
+        pods = {k: v for k, v in pod.items() if k != "queue"}
+        return [native_podgroup_manifest(job, ns, size, workload=workload, topology_key=key, **options)] + [
+            pod_manifest(f"{job}-{k}", ns, workload=workload, job=job, native_group=job, **pods)
+            for k in range(size)
+        ]
     return [podgroup_manifest(job, ns, size, workload=workload, **(group or {}))] + [
         pod_manifest(f"{job}-{k}", ns, workload=workload, job=job, group=job, **pod) for k in range(size)
     ]
+
+
+def group_of(obj: dict[str, Any]) -> tuple[str, bool] | None:
+    """The PodGroup a pod belongs to: (name, whether it is Kubernetes' own), or None."""
+    native = (obj.get("spec") or {}).get("schedulingGroup") or {}
+    if native.get("podGroupName"):
+        return str(native["podGroupName"]), True
+    name = (obj["metadata"].get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+    return (str(name), False) if name else None
 
 
 def queue_manifest(name: str, weight: int = 1, guarantee: dict[str, str] | None = None) -> dict[str, Any]:

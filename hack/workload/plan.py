@@ -44,6 +44,12 @@ class Generator:
     duration: float = 60.0
     start: float = 0.0
     namespace: str = "soak"
+    #: the share of the gangs it makes that are Kubernetes' own PodGroups (scheduling.k8s.io/v1alpha2)
+    native_fraction: float = 0.0
+
+    def native(self, rng: random.Random) -> bool:
+        """Whether the next gang is a native one (no draw at all when none is, so plans stay as they were)."""
+        return self.native_fraction > 0 and rng.random() < self.native_fraction
 
     def times(self, rng: random.Random) -> Iterable[float]:
         """Poisson arrivals."""

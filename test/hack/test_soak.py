@@ -16,7 +16,7 @@ from caldera.hack.sim import SimCluster
 from caldera.hack.soak import FAULT_KINDS, Options, run_soak
 from caldera.hack.soak.checker import Checker, CheckerConfig
 from caldera.hack.workload.client import Api, podgroups_path, pods_path
-from caldera.hack.workload.manifests import node_manifest, pod_manifest, podgroup_manifest
+from caldera.hack.workload.manifests import gang_manifests, node_manifest, pod_manifest, podgroup_manifest
 
 
 async def bind(api: Api, name: str, node: str, ns: str = "soak") -> None:
@@ -102,6 +102,41 @@ async def test_checker_reports_what_a_broken_scheduler_would_do() -> None:
     assert bound_seen == 3 + 1 + 3  # ours; the foreign pod is not counted
 
 
+async def test_checker_holds_native_gangs_to_their_min_count() -> None:
+    """With the native gang API, Kubernetes' own PodGroups are gangs too: one left below its minCount
+    is reported, a whole one is not, and a pod naming a native group that does not exist is."""
+    async with SimCluster(nodes=0, kubelet=False, native_gang=True) as sim, Api(sim.url, sim.token) as api:
+        await api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
+        )
+        await api.create(
+            "/api/v1/nodes", node_manifest("big", {"cpu": "64", "memory": "256Gi", "pods": "110"}, {})
+        )
+        config = CheckerConfig(period=0.1, bind_allowance=0.2, podgroup_grace=0.3, native_gang=True)
+        checker = Checker(api, config, time.monotonic())
+        stop = asyncio.Event()
+        task = asyncio.create_task(checker.run(stop, interval=0.1))
+        for job, n_bound in (("partial", 1), ("whole", 3)):
+            objs = gang_manifests(job, "soak", 3, workload="gang", native=True, requests={"cpu": "100m"})
+            await api.create(podgroups_path("soak", native=True), objs[0])
+            for i, p in enumerate(objs[1:]):
+                await api.create(pods_path("soak"), p)
+                if i < n_bound:
+                    await bind(api, p["metadata"]["name"], "big")
+        await api.create(
+            pods_path("soak"),
+            pod_manifest("stray", "soak", workload="gang", native_group="ghost", requests={"cpu": "100m"}),
+        )
+        await asyncio.sleep(1.5)
+        stop.set()
+        await task
+    found = {(v.invariant, v.detail.split(":")[0]) for v in checker.violations}
+    details = [v.detail for v in checker.violations if v.invariant == "gang"]
+    assert any(d.startswith("soak/k8s:partial") for d in details)
+    assert not any(d.startswith("soak/k8s:whole") for d in details)
+    assert ("podgroup", "soak/stray") in found
+
+
 def check_report(summary_report: dict[str, str]) -> None:
     for name in ("throughput", "pending", "latency", "memory", "cpu"):
         data = Path(summary_report[name]).read_bytes()
@@ -126,6 +161,25 @@ def test_short_soak_with_faults_has_no_violations(tmp_path: Path) -> None:
     assert summary.bound > 100 and summary.checks > 20
     assert any(m.startswith("caldera_binds_total") for m in summary.metrics_checked)
     check_report(summary.report)
+
+
+def test_short_soak_of_native_gangs_has_no_violations(tmp_path: Path) -> None:
+    """Every gang as Kubernetes' own PodGroup: the simulator serves the API, the scheduler binds them
+    whole, and the checker holds them to their minCount."""
+    opts = Options(
+        minutes=0.3,
+        seed=3,
+        mix="gang=1,mpi=0.3",
+        faults=(),
+        report_dir=str(tmp_path / "report"),
+        nodes=8,
+        replicas=1,
+        native_gang=1.0,
+    )
+    summary, text = run_soak(opts, str(tmp_path))
+    print(text)
+    assert summary.violations == [], text
+    assert summary.bound > 20
 
 
 @pytest.mark.slow

@@ -232,3 +232,56 @@ async def bind_everything(api: Api, stop: asyncio.Event) -> None:
                     },
                 )
         await asyncio.sleep(0.1)
+
+
+def test_native_gang_fraction_emits_kubernetes_own_podgroups_and_leaves_plans_alone_at_zero() -> None:
+    mix: dict[str, MixEntry] = {"gang": 1.0, "mpi": 0.5, "preempt": 0.2}
+    assert fingerprint(build_plan(make_generators(mix, 60.0, native_fraction=0.0), 5)) == fingerprint(
+        plan_of(mix, 5, duration=60.0)
+    )
+    plan = build_plan(make_generators(mix, 60.0, native_fraction=1.0), 5)
+    submits = [a for a in plan if a.op == "submit"]
+    assert submits
+    for action in submits:
+        (group,) = [o for o in action.objects if o["kind"] == "PodGroup"]
+        assert group["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+        pods = action.pods()
+        assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": len(pods)}}
+        for p in pods:
+            assert p["spec"]["schedulingGroup"] == {"podGroupName": group["metadata"]["name"]}
+            assert GROUP_NAME_ANNOTATION not in p["metadata"]["annotations"]
+        if action.workload == "mpi":  # one InfiniBand group: a topology key on the group
+            assert group["spec"]["schedulingConstraints"] == {
+                "topology": [{"key": "sim.caldera.io/ib-group"}]
+            }
+    with pytest.raises(ValueError, match=r"within 0\.\.1"):
+        make_generators(mix, 10.0, native_fraction=1.5)
+
+
+async def test_the_executor_creates_native_gangs_and_the_janitor_deletes_their_groups() -> None:
+    plan = build_plan(make_generators({"gang": 2.0}, 2.0, native_fraction=1.0), 3, ClusterShape(nodes=2))
+    for a in plan:
+        for o in a.pods():
+            o["metadata"]["annotations"][RUN_SECONDS] = "0.2"
+    async with SimCluster(
+        nodes=2, node_cpu="2048", node_memory="16Ti", node_pods=2000, kubelet_delay=0.05, native_gang=True
+    ) as sim:
+        async with Api(sim.url, sim.token) as api:
+            ex = Executor(api, plan, "soak", janitor_interval=0.5)
+            stop = asyncio.Event()
+            binder = asyncio.create_task(bind_everything(api, stop))
+            stats = await ex.run()
+            assert stats.errors == 0
+            planned = {o["metadata"]["name"] for a in plan for o in a.objects if o["kind"] == "PodGroup"}
+            for _ in range(100):
+                await ex.janitor_pass()
+                left = {
+                    g["metadata"]["name"] for g in sim.objects("podgroups", "soak", group="scheduling.k8s.io")
+                }
+                if not left & planned:
+                    break
+                await asyncio.sleep(0.1)
+            stop.set()
+            await binder
+            assert planned and not left & planned
+            assert stats.deleted_groups == len(planned)
