@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -45,6 +45,7 @@ from caldera.framework.objects import (
     Workload,
 )
 from caldera.framework.resource import Resource, ResourceError
+from caldera.framework.snapshot import NodeUsage
 
 log = logging.getLogger("caldera.cache")
 
@@ -387,6 +388,7 @@ class Ingest(Indexes):
             if info is None:
                 return
             self._unsynced.discard(name)
+            self.node_usage.pop(name, None)
             self.revision += 1
             self._layout += 1
             self._node_specs += 1
@@ -609,6 +611,18 @@ class Ingest(Indexes):
             if pc.global_default:
                 self.default_priority = 0
             self._every_job_changed()
+
+    def set_node_usage(self, usage: Mapping[str, NodeUsage]) -> None:
+        """The nodes' measured load, as a metrics source reports it (Volcano's cache
+        ``setMetricsData``): each named node's figures replace what it had; a name the cache does
+        not know is left out with a log line, as Volcano does."""
+        with self._lock:
+            for name, figures in usage.items():
+                if name not in self.nodes:
+                    log.warning("measured load of node %s not kept: the cache has no such node", name)
+                    continue
+                self.node_usage[name] = figures
+            self.revision += 1
 
     def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
         with self._lock:

@@ -308,6 +308,7 @@ class Snapshots(DraCache):
             node_specs=self._node_specs,
             loaded_nodes=loaded,
             pdbs=dict(self.pdbs),
+            node_usage=dict(self.node_usage),
             resource_quotas=dict(self.resource_quotas),
             pvcs=dict(self.pvcs),
             pvs=dict(self.pvs),

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         StorageClass,
         Workload,
     )
-    from caldera.framework.snapshot import Snapshot
+    from caldera.framework.snapshot import NodeUsage, Snapshot
 
 
 @dataclass
@@ -81,6 +81,9 @@ class CacheState:
     hypernodes: dict[str, HyperNode]
     #: bumped whenever a HyperNode comes, changes or goes (``Snapshot.hypernodes_revision``)
     _hypernodes_revision: int
+    #: each node's measured load by node name, as a metrics source last set it (``set_node_usage``;
+    #: read by the rescheduling plugin)
+    node_usage: dict[str, NodeUsage]
     #: policy/v1 PodDisruptionBudgets by namespace/name (read by the pdb plugin)
     pdbs: dict[str, PodDisruptionBudget]
     #: v1 ResourceQuotas by namespace/name (read by the resourcequota plugin)

@@ -77,6 +77,7 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
         self.hypernodes = {}
         self._hypernodes_revision = 0
         self.pdbs = {}
+        self.node_usage = {}
         self.resource_quotas = {}
         self.pvcs = {}
         self.pvs = {}

@@ -29,6 +29,8 @@ SWITCHES: dict[str, str] = {
     "allocatable": "enabledAllocatable",
     "preemptive": "enablePreemptive",
     "job_valid": "enableJobValid",
+    "victim_tasks": "enabledVictim",
+    "victim_guard": "enabledVictim",
 }
 #: Earlier Caldera spellings of Volcano's ``enabledOverused``/``enabledAllocatable``, still read.
 SWITCH_ALIASES: dict[str, str] = {
@@ -41,7 +43,6 @@ UNSUPPORTED_SWITCHES: dict[str, str] = {
     "enableNamespaceOrder": "no action orders namespaces (Volcano's current actions have no namespace order either)",
     "enableTargetJob": "no action asks for a target job (Volcano's actions do not call TargetJob either)",
     "enableReservedNodes": "no action reserves nodes (Volcano's actions do not call ReservedNodes either)",
-    "enabledVictim": "victim tasks are chosen only by Volcano's shuffle action, which Caldera does not have",
     "enabledClusterOrder": "Caldera schedules one cluster",
     "enableClusterOrder": "Caldera schedules one cluster",
     "enabledHyperNodeOrder": "network-topology-aware's hypernode scoring is built into Caldera's "

@@ -17,6 +17,22 @@ from caldera.framework.objects import (
     StorageClass,
 )
 
+#: The period Volcano's metrics sources average a node's load over, and the key they store it under
+#: (pkg/scheduler/metrics/source/metrics_client.go, ``NODE_METRICS_PERIOD``).
+NODE_METRICS_PERIOD = "10m"
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    """A node's measured load: Volcano's ``api.NodeUsage`` (pkg/scheduler/api/node_info.go), as its
+    cache's ``setMetricsData`` (pkg/scheduler/cache/cache.go) fills it from the conf's metrics
+    source: average cpu and memory use in percent of the node, by averaging period (the sources
+    store one, ``NODE_METRICS_PERIOD``), and when it was measured (seconds since the epoch)."""
+
+    cpu: dict[str, float] = field(default_factory=dict)
+    memory: dict[str, float] = field(default_factory=dict)
+    metrics_time: float = 0.0
+
 
 @dataclass
 class Snapshot:
@@ -54,6 +70,9 @@ class Snapshot:
     pvs: dict[str, PersistentVolume] = field(default_factory=dict)
     storage_classes: dict[str, StorageClass] = field(default_factory=dict)
     csinodes: dict[str, CSINode] = field(default_factory=dict)
+    #: each node's measured load by node name, as a metrics source last reported it (immutable values,
+    #: shared; empty when no source reports: every node's load then reads 0, as in Volcano)
+    node_usage: dict[str, NodeUsage] = field(default_factory=dict)
     #: Dynamic Resource Allocation: classes, claims, the devices in use and the inventory (an
     #: immutable value shared between snapshots; None: the cluster has no DRA object)
     dra: DraView | None = None

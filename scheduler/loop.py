@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from caldera.framework.carry import CarryBook
 from caldera.framework.plugin import Arguments, Registry
@@ -97,6 +97,8 @@ class SchedulerLoop:
         self.explain_reuse_seconds = REUSE_SECONDS
         #: what the last applied cycle kept for the next (``framework.carry``)
         self.carry = CarryBook()
+        #: what plugins keep for the scheduler's life and decide by (``Session.standing``)
+        self.standing: dict[object, Any] = {}
 
     def run_once(self) -> SessionResult | None:
         """One cycle, synchronously: decide, then hand over. Returns None when the cycle failed."""
@@ -119,7 +121,12 @@ class SchedulerLoop:
                 snapshot.revision if snapshot.decision_revision is None else snapshot.decision_revision
             )
             ssn = open_session(
-                snapshot, conf.tiers, self.registry.plugins, conf.configurations, carry=self.carry.offer()
+                snapshot,
+                conf.tiers,
+                self.registry.plugins,
+                conf.configurations,
+                carry=self.carry.offer(),
+                standing=self.standing,
             )
             ssn.report.open_session_seconds = time.perf_counter() - opened
             ssn.report.node_list = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes

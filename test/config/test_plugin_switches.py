@@ -45,7 +45,6 @@ REFUSED = {
     "enabledClusterOrder",
     "enableTargetJob",
     "enableReservedNodes",
-    "enabledVictim",
     "enabledHyperNodeOrder",
     "enabledSubJobReady",
     "enabledSubJobPipelined",
