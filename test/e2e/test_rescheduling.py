@@ -124,14 +124,21 @@ async def test_pods_leave_the_overloaded_node_and_the_budget_keeps_its_pod(
     feeder = asyncio.create_task(measure(api, running.app.cache, stop))
     try:
 
-        async def three_left() -> bool:
-            return {p["metadata"]["name"] for p in await api.pods()} == {"keep", "p100"}
+        async def staying() -> set[str]:
+            """The pods not on their way out (an evicted pod terminates within its grace period)."""
+            pods = await api.pods()
+            return {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
 
-        # keep (priority 0) is chosen first but its budget allows no disruption; p10, p20 and p30
-        # leave; then hot is at 35 % cpu and 29 % memory, below its target, and p100 stays.
-        await eventually(three_left, timeout=20)
-        await asyncio.sleep(2.5)  # two more intervals: nothing else leaves
-        assert {p["metadata"]["name"] for p in await api.pods()} == {"keep", "p100"}
+        async def two_gone() -> bool:
+            return await staying() == {"keep", "p30", "p100"}
+
+        # The plugin chooses keep (priority 0), p10 and p20: after those three hot would be at 35 %
+        # cpu and 29 % memory, below its target. keep's budget allows no disruption, so the pdb
+        # plugin's guard takes it out of the choice (the choice is not made again without it): p10
+        # and p20 leave. The next runs find hot at 52.5 % cpu and choose keep alone: nothing leaves.
+        await eventually(two_gone, timeout=20)
+        await asyncio.sleep(2.5)  # two more intervals
+        assert await staying() == {"keep", "p30", "p100"}
         evicts = {
             e["involvedObject"]["name"]: e["message"]
             for e in await api.events()
