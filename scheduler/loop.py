@@ -216,7 +216,9 @@ class SchedulerLoop:
         (plugins that read the clock, such as sla, see time pass at least that often; a pod that
         started running becomes a possible preemption victim within that second too). Or the
         last cycle decided nothing and nothing is pending in the cache now (no pending pod, no
-        Pending PodGroup): every action starts from pending work. PodGroup statuses are then
+        Pending PodGroup): every action but shuffle starts from pending work, and shuffle's victims
+        (rescheduling's) come on an interval of minutes, so a cycle at least every QUIET_RECHECK
+        is soon enough for it. PodGroup statuses are then
         brought up to date by the cycle that runs at least every QUIET_RECHECK."""
         quiet = self._quiet
         if quiet is None or now - self._last_cycle_at >= QUIET_RECHECK:
