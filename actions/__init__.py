@@ -1,4 +1,4 @@
-"""Actions: enqueue, allocate, backfill, preempt, reclaim, gangpreempt, gangreclaim. ``ALL`` lists the built-ins for the registry.
+"""Actions: enqueue, allocate, backfill, preempt, reclaim, gangpreempt, gangreclaim, shuffle. ``ALL`` lists the built-ins for the registry.
 
 An action never reaches into a plugin: it walks queues, jobs and tasks through the session's
 callbacks and changes the session only through statements.
@@ -11,6 +11,7 @@ from caldera.actions.gangpreempt import GangPreemptAction
 from caldera.actions.gangreclaim import GangReclaimAction
 from caldera.actions.preempt import PreemptAction
 from caldera.actions.reclaim import ReclaimAction
+from caldera.actions.shuffle import ShuffleAction
 from caldera.framework.plugin import Action
 
 ALL: list[type[Action]] = [
@@ -21,4 +22,5 @@ ALL: list[type[Action]] = [
     ReclaimAction,
     GangPreemptAction,
     GangReclaimAction,
+    ShuffleAction,
 ]

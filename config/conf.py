@@ -62,8 +62,8 @@ tiers:
 
 #: Names Volcano registers (pkg/scheduler/actions/factory.go, pkg/scheduler/plugins/factory.go) that
 #: Caldera does not implement yet: a conf naming one is refused with that said (issue 25 tracks them).
-VOLCANO_ACTIONS_NOT_IMPLEMENTED = frozenset({"shuffle"})
-VOLCANO_PLUGINS_NOT_IMPLEMENTED = frozenset({"rescheduling"})
+VOLCANO_ACTIONS_NOT_IMPLEMENTED: frozenset[str] = frozenset()
+VOLCANO_PLUGINS_NOT_IMPLEMENTED: frozenset[str] = frozenset()
 
 
 class ConfError(ValueError):

@@ -30,6 +30,8 @@ SWITCHES: dict[str, str] = {
     "allocatable": "enabledAllocatable",
     "preemptive": "enablePreemptive",
     "job_valid": "enableJobValid",
+    "victim_tasks": "enabledVictim",
+    "victim_guard": "enabledVictim",
 }
 #: Earlier Caldera spellings of Volcano's ``enabledOverused``/``enabledAllocatable``, still read.
 SWITCH_ALIASES: dict[str, str] = {
@@ -39,7 +41,6 @@ SWITCH_ALIASES: dict[str, str] = {
 #: Switches Volcano's conf carries (or once carried) that switch nothing in Caldera: a conf that
 #: sets them is refused with the reason, so that no option is accepted and ignored.
 UNSUPPORTED_SWITCHES: dict[str, str] = {
-    "enabledVictim": "victim tasks are chosen only by Volcano's shuffle action, which Caldera does not have",
     "enabledHyperNodeOrder": "network-topology-aware's hypernode scoring is built into Caldera's "
     "topology-aware allocate (actions/topology.py) and cannot be switched off yet",
     "enabledSubJobReady": "sub-jobs (subGroupPolicy) are not implemented",

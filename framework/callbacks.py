@@ -47,10 +47,10 @@ JobTestFn = Callable[[JobInfo], bool]
 JobVoteFn = Callable[[JobInfo], int]
 JobValidFn = Callable[[JobInfo], "ValidateResult | None"]
 JobEnqueuedFn = Callable[[JobInfo], None]
+#: candidates → the victims a plugin selects among them (Volcano's api.VictimTasksFn)
+VictimTasksFn = Callable[[list[TaskInfo]], list[TaskInfo]]
 #: (actor, candidates) → (chosen victims, vote)
 VictimsFn = Callable[[TaskInfo, list[TaskInfo]], tuple[list[TaskInfo], int]]
-#: candidates → the tasks to evict (Volcano's api.VictimTasksFn, which the shuffle action asks)
-VictimTasksFn = Callable[[list[TaskInfo]], list[TaskInfo]]
 QueueTestFn = Callable[[QueueInfo], bool]
 QueueTaskTestFn = Callable[[QueueInfo, TaskInfo], bool]
 #: What a plugin's predicates and scores read of a task beyond its pod template (bytes; b"" for none)
@@ -203,9 +203,12 @@ class CallbackRegistry:
         self.overused_fns = CallbackPoint[QueueTestFn]("overused", tiers)
         self.allocatable_fns = CallbackPoint[QueueTaskTestFn]("allocatable", tiers)
         self.preemptive_fns = CallbackPoint[QueueTaskTestFn]("preemptive", tiers)
+        #: Volcano's victimTasksFns (AddVictimTasksFns): selectors of tasks to evict (shuffle)
+        self.victim_tasks_fns = CallbackPoint[VictimTasksFn]("victim_tasks", tiers)
+        #: Caldera's: checks every selected victim passes (pdb's budgets), switched by enabledVictim too
+        self.victim_guard_fns = CallbackPoint[VictimTasksFn]("victim_guard", tiers)
         # Volcano has no conf switch for it (isEnabled is not asked in Session.UnifiedEvictable)
         self.unified_evictable_fns = CallbackPoint[UnifiedEvictableFn]("unified_evictable", tiers)
-        self.victim_tasks_fns = CallbackPoint[VictimTasksFn]("victim_tasks", tiers)
         #: plugin → part → bulk predicate (one plugin may register several)
         self.bulk_predicate_fns: dict[str, dict[str, BulkPred]] = {}
         self._bulk_predicates: list[BulkPred] | None = None
@@ -362,16 +365,28 @@ class CallbackRegistry:
     def add_preemptive_fn(self, name: str, fn: QueueTaskTestFn) -> None:
         self.preemptive_fns.add(name, fn)
 
+    def add_victim_tasks_fns(self, name: str, fns: list[VictimTasksFn]) -> None:
+        """Volcano's ``Session.AddVictimTasksFns`` (pkg/scheduler/framework/session_plugins.go): the
+        plugin's functions selecting, from the candidates, tasks to evict; what they select is
+        joined (``tier_rules.tiered_victim_tasks``)."""
+        fns = list(fns)
+
+        def selected(tasks: list[TaskInfo]) -> list[TaskInfo]:
+            return [victim for fn in fns for victim in fn(tasks)]
+
+        self.victim_tasks_fns.add(name, fns[0] if len(fns) == 1 else selected)
+
+    def add_victim_guard_fn(self, name: str, fn: VictimTasksFn) -> None:
+        """Caldera's: a filter every victim the selectors chose must pass, in their order (the pdb
+        plugin's budgets). Volcano registers pdb's filter as one more selector, whose choice is
+        joined with the others' (every running pod the budgets allow would be evicted): see
+        ``tier_rules.tiered_victim_tasks``."""
+        self.victim_guard_fns.add(name, fn)
+
     def add_unified_evictable_fn(self, name: str, fn: UnifiedEvictableFn) -> None:
         """A victim filter for the gang-aware actions (gangpreempt, gangreclaim): Volcano's
         ``Session.AddUnifiedEvictableFn`` (pkg/scheduler/framework/session_plugins.go)."""
         self.unified_evictable_fns.add(name, fn)
-
-    def add_victim_tasks_fn(self, name: str, fn: VictimTasksFn) -> None:
-        """Tasks a plugin wants evicted whatever else is pending (tdm: pods on revocable nodes whose
-        window closed): Volcano's ``Session.AddVictimTasksFns`` (pkg/scheduler/framework/
-        session_plugins.go); the ``shuffle`` action evicts what ``Session.victim_tasks`` gathers."""
-        self.victim_tasks_fns.add(name, fn)
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)

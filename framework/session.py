@@ -30,7 +30,15 @@ from caldera.framework.placement import PlacementEngine
 from caldera.framework.plugin import Plugin
 from caldera.framework.result import Event, Eviction, Placement, SessionReport, SessionResult
 from caldera.framework.snapshot import Snapshot
-from caldera.framework.tier_rules import ABSTAIN, PERMIT, REJECT, tiered_order, tiered_victims, tiered_vote
+from caldera.framework.tier_rules import (
+    ABSTAIN,
+    PERMIT,
+    REJECT,
+    tiered_order,
+    tiered_victim_tasks,
+    tiered_victims,
+    tiered_vote,
+)
 from caldera.framework.tiers import PluginOption, Tier
 
 if TYPE_CHECKING:
@@ -81,6 +89,7 @@ class Session(CallbackRegistry):
         plugins: dict[str, Plugin] | None = None,
         configurations: dict[str, Any] | None = None,
         carry: Mapping[object, Any] | None = None,
+        standing: dict[object, Any] | None = None,
     ) -> None:
         super().__init__(tiers)
         self.started = time.monotonic()
@@ -119,6 +128,8 @@ class Session(CallbackRegistry):
         self.evictable_by_row: dict[int, list[TaskInfo]] | None = None
         #: jobs whose soft topology requirement found no group: allocated cluster-wide this session
         self.topology_fell_back: set[str] = set()
+        #: per task uid, why a victim function chose it (rescheduling; said by shuffle's log and Event)
+        self.victim_reasons: dict[str, str] = {}
         self._memo: dict[object, Any] = {}
         #: plugins whose answers depend on something outside the snapshot (an HTTP extender): what
         #: this cycle found is then not taken over by the next (allocate's memo of vain tries)
@@ -129,6 +140,8 @@ class Session(CallbackRegistry):
         #: what the last applied cycle kept for this one, and what this one keeps for the next
         #: (``framework.carry``; nothing is offered to a lone session)
         self.carry = Kept(carry)
+        #: what plugins keep for the scheduler's life and decide by (``Session.standing``)
+        self._standing: dict[object, Any] = standing if standing is not None else {}
         #: allocate and deallocate events fired so far (any change of the session's state)
         self.changes = 0
         #: plugin → a function giving what the plugin's queue-level answers (allocatable, overused)
@@ -173,6 +186,19 @@ class Session(CallbackRegistry):
             return self._memo[key]  # type: ignore[no-any-return]
         except KeyError:
             value = self._memo[key] = build()
+            return value
+
+    def standing(self, key: object, build: Callable[[], T]) -> T:
+        """State a plugin keeps for the life of the scheduler (the loop's, ``SchedulerLoop.standing``;
+        a lone session's own) and decides by: the rescheduling plugin's time of its last run, which
+        Volcano keeps in a package variable (``lastRescheduleTime``). Unlike ``carry`` it is no
+        reuse of something the session could compute afresh: without it the decisions differ, so
+        it is neither dropped after a failed cycle nor checked by the twin harness. ``key`` as for
+        :meth:`memo`; the value is the plugin's to change in place."""
+        try:
+            return self._standing[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._standing[key] = build()
             return value
 
     def release(self) -> None:
@@ -383,19 +409,10 @@ class Session(CallbackRegistry):
             if key not in noted and len(noted) < MAX_REFUSALS:
                 noted[key] = plugin
 
-    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
-        """The tasks the plugins' victim-task functions choose from ``tasks``: Volcano's
-        ``Session.VictimTasks`` (pkg/scheduler/framework/session_plugins.go): within a tier the
-        choices add up (each task once, in the order first chosen); the first tier that chooses any
-        wins."""
-        for level in self.victim_tasks_fns.levels():
-            chosen: dict[str, TaskInfo] = {}
-            for fn in level:
-                for task in fn(tasks):
-                    chosen.setdefault(task.uid, task)
-            if chosen:
-                return list(chosen.values())
-        return []
+    def victim_tasks(self, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Volcano's ``Session.VictimTasks``: the tasks the plugins select for eviction among the
+        candidates (the shuffle action), narrowed by the guards (``tier_rules.tiered_victim_tasks``)."""
+        return tiered_victim_tasks(self.victim_tasks_fns, self.victim_guard_fns, candidates)
 
     # -- queue-level -------------------------------------------------------------------------------
     def add_queue_state_fn(self, name: str, fn: Callable[[QueueInfo], object]) -> None:
@@ -512,10 +529,12 @@ def open_session(
     configurations: dict[str, Any] | None = None,
     carry: Mapping[object, Any] | None = None,
     deadline: float | None = None,
+    standing: dict[object, Any] | None = None,
 ) -> Session:
     """Build the conf's plugins, open a session, and let every plugin register its callbacks.
     ``carry``: what the last applied cycle kept for this one (``framework.carry.CarryBook.offer``);
-    ``deadline``: ``Session.deadline``."""
+    ``deadline``: ``Session.deadline``; ``standing``: the scheduler's standing state
+    (``Session.standing``)."""
     plugins: dict[str, Plugin] = {}
     options: list[PluginOption] = [p for t in tiers for p in t.plugins]
     for option in options:
@@ -523,7 +542,7 @@ def open_session(
         if cls is None:
             raise KeyError(f"plugin {option.name!r} is not registered")
         plugins[option.name] = cls(option.arguments)
-    ssn = Session(snapshot, tiers, plugins, configurations, carry)
+    ssn = Session(snapshot, tiers, plugins, configurations, carry, standing)
     ssn.deadline = deadline
     timings = ssn.report.plugin_seconds
     for option in options:

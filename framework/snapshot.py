@@ -60,7 +60,7 @@ class Snapshot:
     #: immutable value shared between snapshots; None: the cluster has no DRA object)
     dra: DraView | None = None
     #: nodes' real load from the conf's metrics source, as of the snapshot's time (an immutable
-    #: value; None: no source configured). Read by the usage plugin.
+    #: value; None: no source configured). Read by the usage and rescheduling plugins.
     node_usage: UsageView | None = None
     #: Volcano's Numatopologies by node name, with what the cache assumes taken (an immutable value
     #: shared between snapshots, made anew when any changes; None: the cluster has none)

@@ -2,7 +2,8 @@
 (``pkg/scheduler/framework/session_plugins.go``). Order functions ask plugins tier by tier and the
 first that decides wins; predicates must all pass; node scores add up; vote functions (enqueueable,
 pipelined) stop at the first tier that permits; victim selection intersects within a tier and the
-first tier that selects wins. Each callback kind can be switched off per plugin in the conf
+first tier that selects wins; victim tasks (shuffle) join within a tier and the first tier that selects
+wins. Each callback kind can be switched off per plugin in the conf
 (``CallbackPoint.levels`` leaves it out). The session (``framework/session.py``) answers with these.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from caldera.framework.callbacks import CallbackPoint, JobVoteFn
+from caldera.framework.callbacks import CallbackPoint, JobVoteFn, VictimTasksFn
 from caldera.framework.model import JobInfo, TaskInfo
 
 A = TypeVar("A")
@@ -95,3 +96,33 @@ def tiered_victims(
     if refused is not None and first_refusals:
         refused.update(first_refusals)
     return []
+
+
+def tiered_victim_tasks(
+    point: CallbackPoint[VictimTasksFn], guards: CallbackPoint[VictimTasksFn], candidates: list[TaskInfo]
+) -> list[TaskInfo]:
+    """Volcano's ``Session.VictimTasks`` (pkg/scheduler/framework/session_plugins.go): within a tier
+    the plugins' selections join (a task selected twice counts once); the first tier that selects
+    someone wins. Volcano answers with a set; here the order is the selectors' (first selection
+    first), which the guards read.
+
+    Then every enabled guard (``add_victim_guard_fn``, any tier) filters the selection in that
+    order. In Volcano the pdb plugin's filter is one more selector (``pdb.go`` OnSessionOpen,
+    ``AddVictimTasksFns``): joined with rescheduling's choice in one tier it would add every running
+    pod its budgets allow, and in an earlier tier it would decide alone. Caldera lets it narrow the
+    selection instead, so shuffle evicts a subset of what Volcano's pdb-free selection would."""
+    selected: list[TaskInfo] = []
+    for level in point.levels():
+        seen: set[str] = set()
+        for fn in level:
+            for task in fn(candidates):
+                if task.uid not in seen:
+                    seen.add(task.uid)
+                    selected.append(task)
+        if selected:
+            break
+    for guard in guards.flat():
+        if not selected:
+            break
+        selected = guard(selected)
+    return selected

@@ -24,6 +24,7 @@ from caldera.plugins.pdb import PdbPlugin
 from caldera.plugins.predicates import PredicatesPlugin
 from caldera.plugins.priority import PriorityPlugin
 from caldera.plugins.proportion import ProportionPlugin
+from caldera.plugins.rescheduling import ReschedulingPlugin
 from caldera.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from caldera.plugins.resourcequota import ResourceQuotaPlugin
 from caldera.plugins.sla import SlaPlugin
@@ -55,4 +56,5 @@ ALL: list[type[Plugin]] = [
     UsagePlugin,
     NumaAwarePlugin,
     TdmPlugin,
+    ReschedulingPlugin,
 ]

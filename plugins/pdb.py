@@ -1,4 +1,4 @@
-"""pdb: preempt and reclaim never pick a victim whose eviction would violate a PodDisruptionBudget.
+"""pdb: preempt, reclaim and shuffle never pick a victim whose eviction would violate a PodDisruptionBudget.
 
 Volcano's pdb plugin (pkg/scheduler/plugins/pdb/pdb.go, ``OnSessionOpen``'s ``pdbFilterFn``),
 registered as a victim-tasks, preemptable and reclaimable function, with no arguments: from the
@@ -8,6 +8,11 @@ candidates, in order, a pod is kept as a victim unless, for a PDB of its namespa
 nothing (the API server has counted it). Unlike Volcano, the budget also pays for the evictions
 decided earlier in the same session (statement evictions, undone when a statement is discarded),
 so two preemptors in one cycle cannot spend one disruption twice.
+
+For shuffle, Volcano registers the same filter as a victim-tasks function, whose choice
+``Session.VictimTasks`` joins with the other plugins' (every running pod the budgets allow would be
+evicted); here it guards the victims the other plugins chose instead (``add_victim_guard_fn``,
+switched by ``enabledVictim``), so shuffle never evicts more than those plugins chose.
 
 Candidates that violate no PDB remain choices; a violating one is never chosen by the tier the
 plugin is in (when no candidate is left the plugin selects none). As in Volcano's session, a tier
@@ -49,6 +54,9 @@ class PdbPlugin(Plugin):
             self.by_namespace.setdefault(pdb.metadata.namespace, []).append(pdb)
         #: disruptions spent by this session's evictions, per PDB (namespace/name)
         self.spent: dict[str, int] = {}
+        # The shuffle action's victims pass the budgets too (a guard, not Volcano's selector: see
+        # framework/tier_rules.py ``tiered_victim_tasks``).
+        ssn.add_victim_guard_fn(self.name, self.filter)
         if not self.by_namespace:
             return
         # Evictions issued by earlier cycles that the API server has not carried out yet (the cache

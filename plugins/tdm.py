@@ -259,7 +259,7 @@ class TdmPlugin(Plugin):
         ssn.add_bulk_predicate_fn(self.name, passes, explain, static=True, local=True)
         ssn.add_bulk_node_order_fn(self.name, score, local=True)
         ssn.add_preemptable_fn(self.name, self.preemptable)
-        ssn.add_victim_tasks_fn(self.name, self.victim_tasks)
+        ssn.add_victim_tasks_fns(self.name, [self.victim_tasks])
         ssn.add_job_order_fn(self.name, job_order)
         ssn.add_job_pipelined_fn(self.name, job_pipelined)
         ssn.add_job_starving_fn(self.name, job_starving)

@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from caldera.framework.carry import CarryBook
 from caldera.framework.plugin import Arguments, Registry
@@ -102,6 +102,8 @@ class SchedulerLoop:
         self.explain_reuse_seconds = REUSE_SECONDS
         #: what the last applied cycle kept for the next (``framework.carry``)
         self.carry = CarryBook()
+        #: what plugins keep for the scheduler's life and decide by (``Session.standing``)
+        self.standing: dict[object, Any] = {}
 
     def run_once(self) -> SessionResult | None:
         """One cycle, synchronously: decide, then hand over. Returns None when the cycle failed."""
@@ -135,6 +137,7 @@ class SchedulerLoop:
                 conf.configurations,
                 carry=self.carry.offer(),
                 deadline=deadline,
+                standing=self.standing,
             )
             ssn.report.open_session_seconds = time.perf_counter() - opened
             ssn.report.node_list = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
@@ -233,7 +236,9 @@ class SchedulerLoop:
         (plugins that read the clock, such as sla, see time pass at least that often; a pod that
         started running becomes a possible preemption victim within that second too). Or the
         last cycle decided nothing and nothing is pending in the cache now (no pending pod, no
-        Pending PodGroup): every action starts from pending work. PodGroup statuses are then
+        Pending PodGroup): every action but shuffle starts from pending work, and shuffle's victims
+        (rescheduling's) come on an interval of minutes, so a cycle at least every QUIET_RECHECK
+        is soon enough for it. PodGroup statuses are then
         brought up to date by the cycle that runs at least every QUIET_RECHECK."""
         quiet = self._quiet
         if quiet is None or now - self._last_cycle_at >= QUIET_RECHECK:

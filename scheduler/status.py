@@ -304,6 +304,8 @@ class StatusUpdater:
                     ref["uid"] = queue.queue.metadata.uid
             elif kind == "ResourceClaim":
                 ref["apiVersion"] = "resource.k8s.io/v1"
+            elif kind == "Pod":
+                ref["apiVersion"] = "v1"
             if namespace:
                 ref["namespace"] = namespace
             self.event(ref, "Warning", reason, message)

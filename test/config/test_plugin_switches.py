@@ -43,7 +43,6 @@ VOLCANO_SWITCHES = [
 ]
 #: Volcano's switches Caldera refuses (the reason is in config/model.py's UNSUPPORTED_SWITCHES)
 REFUSED = {
-    "enabledVictim",
     "enabledHyperNodeOrder",
     "enabledSubJobReady",
     "enabledSubJobPipelined",

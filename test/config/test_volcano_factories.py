@@ -49,8 +49,8 @@ VOLCANO_PLUGINS = [
     "resourcequota",
 ]
 #: What Caldera does not implement yet (issue 25).
-NOT_YET_ACTIONS = {"shuffle"}
-NOT_YET_PLUGINS = {"rescheduling"}
+NOT_YET_ACTIONS: set[str] = set()
+NOT_YET_PLUGINS: set[str] = set()
 
 REGISTRY = builtin_registry()
 

@@ -228,7 +228,7 @@ def test_victim_tasks_add_up_within_a_tier_and_the_first_tier_choosing_any_wins(
     united (a task chosen twice counts once); a tier that chooses nobody hands over to the next."""
 
     def choose(name, *tasks):
-        return lambda ssn: ssn.add_victim_tasks_fn(name, lambda ts: [t for t in ts if t.name in tasks])
+        return lambda ssn: ssn.add_victim_tasks_fns(name, [lambda ts: [t for t in ts if t.name in tasks]])
 
     def victims(first, second, third):
         ssn = session(TWO_TIERS, {"first": first, "second": second, "third": third})

@@ -328,7 +328,7 @@ def test_dead_extension_points_are_gone_and_victim_queue_order_is_used():
     ):
         assert not hasattr(Session, gone)
     # the victim-task point is live: tdm registers on it, for the shuffle action to ask
-    assert hasattr(Session, "add_victim_tasks_fn") and hasattr(Session, "victim_tasks")
+    assert hasattr(Session, "add_victim_tasks_fns") and hasattr(Session, "victim_tasks")
     import inspect
 
     from caldera.actions import helpers
