@@ -150,6 +150,11 @@ COVERED_ELSEWHERE = {
     ("sla", "sla-waiting-time"): "test/plugins/test_sla.py",
     ("predicates", "predicate.DynamicResourceAllocationEnable"): "test/plugins/test_dra.py",
     ("capacity", "capacity.DynamicResourceAllocationEnable"): "test/plugins/test_dra_quota.py",
+    ("capacity", "capacity.DRAConsumableCapacityEnable"): "test/plugins/test_dra_quota.py",
+    ("numa-aware", "weight"): "test/plugins/test_numaaware.py",
+    ("rescheduling", "interval"): "test/plugins/test_rescheduling.py",
+    ("rescheduling", "metricsPeriod"): "test/plugins/test_rescheduling.py",
+    ("rescheduling", "strategies"): "test/plugins/test_rescheduling.py",
     ("deviceshare", "deviceshare.VGPUEnable"): "test/plugins/test_deviceshare.py",
     ("deviceshare", "deviceshare.SchedulePolicy"): "test/plugins/test_deviceshare.py",
     ("deviceshare", "deviceshare.ScheduleWeight"): "test/plugins/test_deviceshare.py",
@@ -295,12 +300,6 @@ def test_a_conf_without_them_logs_nothing(caplog):
 def test_a_no_effect_switch_must_still_be_a_boolean():
     text = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n    enableTargetJob: sometimes\n'
     with pytest.raises(ConfError, match="option 'enableTargetJob' of plugin 'drf' must be true or false"):
-        parse_conf(text, REGISTRY)
-
-
-def test_victim_switch_is_refused():
-    text = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n    enabledVictim: true\n'
-    with pytest.raises(ConfError, match="option 'enabledVictim' of plugin 'drf' is not supported by Caldera"):
         parse_conf(text, REGISTRY)
 
 
