@@ -148,8 +148,9 @@ class Binder:
         self.binding_timeout = binding_timeout
         self.binding_poll = binding_poll
         self.clock = clock
-        #: gangs waiting for their claims to be provisioned before their binds are queued
-        self._volume_waits: set[asyncio.Task[None]] = set()
+        #: binds waiting beside the workers: for their volumes to be provisioned, or for their
+        #: devices' binding conditions
+        self._waits: set[asyncio.Task[None]] = set()
         self._queue: asyncio.Queue[Placement] = asyncio.Queue()
         self._issued: dict[str, float] = {}  # uid → when its bind was issued (in flight or done)
         self._bound: dict[str, float] = {}
@@ -205,8 +206,8 @@ class Binder:
             wait = asyncio.get_running_loop().create_task(
                 self._provision_then_bind(group), name="binder-volumes"
             )
-            self._volume_waits.add(wait)
-            wait.add_done_callback(self._volume_waits.discard)
+            self._waits.add(wait)
+            wait.add_done_callback(self._waits.discard)
         m.BIND_QUEUE.set(self._queue.qsize())
         if len(self._bound) > 10_000:
             self._prune(now)
@@ -300,19 +301,22 @@ class Binder:
         for i in range(self.workers):
             self._tasks.append(supervise(f"binder-{i}", self._worker))
 
-    @property
-    def idle(self) -> bool:
-        return self._queue.empty() and self._queue._unfinished_tasks == 0  # type: ignore[attr-defined]
-
     async def drain(self, timeout: float = 30.0) -> bool:
-        """Finish every bind handed over so far (SIGTERM). True if all finished in time."""
-        if self._volume_waits:
-            await asyncio.wait(set(self._volume_waits), timeout=timeout)
+        """Finish every bind handed over so far (SIGTERM). True if all finished in time. A bind may
+        move between the queue and the waits beside it (volumes provisioned, devices ready): both
+        are waited for until neither holds one."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + timeout
         try:
-            await asyncio.wait_for(self._queue.join(), timeout)
-            return True
+            while True:
+                await asyncio.wait_for(self._queue.join(), max(0.0, give_up - loop.time()))
+                if not self._waits:
+                    return True
+                _, left = await asyncio.wait(set(self._waits), timeout=max(0.0, give_up - loop.time()))
+                if left:
+                    raise TimeoutError
         except TimeoutError:
-            log.warning("%d binds still unfinished at shutdown", self._queue.qsize())
+            log.warning("%d binds still unfinished at shutdown", self._queue.qsize() + len(self._waits))
             return False
         finally:
             await self.stop()
@@ -328,7 +332,7 @@ class Binder:
         await self.stop()
 
     async def stop(self) -> None:
-        await stop_workers(self._volume_waits)
+        await stop_workers(self._waits)
         await stop_workers(self._tasks)
         self._tasks.clear()
 
@@ -359,7 +363,6 @@ class Binder:
 
     async def _bind_one(self, placement: Placement) -> None:
         task = placement.task
-        pod_path = f"/api/v1/namespaces/{task.namespace}/pods/{task.name}"
         deadline = self.clock() + self.retry_deadline
         written: list[ClaimAllocation] = []
         if task.pod.spec.resource_claims:
@@ -376,11 +379,43 @@ class Binder:
                 return
             waiting = [ca for ca in placement.claims if has_binding_conditions(ca.allocation)]
             if waiting:
-                binding_failure = await self._await_binding_conditions(waiting)
-                if binding_failure is not None:
-                    await self._unreserve(task, written)
-                    self._settle(placement, binding_failure)
-                    return
+                # Up to BINDING_TIMEOUT: waited for beside the workers, which go on binding others
+                wait = asyncio.get_running_loop().create_task(
+                    self._bind_when_devices_ready(placement, written, waiting), name="binder-devices"
+                )
+                self._waits.add(wait)
+                wait.add_done_callback(self._waits.discard)
+                return
+        await self._annotate_and_bind(placement, written, deadline)
+
+    async def _bind_when_devices_ready(
+        self, placement: Placement, written: list[ClaimAllocation], waiting: list[ClaimAllocation]
+    ) -> None:
+        """The rest of a bind whose claims' devices have binding conditions, once they report ready
+        (``_await_binding_conditions``); a failure or the timeout takes the reservation back."""
+        try:
+            binding_failure = await self._await_binding_conditions(waiting)
+        except asyncio.CancelledError:
+            self._settle(placement, None)
+            raise
+        if binding_failure is not None:
+            await self._unreserve(placement.task, written)
+            self._settle(placement, binding_failure)
+            return
+        try:
+            await self._annotate_and_bind(placement, written, self.clock() + self.retry_deadline)
+        except asyncio.CancelledError:
+            self._settle(placement, None)
+            raise
+        except Exception as exc:  # as a worker: never lose the placement
+            log.exception("bind of %s crashed", placement.task.key)
+            self._settle(placement, f"internal error: {exc}")
+
+    async def _annotate_and_bind(
+        self, placement: Placement, written: list[ClaimAllocation], deadline: float
+    ) -> None:
+        task = placement.task
+        pod_path = f"/api/v1/namespaces/{task.namespace}/pods/{task.name}"
         if placement.annotations:
             # The decision's annotations (device assignments) go on the pod before the bind, as
             # device plugins read them when the pod starts. The uid makes the patch a precondition.

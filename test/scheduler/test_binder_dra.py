@@ -53,8 +53,7 @@ def placed(srv: Any, cache: ClusterCache, name: str = "p", claim: str = "c0") ->
 async def run(binder: Binder, placements: list[Placement]) -> None:
     binder.start()
     binder.bind(placements)
-    await asyncio.wait_for(binder._queue.join(), 10)
-    await binder.stop()
+    assert await binder.drain(10)
 
 
 async def test_the_claim_is_allocated_and_reserved_in_one_write_before_the_binding(server) -> None:
@@ -211,8 +210,7 @@ async def test_a_device_with_binding_conditions_binds_the_pod_only_once_its_driv
     assert srv.log == [("finalizer", "c0"), ("claim", "c0")]
     assert srv.claims["c0"]["status"]["allocation"]["allocationTimestamp"]
     driver_reports(srv, "Attached")
-    await asyncio.wait_for(binder._queue.join(), 5)
-    await binder.stop()
+    assert await binder.drain(5)
     assert srv.log[-1] == ("bind", "p")
 
 
@@ -225,8 +223,7 @@ async def test_a_binding_failure_condition_unreserves_and_does_not_bind(server) 
     binder.bind([placement])
     await asyncio.sleep(0.1)
     driver_reports(srv, "AttachFailed")
-    await asyncio.wait_for(binder._queue.join(), 5)
-    await binder.stop()
+    assert await binder.drain(5)
     assert ("bind", "p") not in srv.log
     assert srv.claims["c0"]["status"].get("reservedFor", []) == []
 
@@ -238,3 +235,28 @@ async def test_binding_conditions_never_reported_time_out_and_nothing_is_bound(s
     await run(Binder(client, cache, binding_poll=0.02, binding_timeout=0.2), [placement])
     assert ("bind", "p") not in srv.log
     assert srv.claims["c0"]["status"].get("reservedFor", []) == []
+
+
+async def test_a_pod_waiting_for_its_devices_holds_no_bind_worker(server) -> None:
+    """The wait (up to 600 s in production) runs beside the workers: with a single worker, a pod
+    placed after the waiting one is bound while the first still waits."""
+    srv, client = server
+    cache = ClusterCache()
+    waiting = placed_with_conditions(srv, cache)
+    plain = pod("other", group="other")
+    load(cache, podgroups=[podgroup("other")], pods=[plain])
+    other = Placement(cache.task(plain.metadata.uid), "n1")  # type: ignore[arg-type]
+    cache.apply(SessionResult(placements=[other]))
+    binder = Binder(client, cache, workers=1, binding_poll=0.02, binding_timeout=5)
+    binder.start()
+    binder.bind([waiting, other])
+
+    async def other_bound() -> None:
+        while ("bind", "other") not in srv.log:
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(other_bound(), 5)
+    assert ("bind", "p") not in srv.log  # still waiting for its driver
+    driver_reports(srv, "Attached")
+    assert await binder.drain(5)
+    assert srv.log[-1] == ("bind", "p")
