@@ -6,8 +6,12 @@ from datetime import datetime
 
 import pytest
 
+from caldera.config.conf import parse_conf
 from caldera.hack.scenario import InProcessCluster, node, pod, podgroup, priority_class
 from caldera.plugins import tdm
+from caldera.scheduler.registry import builtin_registry
+
+REGISTRY = builtin_registry()
 
 CONF = """
 actions: "enqueue, allocate, preempt"
@@ -25,6 +29,7 @@ tiers:
 """
 DAY = datetime(2026, 3, 2, 12, 0).astimezone()
 NIGHT = datetime(2026, 3, 2, 21, 30).astimezone()
+NEXT_MORNING = datetime(2026, 3, 3, 8, 0).astimezone()
 SPOT = {"volcano.sh/revocable-zone": "night"}
 
 
@@ -106,21 +111,20 @@ def test_a_preemptable_preemptor_preempts_nobody(clock):
     assert "greedy-0" not in sim.running_on()
 
 
-def test_when_the_window_closes_the_pods_on_its_nodes_are_the_victims(clock):
-    from caldera.framework.session import close_session, open_session
-
+def test_when_the_window_closes_shuffle_evicts_the_pods_on_its_nodes(clock):
+    """Volcano's tdm hands its victims to the shuffle action (victimsFn, AddVictimTasksFns): with
+    shuffle in the conf, once the night window has closed the preemptable pods on the spot nodes
+    are evicted, one per evict period (no disruption budget: Volcano's default of one)."""
     clock.now = lambda: NIGHT
     sim = cluster()
+    sim.conf = parse_conf(
+        CONF.replace('"enqueue, allocate, preempt"', '"enqueue, allocate, shuffle"'), REGISTRY
+    )
     sim.add(**batch("spare", 4, preemptable=True))
     sim.cycle()
-    assert {v for k, v in sim.running_on().items()} <= {"spot-1", "spot-2"}
-    clock.now = lambda: DAY
-    snap = sim.cache.snapshot()
-    ssn = open_session(snap, sim.conf.tiers, sim.loop.registry.plugins, sim.conf.configurations)
-    try:
-        running = [t for j in ssn.jobs.values() for t in j.tasks.values()]
-        victims = ssn.victim_tasks(running)
-    finally:
-        close_session(ssn)
-    # one of the job's pods per period (no disruption budget: Volcano's default of one)
-    assert len(victims) == 1 and victims[0].node_name.startswith("spot-")
+    assert set(sim.running_on().values()) <= {"spot-1", "spot-2"}
+    clock.now = lambda: NEXT_MORNING
+    evicted = sim.cycle().evictions
+    assert len(evicted) == 1 and evicted[0].task.node_name.startswith("spot-")
+    # within the evict period (default 1m) nobody else goes
+    assert sim.cycle().evictions == []
