@@ -121,37 +121,45 @@ def test_an_overused_queue_gets_nothing_placed():
     assert dict(ext.calls)["overused"]["queue"]["Name"] == "default"
 
 
+def urgent_among_low(text: str, nodes: dict[str, str], low_on: list[str]) -> InProcessCluster:
+    """Nodes (name → cpu) full of the pods of a low-priority job of minimum one (one pod of 1 cpu on
+    each node of ``low_on``, named low-0, low-1, ...), then a high-priority pod urgent-0 of 1 cpu."""
+    from caldera.hack.scenario import priority_class
+
+    sim = InProcessCluster(
+        text,
+        nodes=[node(name, cpu=cpu) for name, cpu in nodes.items()],
+        pods=[
+            pod(
+                f"low-{i}",
+                cpu="1",
+                group="low",
+                node_name=on,
+                phase="Running",
+                priority_class="low",
+                annotations={"volcano.sh/preemptable": "true"},
+            )
+            for i, on in enumerate(low_on)
+        ],
+        podgroups=[podgroup("low", min_member=1, phase="Running", priority_class="low")],
+        priority_classes=[priority_class("high", 1000), priority_class("low", 1)],
+    )
+    sim.add(
+        podgroups=[podgroup("urgent", min_member=1, priority_class="high")],
+        pods=[pod("urgent-0", cpu="1", group="urgent", priority_class="high")],
+    )
+    return sim
+
+
 def test_the_extender_chooses_the_victims_of_a_preemption():
     """A low-priority gang of three (minimum one) fills the node; gang lets two of them go, and of
     those the extender offers only low-0 (without it, low-1 would go)."""
-    from caldera.hack.scenario import priority_class
 
     def choose(body):
         return 200, {"status": 1, "victims": [t for t in body["evictees"] if t["Name"] == "low-0"]}
 
     with extender({"preemptable": choose}) as ext:
-        sim = InProcessCluster(
-            conf(ext.url, preemptableVerb="preemptable"),
-            nodes=[node("n1", cpu="3")],
-            pods=[
-                pod(
-                    f"low-{i}",
-                    cpu="1",
-                    group="low",
-                    node_name="n1",
-                    phase="Running",
-                    priority_class="low",
-                    annotations={"volcano.sh/preemptable": "true"},
-                )
-                for i in range(3)
-            ],
-            podgroups=[podgroup("low", min_member=1, phase="Running", priority_class="low")],
-            priority_classes=[priority_class("high", 1000), priority_class("low", 1)],
-        )
-        sim.add(
-            podgroups=[podgroup("urgent", min_member=1, priority_class="high")],
-            pods=[pod("urgent-0", cpu="1", group="urgent", priority_class="high")],
-        )
+        sim = urgent_among_low(conf(ext.url, preemptableVerb="preemptable"), {"n1": "3"}, ["n1"] * 3)
         evicted = [e.task.name for e in sim.cycle().evictions]
     assert evicted == ["low-0"]
     assert {t["Name"] for t in dict(ext.calls)["preemptable"]["evictees"]} == {"low-0", "low-1", "low-2"}
@@ -393,8 +401,6 @@ def test_a_preemptor_refused_on_the_first_node_tried_takes_the_next():
     """Volcano's preempt: a failed Pipeline discards that node's evictions and tries the next node.
     A low-priority job (minimum one) runs two pods on each node; the extender refuses the urgent pod
     on whichever node preempt tries first: the victim is taken on the other."""
-    from caldera.hack.scenario import priority_class
-
     tried: list[str] = []
 
     def alloc(body):
@@ -404,28 +410,8 @@ def test_a_preemptor_refused_on_the_first_node_tried_takes_the_next():
         return 200, {"errorMessage": "not there" if len(tried) == 1 else ""}
 
     with extender({"alloc": alloc}) as ext:
-        sim = InProcessCluster(
-            conf(ext.url, allocateFuncVerb="alloc"),
-            nodes=[node("n1", cpu="2"), node("n2", cpu="2")],
-            pods=[
-                pod(
-                    f"low-{i}",
-                    cpu="1",
-                    group="low",
-                    node_name=f"n{1 + i % 2}",
-                    phase="Running",
-                    priority_class="low",
-                    annotations={"volcano.sh/preemptable": "true"},
-                )
-                for i in range(4)
-            ],
-            podgroups=[podgroup("low", min_member=1, phase="Running", priority_class="low")],
-            priority_classes=[priority_class("high", 1000), priority_class("low", 1)],
-        )
-        sim.add(
-            podgroups=[podgroup("urgent", min_member=1, priority_class="high")],
-            pods=[pod("urgent-0", cpu="1", group="urgent", priority_class="high")],
-        )
+        text = conf(ext.url, allocateFuncVerb="alloc")
+        sim = urgent_among_low(text, {"n1": "2", "n2": "2"}, ["n1", "n2", "n1", "n2"])
         evicted = [e.task.node_name for e in sim.cycle().evictions]
     assert len(tried) == 2 and tried[0] != tried[1]
     assert evicted == [tried[1]]
