@@ -124,15 +124,18 @@ def place_tasks(
                 continue
             return False
         best, now = choice
-        if now:
-            stmt.allocate(task, node_list[best].name)
-            if stats is not None:
-                stats.placed += 1
-        else:
-            stmt.pipeline(task, node_list[best].name)
-            if stats is not None:
-                stats.pipelined += 1
+        refused = (stmt.allocate if now else stmt.pipeline)(task, node_list[best].name)
         tasks.pop(0)
+        if refused is not None:
+            # An event handler refused (the statement recorded why on the task): as Volcano's
+            # allocateResourcesForTasks, the task is not tried again this cycle, the job goes on.
+            job.job_fit_error = refused
+            continue
+        if stats is not None:
+            if now:
+                stats.placed += 1
+            else:
+                stats.pipelined += 1
         if stop_when_ready and tasks and ssn.job_ready(job):
             return True
     return True

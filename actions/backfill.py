@@ -44,7 +44,10 @@ class BackfillAction(Action):
                     job.job_fit_error = message
                     continue
                 best = ssn.best_row(task, rows, ssn.node_scores(task, rows))
-                stmt.allocate(task, node_list[best].name)
+                refused = stmt.allocate(task, node_list[best].name)
+                if refused is not None:
+                    # Volcano's backfill: the node's error is the task's fit error, next task
+                    job.job_fit_error = refused
             if ssn.job_ready(job):
                 stmt.commit()
             elif not ssn.job_pipelined(job):

@@ -386,7 +386,10 @@ class GangEvictionAction(Action):
             now = fits[ssn.table.fits(task.init_resreq, fits, False)]
             choice = now if len(now) else fits
             best = ssn.best_row(task, choice, ssn.node_scores(task, choice))
-            trial.pipeline(task, ssn.node_list[best].name)
+            if trial.pipeline(task, ssn.node_list[best].name) is not None:
+                # an event handler refused: the trial fails (Volcano's runSimulateTrialAtHyperNode)
+                trial.discard()
+                return None
             placed += 1
         if not placed or not ssn.job_pipelined(job):
             trial.discard()

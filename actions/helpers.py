@@ -517,8 +517,9 @@ def evict_and_pipeline(
     whose ``disruptionMode`` is ``PodGroup`` always takes its whole group, even where one pod would
     do (KEP-5710 "Preemption unit"; ``JobInfo.disrupt_whole``). A node where the task still
     does not fit is left untouched; with ``whole_needs_priority`` (preempt) a gang is taken whole
-    only for a preemptor job of higher priority. Returns False (and changes nothing) when no node
-    works."""
+    only for a preemptor job of higher priority. A node where an event handler refuses the
+    pipeline (``Statement.pipeline``) is left untouched too. Returns False (and changes nothing)
+    when no node works."""
     if not preemption_allowed(task):
         return False
     index = evictable_by_row(ssn)
@@ -529,10 +530,12 @@ def evict_and_pipeline(
     node_list = ssn.node_list
     if without_eviction and len(rows):
         free = rows[ssn.table.fits(need, rows)]
-        if len(free):
+        while len(free):
             best = ssn.best_row(task, free, ssn.node_scores(task, free))
-            stmt.pipeline(task, node_list[best].name)
-            return True
+            if stmt.pipeline(task, node_list[best].name) is None:
+                return True
+            # an event handler refused that node: the next one (Volcano's preempt tries node by node)
+            free = free[free != best]
     if not index:
         return False
     # a task needing what evictions release (DRA devices) may take a node where it does not fit now:
@@ -638,9 +641,11 @@ def evict_and_pipeline(
         # Volcano's reclaimForTask pipelines on a node with reclaimees even when no eviction is
         # needed there; preempt (``queue`` given) takes free room only through ``without_eviction``
         if ok and (len(node_stmt) or queue is None):
-            node_stmt.pipeline(task, node.name)
-            stmt.merge(node_stmt)
-            return True
+            # an event handler may refuse: the node's evictions are undone, the next node is tried
+            # (Volcano's preempt and reclaim: "Pipeline failed: discard all evictions for this node")
+            if node_stmt.pipeline(task, node.name) is None:
+                stmt.merge(node_stmt)
+                return True
         node_stmt.discard()
     return False
 

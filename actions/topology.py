@@ -189,10 +189,9 @@ def place_gang(ssn: Session, job: JobInfo, rows: np.ndarray) -> Statement | None
         row = ssn.best_row(task, feasible, ssn.node_scores(task, feasible))
         cols, vals = table.request_vector(task.init_resreq)
         node = node_list[row]
-        if len(cols) == 0 or bool((table.idle[row, cols] >= vals - MIN_RESOURCE).all()):
-            stmt.allocate(task, node.name)
-        else:
-            stmt.pipeline(task, node.name)
+        now = len(cols) == 0 or bool((table.idle[row, cols] >= vals - MIN_RESOURCE).all())
+        # a task an event handler refuses is left pending, the others go on (Volcano's allocate)
+        (stmt.allocate if now else stmt.pipeline)(task, node.name)
     if len(stmt) and ((job.is_ready() and ssn.job_ready(job)) or job.is_pipelined()):
         return stmt
     stmt.discard()

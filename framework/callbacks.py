@@ -90,6 +90,11 @@ UnifiedEvictableFn = Callable[[EvictionContext, list[TaskInfo]], tuple[list[Task
 class EventHandler:
     allocate: Callable[[Event], None] | None = None
     deallocate: Callable[[Event], None] | None = None
+    #: the allocate handler may refuse an allocation or pipeline by setting ``Event.err`` (the
+    #: extender's ``allocateFuncVerb``); a session with none such fires events without checking
+    can_fail: bool = False
+    #: the plugin registering it, named in the reason of a refusal
+    plugin: str = ""
 
 
 @dataclass
@@ -217,6 +222,8 @@ class CallbackRegistry:
         #: plugin → part → (bulk score, its locality): the parts add up to the plugin's bulk score
         self.score_parts: dict[str, dict[str, tuple[BulkScore, Locality, Applies | None]]] = {}
         self.event_handlers: list[EventHandler] = []
+        #: an event handler may refuse an allocation (``EventHandler.can_fail``): statements check
+        self.fallible_events = False
         #: plugin → what its predicates and scores read of a task besides the pod's template
         self.template_qualifiers: dict[str, TemplateQualifier] = {}
         #: a qualifier speaks for the pods' ResourceClaims (``add_template_qualifier``)
@@ -390,6 +397,8 @@ class CallbackRegistry:
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)
+        if handler.can_fail and handler.allocate is not None:
+            self.fallible_events = True
 
     def add_template_qualifier(self, name: str, fn: TemplateQualifier, claims: bool = False) -> None:
         """For a plugin whose predicates or scores read more of a task than its pod template (the

@@ -18,6 +18,10 @@ from caldera.framework.topology import Topology, TopologySettings
 @dataclass
 class Event:
     task: TaskInfo
+    #: set by an allocate handler that may refuse (``EventHandler.can_fail``): why the allocation or
+    #: pipeline is refused; the statement then undoes it (Volcano's ``Event.Err``,
+    #: pkg/scheduler/framework/event.go). Ignored on every other event, as Volcano ignores it there.
+    err: str | None = None
 
 
 @dataclass

@@ -469,6 +469,39 @@ class Session(CallbackRegistry):
             if fn is not None:
                 fn(event)
 
+    def _fire_fallible(self, task: TaskInfo) -> tuple[str, list[EventHandler]] | None:
+        """The allocate event of an allocation or pipeline when a handler may refuse it
+        (``fallible_events``): the handlers in order until one sets ``Event.err``. None when none
+        did; else the reason, naming the refusing plugin, and the handlers whose allocate ran (the
+        refusing one last), for ``_fire_undo``. Volcano's ``Statement.Allocate`` / ``Pipeline``
+        (pkg/scheduler/framework/statement.go) collect every handler's ``Event.Err`` and roll back
+        through ``unallocate`` / ``unPipeline``, which fire every deallocate handler; here the
+        handlers after a refusing one are not asked (the outcome for the session is the same, and
+        an extender is not sent an allocation already refused)."""
+        self.changes += 1
+        event = Event(task)
+        ran: list[EventHandler] = []
+        for handler in self.event_handlers:
+            fn = handler.allocate
+            if fn is None:
+                continue
+            ran.append(handler)
+            fn(event)
+            if event.err is not None:
+                by = f" by {handler.plugin}" if handler.plugin else ""
+                return f"refused{by}: {event.err}", ran
+        return None
+
+    def _fire_undo(self, task: TaskInfo, handlers: list[EventHandler]) -> None:
+        """Deallocate events for ``handlers`` (those whose allocate ran), newest first: what a
+        refused allocation leaves of their effects is undone. The refusing handler is told too, as
+        Volcano's rollback tells every handler (``Statement.unallocate``)."""
+        self.changes += 1
+        for handler in reversed(handlers):
+            fn = handler.deallocate
+            if fn is not None:
+                fn(Event(task))
+
     def job_of(self, task: TaskInfo) -> JobInfo:
         return self.jobs[task.job]
 

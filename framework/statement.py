@@ -4,6 +4,11 @@ Every operation changes the session at once (task status, node usage, plugin sha
 through event handlers), so later predicates see it; ``discard`` undoes them in reverse order
 and leaves the session exactly as it was; ``commit`` hands placements and evictions over to
 the session's result, for the binder and the evictor.
+
+An event handler that can fail (the extender's ``allocateFuncVerb``) may refuse an allocation or a
+pipeline: that one operation is undone at once and ``allocate`` / ``pipeline`` return the reason
+(Volcano's ``Statement.Allocate`` / ``Pipeline`` returning an error). Without such a handler the
+events are fired without any check.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ class Statement:
             raise StatementError(f"node {name!r} is not in the session")
         return node
 
-    def _place(self, task: TaskInfo, node_name: str, status: TaskStatus, op: Op) -> None:
+    def _place(self, task: TaskInfo, node_name: str, status: TaskStatus, op: Op) -> str | None:
         node = self._node(node_name)
         job = self.ssn.jobs.get(task.job)
         if job is None or job.tasks.get(task.uid) is not task:
@@ -66,15 +71,38 @@ class Statement:
         task.node_name = node_name
         node.add_task(task)
         self.operations.append(record)
-        self.ssn._fire(True, task)
+        ssn = self.ssn
+        if not ssn.fallible_events:
+            ssn._fire(True, task)
+            return None
+        refused = ssn._fire_fallible(task)
+        if refused is None:
+            return None
+        # An event handler refused: undo this one operation as Volcano's Statement.Allocate /
+        # Pipeline roll back through unallocate / unPipeline (pkg/scheduler/framework/statement.go)
+        message, ran = refused
+        self.operations.pop()
+        node.remove_task(task)
+        job.update_task_status(task, record.previous_status)
+        ssn._fire_undo(task, ran)
+        task.node_name = record.previous_node
+        verb = "allocation" if op is Op.ALLOCATE else "pipeline"
+        reason = f"{verb} of task {task.name} on node {node_name} {message}"
+        job.fit_errors[task.uid] = reason
+        return reason
 
-    def allocate(self, task: TaskInfo, node_name: str) -> None:
-        """Place a pending task on a node, to be bound when the statement commits."""
-        self._place(task, node_name, TaskStatus.ALLOCATED, Op.ALLOCATE)
+    def allocate(self, task: TaskInfo, node_name: str) -> str | None:
+        """Place a pending task on a node, to be bound when the statement commits. Returns None, or
+        why an event handler refused it (``EventHandler.can_fail``, Volcano's ``Event.Err``): then
+        the statement and the session are as before the call, the reason is the task's fit error,
+        and the caller takes it as "does not fit there" (Volcano's allocate does not try the task
+        again this cycle: ``allocateResourcesForTasks`` goes on with the next task)."""
+        return self._place(task, node_name, TaskStatus.ALLOCATED, Op.ALLOCATE)
 
-    def pipeline(self, task: TaskInfo, node_name: str) -> None:
-        """Reserve a node for a task whose resources are still being released there."""
-        self._place(task, node_name, TaskStatus.PIPELINED, Op.PIPELINE)
+    def pipeline(self, task: TaskInfo, node_name: str) -> str | None:
+        """Reserve a node for a task whose resources are still being released there. Returns None,
+        or why an event handler refused it, as ``allocate``."""
+        return self._place(task, node_name, TaskStatus.PIPELINED, Op.PIPELINE)
 
     def evict(self, task: TaskInfo, reason: str) -> None:
         """Mark a running task as releasing; it is evicted when the statement commits."""

@@ -1,6 +1,11 @@
 """A Volcano HTTP extender for tests and demos: a server on 127.0.0.1 (a free port) answering the
 verbs it is given, in a thread, recording each request (the extender plugin's counterpart,
-plugins/extender.py)."""
+plugins/extender.py).
+
+``Script`` gives scripted answers to the verbs named in ``SCRIPT_VERBS`` (a node the predicate
+filters, prioritize's scores, pods whose allocation is refused), read at each call, so a test may
+change them while the scheduler runs; ``Extender.task_events`` lists the allocate and deallocate
+events received."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -26,6 +32,47 @@ class Extender:
 
     def verbs(self) -> list[str]:
         return [verb for verb, _ in self.calls]
+
+    def task_events(self) -> list[tuple[str, str, str]]:
+        """(verb, pod name, node name) of each allocate and deallocate event received, in order."""
+        return [
+            (verb, body["task"]["Name"], body["task"]["NodeName"])
+            for verb, body in list(self.calls)
+            if verb in (ALLOCATE, DEALLOCATE)
+        ]
+
+
+PREDICATE, PRIORITIZE, ALLOCATE, DEALLOCATE = "predicate", "prioritize", "allocate", "deallocate"
+#: the extender plugin's arguments naming the verbs a ``Script`` answers
+SCRIPT_VERBS = {
+    "extender.predicateVerb": PREDICATE,
+    "extender.prioritizeVerb": PRIORITIZE,
+    "extender.allocateFuncVerb": ALLOCATE,
+    "extender.deallocateFuncVerb": DEALLOCATE,
+}
+
+
+@dataclass
+class Script:
+    """Scripted answers, in Volcano's shapes (pkg/scheduler/plugins/extender/argument.go)."""
+
+    #: node name → the reason the predicate filters it with
+    filtered: dict[str, str] = field(default_factory=dict)
+    #: node name → the score prioritize gives it (others: 0)
+    scores: dict[str, float] = field(default_factory=dict)
+    #: pod name → the errorMessage refusing its allocation
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def answers(self) -> Answers:
+        return {
+            PREDICATE: lambda body: (200, {"status": self.filtered.get(body["node"]["Name"], "")}),
+            PRIORITIZE: lambda body: (
+                200,
+                {"nodeScore": {n["Name"]: self.scores.get(n["Name"], 0) for n in body["nodes"]}},
+            ),
+            ALLOCATE: lambda body: (200, {"errorMessage": self.refused.get(body["task"]["Name"], "")}),
+            DEALLOCATE: {},
+        }
 
 
 @contextmanager

@@ -10,16 +10,25 @@ Volcano's ``maxBodySize``). The arguments are Volcano's (``parseExtenderConfig``
   parse leaves the default, as in Volcano, with one log line);
 - the verbs, each optional: ``extender.onSessionOpenVerb``, ``onSessionCloseVerb``, ``predicateVerb``,
   ``prioritizeVerb``, ``preemptableVerb``, ``reclaimableVerb``, ``queueOverusedVerb``,
-  ``jobEnqueueableVerb``, ``jobEnqueuedVerb``, ``jobReadyVerb`` (all ``extender.``-prefixed);
+  ``jobEnqueueableVerb``, ``jobEnqueuedVerb``, ``jobReadyVerb``, ``allocateFuncVerb``,
+  ``deallocateFuncVerb`` (all ``extender.``-prefixed);
 - ``extender.ignorable``: whether a failing extender is skipped;
 - ``extender.managedResources``: the resources the extender cares about; when set, a task none of
   whose containers (or init containers) requests or limits one of them is not sent
   (``IsInterested``, adapted by Volcano from kube-scheduler): predicate passes, prioritize adds
   nothing, preemptable/reclaimable abstain.
 
-``extender.allocateFuncVerb`` and ``deallocateFuncVerb`` (Volcano's event handlers, whose error undoes
-an allocation inside the statement) are refused by name: Caldera's event handlers cannot fail an
-allocation.
+``extender.allocateFuncVerb`` and ``extender.deallocateFuncVerb`` are Volcano's event handlers
+(``addEventHandler``): each allocation or pipeline of a task the extender is interested in is POSTed
+to the first as ``{"task"}``, each deallocation (an allocation undone, a statement discarded, an
+eviction) to the second, and the answer is ``{"errorMessage"}`` (``EventHandlerRequest`` /
+``EventHandlerResponse``). An allocate answer with an ``errorMessage`` refuses the allocation (even
+when ignorable, as in Volcano); so does a failed call unless ``extender.ignorable``. A refused
+allocation is undone at once by the statement (``framework/statement.py``: Volcano's
+``Statement.Allocate`` rolling back on ``Event.Err``), the extender is sent its deallocate, and the
+task stays pending this cycle with the reason as its fit error ("... refused by extender: <the
+extender's message>"). Like Volcano, an eviction in a statement sends deallocate, and an eviction
+undone sends allocate (its answer unread there). A deallocate that fails is logged only.
 
 Calls (``OnSessionOpen``): ``onSessionOpen`` first, with the session's jobs, nodes, queues and
 namespaces; if it fails and the extender is not ignorable, no other callback is registered for the
@@ -68,10 +77,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import msgspec
 
 from caldera.config.duration import parse_duration
+from caldera.framework.callbacks import EventHandler
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from caldera.framework.objects import Container
-from caldera.framework.plugin import Plugin, unsupported
+from caldera.framework.plugin import Plugin
 from caldera.framework.resource import Resource
+from caldera.framework.result import Event
 from caldera.framework.tier_rules import ABSTAIN, PERMIT, REJECT
 
 if TYPE_CHECKING:
@@ -95,6 +106,8 @@ VERBS = (
     "jobEnqueueable",
     "jobEnqueued",
     "jobReady",
+    "allocateFunc",
+    "deallocateFunc",
 )
 #: Volcano's maxBodySize: 10 MiB
 MAX_BODY = 10 << 20
@@ -136,6 +149,10 @@ class ReadyResponse(msgspec.Struct):
 
 class OverusedResponse(msgspec.Struct):
     overused: bool = False
+
+
+class EventHandlerResponse(msgspec.Struct, rename="camel"):
+    error_message: str = ""
 
 
 class ExtenderError(Exception):
@@ -282,12 +299,6 @@ class ExtenderPlugin(Plugin):
         IGNORABLE: bool,
         MANAGED_RESOURCES: list,
         **{f"{PREFIX}{verb}Verb": str for verb in VERBS},
-        f"{PREFIX}allocateFuncVerb": unsupported(
-            str, "Caldera's event handlers cannot undo an allocation from an HTTP answer", accepted=""
-        ),
-        f"{PREFIX}deallocateFuncVerb": unsupported(
-            str, "Caldera's event handlers cannot undo a deallocation from an HTTP answer", accepted=""
-        ),
     }
 
     def __init__(self, arguments: Any) -> None:
@@ -376,6 +387,15 @@ class ExtenderPlugin(Plugin):
             ssn.add_overused_fn(self.name, self.overused)
         if verbs["jobReady"]:
             ssn.add_job_ready_fn(self.name, self.ready)
+        if verbs["allocateFunc"] or verbs["deallocateFunc"]:
+            ssn.add_event_handler(
+                EventHandler(
+                    allocate=self.allocated if verbs["allocateFunc"] else None,
+                    deallocate=self.deallocated if verbs["deallocateFunc"] else None,
+                    can_fail=bool(verbs["allocateFunc"]),
+                    plugin=self.name,
+                )
+            )
 
     def on_session_close(self, ssn: Session) -> None:
         if self.verbs["onSessionClose"]:
@@ -448,6 +468,29 @@ class ExtenderPlugin(Plugin):
             return not self.ignorable
         assert got is not None
         return got.overused
+
+    def allocated(self, event: Event) -> None:
+        """Volcano's ``addEventHandler`` AllocateFunc: the extender's ``errorMessage``, or a failed
+        call when not ignorable, refuses the allocation (``Event.err``)."""
+        self._event("allocateFunc", event)
+
+    def deallocated(self, event: Event) -> None:
+        """Volcano's ``addEventHandler`` DeallocateFunc (what it answers changes nothing)."""
+        self._event("deallocateFunc", event)
+
+    def _event(self, verb: str, event: Event) -> None:
+        task = event.task
+        if not interested(self.managed, task):
+            return
+        try:
+            got = self.call(verb, {"task": task_json(task)}, EventHandlerResponse)
+        except ExtenderError as exc:
+            if not self.ignorable:
+                event.err = str(exc)
+            return
+        assert got is not None
+        if got.error_message:
+            event.err = got.error_message
 
     def ready(self, job: JobInfo) -> bool:
         try:

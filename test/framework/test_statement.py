@@ -132,3 +132,63 @@ def test_discard_of_nested_decisions_in_reverse_order(ssn):
     outer.merge(inner)
     outer.discard()
     assert_same(figures(ssn), before)
+
+
+def test_a_handler_that_refuses_undoes_that_one_operation_and_the_effects_before_it(ssn):
+    """Volcano's Statement.Allocate / Pipeline (pkg/scheduler/framework/statement.go) roll an
+    operation back when an event handler sets Event.Err; the operations before it stand."""
+    calls: list[str] = []
+    shares: list[float] = []
+    ssn.add_event_handler(
+        EventHandler(
+            allocate=lambda e: shares.append(e.task.resreq.cpu),
+            deallocate=lambda e: shares.append(-e.task.resreq.cpu),
+        )
+    )
+
+    def gate(e):
+        calls.append(f"allocate {e.task.name} on {e.task.node_name}")
+        if e.task.name == "train-1":
+            e.err = "no licence left"
+
+    ssn.add_event_handler(
+        EventHandler(
+            allocate=gate,
+            deallocate=lambda e: calls.append(f"deallocate {e.task.name} from {e.task.node_name}"),
+            can_fail=True,
+            plugin="licences",
+        )
+    )
+    ssn.add_event_handler(EventHandler(allocate=lambda e: calls.append(f"after {e.task.name}")))
+    job = ssn.jobs["default/train"]
+    t0, t1, t2 = sorted(job.tasks.values(), key=lambda t: t.name)
+    stmt = ssn.statement()
+    assert stmt.allocate(t0, "n1") is None
+    before = figures(ssn)
+    spent = sum(shares)
+    refused = stmt.pipeline(t1, "n2")
+    assert refused == "pipeline of task train-1 on node n2 refused by licences: no licence left"
+    assert_same(figures(ssn), before)
+    assert sum(shares) == spent  # the handler that ran before the refusal was told it is undone
+    assert t1.status == TaskStatus.PENDING and t1.node_name == ""
+    assert job.fit_errors[t1.uid] == refused
+    assert len(stmt) == 1
+    # the refusing handler hears its deallocate, still on the node; a handler after it is not asked
+    assert calls == [
+        "allocate train-0 on n1",
+        "after train-0",
+        "allocate train-1 on n2",
+        "deallocate train-1 from n2",
+    ]
+    assert stmt.allocate(t2, "n2") is None
+    stmt.commit()
+    assert [(p.task.name, p.node) for p in ssn.placements] == [("train-0", "n1"), ("train-2", "n2")]
+
+
+def test_an_error_set_by_a_handler_not_declared_fallible_changes_nothing(ssn):
+    """Only handlers declared ``can_fail`` are checked (the events of other sessions cost no check)."""
+    ssn.add_event_handler(EventHandler(allocate=lambda e: setattr(e, "err", "ignored")))
+    assert not ssn.fallible_events
+    task = sorted(ssn.jobs["default/train"].tasks.values(), key=lambda t: t.name)[0]
+    assert ssn.statement().allocate(task, "n1") is None
+    assert task.status == TaskStatus.ALLOCATED

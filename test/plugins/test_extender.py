@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from caldera.config.conf import ConfError, parse_conf
+from caldera.config.conf import parse_conf
 from caldera.hack.extender import extender
 from caldera.hack.scenario import InProcessCluster, cluster, node, pod, podgroup, queue, run_session
 from caldera.scheduler.registry import builtin_registry
@@ -121,37 +121,45 @@ def test_an_overused_queue_gets_nothing_placed():
     assert dict(ext.calls)["overused"]["queue"]["Name"] == "default"
 
 
+def urgent_among_low(text: str, nodes: dict[str, str], low_on: list[str]) -> InProcessCluster:
+    """Nodes (name → cpu) full of the pods of a low-priority job of minimum one (one pod of 1 cpu on
+    each node of ``low_on``, named low-0, low-1, ...), then a high-priority pod urgent-0 of 1 cpu."""
+    from caldera.hack.scenario import priority_class
+
+    sim = InProcessCluster(
+        text,
+        nodes=[node(name, cpu=cpu) for name, cpu in nodes.items()],
+        pods=[
+            pod(
+                f"low-{i}",
+                cpu="1",
+                group="low",
+                node_name=on,
+                phase="Running",
+                priority_class="low",
+                annotations={"volcano.sh/preemptable": "true"},
+            )
+            for i, on in enumerate(low_on)
+        ],
+        podgroups=[podgroup("low", min_member=1, phase="Running", priority_class="low")],
+        priority_classes=[priority_class("high", 1000), priority_class("low", 1)],
+    )
+    sim.add(
+        podgroups=[podgroup("urgent", min_member=1, priority_class="high")],
+        pods=[pod("urgent-0", cpu="1", group="urgent", priority_class="high")],
+    )
+    return sim
+
+
 def test_the_extender_chooses_the_victims_of_a_preemption():
     """A low-priority gang of three (minimum one) fills the node; gang lets two of them go, and of
     those the extender offers only low-0 (without it, low-1 would go)."""
-    from caldera.hack.scenario import priority_class
 
     def choose(body):
         return 200, {"status": 1, "victims": [t for t in body["evictees"] if t["Name"] == "low-0"]}
 
     with extender({"preemptable": choose}) as ext:
-        sim = InProcessCluster(
-            conf(ext.url, preemptableVerb="preemptable"),
-            nodes=[node("n1", cpu="3")],
-            pods=[
-                pod(
-                    f"low-{i}",
-                    cpu="1",
-                    group="low",
-                    node_name="n1",
-                    phase="Running",
-                    priority_class="low",
-                    annotations={"volcano.sh/preemptable": "true"},
-                )
-                for i in range(3)
-            ],
-            podgroups=[podgroup("low", min_member=1, phase="Running", priority_class="low")],
-            priority_classes=[priority_class("high", 1000), priority_class("low", 1)],
-        )
-        sim.add(
-            podgroups=[podgroup("urgent", min_member=1, priority_class="high")],
-            pods=[pod("urgent-0", cpu="1", group="urgent", priority_class="high")],
-        )
+        sim = urgent_among_low(conf(ext.url, preemptableVerb="preemptable"), {"n1": "3"}, ["n1"] * 3)
         evicted = [e.task.name for e in sim.cycle().evictions]
     assert evicted == ["low-0"]
     assert {t["Name"] for t in dict(ext.calls)["preemptable"]["evictees"]} == {"low-0", "low-1", "low-2"}
@@ -292,14 +300,139 @@ def test_a_failed_session_open_that_is_not_ignorable_registers_nothing_else():
     assert ext.verbs() == ["open"]
 
 
-# -- arguments -------------------------------------------------------------------------------------------
-def test_the_allocate_and_deallocate_verbs_are_refused_by_name():
-    text = conf("http://127.0.0.1:1").replace(
-        "      extender.ignorable: false",
-        "      extender.ignorable: false\n      extender.allocateFuncVerb: alloc",
+# -- allocate and deallocate events ------------------------------------------------------------------
+def gang_of(n: int, cpu: str = "1"):
+    return cluster(
+        nodes=[node("n1", cpu="4"), node("n2", cpu="4")],
+        podgroups=[podgroup("job", min_member=n)],
+        pods=[pod(f"job-{i}", cpu=cpu, group="job") for i in range(n)],
     )
-    with pytest.raises(ConfError, match=r"extender\.allocateFuncVerb"):
-        parse_conf(text, builtin_registry())
+
+
+def events(ext) -> list[str]:
+    return [f"{verb} {body['task']['Name']}" for verb, body in ext.calls if verb in ("alloc", "dealloc")]
+
+
+def refusing(*names: str, message: str = "no licence left"):
+    return lambda body: (200, {"errorMessage": message if body["task"]["Name"] in names else ""})
+
+
+def test_each_placed_pod_is_sent_to_allocate_with_its_node():
+    with extender({}) as ext:
+        _, result = run_session(
+            gang_of(2), conf(ext.url, allocateFuncVerb="alloc", deallocateFuncVerb="dealloc")
+        )
+    assert sorted(placed(result)) == ["job-0", "job-1"]
+    assert events(ext) == ["alloc job-0", "alloc job-1"]
+    sent = {body["task"]["Name"]: body["task"] for verb, body in ext.calls}
+    assert {name: (t["NodeName"], t["Status"]) for name, t in sent.items()} == {
+        name: (node, "Allocated") for name, node in placed(result).items()
+    }
+
+
+def test_a_pod_the_extender_refuses_stays_pending_with_its_message_and_the_job_goes_on():
+    """Volcano's allocate goes on with the job's next task after a failed Statement.Allocate."""
+    snap = cluster(
+        nodes=[node("n1", cpu="4"), node("n2", cpu="4")],
+        podgroups=[podgroup("job", min_member=1)],
+        pods=[pod(f"job-{i}", cpu="1", group="job") for i in range(3)],
+    )
+    with extender({"alloc": refusing("job-1")}) as ext:
+        ssn, result = run_session(snap, conf(ext.url, allocateFuncVerb="alloc", deallocateFuncVerb="dealloc"))
+    assert sorted(placed(result)) == ["job-0", "job-2"]
+    # the refused allocation is undone: the extender hears its deallocate at once
+    assert events(ext) == ["alloc job-0", "alloc job-1", "dealloc job-1", "alloc job-2"]
+    job = ssn.jobs["default/job"]
+    [message] = [m for uid, m in job.fit_errors.items() if job.tasks[uid].name == "job-1"]
+    assert message.endswith("refused by extender: no licence left")
+
+
+def test_a_gang_one_pod_short_is_discarded_and_its_pods_deallocated():
+    verbs = {"allocateFuncVerb": "alloc", "deallocateFuncVerb": "dealloc"}
+    with extender({"alloc": refusing("job-2")}) as ext:
+        ssn, result = run_session(gang_of(3), conf(ext.url, actions="enqueue, allocate", **verbs))
+    assert placed(result) == {}
+    assert events(ext) == [
+        "alloc job-0",
+        "alloc job-1",
+        "alloc job-2",
+        "dealloc job-2",  # the refusal undone
+        "dealloc job-1",  # the gang's statement discarded, newest first
+        "dealloc job-0",
+    ]
+    assert "no licence left" in " ".join(ssn.jobs["default/job"].fit_errors.values())
+
+
+def test_an_error_message_refuses_even_when_the_extender_is_ignorable():
+    """As in Volcano's addEventHandler: only a failed call is ignorable, not an answer."""
+    with extender({"alloc": refusing("job-0")}) as ext:
+        _, result = run_session(gang_of(1), conf(ext.url, ignorable=True, allocateFuncVerb="alloc"))
+    assert placed(result) == {}
+
+
+def test_an_allocate_verb_that_is_down_refuses_unless_ignorable(caplog):
+    with caplog.at_level(logging.WARNING, "caldera.plugins.extender"):
+        ssn, result = run_session(gang_of(2), conf(closed_port(), allocateFuncVerb="alloc"))
+        assert placed(result) == {}
+        assert "refused by extender: alloc with extender at URL" in " ".join(
+            ssn.jobs["default/job"].fit_errors.values()
+        )
+        _, result = run_session(gang_of(2), conf(closed_port(), ignorable=True, allocateFuncVerb="alloc"))
+        assert sorted(placed(result)) == ["job-0", "job-1"]
+    assert len(caplog.records) == 2  # one line per session
+
+
+def test_a_failing_deallocate_changes_nothing():
+    """Volcano reads no error of a deallocate event: the session goes on the same."""
+
+    def run(dealloc_code: int):
+        answers = {"alloc": refusing("job-2"), "dealloc": lambda body: (dealloc_code, {})}
+        verbs = {"allocateFuncVerb": "alloc", "deallocateFuncVerb": "dealloc"}
+        with extender(answers) as ext:
+            _, result = run_session(gang_of(3), conf(ext.url, **verbs))
+        return placed(result), events(ext)
+
+    failing, ok = run(500), run(200)
+    assert failing == ok
+    assert ok[1].count("dealloc job-0") >= 1
+
+
+def test_a_preemptor_refused_on_the_first_node_tried_takes_the_next():
+    """Volcano's preempt: a failed Pipeline discards that node's evictions and tries the next node.
+    A low-priority job (minimum one) runs two pods on each node; the extender refuses the urgent pod
+    on whichever node preempt tries first: the victim is taken on the other."""
+    tried: list[str] = []
+
+    def alloc(body):
+        if body["task"]["Name"] != "urgent-0":
+            return 200, {}
+        tried.append(body["task"]["NodeName"])
+        return 200, {"errorMessage": "not there" if len(tried) == 1 else ""}
+
+    with extender({"alloc": alloc}) as ext:
+        text = conf(ext.url, allocateFuncVerb="alloc")
+        sim = urgent_among_low(text, {"n1": "2", "n2": "2"}, ["n1", "n2", "n1", "n2"])
+        evicted = [e.task.node_name for e in sim.cycle().evictions]
+    assert len(tried) == 2 and tried[0] != tried[1]
+    assert evicted == [tried[1]]
+    # the eviction undone on the refused node is an allocate event of its victim (Volcano's unevict)
+    sent = [(b["task"]["Name"][:-2], b["task"]["NodeName"], b["task"]["Status"]) for _, b in ext.calls]
+    assert sent == [
+        ("urgent", tried[0], "Pipelined"),
+        ("low", tried[0], "Running"),
+        ("urgent", tried[1], "Pipelined"),
+    ]
+
+
+# -- arguments -------------------------------------------------------------------------------------------
+def test_the_allocate_and_deallocate_verbs_are_read_from_the_conf():
+    text = conf("http://127.0.0.1:1", allocateFuncVerb="alloc", deallocateFuncVerb="dealloc")
+    parsed = parse_conf(text, builtin_registry())
+    args = next(p for t in parsed.tiers for p in t.plugins if p.name == "extender").arguments
+    from caldera.plugins.extender import ExtenderPlugin
+
+    verbs = ExtenderPlugin(args).verbs
+    assert (verbs["allocateFunc"], verbs["deallocateFunc"]) == ("alloc", "dealloc")
 
 
 def test_a_timeout_that_does_not_parse_leaves_volcanos_default(caplog):
