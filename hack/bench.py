@@ -488,8 +488,18 @@ def core_figures(args: argparse.Namespace) -> dict[str, Figure]:
     if args.topology:
         from caldera.hack.bench_hypernodes import run_topology
 
-        run_topology(n, args.topology_repeat)
-        return {}
+        figures: dict[str, Figure] = {}
+        for plains, awares in run_topology(n, args.topology_repeat):
+            ratios = [a.cpu_per_pod / max(p.cpu_per_pod, 1e-9) for p, a in zip(plains, awares, strict=True)]
+            per_run = "; ".join(
+                f"{a.cpu_per_pod * 1e3:.3f} / {p.cpu_per_pod * 1e3:.3f} ms = {r:.2f}x"
+                for p, a, r in zip(plains, awares, ratios, strict=True)
+            )
+            title = f"{awares[0].title}: CPU per placed pod with / without topology, run by run"
+            figures[f"topology {awares[0].title}"] = Figure(
+                title, per_run, {f"ratio_{i}": r for i, r in enumerate(ratios)}
+            )
+        return figures
     if args.dra:
         from caldera.hack.bench_dra import run_dra
 

@@ -180,9 +180,11 @@ SHAPES: list[tuple[int, int, dict[str, Any]]] = [
 ]
 
 
-def run_topology(nodes: int, repeat: int = 3) -> list[tuple[TreeFigures, TreeFigures]]:
-    """Each shape with its topology and without, ``repeat`` times each (alternating), printed with
-    the median CPU per placed pod of each and their ratio."""
+def run_topology(nodes: int, repeat: int = 3) -> list[tuple[list[TreeFigures], list[TreeFigures]]]:
+    """Each shape with its topology and without, ``repeat`` times each (alternating: run i of each
+    is a pair), printed with the median CPU per placed pod of each, their ratio, and the ratio of
+    every pair (issue 28's target holds when every one of them is at most 2x). Returns, per shape,
+    (the runs without topology, the runs with it), in run order."""
     print(
         f"topology-aware gangs over a HyperNode tree: {nodes} nodes (32 cpu / 128Gi), leaves of 8 nodes,"
         f" 16 leaves a spine, one root; pods of 4 cpu / 8Gi; in process, recording binder;"
@@ -198,8 +200,10 @@ def run_topology(nodes: int, repeat: int = 3) -> list[tuple[TreeFigures, TreeFig
             plains.append(run_tree(f"{count} gangs of {size}, no topology", nodes, size, count, None))
             awares.append(run_tree(f"{count} gangs of {size}, {mode}", nodes, size, count, topology))
         pair = []
+        ratios = [a.cpu_per_pod / max(p.cpu_per_pod, 1e-9) for p, a in zip(plains, awares, strict=True)]
+        out.append((list(plains), list(awares)))
         for runs in (plains, awares):
-            runs.sort(key=lambda f: f.cpu_per_pod)
+            runs = sorted(runs, key=lambda f: f.cpu_per_pod)
             fig = runs[len(runs) // 2]
             spread = ", ".join(f"{f.cpu_per_pod * 1e3:.3f}" for f in runs)
             print(
@@ -210,6 +214,6 @@ def run_topology(nodes: int, repeat: int = 3) -> list[tuple[TreeFigures, TreeFig
         plain, aware = pair
         print(
             f"  -> topology costs {aware.cpu_per_pod / max(plain.cpu_per_pod, 1e-9):.2f}x the same gangs without"
+            f" (medians); run by run: {', '.join(f'{r:.2f}x' for r in ratios)}"
         )
-        out.append((plain, aware))
     return out

@@ -53,6 +53,7 @@ def plans(quick: bool, repeat: int) -> list[Plan]:
     quick_core = "--nodes 50 --single 200 --gangs 20 --groups 5 --pending 400 --repeats 3 --cycles 10"
     core = (*quick_core.split(), "--arrivals", "2", "--lifetime", "3") if quick else ("--pending", "100000")
     micro = ("--nodes", "50", "--jobs", "200", "--gang", "5") if quick else ()
+    topology = ("--nodes", "256", "--topology-repeat", "1") if quick else ()
     return [
         *(
             Plan(
@@ -76,11 +77,12 @@ def plans(quick: bool, repeat: int) -> list[Plan]:
             )
         ),
         Plan("core", "caldera-sim", ("bench", "core", *core), "In process"),
+        Plan("core-topology", "caldera-sim", ("bench", "core", "--topology", *topology), "In process"),
         Plan("micro", "python -m caldera.hack.bench_core", micro, "Fixed costs of the core"),
     ]
 
 
-NAMES = ("e2e-small", "e2e-large", "e2e-topology", "e2e-ceiling", "core", "micro")
+NAMES = ("e2e-small", "e2e-large", "e2e-topology", "e2e-ceiling", "core", "core-topology", "micro")
 
 
 @dataclass
@@ -264,7 +266,12 @@ scalability envelope (5,000 nodes, 150,000 pods) is not part of this report (bot
 CORE_PROSE = """The real cache, session, actions and plugins with Volcano's default conf (the topology row:
 network-topology-aware over node groups), nodes of 32 cpu / 128Gi, six pod templates in turn (four
 request shapes, two with a node selector), binding into a recording binder, in one process: no API
-server. Each row is one line the command prints (its title, then what it measured)."""
+server. Each row is one line the command prints (its title, then what it measured). **--topology**:
+gangs of 8, 32 and 128 pods (4 cpu / 8Gi) over a three-tier HyperNode tree (leaves of 8 nodes, 16
+leaves a spine, one root), each PodGroup with `networkTopology` (hard mode at tier 1 or 2, or soft),
+`network-topology-aware` in the conf, against the same gangs without topology under the default conf;
+the runs alternate, and each pair's CPU per placed pod is given with its ratio (hard gangs are checked
+to be inside one group of their tier)."""
 
 MICRO_PROSE = """The snapshot, statement operations and bulk feasibility alone, on a cache of pending gangs
 (1 cpu / 2Gi each): what every cycle pays before any policy runs."""
@@ -401,6 +408,17 @@ def summary_rows(outcomes: list[Outcome]) -> list[list[str]]:
                         f"{v['longest'] * 1e3:.1f} ms (p99 {v['p99'] * 1e3:.1f} ms)",
                     ]
                 )
+        elif o.plan.name == "core-topology":
+            for figure in o.data.values():
+                shape = figure.title.split(":")[0]
+                ratios = [v for k, v in figure.values.items() if k.startswith("ratio_")]
+                rows.append(
+                    [
+                        f"in process, {shape}: CPU per placed pod with topology over without, run by run",
+                        command,
+                        ", ".join(f"{r:.2f}x" for r in ratios),
+                    ]
+                )
     return rows
 
 
@@ -467,7 +485,7 @@ def render(
     for heading, group in sections.items():
         first = group[0].plan
         tool = "`caldera-sim bench e2e`" if first.name.startswith("e2e") else f"`{first.program}`"
-        if first.name == "core":
+        if first.name.startswith("core"):
             tool = "`caldera-sim bench core`"
         lines += [f"## {heading}: {tool}", ""]
         prose = {"End to end": E2E_PROSE, "In process": CORE_PROSE}.get(heading, MICRO_PROSE)

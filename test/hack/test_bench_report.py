@@ -99,10 +99,21 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
             assert re.fullmatch(r"\d+(\.\d)? ms / \d+(\.\d)? ms", row["latency to bound p50 / p99"]), row
         for row in rows[:1] if args.ceiling else rows:  # the binder has no cycles
             assert re.fullmatch(r"\d+(\.\d)? ms / \d+(\.\d)? ms", row["cycle p99 / longest"]), row
-    (core,) = [c for c, kind in kinds.items() if kind == "bench core"]
+    (core,) = [c for c, kind in kinds.items() if kind == "bench core" and "--topology" not in c]
     titles = [row[0] for row in _table_rows(sections[core])]
     assert any(t.startswith("steady state") for t in titles)
     assert any("pending pods on" in t for t in titles)
+    # topology-aware gangs against the same gangs without: every shape, each run's pair and ratio
+    (topology,) = [c for c, kind in kinds.items() if kind == "bench core" and "--topology" in c]
+    rows = _table_rows(sections[topology])
+    assert [row[0].split(":")[0].split(", ")[1] for row in rows] == [
+        "hard tier 1",
+        "hard tier 1",
+        "hard tier 2",
+        "soft tier 1",
+    ]
+    for _title, measured in rows:
+        assert re.fullmatch(r"\d+\.\d{3} / \d+\.\d{3} ms = \d+\.\d\dx", measured), measured
     (micro,) = [c for c, kind in kinds.items() if kind == "bench_core"]
     assert [row[0] for row in _table_rows(sections[micro])][:2] == [
         "cache built",
