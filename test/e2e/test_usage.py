@@ -1,4 +1,5 @@
-"""The usage plugin end to end, with each metrics source caldera-sim serves: a node reported over its
+"""The usage plugin end to end, with each metrics source caldera-sim serves (Prometheus, metrics.k8s.io,
+custom.metrics.k8s.io, Elasticsearch): a node reported over its
 cpu threshold is filtered, of the others the least loaded is chosen, and when the reported load
 changes the next placement follows it.
 
@@ -122,4 +123,29 @@ async def test_metrics_server_load_filters_the_hot_node_and_picks_the_cool_one(
 ) -> None:
     await scenario(
         api, sim, start_scheduler, conf_file, "  type: metrics_server\n  interval: 200ms", all_hot=False
+    )
+
+
+async def test_prometheus_adaptor_load_filters_the_hot_node_and_picks_the_cool_one(
+    api: Api, sim: SimCluster, start_scheduler: Any, conf_file: Any
+) -> None:
+    """Volcano's custom.metrics.k8s.io node metrics, through the API server as a prometheus-adapter
+    serves them."""
+    await scenario(
+        api, sim, start_scheduler, conf_file, "  type: prometheus_adaptor\n  interval: 200ms", all_hot=True
+    )
+
+
+async def test_elasticsearch_load_filters_the_hot_node_and_picks_the_cool_one(
+    api: Api, sim: SimCluster, start_scheduler: Any, conf_file: Any
+) -> None:
+    """Volcano's search of metricbeat documents, against the sim's Elasticsearch."""
+    address = f"{sim.url}/elasticsearch" if sim is not None else ""
+    await scenario(
+        api,
+        sim,
+        start_scheduler,
+        conf_file,
+        f"  type: elasticsearch\n  address: {address}\n  elasticsearch.index: metricbeat-*\n  interval: 200ms",
+        all_hot=True,
     )
