@@ -94,6 +94,8 @@ def es_conf(address: str, **settings: str) -> MetricsConf:
 
 
 async def test_elasticsearch_searches_each_node_as_volcano_does_and_reads_the_averages_in_percent():
+    """The default index is metricbeat-* (metrics_client_elasticsearch_test.go,
+    TestElasticsearchMetricsClientDefaultIndexName); the body is ``NodeMetricsAvg``'s query."""
     load = NodeLoad()
     load.set("a", 42.5, 61.0)
     asked: list[tuple[str, str, Any, str | None]] = []
@@ -136,6 +138,8 @@ async def test_elasticsearch_searches_each_node_as_volcano_does_and_reads_the_av
 
 
 async def test_elasticsearch_index_hostname_field_and_credentials_come_from_the_conf():
+    """TestElasticsearchMetricsClientCustomIndexName (metrics_client_elasticsearch_test.go), with the
+    hostname field and credentials beside it."""
     load = NodeLoad()
     load.set("a", 10, 20)
     asked: list[tuple[str, Any, str | None]] = []
@@ -216,6 +220,9 @@ async def test_elasticsearch_credentials_in_the_address_are_sent_as_basic_auth()
 async def test_an_unreadable_elasticsearch_answer_fails_the_poll_and_keeps_the_last_values(
     status, answer, caplog
 ):
+    """over-1MiB is TestElasticsearchMetricsClientNodeMetricsAvg_MaxBodySizeExceeded
+    (metrics_client_elasticsearch_test.go): an answer over ``maxBodySize`` is an error."""
+
     async def search(request: web.Request) -> web.Response:
         return web.Response(body=answer, status=status, content_type="application/json")
 
