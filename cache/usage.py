@@ -15,33 +15,56 @@ published into the cache as a new immutable mapping (``UsageCache.publish_usage`
 revision moves (so the loop runs a cycle) only when a node's cpu or memory changed, or when a node's
 data went stale since the last poll.
 
-The sources (``metrics_client_prometheus.go``; Caldera's own for metrics.k8s.io):
+The sources, one per ``type`` of pkg/scheduler/metrics/source/metrics_client.go (``NewMetricsClient``)
+and Caldera's own for metrics.k8s.io; those that ask node by node share :func:`each_node`, those with a
+server of their own :class:`HttpSource` (one aiohttp session; answers of at most 1 MiB, the
+``maxBodySize`` of metrics_client_elasticsearch.go):
 
-- :class:`PrometheusSource`: Volcano's two instant queries per node on ``/api/v1/query`` (POST, form
-  encoded, as client_golang's ``Query`` sends them; GET when the server answers 405), cpu
-  ``avg_over_time(clamp_min(100 - (avg by (instance) (rate(node_cpu_seconds_total{mode="idle",
-  instance="NODE"}[5m])) * 100), 0)[10m:30s])`` and memory ``100*avg_over_time(((1-node_memory_
-  MemAvailable_bytes{instance="NODE"}/node_memory_MemTotal_bytes{instance="NODE"}))[10m:30s])``; the
-  first sample of a vector answer is the value. Unlike Volcano, which stores 0 % with a fresh time
-  when a query fails or has no data (so a node Prometheus does not know looks idle), a node without
-  an answer keeps what it had here, and goes stale;
-- :class:`MetricsServerSource`: ``GET /apis/metrics.k8s.io/v1beta1/nodes`` through the API server
-  (metrics-server's NodeMetrics): usage over allocatable in percent, as ``kubectl top node`` shows it,
-  averaged over the samples of the last 10 minutes this poller saw (metrics-server reports only its
-  last window), timed by the sample's ``timestamp``.
+- :class:`PrometheusSource` (``metrics_client_prometheus.go``, ``PrometheusMetricsClient``): Volcano's
+  two instant queries per node on ``/api/v1/query`` (POST, form encoded, as client_golang's ``Query``
+  sends them; GET when the server answers 405), cpu ``avg_over_time(clamp_min(100 - (avg by
+  (instance) (rate(node_cpu_seconds_total{mode="idle", instance="NODE"}[5m])) * 100), 0)[10m:30s])``
+  and memory ``100*avg_over_time(((1-node_memory_MemAvailable_bytes{instance="NODE"}/node_memory_
+  MemTotal_bytes{instance="NODE"}))[10m:30s])``; the first sample of a vector answer is the value.
+  Unlike Volcano, which stores 0 % with a fresh time when a query fails or has no data (so a node
+  Prometheus does not know looks idle), a node without an answer keeps what it had here, and goes
+  stale;
+- :class:`CustomMetricsSource` (``metrics_client_prometheus_adapt.go``, ``KMetricsClient``): type
+  ``prometheus_adaptor``, the metrics ``node_cpu_usage_avg`` and ``node_memory_usage_avg`` (rules the
+  prometheus-adapter is configured with) for every node at once, ``GET /apis/custom.metrics.k8s.io/
+  VERSION/nodes/*/METRIC`` through the API server (k8s.io/metrics ``rootScopedMetrics.GetForObjects``;
+  VERSION found through discovery, v1beta2 or v1beta1), each ``MetricValue``'s ``value`` (a fraction)
+  times 100 for the node its ``describedObject`` names, timed by its ``timestamp``. Either metric's
+  failure fails the poll, as in Volcano; a node the adapter leaves out keeps what it had (Volcano
+  stores a zero time for it: its data is not used);
+- :class:`ElasticsearchSource` (``metrics_client_elasticsearch.go``, ``ElasticsearchMetricsClient``):
+  per node one search, ``POST ADDRESS/INDEX/_search`` (``elasticsearch.index``, default
+  ``metricbeat-*``; basic auth from ``elasticsearch.username`` and ``elasticsearch.password``, or from
+  the address) of the documents of the last 10 minutes whose ``elasticsearch.hostnameFieldName``
+  (default ``host.hostname``) is the node, averaging metricbeat's ``host.cpu.usage`` and
+  ``system.memory.actual.used.pct`` (fractions, times 100). Unlike Volcano, which decodes whatever
+  comes back (an error status or an average over no document reads as 0 %), an error status fails the
+  poll and a node without documents keeps what it had;
+- :class:`MetricsServerSource` (Caldera's ``metrics_server``): ``GET /apis/metrics.k8s.io/v1beta1/nodes``
+  through the API server (metrics-server's NodeMetrics): usage over allocatable in percent, as
+  ``kubectl top node`` shows it, averaged over the samples of the last 10 minutes this poller saw
+  (metrics-server reports only its last window), timed by the sample's ``timestamp``.
 
-``prometheus_adaptor`` and ``elasticsearch`` are refused by the conf parser (config/metrics.py).
+An answer a source cannot read fails the poll like no answer: one log line, a failed poll counted, the
+nodes keep their last values.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import json
 import logging
 import time
+import urllib.parse
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
@@ -49,8 +72,8 @@ from prometheus_client import Counter, Gauge
 
 from caldera.cache.state import CacheState
 from caldera.cache.supervise import stop_workers, supervise
-from caldera.config.metrics import METRICS_SERVER, PROMETHEUS, MetricsConf
-from caldera.framework.quantity import QuantityError, parse_bytes, parse_cpu_millis
+from caldera.config.metrics import ELASTICSEARCH, METRICS_SERVER, PROMETHEUS, PROMETHEUS_ADAPTOR, MetricsConf
+from caldera.framework.quantity import QuantityError, parse_bytes, parse_cpu_millis, parse_quantity
 from caldera.framework.usage import NODE_METRICS_PERIOD, NODE_METRICS_PERIOD_SECONDS, NodeUsage, UsageView
 
 if TYPE_CHECKING:
@@ -74,6 +97,21 @@ REQUEST_TIMEOUT = 10.0
 MAX_BACKOFF = 300.0
 #: queries in flight at once (Volcano asks node after node)
 CONCURRENCY = 8
+#: ``maxBodySize`` (metrics_client_elasticsearch.go): a longer answer is an error
+MAX_ANSWER = 1 << 20
+
+#: metrics_client_elasticsearch.go: ``esHostNameField``, ``esCPUUsageField``, ``esMemUsageField``, and
+#: ``NewElasticsearchMetricsClient``'s default index
+ES_HOSTNAME_FIELD = "host.hostname"
+ES_CPU_FIELD = "host.cpu.usage"
+ES_MEMORY_FIELD = "system.memory.actual.used.pct"
+ES_DEFAULT_INDEX = "metricbeat-*"
+#: metrics_client_prometheus_adapt.go: ``CustomNodeCPUUsageAvg``, ``CustomNodeMemUsageAvg``
+CUSTOM_CPU_METRIC = "node_cpu_usage_avg"
+CUSTOM_MEMORY_METRIC = "node_memory_usage_avg"
+CUSTOM_METRICS_GROUP = "custom.metrics.k8s.io"
+#: ``MetricVersions`` of k8s.io/metrics' custom_metrics client, in its order
+CUSTOM_METRICS_VERSIONS = ("v1beta2", "v1beta1")
 
 CPU_QUERY = (
     "avg_over_time(clamp_min(100 - (avg by (instance) "
@@ -167,6 +205,67 @@ class UsageCache(CacheState):
 
 
 # -- the sources -----------------------------------------------------------------------------------------
+async def each_node(
+    nodes: Collection[str], ask: Callable[[str], Awaitable[tuple[float | None, float | None]]]
+) -> dict[str, NodeUsage]:
+    """The sources that ask about one node at a time (Volcano asks node after node; here at most
+    :data:`CONCURRENCY` at once): each node's (cpu %, memory %); a node the source knows nothing of
+    (both None) keeps what it had, one value missing is 0 % as in Volcano. Any node's failure fails
+    the poll, as one error ends Volcano's ``NodesMetricsAvg``."""
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(name: str) -> tuple[str, float | None, float | None]:
+        async with limit:
+            return name, *await ask(name)
+
+    answers = await asyncio.gather(*(one(n) for n in nodes))
+    now = time.time()  # ``nodeMetrics.MetricsTime = time.Now()`` once the node's answers are in
+    return {
+        name: NodeUsage(cpu or 0.0, memory or 0.0, now)
+        for name, cpu, memory in answers
+        if cpu is not None or memory is not None
+    }
+
+
+class HttpSource:
+    """What the sources asking a server of their own share (Prometheus, Elasticsearch): one aiohttp
+    session, :data:`REQUEST_TIMEOUT` per request, the server's certificate checked unless
+    ``tls.insecureSkipVerify`` is ``"true"``, answers read as JSON up to :data:`MAX_ANSWER` bytes."""
+
+    def __init__(self, conf: MetricsConf, headers: Mapping[str, str] | None = None) -> None:
+        self.ssl = not conf.insecure_skip_verify  # aiohttp: True checks the certificate
+        self.headers = dict(headers or {})
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT), headers=self.headers
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+async def _json(resp: aiohttp.ClientResponse, json_errors: Collection[int] = ()) -> Any:
+    """The answer's JSON; :class:`SourceError` for an error status (but those in ``json_errors``,
+    whose JSON says the error), an answer over :data:`MAX_ANSWER` bytes or one that is not JSON."""
+    raw = bytearray()
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        raw += chunk
+        if len(raw) > MAX_ANSWER:
+            raise SourceError(f"HTTP {resp.status}: an answer over the body size limit ({MAX_ANSWER} bytes)")
+    if resp.status >= 300 and resp.status not in json_errors:
+        raise SourceError(f"HTTP {resp.status}: {bytes(raw[:200])!r}")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise SourceError(f"HTTP {resp.status}: not JSON: {bytes(raw[:200])!r}") from None
+
+
 def first_vector_value(answer: Any) -> float | None:
     """The value of the first sample of a Prometheus ``vector`` answer; None for another result
     type or an empty vector (Volcano reads only vectors: ``res.Type() != pmodel.ValVector``)."""
@@ -184,65 +283,211 @@ def first_vector_value(answer: Any) -> float | None:
         raise SourceError(f"prometheus answered an unreadable sample: {str(result[0])[:200]}") from None
 
 
-class PrometheusSource:
+class PrometheusSource(HttpSource):
     """``PrometheusMetricsClient`` (module docstring)."""
 
     def __init__(self, conf: MetricsConf) -> None:
+        super().__init__(conf)
         self.url = conf.address.rstrip("/") + "/api/v1/query"
-        self.ssl = not conf.insecure_skip_verify  # aiohttp: True checks the certificate
-        self._session: aiohttp.ClientSession | None = None
         self._use_get = False
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT))
-        return self._session
 
     async def query(self, promql: str, at: float) -> float | None:
         form = {"query": promql, "time": f"{at:.3f}"}
         session = self._client()
+        errors = (400, 422)  # Prometheus's errors come as JSON
         try:
             if not self._use_get:
                 async with session.post(self.url, data=form, ssl=self.ssl) as resp:
                     if resp.status not in (405, 501):
-                        return first_vector_value(await _json(resp))
+                        return first_vector_value(await _json(resp, errors))
                 self._use_get = True  # client_golang's DoGetFallback
             async with session.get(self.url, params=form, ssl=self.ssl) as resp:
-                return first_vector_value(await _json(resp))
+                return first_vector_value(await _json(resp, errors))
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise SourceError(f"{self.url}: {type(exc).__name__}: {exc}") from None
 
     async def fetch(self, nodes: Collection[str]) -> dict[str, NodeUsage]:
-        limit = asyncio.Semaphore(CONCURRENCY)
         at = time.time()
 
-        async def one(name: str) -> tuple[str, float | None, float | None]:
-            async with limit:
-                return name, await self.query(cpu_query(name), at), await self.query(memory_query(name), at)
+        async def ask(name: str) -> tuple[float | None, float | None]:
+            return await self.query(cpu_query(name), at), await self.query(memory_query(name), at)
 
-        out: dict[str, NodeUsage] = {}
-        answers = await asyncio.gather(*(one(n) for n in nodes))
-        now = time.time()  # ``nodeMetrics.MetricsTime = time.Now()`` once both queries answered
-        for name, cpu, memory in answers:
-            if cpu is None and memory is None:
-                continue  # Prometheus knows nothing of the node: it keeps what it had
-            out[name] = NodeUsage(cpu or 0.0, memory or 0.0, now)
-        return out
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        return await each_node(nodes, ask)
 
 
-async def _json(resp: aiohttp.ClientResponse) -> Any:
-    raw = await resp.read()
-    if resp.status >= 300 and resp.status not in (400, 422):  # Prometheus's errors come as JSON
-        raise SourceError(f"HTTP {resp.status}: {raw[:200]!r}")
+def elasticsearch_query(hostname_field: str, node: str) -> dict[str, Any]:
+    """``ElasticsearchMetricsClient.NodeMetricsAvg``'s search body: no hits, the documents of the last
+    ``NODE_METRICS_PERIOD`` whose hostname field is the node, averaged per field."""
+    return {
+        "size": 0,
+        "query": {
+            "bool": {
+                "must": [
+                    {"range": {"@timestamp": {"gte": f"now-{NODE_METRICS_PERIOD}", "lt": "now"}}},
+                    {"term": {hostname_field: node}},
+                ]
+            }
+        },
+        "aggs": {
+            "cpu": {"avg": {"field": ES_CPU_FIELD}},
+            "mem": {"avg": {"field": ES_MEMORY_FIELD}},
+        },
+    }
+
+
+def elasticsearch_averages(answer: Any) -> tuple[float | None, float | None]:
+    """(cpu %, memory %) from a search answer's ``aggregations.cpu.value`` and ``.mem.value``
+    (fractions, times 100 as ``NodeMetricsAvg`` does); None for an average over no document (Elasticsearch
+    answers ``null``, which Volcano's decoder reads as 0 %). An answer without both aggregations, or with
+    a value that is not a number, is unreadable: :class:`SourceError`."""
+    try:
+        aggregations = answer["aggregations"]
+        values = [aggregations[key]["value"] for key in ("cpu", "mem")]
+    except (KeyError, TypeError):
+        raise SourceError(
+            f"elasticsearch answered without the cpu and mem averages: {str(answer)[:200]}"
+        ) from None
+    out: list[float | None] = []
+    for value in values:
+        if value is None:
+            out.append(None)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(float(value) * 100.0)
+        else:
+            raise SourceError(f"elasticsearch answered an unreadable average: {str(answer)[:200]}")
+    return out[0], out[1]
+
+
+class ElasticsearchSource(HttpSource):
+    """``ElasticsearchMetricsClient`` (module docstring)."""
+
+    def __init__(self, conf: MetricsConf) -> None:
+        values = conf.values
+        user = values.get("elasticsearch.username", "")
+        password = values.get("elasticsearch.password", "")
+        # go-elasticsearch's ``Client.setReqAuth`` (estransport): basic auth from the address's user
+        # info first, else from username and password when both are given
+        address = urllib.parse.urlsplit(conf.address.rstrip("/"))
+        credentials = (user, password) if user and password else None
+        if address.username is not None:
+            credentials = (
+                urllib.parse.unquote(address.username),
+                urllib.parse.unquote(address.password or ""),
+            )
+            address = address._replace(netloc=address.netloc.rpartition("@")[2])
+        headers = {}
+        if credentials is not None:
+            headers["Authorization"] = "Basic " + base64.b64encode(":".join(credentials).encode()).decode()
+        super().__init__(conf, headers)
+        index = values.get("elasticsearch.index") or ES_DEFAULT_INDEX
+        self.url = f"{urllib.parse.urlunsplit(address)}/{index}/_search"
+        self.hostname_field = values.get("elasticsearch.hostnameFieldName") or ES_HOSTNAME_FIELD
+
+    async def ask(self, node: str) -> tuple[float | None, float | None]:
+        body = elasticsearch_query(self.hostname_field, node)
+        try:
+            async with self._client().post(self.url, json=body, ssl=self.ssl) as resp:
+                return elasticsearch_averages(await _json(resp))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise SourceError(f"{self.url}: {type(exc).__name__}: {exc}") from None
+
+    async def fetch(self, nodes: Collection[str]) -> dict[str, NodeUsage]:
+        return await each_node(nodes, self.ask)
+
+
+async def _api_json(client: ApiClient, path: str) -> Any:
+    """A GET through the API server, as JSON; :class:`SourceError` when it fails or is not JSON."""
+    from caldera.cache.client import ApiError
+
+    try:
+        raw = await client.request("GET", path, timeout=REQUEST_TIMEOUT)
+    except ApiError as exc:
+        raise SourceError(f"GET {path}: {exc}") from None
     try:
         return json.loads(raw)
     except ValueError:
-        raise SourceError(f"HTTP {resp.status}: not JSON: {raw[:200]!r}") from None
+        raise SourceError(f"GET {path}: not JSON: {raw[:200]!r}") from None
+
+
+def list_items(answer: Any, what: str) -> list[Any]:
+    """A Kubernetes list's ``items`` (``null`` for none); :class:`SourceError` saying ``what`` when the
+    answer is not a list."""
+    items = answer.get("items", ()) if isinstance(answer, dict) else ()
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise SourceError(f"{what}: {str(answer)[:200]}")
+    return items
+
+
+def metric_values(answer: Any, metric: str) -> dict[str, tuple[float, float]]:
+    """A ``MetricValueList`` (custom.metrics.k8s.io v1beta1 or v1beta2) read as ``KMetricsClient``
+    reads it: per described object's name, (value times 100, the value's ``timestamp``). Volcano's typed
+    decoder fails on any unreadable item; so does this (:class:`SourceError`), and on a missing
+    timestamp too (Volcano would store a zero time, a value never used)."""
+    from caldera.framework.objects import parse_timestamp
+
+    out: dict[str, tuple[float, float]] = {}
+    for item in list_items(answer, f"{metric}: not a MetricValueList"):
+        try:
+            name = item["describedObject"]["name"]
+            value = float(parse_quantity(item["value"]))
+            stamp = parse_timestamp(item["timestamp"])
+        except (KeyError, TypeError, ValueError, QuantityError):
+            name, stamp = None, 0.0
+        if not isinstance(name, str) or not stamp:
+            raise SourceError(f"{metric}: an unreadable MetricValue: {str(item)[:200]}")
+        out[name] = (value * 100.0, stamp)
+    return out
+
+
+class CustomMetricsSource:
+    """``KMetricsClient`` (module docstring): Volcano's two node metrics from custom.metrics.k8s.io."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+        #: the group version asked, found through discovery at the first poll and after a failed one
+        self.version: str | None = None
+
+    async def discover(self) -> str:
+        """``apiVersionsFromDiscovery.PreferredVersion`` (k8s.io/metrics custom_metrics/discovery.go): the
+        group's preferred version when the client knows it, else the first of its versions it knows."""
+        path = f"/apis/{CUSTOM_METRICS_GROUP}"
+        group = await _api_json(self.client, path)
+        try:
+            preferred = group.get("preferredVersion") or {}
+            offered = [preferred.get("version")] + [v.get("version") for v in group.get("versions") or ()]
+        except AttributeError:
+            raise SourceError(f"GET {path}: not an APIGroup: {str(group)[:200]}") from None
+        for version in offered:
+            if version in CUSTOM_METRICS_VERSIONS:
+                return str(version)
+        raise SourceError(f"GET {path}: no known version of the custom metrics API in {offered[1:]}")
+
+    async def fetch(self, nodes: Collection[str]) -> dict[str, NodeUsage]:
+        try:
+            version = self.version or await self.discover()
+            self.version = version
+            base = f"/apis/{CUSTOM_METRICS_GROUP}/{version}/nodes/*"
+            cpu = metric_values(
+                await _api_json(self.client, f"{base}/{CUSTOM_CPU_METRIC}"), CUSTOM_CPU_METRIC
+            )
+            memory = metric_values(
+                await _api_json(self.client, f"{base}/{CUSTOM_MEMORY_METRIC}"), CUSTOM_MEMORY_METRIC
+            )
+        except SourceError:
+            self.version = None  # the adapter may have changed: ask discovery again
+            raise
+        out: dict[str, NodeUsage] = {}
+        for name in (set(cpu) | set(memory)) & set(nodes):
+            cpu_value, cpu_stamp = cpu.get(name, (0.0, 0.0))
+            memory_value, memory_stamp = memory.get(name, (0.0, 0.0))
+            # the memory metric is read last and its timestamp stays, as in ``NodesMetricsAvg``
+            out[name] = NodeUsage(cpu_value, memory_value, memory_stamp or cpu_stamp)
+        return out
+
+    async def close(self) -> None:
+        return None
 
 
 class MetricsServerSource:
@@ -257,16 +502,8 @@ class MetricsServerSource:
         self.samples: dict[str, deque[tuple[float, float, float]]] = {}
 
     async def fetch(self, nodes: Collection[str]) -> dict[str, NodeUsage]:
-        from caldera.cache.client import ApiError
-
-        try:
-            raw = await self.client.request("GET", self.PATH, timeout=REQUEST_TIMEOUT)
-        except ApiError as exc:
-            raise SourceError(f"GET {self.PATH}: {exc}") from None
-        try:
-            items = json.loads(raw).get("items") or []
-        except (ValueError, AttributeError):
-            raise SourceError(f"GET {self.PATH}: not a NodeMetricsList: {raw[:200]!r}") from None
+        answer = await _api_json(self.client, self.PATH)
+        items = list_items(answer, f"GET {self.PATH}: not a NodeMetricsList")
         sizes = self.allocatable()
         out: dict[str, NodeUsage] = {}
         for item in items:
@@ -347,11 +584,16 @@ class UsagePoller:
     def source(self, conf: MetricsConf) -> UsageSource:
         if conf.type == PROMETHEUS:
             return PrometheusSource(conf)
+        if conf.type == ELASTICSEARCH:
+            return ElasticsearchSource(conf)
+        client = self.client
+        if client is None:
+            raise SourceError(f"{conf.type} needs the API server's client")
         if conf.type == METRICS_SERVER:
-            if self.client is None:
-                raise SourceError("metrics_server needs the API server's client")
-            return MetricsServerSource(self.client, self.cache.node_allocatable)
-        raise SourceError(f"metrics type {conf.type} is not implemented")  # refused by the conf parser
+            return MetricsServerSource(client, self.cache.node_allocatable)
+        if conf.type == PROMETHEUS_ADAPTOR:
+            return CustomMetricsSource(client)
+        raise SourceError(f"metrics type {conf.type} is unknown")  # the conf parser refuses it
 
     async def poll_once(self, conf: MetricsConf, source: UsageSource) -> bool:
         """One poll; True when the source answered."""

@@ -16,12 +16,14 @@ hands it to the cache (``SetMetricsConf``), whose ``GetMetricsData`` builds a cl
   (default ``host.hostname``).
 
 Where Volcano would start and then log an error every interval (an unknown type, a missing address),
-or silently use its default (an unreadable interval), Caldera refuses the conf saying what is wrong,
+or silently use its default (an unreadable interval) or ignore a setting (an elasticsearch username
+without password, or both beside credentials in the address), Caldera refuses the conf saying what is wrong,
 so that the last good conf keeps running; a key Volcano does not read is refused too.
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +74,22 @@ def _text(key: str, value: Any) -> str:
     raise MetricsConfError(f"metrics: {key!r} must be a string, got {value!r}")
 
 
+def _check_credentials(values: dict[str, str], address: str) -> None:
+    """go-elasticsearch sends basic auth from the address's user info, else from username and password
+    when both are set (``Client.setReqAuth``, estransport): settings it would not send are refused."""
+    user, password = values.get("elasticsearch.username", ""), values.get("elasticsearch.password", "")
+    if bool(user) != bool(password):
+        raise MetricsConfError(
+            "metrics: 'elasticsearch.username' and 'elasticsearch.password' go together "
+            "(with only one of them no credentials are sent)"
+        )
+    if user and urllib.parse.urlsplit(address).username is not None:
+        raise MetricsConfError(
+            "metrics: the 'address' carries credentials, so 'elasticsearch.username' and "
+            "'elasticsearch.password' would not be used: give one or the other"
+        )
+
+
 def check_metrics(raw: Any) -> MetricsConf | None:
     """The section checked; None when there is none (nothing to poll)."""
     if raw is None:
@@ -108,6 +126,8 @@ def check_metrics(raw: Any) -> MetricsConf | None:
             raise MetricsConfError(f"metrics: 'interval' {exc}") from None
         if interval <= 0:
             raise MetricsConfError(f"metrics: 'interval' must be positive, got {values['interval']!r}")
+    if kind == ELASTICSEARCH:
+        _check_credentials(values, address)
     skip = values.get("tls.insecureSkipVerify", "false").strip().lower()
     if skip not in ("true", "false"):
         raise MetricsConfError(f"metrics: 'tls.insecureSkipVerify' must be true or false, got {skip!r}")

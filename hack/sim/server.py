@@ -18,7 +18,14 @@ from .faults import Faults
 from .rbac import Attributes, Authorizer, User, attributes
 from .resources import Resource
 from .store import Store, Watcher
-from .usage import PROMETHEUS_PATH, NodeLoad
+from .usage import (
+    CUSTOM_METRICS,
+    ELASTICSEARCH_PREFIX,
+    ES_INFO,
+    PROMETHEUS_PATH,
+    NodeLoad,
+    custom_metrics_discovery,
+)
 
 log = logging.getLogger("caldera.sim")
 
@@ -34,8 +41,8 @@ _PUBLIC = {
 }
 
 
-def _json(body: bytes, status: int = 200) -> web.Response:
-    return web.Response(body=body, status=status, content_type=_JSON)
+def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=body, status=status, content_type=_JSON, headers=headers)
 
 
 def _error(err: ApiError, headers: dict[str, str] | None = None) -> web.Response:
@@ -94,6 +101,12 @@ class ApiServer:
             self._discovery[path] = orjson.dumps(R.api_resource_list(group, version, self.served))
             if group:
                 self._discovery[f"/apis/{group}"] = orjson.dumps(R.api_group(group, self.served))
+        # the custom metrics API, as the aggregator serves a prometheus-adapter's (hack/sim/usage.py)
+        custom = custom_metrics_discovery()
+        groups = R.api_group_list(self.served)
+        groups["groups"].append(custom["group"])
+        self._discovery["/apis"] = orjson.dumps(groups)
+        self._discovery.update((path, orjson.dumps(doc)) for path, doc in custom["docs"].items())
         self._rng = random.Random()
         #: nodes' load as the metrics endpoints report it (hack/sim/usage.py)
         self.node_load = NodeLoad()
@@ -123,6 +136,8 @@ class ApiServer:
         path = request.path
         if path == PROMETHEUS_PATH:  # a Prometheus without authentication, as most are
             return await self._prometheus(request)
+        if path == ELASTICSEARCH_PREFIX or path.startswith(ELASTICSEARCH_PREFIX + "/"):
+            return await self._elasticsearch(request, path[len(ELASTICSEARCH_PREFIX) :])
         public = _PUBLIC.get(path)
         if public is not None:
             return web.Response(body=public, content_type="text/plain")
@@ -148,6 +163,8 @@ class ApiServer:
             return await self._control(request, path)
         if path.startswith(METRICS_NODES):
             return self._node_metrics(request, path, user)
+        if path.startswith(CUSTOM_METRICS + "/"):
+            return self._custom_metrics(request, path, user)
         try:
             return await self._resource_request(request, path, user)
         except _Throttled as err:
@@ -339,6 +356,46 @@ class ApiServer:
         """Prometheus's ``/api/v1/query``, POST (form) or GET (hack/sim/usage.py)."""
         form: Any = await request.post() if request.method == "POST" else request.query
         status, body = self.node_load.prometheus(str(form.get("query", "")), form.get("time"))
+        return _json(orjson.dumps(body), status)
+
+    async def _elasticsearch(self, request: web.Request, path: str) -> web.Response:
+        """An Elasticsearch's info (``GET /``) and ``INDEX/_search`` (hack/sim/usage.py)."""
+        headers = {"X-Elastic-Product": "Elasticsearch"}  # what go-elasticsearch's product check reads
+        parts = path.strip("/").split("/")
+        if parts == [""] and request.method in ("GET", "HEAD"):
+            return _json(orjson.dumps(ES_INFO), headers=headers)
+        if len(parts) != 2 or parts[1] != "_search" or request.method not in ("GET", "POST"):
+            return _json(
+                orjson.dumps({"error": "caldera-sim serves only GET / and INDEX/_search", "status": 400}),
+                400,
+                headers,
+            )
+        try:
+            body = orjson.loads(await request.read() or b"{}")
+        except orjson.JSONDecodeError:
+            body = None
+        status, answer = self.node_load.elasticsearch(parts[0], body)
+        return _json(orjson.dumps(answer), status, headers)
+
+    def _custom_metrics(self, request: web.Request, path: str, user: User) -> web.Response:
+        """``custom.metrics.k8s.io`` node metrics, all nodes (``*``) or one (hack/sim/usage.py);
+        authorized as the API server authorizes ``get`` on ``nodes/METRIC``."""
+        parts = path[len(CUSTOM_METRICS) :].strip("/").split("/")
+        if len(parts) != 4 or parts[0] not in ("v1beta1", "v1beta2") or parts[1] != "nodes":
+            return _error(_NOT_FOUND_PATH)
+        version, _, name, metric = parts
+        if request.method != "GET":
+            return _error(ApiError(405, "MethodNotAllowed", "the server does not allow this method"))
+        if request.query.get("labelSelector") or request.query.get("metricLabelSelector"):
+            return _error(bad_request("caldera-sim evaluates no selector on custom metrics"))
+        try:
+            self.authz.authorize(
+                user, Attributes("get", "custom.metrics.k8s.io", "nodes", subresource=metric, name=name)
+            )
+        except ApiError as err:
+            return _error(err)
+        nodes = [n["metadata"]["name"] for n in self.store.objects(R.NODES)]
+        status, body = self.node_load.custom_metrics(nodes, name, metric, version)
         return _json(orjson.dumps(body), status)
 
     def _node_metrics(self, request: web.Request, path: str, user: User) -> web.Response:

@@ -69,6 +69,10 @@ SCENARIOS: list[tuple[Callable[..., Awaitable[None]], str]] = [
         test_usage.test_metrics_server_load_filters_the_hot_node_and_picks_the_cool_one,
         "list metrics.k8s.io nodes",
     ),
+    (
+        test_usage.test_prometheus_adaptor_load_filters_the_hot_node_and_picks_the_cool_one,
+        "get custom.metrics.k8s.io nodes/node_cpu_usage_avg, nodes/node_memory_usage_avg",
+    ),
 ]
 
 

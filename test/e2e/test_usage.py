@@ -1,4 +1,5 @@
-"""The usage plugin end to end, with each metrics source caldera-sim serves: a node reported over its
+"""The usage plugin end to end, with each metrics source caldera-sim serves (Prometheus, metrics.k8s.io,
+custom.metrics.k8s.io, Elasticsearch): a node reported over its
 cpu threshold is filtered, of the others the least loaded is chosen, and when the reported load
 changes the next placement follows it.
 
@@ -41,14 +42,26 @@ async def set_load(api: Api, load: dict[str, Any]) -> None:
 
 
 async def scenario(
-    api: Api, sim: SimCluster, start_scheduler: Any, conf_file: Any, metrics: str, all_hot: bool
+    api: Api,
+    sim: SimCluster,
+    start_scheduler: Any,
+    conf_file: Any,
+    source: str,
+    served_at: str | None = None,
+    settings: dict[str, str] | None = None,
+    all_hot: bool = True,
 ) -> None:
-    """``all_hot``: last, every node is reported hot and a pod waits, saying why (for a source whose
-    values the scheduler takes as they are: metrics-server's are averaged over the 10 minutes of
-    samples the scheduler saw, so a node's average follows a change only slowly)."""
+    """The conf's ``metrics:`` is ``type: source`` polled every 200ms, ``address`` the sim's URL and
+    ``served_at`` when given, and the other ``settings``. ``all_hot``: last, every node is reported hot
+    and a pod waits, saying why (for a source whose values the scheduler takes as they are:
+    metrics-server's are averaged over the 10 minutes of samples the scheduler saw, so a node's average
+    follows a change only slowly)."""
     needs_sim(sim)
+    metrics = {"type": source, "interval": "200ms", **(settings or {})}
+    if served_at is not None:
+        metrics["address"] = sim.url + served_at
     _, path = conf_file
-    path.write_text(conf(metrics))
+    path.write_text(conf("\n".join(f"  {key}: {value}" for key, value in metrics.items())))
     for name in ("hot", "warm", "cool"):
         await api.node(name, cpu="8", memory="32Gi")
     await set_load(
@@ -106,20 +119,33 @@ async def _node_of(api: Api, pod: str) -> str:
 async def test_prometheus_load_filters_the_hot_node_and_picks_the_cool_one(
     api: Api, sim: SimCluster, start_scheduler: Any, conf_file: Any
 ) -> None:
-    address = f"{sim.url}/prometheus" if sim is not None else ""
-    await scenario(
-        api,
-        sim,
-        start_scheduler,
-        conf_file,
-        f"  type: prometheus\n  address: {address}\n  interval: 200ms",
-        all_hot=True,
-    )
+    await scenario(api, sim, start_scheduler, conf_file, "prometheus", served_at="/prometheus")
 
 
 async def test_metrics_server_load_filters_the_hot_node_and_picks_the_cool_one(
     api: Api, sim: SimCluster, start_scheduler: Any, conf_file: Any
 ) -> None:
+    await scenario(api, sim, start_scheduler, conf_file, "metrics_server", all_hot=False)
+
+
+async def test_prometheus_adaptor_load_filters_the_hot_node_and_picks_the_cool_one(
+    api: Api, sim: SimCluster, start_scheduler: Any, conf_file: Any
+) -> None:
+    """Volcano's custom.metrics.k8s.io node metrics, through the API server as a prometheus-adapter
+    serves them."""
+    await scenario(api, sim, start_scheduler, conf_file, "prometheus_adaptor")
+
+
+async def test_elasticsearch_load_filters_the_hot_node_and_picks_the_cool_one(
+    api: Api, sim: SimCluster, start_scheduler: Any, conf_file: Any
+) -> None:
+    """Volcano's search of metricbeat documents, against the sim's Elasticsearch."""
     await scenario(
-        api, sim, start_scheduler, conf_file, "  type: metrics_server\n  interval: 200ms", all_hot=False
+        api,
+        sim,
+        start_scheduler,
+        conf_file,
+        "elasticsearch",
+        served_at="/elasticsearch",
+        settings={"elasticsearch.index": "metricbeat-*"},
     )
