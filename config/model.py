@@ -29,6 +29,11 @@ SWITCHES: dict[str, str] = {
     "allocatable": "enabledAllocatable",
     "preemptive": "enablePreemptive",
     "job_valid": "enableJobValid",
+    "sub_job_ready": "enabledSubJobReady",
+    "sub_job_pipelined": "enabledSubJobPipelined",
+    "sub_job_order": "enabledSubJobOrder",
+    "hypernode_order": "enabledHyperNodeOrder",
+    "hypernode_gradient": "enabledHyperNodeGradient",
 }
 #: Earlier Caldera spellings of Volcano's ``enabledOverused``/``enabledAllocatable``, still read.
 SWITCH_ALIASES: dict[str, str] = {
@@ -44,13 +49,6 @@ UNSUPPORTED_SWITCHES: dict[str, str] = {
     "enabledVictim": "victim tasks are chosen only by Volcano's shuffle action, which Caldera does not have",
     "enabledClusterOrder": "Caldera schedules one cluster",
     "enableClusterOrder": "Caldera schedules one cluster",
-    "enabledHyperNodeOrder": "network-topology-aware's hypernode scoring is built into Caldera's "
-    "topology-aware allocate (actions/topology.py) and cannot be switched off yet",
-    "enabledSubJobReady": "sub-jobs (subGroupPolicy) are not implemented",
-    "enabledSubJobPipelined": "sub-jobs (subGroupPolicy) are not implemented",
-    "enabledSubJobOrder": "sub-jobs (subGroupPolicy) are not implemented",
-    "enabledHyperNodeGradient": "the tier-by-tier search for a job's node group is built into Caldera's "
-    "topology-aware allocate and gang actions and cannot be switched off yet",
 }
 #: Plugins for which ``enableHierarchy: true`` means something: capacity (hierarchical queues),
 #: drf (Volcano's hdrf) and nodegroup (a queue inherits its ancestor's node-group affinity); the

@@ -24,6 +24,7 @@ from caldera.framework.objects import (
     parse_timestamp,
 )
 from caldera.framework.resource import Resource, ResourceError
+from caldera.framework.subgroups import SubGroupPolicies, check_policies
 
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
@@ -401,6 +402,7 @@ class JobInfo:
         "priority_class",
         "queue",
         "ready_count",
+        "sub_groups",
         "task_min_available",
         "tasks",
         "topology_keys",
@@ -443,6 +445,8 @@ class JobInfo:
         #: node label keys the whole job must stay inside one domain of (a native group's
         #: ``schedulingConstraints.topology``)
         self.topology_keys: tuple[str, ...] = ()
+        #: the PodGroup's ``spec.subGroupPolicy``, checked (None: it has none; framework/subjobs.py)
+        self.sub_groups: SubGroupPolicies | None = None
         self.preemptable = False
         self.tasks: dict[str, TaskInfo] = {}
         self.by_status: dict[TaskStatus, dict[str, TaskInfo]] = {}
@@ -485,6 +489,8 @@ class JobInfo:
         job.preemptable = parse_preemptable(
             meta.annotations, meta.labels, False, f"podgroup {meta.namespace}/{meta.name}"
         )
+        if spec.sub_group_policy:
+            job.sub_groups = check_policies(spec.sub_group_policy, f"podgroup {meta.namespace}/{meta.name}")
         return job
 
     @classmethod
@@ -762,6 +768,7 @@ class JobInfo:
         j.network_topology = self.network_topology
         j.native = self.native
         j.topology_keys = self.topology_keys
+        j.sub_groups = self.sub_groups
         j.preemptable = self.preemptable
         j.tasks = {}
         j.by_status = {}

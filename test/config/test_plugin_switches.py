@@ -46,11 +46,6 @@ REFUSED = {
     "enableTargetJob",
     "enableReservedNodes",
     "enabledVictim",
-    "enabledHyperNodeOrder",
-    "enabledSubJobReady",
-    "enabledSubJobPipelined",
-    "enabledSubJobOrder",
-    "enabledHyperNodeGradient",
 }
 REGISTRY = builtin_registry()
 #: every plugin Caldera has that opens without extra arguments, in one tier
