@@ -202,9 +202,8 @@ class AllocateAction(Action):
             job = jobs.pop()
             # sub-groups (spec.subGroupPolicy): sub-group by sub-group, each inside its own group
             if job.sub_groups is not None:
-                self._sub_groups(ssn, job, sheets)
-                if ssn.job_ready(job) and sheets[job.uid]:
-                    jobs.push(job)
+                if self._sub_groups(ssn, job, sheets) and sheets[job.uid]:
+                    jobs.push(job)  # ready with pods left: its turn comes again
                 if jobs:
                     queue_heap.push(queue)
                 continue
@@ -245,13 +244,15 @@ class AllocateAction(Action):
         }
 
     @staticmethod
-    def _sub_groups(ssn: Session, job: JobInfo, sheets: dict[str, Worksheet]) -> None:
+    def _sub_groups(ssn: Session, job: JobInfo, sheets: dict[str, Worksheet]) -> bool:
         """One turn of a job with sub-groups (actions/subjobs.py): its statement is committed when
         the job is ready, kept in the session when it is only pipelined (Volcano's allocate
-        commits only a ready job's statement)."""
+        commits only a ready job's statement). True when committed."""
         sheet = sheets.get(job.uid)
         if sheet is None:
             sheet = sheets[job.uid] = organize(ssn, job)
         stmt = allocate_for_job(ssn, job, sheet, place_tasks)
         if stmt is not None and ssn.job_ready(job):
             stmt.commit()
+            return True
+        return False
