@@ -64,7 +64,7 @@ def roles(*names: str, cpu: str = "1", size: int = 2) -> list[Any]:
 # -- splitting and checking -------------------------------------------------------------------------
 def test_pods_split_by_the_values_of_match_label_keys_and_the_rest_go_to_the_default_group():
     pg = podgroup("llm", min_member=1, sub_group_policy=[{**ROLE, "minSubGroups": 0}])
-    pods = roles("prefill", "decode") + [pod("sidecar", cpu="1", group="llm")]
+    pods = [*roles("prefill", "decode"), pod("sidecar", cpu="1", group="llm")]
     ssn, _ = session([node("n", cpu="16")], pods, [pg], {}, conf())
     split = {s.uid: sorted(t.name for t in s.tasks.values()) for s in sub_jobs(ssn, ssn.jobs["default/llm"])}
     assert split == {
