@@ -15,6 +15,7 @@ topology-aware allocate.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -29,6 +30,7 @@ from caldera.actions.helpers import (
     pending_jobs,
     pending_tasks,
 )
+from caldera.actions.subjobs import Worksheet, allocate_for_job, organize
 from caldera.actions.topology import allocate_topology_job
 from caldera.framework.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from caldera.framework.plugin import Action, unsupported
@@ -54,6 +56,8 @@ def place_tasks(
     rows: np.ndarray | None = None,
     stop_when_ready: bool = False,
     stats: _Stats | None = None,
+    ready: Callable[[], bool] | None = None,
+    keep_going: Callable[[], bool] | None = None,
 ) -> bool:
     """Place ``tasks`` (consumed from the front) through ``stmt``. A task that cannot be placed has
     its reason recorded on the job; as in Volcano's ``allocateResourcesForTasks``
@@ -61,7 +65,10 @@ def place_tasks(
     while the job can still reach its minimum (``JobInfo.need_continue_allocating``), skips a task
     whose role already failed (``TaskHasFitErrors``), and skips a task its queue cannot take now.
     Returns False when it stopped at a task that sinks the job; True when all tasks were tried or
-    the job became ready with tasks left (``stop_when_ready``)."""
+    the job became ready with tasks left (``stop_when_ready``). For a sub-group (actions/subjobs.py)
+    ``ready`` says when to stop (its sub-group is ready) and ``keep_going`` replaces the job's rule
+    for going on after a task that does not fit."""
+    go_on = keep_going if keep_going is not None else job.need_continue_allocating
     node_list = ssn.node_list
     table = ssn.table
     unfit = ssn.unfit_templates
@@ -77,7 +84,7 @@ def place_tasks(
             if failed_roles is None:
                 failed_roles = set()
             failed_roles.add(task.role)
-        if job.need_continue_allocating():
+        if go_on():
             tasks.pop(0)
             return True
         return False
@@ -138,6 +145,8 @@ def place_tasks(
                 stats.pipelined += 1
         if stop_when_ready and tasks and ssn.job_ready(job):
             return True
+        if ready is not None and ready():
+            return True
     return True
 
 
@@ -186,6 +195,7 @@ class AllocateAction(Action):
         queue_heap = OrderedHeap(ssn.queue_key, queues.values())
         memo = FailureMemo.of(ssn)
         taken = 0
+        sheets: dict[str, Worksheet] = {}
         while queue_heap:
             # (after one job at least: a cycle whose budget went on opening the session still moves)
             if taken and ssn.deadline is not None and ssn.out_of_time():
@@ -201,6 +211,13 @@ class AllocateAction(Action):
                 continue
             job = jobs.pop()
             taken += 1
+            # sub-groups (spec.subGroupPolicy): sub-group by sub-group, each inside its own group
+            if job.sub_groups is not None:
+                if self._sub_groups(ssn, job, sheets) and sheets[job.uid]:
+                    jobs.push(job)  # ready with pods left: its turn comes again
+                if jobs:
+                    queue_heap.push(queue)
+                continue
             # network topology: a topology-bound gang is placed inside one node group (actions/topology.py)
             if allocate_topology_job(ssn, job, allocate_job):
                 if jobs:
@@ -237,3 +254,17 @@ class AllocateAction(Action):
             "unreached": len(ssn.unreached),
             "seconds": time.perf_counter() - started,
         }
+
+    @staticmethod
+    def _sub_groups(ssn: Session, job: JobInfo, sheets: dict[str, Worksheet]) -> bool:
+        """One turn of a job with sub-groups (actions/subjobs.py): its statement is committed when
+        the job is ready, kept in the session when it is only pipelined (Volcano's allocate
+        commits only a ready job's statement). True when committed."""
+        sheet = sheets.get(job.uid)
+        if sheet is None:
+            sheet = sheets[job.uid] = organize(ssn, job)
+        stmt = allocate_for_job(ssn, job, sheet, place_tasks)
+        if stmt is not None and ssn.job_ready(job):
+            stmt.commit()
+            return True
+        return False

@@ -367,6 +367,9 @@ class _Selector:
         self.topo = topo
         self.place = place
         self.spread = settings.score_policy == SPREAD
+        #: network-topology-aware registered its group order with ``enabledHyperNodeOrder: false``:
+        #: groups are not scored, the first that fits (by name) is taken
+        self.scored = ssn.hypernode_order_on()
         self.gang = _Gang(ssn, job)
         w = self.gang.width
         room = ssn.memo(_Room, _Room).of(ssn.table)
@@ -403,6 +406,8 @@ class _Selector:
                 keep = cols < self.gang.width
                 placed[cols[keep]] += vals[keep]
                 count += 1
+        if not self.scored:
+            return 0.0, count
         left = self._leftover(agg_all, placed)
         return _round9(left if self.spread else -left), count
 
@@ -467,7 +472,7 @@ class _Selector:
             agg_all = np.add.reduceat(self.idle_all[rows], starts, axis=0)[kept]
         target = gang.minimum if self.spread else gang.full
         raw = ((agg_all - target) * gang.weight).sum(axis=1)
-        bounds = np.round(raw if self.spread else -raw, 9)
+        bounds = np.round(raw if self.spread else -raw, 9) if self.scored else np.zeros(len(kept))
         # by bound, best first; ties by name (candidates come sorted by name)
         order = np.lexsort((kept, -bounds))
 
@@ -615,6 +620,8 @@ def allocate_in_topology(
     selector = _Selector(ssn, job, topo, settings, place or place_gang)
     job_rows = topo.job_rows(job, ssn.nodes)
     tiers = [t for t in [*topo.tiers, topo.top_tier] if t <= req.highest_tier]
+    if not req.label_keys and gradient_off(ssn):
+        tiers = [topo.top_tier]  # no gradient: the whole cluster, as Volcano's [[clusterTop]]
     for tier in tiers:
         decision.tiers_tried.append(tier)
         candidates = _candidates(topo, tier, job_rows)
@@ -670,6 +677,14 @@ def _closest(trials: list[GroupTrial], need: int) -> GroupTrial | None:
     if pruned:
         return min(pruned, key=lambda t: (-t.placed, t.deficit, t.group.tier, t.group.name))
     return None
+
+
+def gradient_off(ssn: Session) -> bool:
+    """network-topology-aware registered its gradient function with ``enabledHyperNodeGradient:
+    false``: Volcano's ``HyperNodeGradientForJobFn`` then answers the root alone (the whole
+    cluster), so a hard requirement bounds nothing (``Session.hypernode_gradients``)."""
+    point = ssn.hypernode_gradient_fns
+    return point.registered() and not point
 
 
 def allocate_topology_job(ssn: Session, job: JobInfo, place: PlaceFn) -> bool:

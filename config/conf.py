@@ -17,7 +17,6 @@ from caldera.config.model import (
     HIERARCHY_PLUGINS,
     NO_EFFECT_SWITCHES,
     SWITCH_KEYS,
-    UNSUPPORTED_SWITCHES,
     PluginOption,
     SchedulerConf,
     Tier,
@@ -145,10 +144,6 @@ def parse_conf(text: str, registry: Registry) -> SchedulerConf:
             for key, value in pmap.items():
                 if key in ("name", "arguments"):
                     continue
-                if key in UNSUPPORTED_SWITCHES:
-                    raise ConfError(
-                        f"option {key!r} of plugin {name!r} is not supported by Caldera: {UNSUPPORTED_SWITCHES[key]}"
-                    )
                 if key in NO_EFFECT_SWITCHES:
                     if not isinstance(value, bool):
                         raise ConfError(

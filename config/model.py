@@ -32,22 +32,16 @@ SWITCHES: dict[str, str] = {
     "job_valid": "enableJobValid",
     "victim_tasks": "enabledVictim",
     "victim_guard": "enabledVictim",
+    "sub_job_ready": "enabledSubJobReady",
+    "sub_job_pipelined": "enabledSubJobPipelined",
+    "sub_job_order": "enabledSubJobOrder",
+    "hypernode_order": "enabledHyperNodeOrder",
+    "hypernode_gradient": "enabledHyperNodeGradient",
 }
 #: Earlier Caldera spellings of Volcano's ``enabledOverused``/``enabledAllocatable``, still read.
 SWITCH_ALIASES: dict[str, str] = {
     "enableOverused": "enabledOverused",
     "enableAllocatable": "enabledAllocatable",
-}
-#: Switches Volcano's conf carries (or once carried) that switch nothing in Caldera: a conf that
-#: sets them is refused with the reason, so that no option is accepted and ignored.
-UNSUPPORTED_SWITCHES: dict[str, str] = {
-    "enabledHyperNodeOrder": "network-topology-aware's hypernode scoring is built into Caldera's "
-    "topology-aware allocate (actions/topology.py) and cannot be switched off yet",
-    "enabledSubJobReady": "sub-jobs (subGroupPolicy) are not implemented",
-    "enabledSubJobPipelined": "sub-jobs (subGroupPolicy) are not implemented",
-    "enabledSubJobOrder": "sub-jobs (subGroupPolicy) are not implemented",
-    "enabledHyperNodeGradient": "the tier-by-tier search for a job's node group is built into Caldera's "
-    "topology-aware allocate and gang actions and cannot be switched off yet",
 }
 #: Switches Volcano's PluginOption carries (or once carried) whose callbacks no action of Volcano's
 #: calls: at ed72c7c8 no file of pkg/scheduler/actions calls ``Session.TargetJob``, ``ReservedNodes``

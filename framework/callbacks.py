@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -51,6 +51,16 @@ JobEnqueuedFn = Callable[[JobInfo], None]
 VictimTasksFn = Callable[[list[TaskInfo]], list[TaskInfo]]
 #: (actor, candidates) → (chosen victims, vote)
 VictimsFn = Callable[[TaskInfo, list[TaskInfo]], tuple[list[TaskInfo], int]]
+#: Sub-job callbacks (Volcano's AddSubJobReadyFn / AddSubJobPipelinedFn / AddSubJobOrderFn); the
+#: sub-job is a ``framework.subjobs.SubJob``
+SubJobTestFn = Callable[[Any], bool]
+SubJobVoteFn = Callable[[Any], int]
+SubJobOrderFn = Callable[[Any, Any], int]
+#: (sub-job, candidate groups) → score per group name (Volcano's HyperNodeOrderFn)
+HyperNodeOrderFn = Callable[[Any, list[Any]], dict[str, float]]
+#: (a ``framework.topology.GradientRequest``) → groups in gradients, narrowest first, or None when
+#: the search has no root (Volcano's HyperNodeGradientForJobFn / HyperNodeGradientForSubJobFn)
+HyperNodeGradientFn = Callable[[Any], "list[list[Any]] | None"]
 QueueTestFn = Callable[[QueueInfo], bool]
 QueueTaskTestFn = Callable[[QueueInfo, TaskInfo], bool]
 #: What a plugin's predicates and scores read of a task beyond its pod template (bytes; b"" for none)
@@ -181,6 +191,10 @@ class CallbackPoint(Generic[F]):
     def __bool__(self) -> bool:
         return bool(self.flat())
 
+    def registered(self) -> bool:
+        """Whether any plugin registered a function of this kind (enabled or not)."""
+        return bool(self._fns)
+
 
 class CallbackRegistry:
     """The session's callback points and the ``add_*`` methods plugins register through."""
@@ -214,6 +228,13 @@ class CallbackRegistry:
         self.victim_guard_fns = CallbackPoint[VictimTasksFn]("victim_guard", tiers)
         # Volcano has no conf switch for it (isEnabled is not asked in Session.UnifiedEvictable)
         self.unified_evictable_fns = CallbackPoint[UnifiedEvictableFn]("unified_evictable", tiers)
+        self.sub_job_ready_fns = CallbackPoint[SubJobTestFn]("sub_job_ready", tiers)
+        self.sub_job_pipelined_fns = CallbackPoint[SubJobVoteFn]("sub_job_pipelined", tiers)
+        self.sub_job_order_fns = CallbackPoint[SubJobOrderFn]("sub_job_order", tiers)
+        self.hypernode_order_fns = CallbackPoint[HyperNodeOrderFn]("hypernode_order", tiers)
+        #: one point for the job and sub-job gradients: Volcano switches both with one option
+        #: (``enabledHyperNodeGradient``) and Caldera's plugin registers one function for both
+        self.hypernode_gradient_fns = CallbackPoint[HyperNodeGradientFn]("hypernode_gradient", tiers)
         #: plugin → part → bulk predicate (one plugin may register several)
         self.bulk_predicate_fns: dict[str, dict[str, BulkPred]] = {}
         self._bulk_predicates: list[BulkPred] | None = None
@@ -394,6 +415,21 @@ class CallbackRegistry:
         """A victim filter for the gang-aware actions (gangpreempt, gangreclaim): Volcano's
         ``Session.AddUnifiedEvictableFn`` (pkg/scheduler/framework/session_plugins.go)."""
         self.unified_evictable_fns.add(name, fn)
+
+    def add_sub_job_ready_fn(self, name: str, fn: SubJobTestFn) -> None:
+        self.sub_job_ready_fns.add(name, fn)
+
+    def add_sub_job_pipelined_fn(self, name: str, fn: SubJobVoteFn) -> None:
+        self.sub_job_pipelined_fns.add(name, fn)
+
+    def add_sub_job_order_fn(self, name: str, fn: SubJobOrderFn) -> None:
+        self.sub_job_order_fns.add(name, fn)
+
+    def add_hypernode_order_fn(self, name: str, fn: HyperNodeOrderFn) -> None:
+        self.hypernode_order_fns.add(name, fn)
+
+    def add_hypernode_gradient_fn(self, name: str, fn: HyperNodeGradientFn) -> None:
+        self.hypernode_gradient_fns.add(name, fn)
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)

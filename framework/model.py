@@ -24,6 +24,7 @@ from caldera.framework.objects import (
     parse_timestamp,
 )
 from caldera.framework.resource import Resource, ResourceError
+from caldera.framework.subgroups import SubGroupPolicies, check_policies
 
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
@@ -399,6 +400,7 @@ class JobInfo:
         "priority_class",
         "queue",
         "ready_count",
+        "sub_groups",
         "task_min_available",
         "tasks",
         "topology_keys",
@@ -444,6 +446,8 @@ class JobInfo:
         #: evicted only whole, never one pod at a time (a native group's ``disruptionMode: PodGroup``,
         #: KEP-5710)
         self.disrupt_whole = False
+        #: the PodGroup's ``spec.subGroupPolicy``, checked (None: it has none; framework/subjobs.py)
+        self.sub_groups: SubGroupPolicies | None = None
         self.preemptable = False
         self.tasks: dict[str, TaskInfo] = {}
         self.by_status: dict[TaskStatus, dict[str, TaskInfo]] = {}
@@ -486,6 +490,8 @@ class JobInfo:
         job.preemptable = parse_preemptable(
             meta.annotations, meta.labels, False, f"podgroup {meta.namespace}/{meta.name}"
         )
+        if spec.sub_group_policy:
+            job.sub_groups = check_policies(spec.sub_group_policy, f"podgroup {meta.namespace}/{meta.name}")
         return job
 
     @classmethod
@@ -768,6 +774,7 @@ class JobInfo:
         j.native = self.native
         j.topology_keys = self.topology_keys
         j.disrupt_whole = self.disrupt_whole
+        j.sub_groups = self.sub_groups
         j.preemptable = self.preemptable
         j.tasks = {}
         j.by_status = {}

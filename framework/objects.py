@@ -268,6 +268,20 @@ class NetworkTopologySpec(_Base, frozen=True):
     highest_tier_allowed: int | None = None
 
 
+class SubGroupPolicySpec(_Base, frozen=True):
+    """One entry of a PodGroup's ``spec.subGroupPolicy`` (Volcano 1.14's multi-level gang;
+    volcano.sh/apis pkg/apis/scheduling/v1beta1/types.go ``SubGroupPolicySpec``). Unset sizes are
+    None here: the CRD's defaults (subGroupSize 1, minSubGroups 0) are applied where Volcano's
+    scheduler applies them (framework/subjobs.py)."""
+
+    name: str = ""
+    network_topology: NetworkTopologySpec | None = None
+    sub_group_size: int | None = None
+    min_sub_groups: int | None = None
+    label_selector: LabelSelector | None = None
+    match_label_keys: list[str] = []
+
+
 class PodGroupSpec(_Base, frozen=True):
     min_member: int = 1
     min_task_member: dict[str, int] = {}
@@ -275,6 +289,7 @@ class PodGroupSpec(_Base, frozen=True):
     priority_class_name: str = ""
     min_resources: ResourceList | None = None
     network_topology: NetworkTopologySpec | None = None
+    sub_group_policy: list[SubGroupPolicySpec] = []
 
 
 class PodGroupCondition(_Base, frozen=True):

@@ -40,9 +40,11 @@ from caldera.framework.tier_rules import (
     tiered_vote,
 )
 from caldera.framework.tiers import PluginOption, Tier
+from caldera.framework.topology import GradientRequest, NodeGroup, binpack_scores, gradients
 
 if TYPE_CHECKING:
     from caldera.framework.statement import Statement
+    from caldera.framework.subjobs import SubJob
 
 log = logging.getLogger("caldera.session")
 
@@ -368,6 +370,65 @@ class Session(CallbackRegistry):
             if found:
                 return True
         return False
+
+    # -- sub-jobs and HyperNodes (Volcano's pkg/scheduler/framework/session_plugins.go) -------------
+    def sub_job_ready(self, job: JobInfo, sub: SubJob) -> bool:
+        """``Session.SubJobReady``: a job without sub-group policies asks job ready; else every
+        enabled sub-job ready function must pass."""
+        if job.sub_groups is None:
+            return self.job_ready(job)
+        return all(fn(sub) for fn in self.sub_job_ready_fns.flat())
+
+    def sub_job_pipelined(self, job: JobInfo, sub: SubJob) -> bool:
+        """``Session.SubJobPipelined``: votes as job pipelined does, tier by tier."""
+        if job.sub_groups is None:
+            return self.job_pipelined(job)
+        return self._vote(self.sub_job_pipelined_fns, sub)  # type: ignore[arg-type]
+
+    def sub_job_order(self, left: SubJob, right: SubJob) -> bool:
+        """``Session.SubJobOrderFn``: plugins first, then MatchIndex, then uid."""
+        result = self._order(self.sub_job_order_fns, left, right)
+        if result:
+            return result < 0
+        if left.match_index != right.match_index:
+            return left.match_index < right.match_index
+        return left.uid < right.uid
+
+    @property
+    def sub_job_key(self) -> Callable[[SubJob], Any]:
+        return self._three_way_key(self.sub_job_order_fns, lambda s: (s.match_index, s.uid))
+
+    def hypernode_scores(self, sub: SubJob, groups: list[NodeGroup]) -> dict[str, float]:
+        """``Session.HyperNodeOrderMapFn`` summed per group as ``util.PrioritizeHyperNodes`` does
+        (a group no plugin scores has 0). When no plugin registers one (network-topology-aware
+        not configured), the plugin's own score (``framework.topology.binpack_scores``): Caldera
+        places by topology without the plugin, as it always has; a plugin that registered it with
+        ``enabledHyperNodeOrder: false`` leaves every group at 0 (ties go by name)."""
+        point = self.hypernode_order_fns
+        if not point.registered():
+            return binpack_scores(self.table, list(sub.tasks.values()), groups)
+        total = dict.fromkeys((g.name for g in groups), 0.0)
+        for fn in point.flat():
+            for name, score in fn(sub, groups).items():
+                if name in total:
+                    total[name] += score
+        return total
+
+    def hypernode_order_on(self) -> bool:
+        """Whether groups are scored at all (see ``hypernode_scores``)."""
+        return not self.hypernode_order_fns.registered() or bool(self.hypernode_order_fns)
+
+    def hypernode_gradients(self, request: GradientRequest) -> list[list[NodeGroup]] | None:
+        """``Session.HyperNodeGradientForJobFn`` / ``ForSubJobFn``: the first enabled plugin's
+        gradients; registered but switched off (``enabledHyperNodeGradient: false``): the root
+        alone, so no tier bounds the placement; registered by no plugin: the plugin's own
+        (``framework.topology.gradients``), as for ``hypernode_scores``."""
+        point = self.hypernode_gradient_fns
+        if not point.registered():
+            return gradients(request)
+        for fn in point.flat():
+            return fn(request)
+        return [[request.root]]
 
     # -- victims -----------------------------------------------------------------------------------
     _victims = staticmethod(tiered_victims)

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskStatus
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskInfo, TaskStatus
+from caldera.framework.nodetable import NodeTable
 from caldera.framework.objects import HyperNode, MemberSelector
+from caldera.framework.resource import MIN_RESOURCE, Resource
 
 if TYPE_CHECKING:
     from caldera.framework.session import Session
@@ -36,13 +39,16 @@ __all__ = [
     "HARD",
     "SESSION_KEY",
     "SOFT",
+    "GradientRequest",
     "NodeGroup",
     "Requirement",
     "Topology",
     "TopologySettings",
     "build_topology",
+    "gradients",
     "hypernode_members",
     "label_domains",
+    "lowest_common_group",
 ]
 
 #: Where the network-topology-aware plugin publishes the session's Topology and settings.
@@ -251,6 +257,145 @@ class Topology:
     def describe(self) -> str:
         parts = [f"tier {t} ({self.tier_label(t)}): {len(self.by_tier[t])} groups" for t in self.tiers]
         return "; ".join(parts) or "no topology tiers"
+
+
+# ------------------------------------------------------------------------------------------------
+# gradients: the groups a job or sub-job is tried in, narrowest tier first
+# ------------------------------------------------------------------------------------------------
+def ancestors(group: NodeGroup) -> list[NodeGroup]:
+    """The group and every group above it, narrowest first (Volcano's ``GetAncestors``)."""
+    out = []
+    g: NodeGroup | None = group
+    while g is not None:
+        out.append(g)
+        g = g.parent
+    return out
+
+
+def lowest_common_group(a: NodeGroup | None, b: NodeGroup | None) -> NodeGroup | None:
+    """The narrowest group holding both (Volcano's ``HyperNodeInfoMap.GetLCAHyperNode``); either
+    alone when the other is None."""
+    if a is None or b is None:
+        return a if b is None else b
+    above = {id(g) for g in ancestors(a)}
+    for g in ancestors(b):
+        if id(g) in above:
+            return g
+    return None
+
+
+@dataclass(frozen=True)
+class GradientRequest:
+    """What a HyperNode gradient function is asked: the groups within ``root`` a job (or
+    sub-job) may be placed in. ``highest``: the highest tier allowed in hard mode (None: not hard,
+    the root alone); ``allocated``: the narrowest group holding its pods already placed;
+    ``minimum``: what it needs at least, for the pre-filter."""
+
+    topology: Topology
+    table: NodeTable
+    root: NodeGroup
+    highest: int | None
+    allocated: NodeGroup | None = None
+    minimum: Resource | None = None
+
+
+def _search_root(req: GradientRequest, highest: int) -> NodeGroup | None:
+    """Volcano's ``getSearchRoot`` (network_topology_aware.go): with pods placed, the widest
+    group of at most ``highest`` above them, intersected with the root; None when they do not meet."""
+    if req.allocated is None:
+        return req.root
+    allowed = None
+    for g in ancestors(req.allocated):
+        if g.tier > highest:
+            break
+        allowed = g
+    if allowed is None:
+        return None
+    lca = lowest_common_group(req.root, allowed)
+    if lca is allowed:
+        return req.root
+    if lca is req.root:
+        return allowed
+    return None
+
+
+def gradients(req: GradientRequest) -> list[list[NodeGroup]] | None:
+    """Volcano's ``hyperNodeGradientFn`` (pkg/scheduler/plugins/network-topology-aware/
+    network_topology_aware.go): breadth first from the search root, the groups of tier at most
+    ``highest`` whose summed idle (or future idle) holds ``minimum`` (no such check once pods are
+    placed, ``isEligibleHyperNode``), in gradients by tier, narrowest first; within a tier by name.
+    Not hard mode: the root alone. None: no search root (the placed pods exceed the highest tier)."""
+    highest = req.highest
+    if highest is None:
+        return [[req.root]]
+    root = _search_root(req, highest)
+    if root is None:
+        return None
+    table = req.table
+    cols = vals = None
+    if req.allocated is None and req.minimum is not None:
+        cols, vals = table.request_vector(req.minimum)
+        keep = cols != table.dims.get("pods", -1)  # Volcano's Resource has no pod count to compare
+        cols, vals = cols[keep], vals[keep] - MIN_RESOURCE
+    eligible: dict[int, list[NodeGroup]] = {}
+    queue = deque([root])
+    while queue:
+        g = queue.popleft()
+        if g.tier <= highest and (
+            cols is None
+            or not len(cols)
+            or bool((table.idle[g.rows][:, cols].sum(axis=0) >= vals).all())
+            or bool((table.future[g.rows][:, cols].sum(axis=0) >= vals).all())
+        ):
+            eligible.setdefault(g.tier, []).append(g)
+        queue.extend(g.children)
+    return [sorted(eligible[t], key=lambda g: g.name) for t in sorted(eligible)]
+
+
+#: the resources network-topology-aware bin-packs hypernodes by, with Volcano's default weights
+#: (``getPriorityWeight``: cpu 1, memory 1, no others; the weights are not configurable here)
+BINPACK_WEIGHTS = {"cpu": 1.0, "memory": 1.0}
+MAX_NODE_SCORE = 100.0
+
+
+def binpack_scores(
+    table: NodeTable, tasks: Sequence[TaskInfo], groups: Sequence[NodeGroup]
+) -> dict[str, float]:
+    """network-topology-aware's ``HyperNodeOrderFn`` (network_topology_aware.go): per group, the
+    weighted mean over cpu and memory of (used + the sub-job's whole request) / allocatable, 0 when
+    the request overflows a resource (``getSubJobHyperNodeBinPackingScore``; used counts what this
+    session placed and pipelined there, as the plugin's allocate events do); when several groups
+    share the best score, each adds the share of the sub-job's pods already on its nodes
+    (``scoreWithTaskNum``); scaled to 0..100 (``scaleFinalScore``, weight 1)."""
+    request = dict.fromkeys(BINPACK_WEIGHTS, 0.0)
+    for task in tasks:
+        for name in BINPACK_WEIGHTS:
+            request[name] += max(0.0, getattr(task.resreq, name))
+    asked = [name for name, value in request.items() if value > 0]
+    cols = np.asarray([table.dims[name] for name in asked], dtype=np.intp)
+    want = np.asarray([request[name] for name in asked])
+    weights = np.asarray([BINPACK_WEIGHTS[name] for name in asked])
+    scores: dict[str, float] = {}
+    for g in groups:
+        if not len(cols):
+            scores[g.name] = 0.0
+            continue
+        alloc = table.allocatable[g.rows][:, cols].sum(axis=0)
+        used = (table.used[g.rows][:, cols] + table.pipelined[g.rows][:, cols]).sum(axis=0) + want
+        if bool((used > alloc + MIN_RESOURCE).any()) or bool((alloc <= 0).any()):
+            scores[g.name] = 0.0
+        else:
+            scores[g.name] = float((weights * used / alloc).sum() / weights.sum())
+    best = max(scores.values(), default=0.0)
+    tied = [g for g in groups if scores[g.name] == best]
+    if len(tied) > 1 and tasks:
+        placed = {t.node_name for t in tasks if t.node_name}
+        row_of = {name: i for i, name in enumerate(table.names) if name in placed} if placed else {}
+        for g in tied:
+            members = set(g.rows.tolist()) if row_of else set()
+            on = sum(1 for t in tasks if row_of.get(t.node_name, -1) in members)
+            scores[g.name] += on / len(tasks)
+    return {name: MAX_NODE_SCORE * score for name, score in scores.items()}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -156,8 +156,11 @@ def podgroup_dict(
     network_topology: dict[str, Any] | None = None,
     uid: str | None = None,
     annotations: dict[str, str] | None = None,
+    sub_group_policy: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"minMember": min_member, "queue": queue}
+    if sub_group_policy:
+        spec["subGroupPolicy"] = sub_group_policy
     if priority_class:
         spec["priorityClassName"] = priority_class
     if min_task_member:

@@ -50,8 +50,8 @@ class TwinLoop(SchedulerLoop):
         self.explain_reuse_seconds = 0.0
         self.carry = CarryBook(enabled=reuse)
 
-    def decide(self, snapshot: Any = None) -> Any:
-        out = super().decide(snapshot)
+    def decide(self, snapshot: Any = None, started: float | None = None) -> Any:
+        out = super().decide(snapshot, started)
         if self.meanwhile is not None:
             self.meanwhile(self.cache)  # type: ignore[arg-type]
         return out

@@ -15,6 +15,7 @@ import numpy as np
 from caldera.framework.model import OCCUPYING_STATUSES, NodeInfo, TaskInfo
 from caldera.framework.objects import LabelSelector, NodeSelectorTerm, PodAffinityTerm, Taint, Toleration
 from caldera.framework.resource import Resource
+from caldera.framework.subgroups import selector_matches as label_selector_matches
 
 if TYPE_CHECKING:
     from caldera.framework.session import Session
@@ -251,23 +252,7 @@ def _term_key(term: PodAffinityTerm, namespace: str) -> bytes:
 
 def selector_matches(selector: LabelSelector | None, labels: dict[str, str]) -> bool:
     """Kubernetes LabelSelector semantics; a missing selector matches nothing, an empty one everything."""
-    if selector is None:
-        return False
-    for k, v in selector.match_labels.items():
-        if labels.get(k) != v:
-            return False
-    for req in selector.match_expressions:
-        have = labels.get(req.key)
-        op = req.operator
-        if op == "In" and (have is None or have not in req.values):
-            return False
-        if op == "NotIn" and have is not None and have in req.values:
-            return False
-        if op == "Exists" and have is None:
-            return False
-        if op == "DoesNotExist" and have is not None:
-            return False
-    return True
+    return selector is not None and label_selector_matches(selector, labels)
 
 
 def pod_matches_term(task: TaskInfo, term: PodAffinityTerm, namespace: str) -> bool:

@@ -2,8 +2,17 @@
 
 It builds the tree of node groups (label-key tiers from ``topologyKeys``, narrowest first, plus any
 HyperNode objects) once per session and leaves it in ``ssn.report.topology`` with the conf-level
-defaults. It never picks a group itself: choosing one needs the full predicate results of every
-plugin, which only the allocate action has (see actions/topology.py).
+defaults. It never places pods itself: that needs the full predicate results of every plugin, which
+only the allocate action has (see actions/topology.py and actions/subjobs.py). As Volcano's plugin
+(pkg/scheduler/plugins/network-topology-aware/network_topology_aware.go) it registers:
+
+- the HyperNode gradient function (``AddHyperNodeGradientForJobFn`` / ``ForSubJobFn``;
+  ``framework.topology.gradients``): which groups, tier by tier, a job or sub-group is tried in.
+  ``enabledHyperNodeGradient: false`` leaves the search at the root alone: no tier bounds a job;
+- the HyperNode order function (``AddHyperNodeOrderFn``; ``framework.topology.binpack_scores``):
+  how the groups a sub-group fits in are ranked. ``enabledHyperNodeOrder: false`` leaves every
+  group unscored: the first that fits, by name, is taken (for whole jobs too, instead of the
+  ``scorePolicy`` fit).
 
 Arguments:
 - ``topologyKeys``: node label keys, one per tier from narrowest to widest, e.g.
@@ -21,7 +30,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from caldera.framework.plugin import ArgumentError, Arguments, Plugin, unsupported
-from caldera.framework.topology import HARD, SOFT, TopologySettings, session_topology_of
+from caldera.framework.topology import (
+    HARD,
+    SOFT,
+    TopologySettings,
+    binpack_scores,
+    gradients,
+    session_topology_of,
+)
 
 if TYPE_CHECKING:
     from caldera.framework.session import Session
@@ -66,6 +82,11 @@ class NetworkTopologyAwarePlugin(Plugin):
         s = self.settings
         topo = session_topology_of(ssn, s.keys)
         ssn.report.topology = (topo, s)
+        ssn.add_hypernode_gradient_fn(self.name, gradients)
+        table = ssn.table
+        ssn.add_hypernode_order_fn(
+            self.name, lambda sub, groups: binpack_scores(table, list(sub.tasks.values()), groups)
+        )
 
 
 def settings_from(arguments: Arguments) -> TopologySettings:

@@ -6,8 +6,8 @@ PluginOption has is one of the three."""
 
 import pytest
 
-from caldera.config.conf import ConfError, parse_conf
-from caldera.config.model import NO_EFFECT_SWITCHES, SWITCHES, UNSUPPORTED_SWITCHES
+from caldera.config.conf import parse_conf
+from caldera.config.model import NO_EFFECT_SWITCHES, SWITCHES
 from caldera.framework.callbacks import CallbackPoint
 from caldera.framework.session import close_session, open_session
 from caldera.hack import scenario
@@ -41,14 +41,6 @@ VOLCANO_SWITCHES = [
     "enabledSubJobOrder",
     "enabledHyperNodeGradient",
 ]
-#: Volcano's switches Caldera refuses (the reason is in config/model.py's UNSUPPORTED_SWITCHES)
-REFUSED = {
-    "enabledHyperNodeOrder",
-    "enabledSubJobReady",
-    "enabledSubJobPipelined",
-    "enabledSubJobOrder",
-    "enabledHyperNodeGradient",
-}
 #: Volcano's switches no Volcano action calls: accepted with a warning (NO_EFFECT_SWITCHES)
 NO_EFFECT = {"enabledClusterOrder", "enableTargetJob", "enableReservedNodes"}
 REGISTRY = builtin_registry()
@@ -105,20 +97,10 @@ PAIRS = sorted(registered(_all_on))
 close_session(_all_on)
 
 
-def test_every_volcano_switch_is_accepted_or_refused():
+def test_every_volcano_switch_switches_a_callback_or_is_one_no_volcano_action_calls():
     accepted = set(SWITCHES.values())
-    assert set(VOLCANO_SWITCHES) - accepted == REFUSED | NO_EFFECT
-    assert REFUSED <= set(UNSUPPORTED_SWITCHES)
+    assert set(VOLCANO_SWITCHES) - accepted == NO_EFFECT
     assert NO_EFFECT <= set(NO_EFFECT_SWITCHES)
-
-
-@pytest.mark.parametrize("switch", sorted(REFUSED))
-def test_a_refused_switch_is_refused_by_name_with_the_reason(switch):
-    with pytest.raises(ConfError) as err:
-        parse_conf(conf(("gang", switch)), REGISTRY)
-    assert str(err.value) == (
-        f"option {switch!r} of plugin 'gang' is not supported by Caldera: {UNSUPPORTED_SWITCHES[switch]}"
-    )
 
 
 def test_every_accepted_switch_switches_some_plugins_callback():

@@ -188,6 +188,7 @@ def run(
     pcs: list[PriorityClass] | None = None,
     registry: Any = None,
     resource_quotas: list[Any] | None = None,
+    hypernodes: dict[str, Any] | None = None,
 ) -> Outcome:
     """One session of the conf's actions over these objects, as Volcano's TestCommonStruct.Run."""
     snap = scenario.cluster(
@@ -198,6 +199,8 @@ def run(
         priority_classes=pcs or [],
         resource_quotas=resource_quotas or [],
     )
+    if hypernodes:
+        snap.hypernodes = hypernodes
     registry = registry or REGISTRY
     parsed = parse_conf(conf, registry)
     ssn = open_session(snap, parsed.tiers, registry.plugins, parsed.configurations)

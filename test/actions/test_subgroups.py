@@ -1,0 +1,175 @@
+"""Sub-groups (``spec.subGroupPolicy``) in one session: how pods split, what a bad policy does, and
+each of Volcano's five sub-job / HyperNode switches, off against on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from caldera.framework.objects import HyperNode, convert
+from caldera.framework.subjobs import sub_jobs
+from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
+
+ROLE = {"name": "role", "matchLabelKeys": ["role"], "subGroupSize": 2, "minSubGroups": 2}
+HARD1 = {"mode": "hard", "highestTierAllowed": 1}
+
+
+def conf(gang: str = "", nta: str = "") -> str:
+    return f"""actions: "allocate"
+tiers:
+- plugins:
+  - name: gang
+{gang}
+- plugins:
+  - name: predicates
+  - name: nodeorder
+  - name: network-topology-aware
+{nta}
+"""
+
+
+def hn(name: str, tier: int, members: list[str], kind: str = "Node") -> HyperNode:
+    body = {
+        "tier": tier,
+        "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members],
+    }
+    return convert(HyperNode, {"metadata": {"name": name}, "spec": body})
+
+
+def two_leaves(cpu_a: str = "4", cpu_b: str = "4", used_b: str = "") -> tuple[list[Any], list[Any], dict]:
+    """Leaves a and b of two nodes each under one spine; ``used_b``: cpu another scheduler holds on b's nodes."""
+    nodes = [node(f"{leaf}-n{i}", cpu=c) for leaf, c in (("a", cpu_a), ("b", cpu_b)) for i in range(2)]
+    fillers = (
+        [
+            pod(f"fill-{i}", cpu=used_b, node_name=f"b-n{i}", phase="Running", scheduler="other")
+            for i in range(2)
+        ]
+        if used_b
+        else []
+    )
+    hns = {"a": hn("a", 1, ["a-n0", "a-n1"]), "b": hn("b", 1, ["b-n0", "b-n1"])}
+    hns["spine"] = hn("spine", 2, ["a", "b"], "HyperNode")
+    return nodes, fillers, hns
+
+
+def session(nodes, pods, pgs, hns, text):
+    snap = cluster(nodes=nodes, pods=pods, podgroups=pgs)
+    snap.hypernodes = hns
+    return run_session(snap, text)
+
+
+def roles(*names: str, cpu: str = "1", size: int = 2) -> list[Any]:
+    return [pod(f"{r}-{i}", cpu=cpu, group="llm", labels={"role": r}) for r in names for i in range(size)]
+
+
+# -- splitting and checking -------------------------------------------------------------------------
+def test_pods_split_by_the_values_of_match_label_keys_and_the_rest_go_to_the_default_group():
+    pg = podgroup("llm", min_member=1, sub_group_policy=[{**ROLE, "minSubGroups": 0}])
+    pods = [*roles("prefill", "decode"), pod("sidecar", cpu="1", group="llm")]
+    ssn, _ = session([node("n", cpu="16")], pods, [pg], {}, conf())
+    split = {s.uid: sorted(t.name for t in s.tasks.values()) for s in sub_jobs(ssn, ssn.jobs["default/llm"])}
+    assert split == {
+        "default/llm/role-prefill": ["prefill-0", "prefill-1"],
+        "default/llm/role-decode": ["decode-0", "decode-1"],
+        "default/llm": ["sidecar"],
+    }
+
+
+def test_a_policy_the_api_server_would_refuse_keeps_the_job_off_and_says_why():
+    pg = podgroup("llm", min_member=1, sub_group_policy=[{**ROLE, "subGroupSize": 0}])
+    ssn, result = session([node("n", cpu="16")], roles("prefill"), [pg], {}, conf())
+    assert not result.placements
+    events = [e for e in ssn.report.events if e[0] == "PodGroup"]
+    assert events == [
+        (
+            "PodGroup",
+            "default/llm",
+            "InvalidSubGroupPolicy",
+            "subGroupPolicy[0] (role): subGroupSize must be at least 1, got 0",
+        )
+    ]
+
+
+def test_a_selector_that_does_not_parse_matches_no_pod_and_is_reported():
+    bad = {
+        **ROLE,
+        "minSubGroups": 0,
+        "labelSelector": {"matchExpressions": [{"key": "role", "operator": "Near"}]},
+    }
+    pg = podgroup("llm", min_member=2, sub_group_policy=[bad])
+    ssn, result = session([node("n", cpu="16")], roles("prefill"), [pg], {}, conf())
+    assert len(result.placements) == 2  # the pods are the default group's: a plain gang of two
+    assert [s.uid for s in sub_jobs(ssn, ssn.jobs["default/llm"])] == ["default/llm"]
+    assert any(e[2] == "InvalidSubGroupPolicy" and "Near" in e[3] for e in ssn.report.events)
+
+
+def test_fewer_sub_groups_than_min_sub_groups_is_not_a_valid_job():
+    pg = podgroup("llm", min_member=2, sub_group_policy=[{**ROLE, "minSubGroups": 3}])
+    _, result = session([node("n", cpu="16")], roles("prefill", "decode"), [pg], {}, conf())
+    assert not result.placements
+
+
+# -- the switches -----------------------------------------------------------------------------------
+def _unplaced(text: str):
+    pg = podgroup("llm", min_member=4, sub_group_policy=[ROLE])
+    nodes = [node("n", cpu="1")]  # no room: nothing is placed, every sub-group stays unready
+    ssn, _ = session(nodes, roles("prefill", "decode"), [pg], {}, text)
+    job = ssn.jobs["default/llm"]
+    return ssn, job, sorted(sub_jobs(ssn, job), key=lambda s: s.uid)
+
+
+def test_enabled_sub_job_ready_off_leaves_no_sub_group_test():
+    ssn, job, subs = _unplaced(conf())
+    assert not any(ssn.sub_job_ready(job, s) for s in subs)
+    ssn, job, subs = _unplaced(conf(gang="    enabledSubJobReady: false"))
+    assert all(ssn.sub_job_ready(job, s) for s in subs)
+
+
+def test_enabled_sub_job_pipelined_off_leaves_no_sub_group_vote():
+    ssn, job, subs = _unplaced(conf())
+    assert not any(ssn.sub_job_pipelined(job, s) for s in subs)
+    ssn, job, subs = _unplaced(conf(gang="    enabledSubJobPipelined: false"))
+    assert all(ssn.sub_job_pipelined(job, s) for s in subs)
+
+
+def test_enabled_sub_job_order_off_orders_sub_groups_by_index_and_uid_only():
+    # "decode" sorts first by uid; gang's order puts the unready "prefill" before the ready "decode"
+    pg = podgroup("llm", min_member=1, sub_group_policy=[{**ROLE, "minSubGroups": 0}])
+    pods = [
+        pod(f"decode-{i}", cpu="1", group="llm", labels={"role": "decode"}, node_name="n", phase="Running")
+        for i in range(2)
+    ] + roles("prefill")
+    for text, first in ((conf(), "prefill"), (conf(gang="    enabledSubJobOrder: false"), "decode")):
+        ssn, _ = session([node("n", cpu="1")], pods, [pg], {}, text)
+        job = ssn.jobs["default/llm"]
+        subs = [s for s in sub_jobs(ssn, job) if s.policy]
+        assert sorted(subs, key=ssn.sub_job_key)[0].uid == f"default/llm/role-{first}"
+
+
+def test_enabled_hypernode_order_off_takes_the_first_leaf_that_fits_by_name():
+    # leaf b is already half used: the tighter fit; without hypernode order leaf a (first by name) wins
+    nodes, fillers, hns = two_leaves(used_b="2")
+    for text, leaf in ((conf(), "b"), (conf(nta="    enabledHyperNodeOrder: false"), "a")):
+        pg = podgroup(
+            "llm", min_member=2, sub_group_policy=[{**ROLE, "minSubGroups": 1, "networkTopology": HARD1}]
+        )
+        _, result = session(nodes, fillers + roles("prefill"), [pg], hns, text)
+        assert {p.node[0] for p in result.placements} == {leaf}, text
+        # a whole gang without sub-groups (actions/topology.py) follows the same switch
+        gang = podgroup("job", min_member=2, network_topology=HARD1)
+        pods = [pod(f"job-{i}", cpu="1", group="job") for i in range(2)]
+        _, result = session(nodes, fillers + pods, [gang], hns, text)
+        assert {p.node[0] for p in result.placements} == {leaf}, text
+
+
+def test_enabled_hypernode_gradient_off_lets_a_hard_sub_group_span_leaves():
+    # a sub-group of four 3-cpu pods fits no leaf (two 4-cpu nodes each) but fits the cluster
+    nodes, _, hns = two_leaves()
+    policy = [{**ROLE, "subGroupSize": 4, "minSubGroups": 1, "networkTopology": HARD1}]
+    for text, placed in ((conf(), 0), (conf(nta="    enabledHyperNodeGradient: false"), 4)):
+        pg = podgroup("llm", min_member=4, sub_group_policy=policy)
+        _, result = session(nodes, roles("prefill", cpu="3", size=4), [pg], hns, text)
+        assert len(result.placements) == placed, text
+        gang = podgroup("job", min_member=4, network_topology=HARD1)
+        pods = [pod(f"job-{i}", cpu="3", group="job") for i in range(4)]
+        _, result = session(nodes, pods, [gang], hns, text)
+        assert len(result.placements) == placed, text
