@@ -42,6 +42,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--nodes", type=int, default=48, help="CPU nodes (plus 4 GPU and 4 vGPU nodes)")
     p.add_argument("--period", default="500ms", help="the scheduler's --schedule-period")
     p.add_argument("--replicas", type=int, default=2, help="scheduler replicas (leader election when > 1)")
+    p.add_argument(
+        "--dra",
+        action="store_true",
+        help="Dynamic Resource Allocation: 4 more nodes whose driver publishes 8 GPUs each (ResourceSlices),"
+        " gangs claiming them (the `dra` generator joins the mix), and the DRA invariants checked",
+    )
     p.add_argument("--workdir", help="keep the processes' logs here")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=run)
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         nodes=args.nodes,
         period=args.period,
         replicas=args.replicas,
+        dra=args.dra,
         verbose=args.verbose,
     )
     if args.workdir:

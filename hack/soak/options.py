@@ -22,4 +22,6 @@ class Options:
     storm_seconds: float = 8.0
     probe_pods: int = 20
     finished_ttl: float = 15.0  # seconds finished pods stay before the janitor deletes them
+    dra: bool = False  # DRA nodes (ResourceSlices of GPUs) and the `dra` generator's gangs, checked
+    dra_nodes: int = 4
     verbose: bool = False
