@@ -1,4 +1,4 @@
-"""The eight workload generators and the mixes that combine them (see `caldera.hack.workload`)."""
+"""The nine workload generators and the mixes that combine them (see `caldera.hack.workload`)."""
 
 from __future__ import annotations
 

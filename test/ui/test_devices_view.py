@@ -23,10 +23,10 @@ from caldera.hack.workload.manifests import (
     podgroup_manifest,
     resource_slice_manifest,
 )
-from caldera.scheduler.app import Options, SchedulerApp
 from caldera.scheduler.explain_cli import render
 
 from .browser import Browser
+from .conftest import running_scheduler
 
 SCHEDULER = "caldera-ui"
 CONF = 'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n'
@@ -57,30 +57,13 @@ async def server(tmp_path: Path) -> AsyncIterator[str]:
         sim.create(resource_slice_manifest("node-0", DRA_DRIVER, 4))
         sim.create(resource_slice_manifest("node-1", DRA_DRIVER, 2))
         sim.create(claim_template_manifest(DRA_TEMPLATE, "default", DRA_CLASS))
-        opts = Options(
-            kubeconfig=str(sim.kubeconfig_path),
-            scheduler_names=[SCHEDULER],
-            scheduler_conf=str(conf),
-            schedule_period=0.2,
-            listen_address="127.0.0.1:0",
-            conf_poll_interval=0.2,
-        )
-        app = SchedulerApp(opts)
-        stop = asyncio.Event()
-        task = asyncio.create_task(app.run(stop))
-        try:
-            for _ in range(100):
-                if app.http is not None and app.readiness()[0]:
-                    break
-                await asyncio.sleep(0.1)
-            assert app.http is not None
+        async with running_scheduler(sim, conf, SCHEDULER) as base:
             gang(sim, "train", 3)
             for _ in range(100):
                 if all(p["spec"].get("nodeName") for p in sim.objects("pods", "default")):
                     break
                 await asyncio.sleep(0.1)
             gang(sim, "big", 4)
-            base = f"http://127.0.0.1:{app.http.port}"
             async with aiohttp.ClientSession() as http:
                 for _ in range(100):
                     async with http.get(f"{base}/debug/jobs/default/big") as resp:
@@ -88,9 +71,6 @@ async def server(tmp_path: Path) -> AsyncIterator[str]:
                             break
                     await asyncio.sleep(0.1)
             yield base
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 30)
 
 
 async def get(url: str) -> Any:
