@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from caldera.framework.dra.view import ClaimAllocation
+from caldera.framework.dra.view import ClaimAllocation, DraView
 from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from caldera.framework.topology import Topology, TopologySettings
 
@@ -97,6 +97,8 @@ class SessionReport:
     plugin_seconds: list[tuple[str, str, float]] = field(default_factory=list)
     #: the session's view of the nodes, for /debug/nodes
     node_list: list[NodeInfo] = field(default_factory=list)
+    #: the session's view of DRA devices and claims, for /debug/nodes' devices per node (the binary's loop)
+    dra: DraView | None = None
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """`caldera-sim bench e2e --dra`: the DRA objects of the end-to-end benchmark (hack/bench_e2e.py).
 
 Every node publishes one ResourceSlice of ``DEVICES_PER_NODE`` GPUs (driver ``gpu.example.com``, a
-pool per node, as a node-local DRA driver does); one DeviceClass selects them by CEL; each pod names
+pool per node, as a node-local DRA driver does); one DeviceClass selects them by CEL (the manifests are
+hack/workload/manifests.py's); each pod names
 the ResourceClaimTemplate ``one-gpu`` (one device of that class) in ``spec.resourceClaims``, so
 caldera-sim's resourceclaim controller (hack/sim/dra.py) creates a claim per pod and names it in the
 pod's ``status.resourceClaimStatuses``, and the scheduler allocates and reserves it before the binding.
@@ -13,6 +14,11 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from caldera.hack.workload.client import Api
+from caldera.hack.workload.manifests import (
+    claim_template_manifest,
+    device_class_manifest,
+    resource_slice_manifest,
+)
 
 if TYPE_CHECKING:
     from caldera.hack.bench_e2e import E2EResult
@@ -23,41 +29,6 @@ TEMPLATE = "one-gpu"
 RESOURCE = "/apis/resource.k8s.io/v1"
 #: the scheduler's counter of the binder's ResourceClaim writes (metrics/scheduler.py CLAIM_WRITES)
 CLAIM_WRITES = "caldera_resourceclaim_writes"
-
-
-def device_class() -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": GPU},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]},
-    }
-
-
-def resource_slice(node: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-gpus"},
-        "spec": {
-            "driver": GPU,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [
-                {"name": f"gpu-{i}", "attributes": {"model": {"string": "a100"}, "index": {"int": i}}}
-                for i in range(DEVICES_PER_NODE)
-            ],
-        },
-    }
-
-
-def claim_template(namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": TEMPLATE, "namespace": namespace},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}}},
-    }
 
 
 def claiming(pod: dict[str, Any]) -> dict[str, Any]:
@@ -72,12 +43,21 @@ def claiming(pod: dict[str, Any]) -> dict[str, Any]:
 async def create_objects(api: Api, namespace: str) -> int:
     """The DeviceClass, a ResourceSlice per node of the cluster, and the claim template; returns the
     number of devices published."""
-    await api.create(f"{RESOURCE}/deviceclasses", device_class())
+    await api.create(f"{RESOURCE}/deviceclasses", device_class_manifest(GPU, GPU))
     nodes, _ = await api.list("/api/v1/nodes")
     await asyncio.gather(
-        *(api.create(f"{RESOURCE}/resourceslices", resource_slice(n["metadata"]["name"])) for n in nodes)
+        *(
+            api.create(
+                f"{RESOURCE}/resourceslices",
+                resource_slice_manifest(n["metadata"]["name"], GPU, DEVICES_PER_NODE),
+            )
+            for n in nodes
+        )
     )
-    await api.create(f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates", claim_template(namespace))
+    await api.create(
+        f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
+        claim_template_manifest(TEMPLATE, namespace, GPU),
+    )
     return len(nodes) * DEVICES_PER_NODE
 
 

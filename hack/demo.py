@@ -3,6 +3,12 @@
 The simulated cluster runs in this process; caldera-scheduler runs as its own process (as it would
 against a real cluster), pointed at the cluster's kubeconfig. A progress line every second shows
 jobs pending/running/done and pods bound per second; a summary follows at the end.
+
+With ``--dra`` every node's DRA driver publishes GPUs (a ResourceSlice of ``--gpus-per-node`` devices,
+driver ``gpu.example.com``) and every pod of a gang claims one through the ResourceClaimTemplate
+``one-gpu`` (the simulator's resourceclaim controller makes each pod's claim): the progress line counts
+the devices allocated, and the summary how many bound pods had their claims allocated and reserved for
+them, as kube-scheduler's PreBind leaves them (its pkg/scheduler/framework/plugins/dynamicresources).
 """
 
 from __future__ import annotations
@@ -23,8 +29,16 @@ from typing import Any
 from caldera.framework.model import GROUP_NAME_ANNOTATION
 from caldera.hack.sim import SimCluster
 from caldera.hack.sim.controllers import RUN_SECONDS_ANNOTATION
+from caldera.hack.sim.dra import RESOURCE_CLAIMS
 from caldera.hack.sim.resources import NATIVE_GANG, PODS, resource
+from caldera.hack.soak.checker import claim_problem, pod_claims
 from caldera.hack.stats import percentile
+from caldera.hack.workload.generators import DRA_CLASS, DRA_DRIVER, DRA_TEMPLATE
+from caldera.hack.workload.manifests import (
+    claim_template_manifest,
+    device_class_manifest,
+    resource_slice_manifest,
+)
 
 PODGROUPS = resource("podgroups", "scheduling.volcano.sh")
 #: Kubernetes' own PodGroup (scheduling.k8s.io/v1alpha2), served with --native-gang
@@ -54,6 +68,15 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="gangs as Kubernetes' own scheduling.k8s.io/v1alpha2 PodGroups (pods join through"
         " spec.schedulingGroup) instead of Volcano's; the simulator serves that API",
+    )
+    p.add_argument(
+        "--dra",
+        action="store_true",
+        help="GPUs through Dynamic Resource Allocation: each node publishes a ResourceSlice of"
+        " --gpus-per-node devices and every pod claims one through a ResourceClaimTemplate",
+    )
+    p.add_argument(
+        "--gpus-per-node", type=int, default=8, help="devices per node's ResourceSlice with --dra (8)"
     )
     p.set_defaults(func=run)
 
@@ -132,6 +155,45 @@ async def _demo(args: argparse.Namespace) -> int:
             log_file.close()
 
 
+def publish_devices(sim: SimCluster, per_node: int) -> int:
+    """The DRA objects: a DeviceClass, a ResourceSlice of `per_node` GPUs per node (a node-local driver) and
+    the claim template each pod names; returns the number of devices published."""
+    sim.create(device_class_manifest(DRA_CLASS, DRA_DRIVER))
+    nodes = [n["metadata"]["name"] for n in sim.objects("nodes")]
+    for node in nodes:
+        sim.create(resource_slice_manifest(node, DRA_DRIVER, per_node))
+    sim.create(claim_template_manifest(DRA_TEMPLATE, "default", DRA_CLASS))
+    return len(nodes) * per_node
+
+
+class DraTally:
+    """With --dra: the devices published, and each pod's claims as it is first seen bound."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.in_place = 0
+        self.missing: list[str] = []
+
+    def check(self, pod: dict[str, Any], claims: dict[str, dict[str, Any]]) -> None:
+        """A pod just seen bound: its claims are allocated and reserved for it (written before the binding,
+        and the simulator's store shows both at once), unless it already finished (its reservation is then
+        taken back by the resourceclaim controller)."""
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        problems = [f"{entry} {p}" for entry, c in pod_claims(pod, claims) if (p := claim_problem(pod, c))]
+        if problems:
+            self.missing.append(f"{pod['metadata']['name']} ({'; '.join(problems)})")
+        else:
+            self.in_place += 1
+
+    @staticmethod
+    def allocated(claims: dict[str, dict[str, Any]]) -> int:
+        return sum(
+            len((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ())
+            for c in claims.values()
+        )
+
+
 async def _wait_ready(port: int, proc: asyncio.subprocess.Process, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -166,6 +228,9 @@ async def _drive(
     jobs: dict[str, Job] = {}
     pod_created: dict[str, float] = {}
     pod_bound: dict[str, float] = {}
+    devices = DraTally()
+    if args.dra:
+        devices.total = publish_devices(sim, args.gpus_per_node)
     started = time.monotonic()
 
     async def submit() -> None:
@@ -220,9 +285,21 @@ async def _drive(
                                 {
                                     "name": "main",
                                     "image": "busybox",
-                                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+                                    "resources": {
+                                        "requests": {"cpu": cpu, "memory": "1Gi"},
+                                        **({"claims": [{"name": "gpu"}]} if args.dra else {}),
+                                    },
                                 }
                             ],
+                            **(
+                                {
+                                    "resourceClaims": [
+                                        {"name": "gpu", "resourceClaimTemplateName": DRA_TEMPLATE}
+                                    ]
+                                }
+                                if args.dra
+                                else {}
+                            ),
                         },
                     },
                 )
@@ -241,11 +318,18 @@ async def _drive(
             await asyncio.sleep(1.0)
             now = time.monotonic()
             phases: dict[str, str] = {}
+            claims = (
+                {f"default/{c['metadata']['name']}": c for c in sim.store.objects(RESOURCE_CLAIMS, "default")}
+                if args.dra
+                else {}
+            )
             for pod in sim.store.objects(PODS, "default"):
                 name = pod["metadata"]["name"]
+                phases[name] = (pod.get("status") or {}).get("phase", "Pending")
                 if pod["spec"].get("nodeName") and name not in pod_bound:
                     pod_bound[name] = now
-                phases[name] = (pod.get("status") or {}).get("phase", "Pending")
+                    if args.dra:
+                        devices.check(pod, claims)
             pending = running = done = 0
             for job in jobs.values():
                 if job.done_at is None and all(phases.get(p) in ("Succeeded", "Failed") for p in job.pods):
@@ -264,7 +348,8 @@ async def _drive(
             last_bound, last_t = bound, now
             print(
                 f"[{now - started:5.1f}s] jobs: {pending:4d} pending {running:4d} running {done:4d} done"
-                f" of {len(jobs):4d} submitted | pods bound: {bound:5d} ({rate:6.1f}/s)",
+                f" of {len(jobs):4d} submitted | pods bound: {bound:5d} ({rate:6.1f}/s)"
+                + (f" | devices allocated: {devices.allocated(claims)}/{devices.total}" if args.dra else ""),
                 flush=True,
             )
             if proc.returncode is not None:
@@ -280,6 +365,12 @@ async def _drive(
     finally:
         submitter.cancel()
     _summary(jobs, pod_created, pod_bound, time.monotonic() - started, peak_rate)
+    if args.dra:
+        print(
+            f"  devices:            {devices.in_place} pods bound with their claims allocated and reserved,"
+            f" {len(devices.missing)} without{': ' + ', '.join(devices.missing[:5]) if devices.missing else ''}"
+        )
+        rc = rc or (1 if devices.missing else 0)
     # A clean shutdown is part of the demo: SIGTERM, in-flight binds finish, exit 0.
     proc.send_signal(signal.SIGTERM)
     code = await asyncio.wait_for(proc.wait(), 30)

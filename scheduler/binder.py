@@ -29,15 +29,27 @@ reserved for the PodGroup, not the pod: the first pod of the group to be bound w
 and the PodGroup's reservation (under the finalizer, as above), and the others find it so and write
 nothing. A failed binding leaves that reservation: the claim is the group's, its other pods use it,
 and the resourceclaim controller removes it once the PodGroup is gone (KEP-5729 "Deallocate").
+
+Writes per pod are kube-scheduler's: the finalizer only when the claim lacks it (the status
+subresource resets metadata, ``resourceclaimStatusStrategy.PrepareForUpdate`` in
+``pkg/registry/resource/resourceclaim/strategy.go``, so it cannot ride on the status write), then one
+status write per claim not yet reserved for the pod, then the binding; a claim shared by a gang gets
+one status write per pod, as each pod's ``PreBind`` reserves it for itself. What Caldera adds: the
+writes to one claim are made one after another (siblings of a gang bound at once would otherwise
+race, each 409 costing a failed write and a read), and each starts from the claim as the last write
+returned it when the watch has not shown that yet (kube-scheduler's ``AssumeClaimAfterAPICall`` keeps
+the API's answer in its assume cache for the same reason; resourceVersions are compared as numbers,
+as its ``assumecache`` does).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -69,6 +81,8 @@ GAUGE_INTERVAL = 0.1
 #: the ResourceClaims API, and how often a claim write is tried again after a 409
 CLAIMS = "/apis/resource.k8s.io/v1"
 CLAIM_CONFLICT_RETRIES = 5
+#: at most this many claims' last written copies are kept (``Binder._written``)
+WRITTEN_CLAIMS_MAX = 4096
 #: ``resourceapi.Finalizer``: put on a claim by the allocator; the resourceclaim controller deallocates
 #: claims that carry it once nothing reserves them, and removes it
 CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -76,6 +90,14 @@ CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
 #: and PreBind's poll period (5 s): how long a pod waits for its devices' binding conditions
 BINDING_TIMEOUT = 600.0
 BINDING_POLL = 5.0
+
+
+def _rv(claim: ResourceClaim) -> int:
+    """The claim's resourceVersion as a number (-1 when it is not one: then the watch's copy wins)."""
+    try:
+        return int(claim.metadata.resource_version or "")
+    except ValueError:
+        return -1
 
 
 def _now_rfc3339() -> str:
@@ -165,6 +187,10 @@ class Binder:
         self.issued_count = 0
         self.requests = 0
         self._gauge_at = 0.0
+        #: per claim key: the lock its writes take turns on, and how many binds hold or wait for it
+        self._claim_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        #: per claim key: the claim as our last write to it returned it, until the watch catches up
+        self._written: dict[str, ResourceClaim] = {}
         #: ``POST pods/NAME/binding``: the request's fixed parts, encoded once (made at the first bind)
         self._binding_shape: RequestShape | None = None
 
@@ -484,71 +510,121 @@ class Binder:
     ) -> str | None:
         """Allocate and reserve each of the placement's claims for its pod (``bindClaim``); None when
         all are written, else why not. ``written`` gets each claim written."""
-        task = placement.task
         for ca in placement.claims or ():
-            claim: ResourceClaim | ApiError | None = self.cache.resource_claim(ca.key)
-            for _attempt in range(CLAIM_CONFLICT_RETRIES):
-                if claim is None:
-                    claim = await self._read_claim(ca.namespace, ca.name)
-                if isinstance(claim, ApiError):
-                    return f"ResourceClaim {ca.key}: {_reason(claim)}"
-                if claim.metadata.uid != ca.uid:
-                    return f"ResourceClaim {ca.key} was deleted and created again"
-                if claim.metadata.deletion_timestamp:
-                    return f"ResourceClaim {ca.key} is being deleted"
-                status = claim.status
-                if status.allocation is not None and not same_devices(status.allocation, ca.allocation):
-                    return f"ResourceClaim {ca.key} was allocated meanwhile to other devices"
-                consumer = ca.consumer
-                if status.allocation is not None and reserved_for(
-                    claim, consumer.uid if consumer is not None else task.uid
-                ):
-                    break  # already as it must be (for a group's claim: by another pod of the group)
-                if status.allocation is None and CLAIM_FINALIZER not in claim.metadata.finalizers:
-                    # An allocation is made under the finalizer (a normal update, before the status):
-                    # the resourceclaim controller deallocates claims that carry it once no pod
-                    # reserves them any more.
-                    added = await self._claim_finalizer(task, ca, claim, deadline)
-                    if isinstance(added, ApiError):
-                        if added.code != 409:
-                            return f"ResourceClaim {ca.key}: {_reason(added)}"
-                        claim = None
-                        continue
-                    claim = added
-                reserved = [msgspec.to_builtins(r) for r in status.reserved_for]
-                reserved.append(
-                    consumer.ref()
-                    if consumer is not None
-                    else {"resource": "pods", "name": task.name, "uid": task.uid}
-                )
-                patch: dict[str, Any] = {
-                    "metadata": {"uid": ca.uid, "resourceVersion": claim.metadata.resource_version},
-                    "status": {"reservedFor": reserved},
-                }
-                allocating = status.allocation is None
-                if allocating:
-                    # allocation and reservation in one write: reservedFor alone is refused (422)
-                    patch["status"]["allocation"] = msgspec.to_builtins(ca.allocation)
-                    if has_binding_conditions(ca.allocation) and ca.allocation.allocation_timestamp is None:
-                        # bindClaim: the binding timeout counts from allocationTimestamp
-                        patch["status"]["allocation"]["allocationTimestamp"] = _now_rfc3339()
-                failure = await self._with_retries(
-                    task,
-                    "PATCH",
-                    f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}/status",
-                    patch,
-                    deadline,
-                    "application/merge-patch+json",
-                )
-                _claim_writes("status", failure is None).inc()
-                if failure is None:
-                    written.append(ca)
-                    break
-                if failure.code != 409:
-                    return f"ResourceClaim {ca.key}: {_reason(failure)}"
-                claim = None  # changed since we read it: read it again and decide again
-            else:
-                return f"ResourceClaim {ca.key}: still conflicting after {CLAIM_CONFLICT_RETRIES} tries"
+            async with self._claim_turn(ca.key):
+                failure = await self._write_claim(placement.task, ca, deadline, written)
+            if failure is not None:
+                return failure
+        return None
+
+    @contextlib.asynccontextmanager
+    async def _claim_turn(self, key: str) -> AsyncIterator[None]:
+        """Writes to one claim one after another (see the module's docstring)."""
+        entry = self._claim_locks.get(key)
+        if entry is None:
+            entry = self._claim_locks[key] = (asyncio.Lock(), [0])
+        lock, users = entry
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._claim_locks[key]
+
+    def _freshest(self, key: str) -> ResourceClaim | None:
+        """The claim as the watch shows it, or as our last write returned it when that is newer."""
+        watched = self.cache.resource_claim(key)
+        mine = self._written.get(key)
+        if mine is None:
+            return watched
+        if watched is None or (watched.metadata.uid == mine.metadata.uid and _rv(watched) < _rv(mine)):
+            return mine
+        del self._written[key]  # the watch has caught up (or the claim is another one now)
+        return watched
+
+    def _remember(self, key: str, claim: ResourceClaim) -> None:
+        if len(self._written) >= WRITTEN_CLAIMS_MAX and key not in self._written:
+            self._written.clear()  # a bound on memory: the watch's copies are as good, if older
+        self._written[key] = claim
+
+    async def _write_claim(
+        self, task: TaskInfo, ca: ClaimAllocation, deadline: float, written: list[ClaimAllocation]
+    ) -> str | None:
+        """``bindClaim`` for one claim of the pod: allocated (under the finalizer) and reserved for it."""
+        claim: ResourceClaim | ApiError | None = self._freshest(ca.key)
+        for _attempt in range(CLAIM_CONFLICT_RETRIES):
+            if claim is None:
+                claim = await self._read_claim(ca.namespace, ca.name)
+                if not isinstance(claim, ApiError):
+                    self._remember(ca.key, claim)
+            if isinstance(claim, ApiError):
+                return f"ResourceClaim {ca.key}: {_reason(claim)}"
+            if claim.metadata.uid != ca.uid:
+                return f"ResourceClaim {ca.key} was deleted and created again"
+            if claim.metadata.deletion_timestamp:
+                return f"ResourceClaim {ca.key} is being deleted"
+            status = claim.status
+            if status.allocation is not None and not same_devices(status.allocation, ca.allocation):
+                return f"ResourceClaim {ca.key} was allocated meanwhile to other devices"
+            consumer = ca.consumer
+            if status.allocation is not None and reserved_for(
+                claim, consumer.uid if consumer is not None else task.uid
+            ):
+                break  # already as it must be (for a group's claim: by another pod of the group)
+            if status.allocation is None and CLAIM_FINALIZER not in claim.metadata.finalizers:
+                # An allocation is made under the finalizer (a normal update, before the status):
+                # the resourceclaim controller deallocates claims that carry it once no pod
+                # reserves them any more.
+                added = await self._claim_finalizer(task, ca, claim, deadline)
+                if isinstance(added, ApiError):
+                    if added.code != 409:
+                        return f"ResourceClaim {ca.key}: {_reason(added)}"
+                    claim = None
+                    continue
+                claim = added
+                self._remember(ca.key, claim)
+            reserved = [msgspec.to_builtins(r) for r in status.reserved_for]
+            reserved.append(
+                consumer.ref()
+                if consumer is not None
+                else {"resource": "pods", "name": task.name, "uid": task.uid}
+            )
+            patch: dict[str, Any] = {
+                "metadata": {"uid": ca.uid, "resourceVersion": claim.metadata.resource_version},
+                "status": {"reservedFor": reserved},
+            }
+            allocating = status.allocation is None
+            if allocating:
+                # allocation and reservation in one write: reservedFor alone is refused (422)
+                patch["status"]["allocation"] = msgspec.to_builtins(ca.allocation)
+                if has_binding_conditions(ca.allocation) and ca.allocation.allocation_timestamp is None:
+                    # bindClaim: the binding timeout counts from allocationTimestamp
+                    patch["status"]["allocation"]["allocationTimestamp"] = _now_rfc3339()
+            answer: list[bytes] = []
+            failure = await self._with_retries(
+                task,
+                "PATCH",
+                f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}/status",
+                patch,
+                deadline,
+                "application/merge-patch+json",
+                answer=answer,
+            )
+            _claim_writes("status", failure is None).inc()
+            if failure is None:
+                written.append(ca)
+                try:
+                    self._remember(ca.key, decode(ResourceClaim, answer[-1]))
+                except (ObjectError, IndexError):
+                    self._written.pop(ca.key, None)  # an answer we cannot read: trust the watch again
+                break
+            if failure.code != 409:
+                return f"ResourceClaim {ca.key}: {_reason(failure)}"
+            claim = None  # changed since we read it: read it again and decide again
+        else:
+            return f"ResourceClaim {ca.key}: still conflicting after {CLAIM_CONFLICT_RETRIES} tries"
         return None
 
     async def _claim_finalizer(
@@ -594,6 +670,8 @@ class Binder:
         for ca in written:
             if ca.consumer is not None:
                 continue  # reserved for the pod's group, whose other pods use it
+            # what our write returned holds this reservation: no later write may start from it
+            self._written.pop(ca.key, None)
             for _attempt in range(CLAIM_CONFLICT_RETRIES):
                 claim = await self._read_claim(ca.namespace, ca.name)
                 if isinstance(claim, ApiError) or claim.metadata.uid != ca.uid:
@@ -633,11 +711,13 @@ class Binder:
         deadline: float,
         content_type: str = "application/json",
         shape: RequestShape | None = None,
+        answer: list[bytes] | None = None,
     ) -> ApiError | None:
         """One write, retried on transient errors with backoff (Retry-After honoured). Returns None on
         success, else the final error (``retried`` set when it was not the first attempt). With a
         ``shape`` (whose method and content type it has), the request is ``path`` + the shape's
-        suffix and ``body`` is bytes: its fixed parts were encoded once (``ApiClient.send``)."""
+        suffix and ``body`` is bytes: its fixed parts were encoded once (``ApiClient.send``). ``answer``
+        gets the response body of a ``body`` write that succeeded."""
         attempt = 0
         while True:
             if not self.may_write():
@@ -651,9 +731,11 @@ class Binder:
                         method, path, data=body, content_type=content_type, timeout=self.request_timeout
                     )
                 else:
-                    await self.client.request(
+                    raw = await self.client.request(
                         method, path, body=body, content_type=content_type, timeout=self.request_timeout
                     )
+                    if answer is not None:
+                        answer.append(raw)
                 return None
             except ApiError as exc:
                 if (

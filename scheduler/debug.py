@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from caldera.cache.indexes import CacheProblems, MissingPodGroup, UngroupedPod, UnreadablePod
+from caldera.framework.dra import summary as dra_summary
 from caldera.framework.model import (
     ALLOCATED_STATUSES,
     GROUP_NAME_ANNOTATION,
@@ -540,12 +541,26 @@ class DebugApi:
         ):
             doc["reason"] = fit_error or doc["job_reason"]
             doc["suggestion"] = job_doc.get("suggestion", "")
+            if task.pod.spec.resource_claims and job_doc.get("devices"):
+                doc["devices"] = job_doc["devices"]
         return doc
 
     # -- /debug/nodes ----------------------------------------------------------------------------
     def nodes(self, group_by: str = "") -> dict[str, Any]:
         result = self._result
         node_list: list[NodeInfo] = result.report.node_list
+        view = result.report.dra
+        devices: dict[str, list[dict[str, object]]] = {}
+        if view is not None:
+            # per node and driver: devices published and allocated (this cycle's placements included)
+            held = dra_summary.in_use(
+                view, (ca.allocation for p in result.placements for ca in p.claims or ())
+            )
+            devices = dra_summary.node_devices(view, held)
+
+        def _node(node: NodeInfo) -> dict[str, Any]:
+            return _node_doc(node, devices.get(node.name, []))
+
         published = result.report.topology
         topo = published[0] if published else None
         tiers: list[str] = [topo.tier_label(t) for t in topo.tiers] if topo is not None else []
@@ -613,7 +628,7 @@ def _wire_dict(values: dict[str, float] | None) -> dict[str, float]:
     return wire(res)
 
 
-def _node(node: NodeInfo) -> dict[str, Any]:
+def _node_doc(node: NodeInfo, devices: list[dict[str, object]]) -> dict[str, Any]:
     alloc = node.allocatable
     used = node.used
     gpu: list[float] | None = None
@@ -628,6 +643,7 @@ def _node(node: NodeInfo) -> dict[str, Any]:
         "cpu": [used.cpu / 1000, alloc.cpu / 1000],
         "memory": [used.memory, alloc.memory],
         "gpu": gpu,
+        "devices": devices,
     }
 
 

@@ -23,6 +23,8 @@ import numpy as np
 from caldera.actions.helpers import SessionWorld, gated_message, resource_reasons
 from caldera.actions.topology import TopologyDecision, session_topology
 from caldera.framework.carry import JobGeneration, carry_user, job_generation
+from caldera.framework.dra import summary as dra_summary
+from caldera.framework.dra.view import pod_claims
 from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
 from caldera.framework.quantity import format_quantity
 from caldera.framework.resource import MIN_RESOURCE, Resource
@@ -343,8 +345,37 @@ def explain_job(
             for (action, victim), plugin in ssn.victim_refusals.get(job.uid, {}).items()
         ],
     }
+    devices = _devices(ssn, job)
+    if devices is not None:
+        doc["devices"] = devices
     doc["suggestion"] = _suggestion(ssn, job, doc)
     return doc
+
+
+def _devices(ssn: Session, job: JobInfo) -> dict[str, Any] | None:
+    """For a job whose pending pods use ResourceClaims: the cluster's devices of each DeviceClass their
+    claims ask for, and of those classes' drivers, with how many are allocated (framework/dra/summary.py;
+    this cycle's placements count as allocated). None for a job without claims."""
+    view = ssn.snapshot.dra
+    if view is None:
+        return None
+    classes: set[str] = set()
+    with_claims = False
+    for task in job.tasks_in(TaskStatus.PENDING):
+        if not task.pod.spec.resource_claims:
+            continue
+        with_claims = True
+        keys, _reason = pod_claims(task.pod)
+        for key in keys:
+            claim = view.claims.get(key)
+            if claim is not None:
+                classes |= dra_summary.requested_classes(claim)
+    if not with_claims:
+        return None
+    held = dra_summary.in_use(view, (ca.allocation for p in ssn.placements for ca in p.claims or ()))
+    summary: dict[str, Any] = dra_summary.cluster_summary(view, classes, held)
+    summary["summary"] = dra_summary.summary_line(summary)
+    return summary
 
 
 # ------------------------------------------------------------------------------------------------

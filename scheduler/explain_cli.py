@@ -116,6 +116,9 @@ def render(doc: dict[str, Any]) -> str:
         )
         for pred, n in (role.get("predicates") or {}).items():
             lines.append(f"    {n:>6} node(s): {pred}")
+    devices = doc.get("devices")
+    if devices:
+        lines.append(f"  Devices:    {devices.get('summary')}")
     topo = doc.get("topology")
     if topo:
         tiers = ", ".join(f"{t['tier']} ({t['label']})" for t in topo.get("tiers_tried") or [])
@@ -151,6 +154,8 @@ def render_pod(doc: dict[str, Any]) -> str:
             if doc.get("problem")
             else f"  To fit:     {doc['suggestion']}"
         )
+    if (doc.get("devices") or {}).get("summary"):
+        lines.append(f"  Devices:    {doc['devices']['summary']}")
     if job and doc.get("explain_job"):
         lines.append(f"  More:       caldera-scheduler explain {job}")
     lines.append(f"  (as of scheduling cycle {doc.get('cycle')})")

@@ -141,6 +141,7 @@ class SchedulerLoop:
             )
             ssn.report.open_session_seconds = time.perf_counter() - opened
             ssn.report.node_list = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
+            ssn.report.dra = ssn.snapshot.dra  # and of their devices
             try:
                 timings = ssn.report.action_seconds
                 for name in conf.actions:

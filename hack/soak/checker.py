@@ -15,7 +15,15 @@ or a 410, like any client must), and every `interval` evaluates:
 - podgroup: every unfinished pod of ours names a PodGroup that exists (within a grace period);
 - fits-bound: a single pod that fits some node (resources, taints, cordons) is bound within a bound time;
 - metrics (with the scraper): leader gauge agrees with the Lease, vGPU gauges with the pods, bind counters
-  with the bindings seen.
+  with the bindings seen;
+- DRA (with `CheckerConfig.dra`, mirroring ResourceClaims and ResourceSlices too): no device is allocated to
+  two claims unless it allows multiple allocations (`Device.AllowMultipleAllocations`; an `adminAccess`
+  result holds no device, as the structured allocator skips them in `staging/src/k8s.io/
+  dynamic-resource-allocation/structured/allocator.go`); no bound, unfinished pod of ours has a claim that is
+  missing, unallocated or not reserved for it for longer than `dra_grace` (kube-scheduler's PreBind writes
+  allocation and reservation before the binding, so a bound pod's claims are in place); and every device of
+  a bound pod's claims is published for that pod's node (`nodeName`, `allNodes`, a `nodeSelector` matching
+  the node, per slice or per device with `perDeviceNodeSelection`).
 """
 
 from __future__ import annotations
@@ -151,6 +159,8 @@ class CheckerConfig:
     fits_workloads: tuple[str, ...] = ("besteffort", "deploy", "probe")
     #: whether the cluster serves Kubernetes' own PodGroups (then mirrored and checked as gangs)
     native_gang: bool = False
+    dra: bool = False  # mirror ResourceClaims and ResourceSlices, and check the DRA invariants
+    dra_grace: float = 5.0  # seconds a bound pod's claim may look unallocated (the two watches' skew)
 
 
 @dataclass
@@ -177,6 +187,10 @@ class Checker:
         )
         self._groups_now: dict[str, tuple[int, str]] | None = None
         self.queues = Mirror(api, "/apis/scheduling.volcano.sh/v1beta1/queues")
+        self.claims = Mirror(api, "/apis/resource.k8s.io/v1/resourceclaims")
+        self.slices = Mirror(api, "/apis/resource.k8s.io/v1/resourceslices")
+        self.claim_problem_since: dict[tuple[str, str], float] = {}
+        self.dra_checked: set[str] = set()  # uids of bound pods seen with every claim allocated and reserved
         self.violations: list[Violation] = []
         self._seen_violation: set[tuple[str, str]] = set()
         self.faults: list[FaultWindow] = []
@@ -501,6 +515,91 @@ class Checker:
             if key not in fitting_now:
                 del self.fits_since[key]
 
+    # -- Dynamic Resource Allocation -------------------------------------------------------------------------
+    def published_devices(self) -> dict[tuple[str, str, str], tuple[dict[str, Any], bool]]:
+        """(driver, pool, device) -> (where the device is: the slice's or the device's node selection, and
+        whether it allows multiple allocations), from the mirrored ResourceSlices."""
+        out: dict[tuple[str, str, str], tuple[dict[str, Any], bool]] = {}
+        for rs in self.slices.objects.values():
+            spec = rs.get("spec") or {}
+            driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+            per_device = bool(spec.get("perDeviceNodeSelection"))
+            for d in spec.get("devices") or []:
+                where = d if per_device else spec
+                out[(driver, pool, d.get("name", ""))] = (where, bool(d.get("allowMultipleAllocations")))
+        return out
+
+    def check_dra(self, t: float) -> None:
+        devices = self.published_devices()
+        holders: dict[tuple[str, str, str], list[str]] = {}
+        for key, claim in self.claims.objects.items():
+            allocation = (claim.get("status") or {}).get("allocation") or {}
+            for r in (allocation.get("devices") or {}).get("results") or []:
+                if not r.get("adminAccess"):
+                    holders.setdefault((r.get("driver"), r.get("pool"), r.get("device")), []).append(key)
+        for dev, keys in holders.items():
+            if len(keys) > 1 and not devices.get(dev, ({}, False))[1]:
+                self.violate(
+                    "dra-device", "/".join(dev), f"allocated to {len(keys)} claims: {', '.join(keys)}"
+                )
+        problems_now: set[tuple[str, str]] = set()
+        for key, pod in self.pods.objects.items():
+            spec, meta = pod["spec"], pod["metadata"]
+            node = spec.get("nodeName")
+            if (
+                not node
+                or not spec.get("resourceClaims")
+                or not self.ours(pod)
+                or meta.get("deletionTimestamp")
+            ):
+                continue
+            if (pod.get("status") or {}).get("phase") in TERMINAL:
+                continue
+            fine = True
+            for entry, claim in pod_claims(pod, self.claims.objects):
+                problem = claim_problem(pod, claim)
+                fine = fine and not problem
+                if problem:
+                    problems_now.add((key, entry))
+                    since = self.claim_problem_since.setdefault((key, entry), t)
+                    if t - since > self.config.dra_grace + self.fault_extension(since, t):
+                        self.violate("dra-claim", key, f"bound to {node} but its claim {entry!r} {problem}")
+                    continue
+                assert claim is not None
+                for r in (claim["status"]["allocation"].get("devices") or {}).get("results") or []:
+                    dev = (r.get("driver"), r.get("pool"), r.get("device"))
+                    where = devices.get(dev)
+                    if where is None or not self.serves(where[0], node):
+                        fine = False
+                        self.violate(
+                            "dra-node",
+                            key,
+                            f"bound to {node} with device {'/'.join(map(str, dev))}, which "
+                            + ("no ResourceSlice publishes" if where is None else "is not on that node"),
+                        )
+            if fine:
+                self.dra_checked.add(meta.get("uid", key))
+        for k in list(self.claim_problem_since):
+            if k not in problems_now:
+                del self.claim_problem_since[k]
+
+    def serves(self, where: dict[str, Any], node: str) -> bool:
+        """Whether a device whose node selection is `where` (`nodeName`, `allNodes` or `nodeSelector`) is
+        available on `node` (a NodeSelector: any term matches, a term's requirements all do)."""
+        if where.get("allNodes"):
+            return True
+        if where.get("nodeName"):
+            return bool(where["nodeName"] == node)
+        terms = (where.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+        obj = self.nodes.objects.get(f"/{node}") or {"metadata": {"name": node}}
+        labels = obj["metadata"].get("labels") or {}
+        fields = {"metadata.name": node}
+        return any(
+            all(_requirement(r, labels) for r in term.get("matchExpressions") or [])
+            and all(_requirement(r, fields) for r in term.get("matchFields") or [])
+            for term in terms
+        )
+
     def check(self) -> None:
         t = self.now()
         self._groups_now = None  # the PodGroups as the mirrors hold them now
@@ -510,6 +609,8 @@ class Checker:
         self.check_foreign()
         self.check_podgroups(t)
         self.check_fits_bound(t, usage)
+        if self.config.dra:
+            self.check_dra(t)
         self.checks += 1
 
     def pending_count(self) -> int:
@@ -525,6 +626,8 @@ class Checker:
         watched = [self.pods, self.nodes, self.groups, self.queues]
         if self.native_groups is not None:
             watched.append(self.native_groups)
+        if self.config.dra:
+            watched += [self.claims, self.slices]
         mirrors = [asyncio.create_task(m.run(stop)) for m in watched]
         try:
             await asyncio.gather(*(m.synced.wait() for m in watched))
@@ -536,6 +639,58 @@ class Checker:
             for m in mirrors:
                 m.cancel()
             await asyncio.gather(*mirrors, return_exceptions=True)
+
+
+def pod_claims(
+    pod: dict[str, Any], claims: dict[str, dict[str, Any]]
+) -> list[tuple[str, dict[str, Any] | None]]:
+    """Each `spec.resourceClaims` entry of a pod with its claim from `claims` (by namespace/name; None when it
+    does not exist): named directly, or made from a template and named in `status.resourceClaimStatuses`
+    (pkg/controller/resourceclaim/controller.go `handleClaim`)."""
+    ns = pod["metadata"].get("namespace", "")
+    made = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    out = []
+    for entry in pod["spec"].get("resourceClaims") or []:
+        name = entry.get("resourceClaimName") or made.get(entry.get("name"))
+        out.append((entry.get("name", ""), claims.get(f"{ns}/{name}") if name else None))
+    return out
+
+
+def claim_problem(pod: dict[str, Any], claim: dict[str, Any] | None) -> str:
+    """What keeps a bound pod's claim from being in place ("" when allocated and reserved for the pod)."""
+    if claim is None:
+        return "does not exist"
+    status = claim.get("status") or {}
+    if not status.get("allocation"):
+        return "is not allocated"
+    uid = pod["metadata"].get("uid")
+    if not any(r.get("uid") == uid for r in status.get("reservedFor") or []):
+        return "is not reserved for it"
+    return ""
+
+
+def _requirement(req: dict[str, Any], values: dict[str, str]) -> bool:
+    """A NodeSelectorRequirement (`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`) against labels or
+    fields (k8s.io/component-helpers/scheduling/corev1/nodeaffinity)."""
+    key, op, wanted = req.get("key", ""), req.get("operator"), req.get("values") or []
+    if op == "Exists":
+        return key in values
+    if op == "DoesNotExist":
+        return key not in values
+    if op == "NotIn":
+        return values.get(key) not in wanted
+    if op == "In":
+        return values.get(key) in wanted
+    if op in ("Gt", "Lt") and key in values and wanted:
+        try:
+            have, limit = int(values[key]), int(wanted[0])
+        except ValueError:
+            return False
+        return have > limit if op == "Gt" else have < limit
+    return False
 
 
 Metrics = dict[str, list[tuple[dict[str, str], float]]]

@@ -50,6 +50,12 @@ def register(subparsers: Any) -> None:
         help="this share (0..1) of the gangs as Kubernetes' own scheduling.k8s.io/v1alpha2 PodGroups (the "
         "simulator serves the API)",
     )
+    p.add_argument(
+        "--dra",
+        action="store_true",
+        help="Dynamic Resource Allocation: 4 more nodes whose driver publishes 8 GPUs each (ResourceSlices),"
+        " gangs claiming them (the `dra` generator joins the mix), and the DRA invariants checked",
+    )
     p.add_argument("--workdir", help="keep the processes' logs here")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=run)
@@ -65,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         nodes=args.nodes,
         period=args.period,
         replicas=args.replicas,
+        dra=args.dra,
         verbose=args.verbose,
         native_gang=args.native_gang,
     )

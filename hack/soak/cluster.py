@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from caldera.hack.sim.nodes import NodeTemplate, build_nodes
 from caldera.hack.soak.checker import Checker
 from caldera.hack.workload.client import Api, pods_path
 from caldera.hack.workload.manifests import IB_LABEL, pod_manifest
@@ -33,7 +34,20 @@ tiers:
 """
 
 
-def cluster_file(nodes: int, ib_groups: int) -> dict[str, Any]:
+#: the name prefix of the nodes whose DRA driver publishes GPUs (`caldera-sim soak --dra`)
+DRA_NODE_PREFIX = "dra"
+
+
+def dra_node_names(count: int) -> tuple[str, ...]:
+    """The DRA nodes' names, as the simulator names a template's nodes (hack/sim/nodes.py build_nodes)."""
+    return tuple(
+        n["metadata"]["name"] for n in build_nodes([NodeTemplate(name=DRA_NODE_PREFIX, count=count)])
+    )
+
+
+def cluster_file(nodes: int, ib_groups: int, dra_nodes: int = 0) -> dict[str, Any]:
+    """The soak's cluster: CPU nodes in `ib_groups` InfiniBand groups, 4 GPU nodes (device plugin), 4 vGPU
+    nodes, and `dra_nodes` untainted nodes for DRA (their ResourceSlices come from the `dra` generator)."""
     per = max(1, nodes // ib_groups)
     templates: list[dict[str, Any]] = [
         {
@@ -60,6 +74,14 @@ def cluster_file(nodes: int, ib_groups: int) -> dict[str, Any]:
             "vgpu": {"cards": 4, "split": 10, "memory": 32768, "cores": 100},
         }
     )
+    if dra_nodes:
+        templates.append(
+            {
+                "name": DRA_NODE_PREFIX,
+                "count": dra_nodes,
+                "capacity": {"cpu": "64", "memory": "256Gi", "pods": "110"},
+            }
+        )
     queue = {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",

@@ -15,7 +15,7 @@ import yaml
 
 from caldera.config.duration import parse_duration
 from caldera.hack.soak.checker import Checker, CheckerConfig, FaultWindow, binds_bound
-from caldera.hack.soak.cluster import SOAK_CONF, cluster_file, create_foreign_pods
+from caldera.hack.soak.cluster import SOAK_CONF, cluster_file, create_foreign_pods, dra_node_names
 from caldera.hack.soak.faults import FaultInjector
 from caldera.hack.soak.hardening import Credentials
 from caldera.hack.soak.metric_checks import MetricChecks
@@ -32,6 +32,9 @@ from caldera.hack.workload.executor import Executor
 from caldera.hack.workload.generators import make_generators, parse_mix
 from caldera.hack.workload.manifests import pod_manifest
 from caldera.hack.workload.plan import ClusterShape, build_plan
+
+#: DRA gangs per second when `--dra` adds the `dra` generator to a mix without it
+DRA_RATE = 0.5
 
 
 class Soak:
@@ -52,7 +55,8 @@ class Soak:
     async def main(self) -> Summary:
         opts = self.opts
         cluster_path = self.workdir / "cluster.yaml"
-        cluster_path.write_text(yaml.safe_dump(cluster_file(opts.nodes, opts.ib_groups)))
+        dra_nodes = opts.dra_nodes if opts.dra else 0
+        cluster_path.write_text(yaml.safe_dump(cluster_file(opts.nodes, opts.ib_groups, dra_nodes)))
         self.conf_path.write_text(SOAK_CONF)
         sim = SimProcess.start(
             self.workdir,
@@ -78,7 +82,9 @@ class Soak:
         async with Api(sim.url, sim.token) as api, Api(sim.url, sim.token) as checker_api:
             self.checker = checker = Checker(
                 checker_api,
-                CheckerConfig(period=parse_duration(opts.period), native_gang=opts.native_gang > 0),
+                CheckerConfig(
+                    period=parse_duration(opts.period), native_gang=opts.native_gang > 0, dra=opts.dra
+                ),
                 t0,
             )
             metric_checks = self.metric_checks = MetricChecks(
@@ -114,10 +120,13 @@ class Soak:
                 asyncio.create_task(self.end_startup(api, startup, stop), name="startup"),
             ]
             load_seconds = opts.load_fraction * self.duration
-            shape = ClusterShape(ib_groups=opts.ib_groups, nodes=opts.nodes)
-            generators = make_generators(
-                parse_mix(opts.mix), load_seconds - 1.0, native_fraction=opts.native_gang
+            shape = ClusterShape(
+                ib_groups=opts.ib_groups, nodes=opts.nodes, dra_nodes=dra_node_names(dra_nodes)
             )
+            mix = parse_mix(opts.mix)
+            if opts.dra:
+                mix.setdefault("dra", DRA_RATE)
+            generators = make_generators(mix, load_seconds - 1.0, native_fraction=opts.native_gang)
             plan = build_plan(generators, opts.seed, shape)
             executor = Executor(
                 api,
@@ -177,6 +186,7 @@ class Soak:
             ]
             s.cpu_ms_per_bound_pod = round(s.scheduler_cpu_s / max(1, s.bound) * 1000, 3)
             s.checks = checker.checks
+            s.dra_pods_checked = len(checker.dra_checked)
             s.relists = checker.pods.relists + checker.nodes.relists + checker.groups.relists
             s.driver_retries = api.retries + checker_api.retries
         return self.summary

@@ -25,4 +25,6 @@ class Options:
     #: the share of the workloads' gangs that are Kubernetes' own PodGroups (the simulator then serves
     #: scheduling.k8s.io/v1alpha2, and the checker holds those gangs to their minCount too)
     native_gang: float = 0.0
+    dra: bool = False  # DRA nodes (ResourceSlices of GPUs) and the `dra` generator's gangs, checked
+    dra_nodes: int = 4
     verbose: bool = False

@@ -35,6 +35,7 @@ class Summary:
     checks: int = 0
     relists: int = 0
     driver_retries: int = 0
+    dra_pods_checked: int = 0  # bound pods seen with every ResourceClaim allocated and reserved (--dra)
     report: dict[str, str] = field(default_factory=dict)
 
 
@@ -52,7 +53,12 @@ def text(opts: Options, s: Summary) -> str:
         + ", ".join(f"{r['replica']} {r['cpu_s']}s" for r in s.replicas)
         + ")",
         f"  longest partial gang {s.max_partial_gang_s}s, longest wait of a fitting pod {s.max_fit_wait_s}s;"
-        f" {s.checks} invariant checks, {s.relists} re-lists, {s.driver_retries} driver retries",
+        f" {s.checks} invariant checks, {s.relists} re-lists, {s.driver_retries} driver retries"
+        + (
+            f"; {s.dra_pods_checked} pods with ResourceClaims seen bound with them in place"
+            if opts.dra
+            else ""
+        ),
         "  memory: "
         + (
             "; ".join(

@@ -11,7 +11,7 @@ import orjson
 from caldera.hack.workload.client import Api
 from caldera.hack.workload.executor import ExecStats, Executor
 from caldera.hack.workload.generators import make_generators, parse_mix
-from caldera.hack.workload.plan import Action, build_plan
+from caldera.hack.workload.plan import Action, ClusterShape, build_plan
 
 
 def register(subparsers: Any) -> None:
@@ -28,6 +28,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--namespace", default="soak")
+    p.add_argument(
+        "--dra-nodes",
+        default="",
+        help="comma-separated nodes for which the `dra` generator publishes ResourceSlices of 8 GPUs each",
+    )
     p.add_argument("--plan", action="store_true", help="print the plan (one line per action) and exit")
     p.add_argument(
         "--native-gang",
@@ -62,9 +67,11 @@ def describe(action: Action) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    shape = ClusterShape(dra_nodes=tuple(n for n in args.dra_nodes.split(",") if n))
     plan = build_plan(
         make_generators(parse_mix(args.mix), args.duration, args.namespace, native_fraction=args.native_gang),
         args.seed,
+        shape,
     )
     if args.plan or not args.kubeconfig:
         for a in plan:

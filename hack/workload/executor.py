@@ -1,5 +1,6 @@
 """The executor: runs a plan against an API server on time, and plays the controllers a bare API server
-lacks (the janitor deletes finished pods, and a job's PodGroup with its last pod)."""
+lacks (the janitor deletes finished pods, and a job's PodGroup and the ResourceClaims its pods shared with
+its last pod)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from caldera.hack.workload.client import VG, Api, podgroups_path, pods_path
-from caldera.hack.workload.manifests import NATIVE_API_VERSION, group_of
+from caldera.hack.workload.manifests import NATIVE_API_VERSION, RESOURCE_API, group_of
 from caldera.hack.workload.plan import Action
+
+DRA_PLURALS = {
+    "DeviceClass": "deviceclasses",
+    "ResourceSlice": "resourceslices",
+    "ResourceClaim": "resourceclaims",
+    "ResourceClaimTemplate": "resourceclaimtemplates",
+}
 
 
 @dataclass
@@ -52,6 +60,8 @@ class Executor:
         self._deleting: set[str] = set()
         self.on_error = on_error or (lambda msg: None)
         self.groups: dict[tuple[str, bool], int] = {}  # (PodGroup, native) -> pods of it still existing
+        #: (PodGroup, native) -> ResourceClaims submitted with it
+        self.group_claims: dict[tuple[str, bool], list[str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.paused = False
 
@@ -90,17 +100,25 @@ class Executor:
             await self.api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", obj)
         elif kind == "Node":
             await self.api.create("/api/v1/nodes", obj)
+        elif kind in ("DeviceClass", "ResourceSlice"):
+            await self.api.create(f"/apis/{RESOURCE_API}/{DRA_PLURALS[kind]}", obj)
+        elif kind in ("ResourceClaim", "ResourceClaimTemplate"):
+            await self.api.create(f"/apis/{RESOURCE_API}/namespaces/{ns}/{DRA_PLURALS[kind]}", obj)
         else:
             raise ValueError(f"cannot create {kind}")
 
     async def _submit(self, action: Action) -> None:
         groups = [o for o in action.objects if o["kind"] == "PodGroup"]
-        for g in groups:  # the group first, so its pods never wait for it
-            await self._create(g)
+        claims = [o["metadata"]["name"] for o in action.objects if o["kind"] == "ResourceClaim"]
+        for o in action.objects:  # the group and shared claims first, so its pods never wait for them
+            if o["kind"] in ("PodGroup", "ResourceClaim"):
+                await self._create(o)
         pods = action.pods()
         for g in groups:
             key = (g["metadata"]["name"], g["apiVersion"] == NATIVE_API_VERSION)
             self.groups[key] = sum(1 for p in pods if group_of(p) == key)
+            if claims:
+                self.group_claims[key] = claims
         self.stats.submitted_jobs += 1
         await asyncio.gather(*(self._create(p) for p in pods))
 
@@ -167,6 +185,8 @@ class Executor:
                 del self.groups[group]
                 await self.api.delete(f"{podgroups_path(self.ns, group[1])}/{group[0]}")
                 self.stats.deleted_groups += 1
+                for claim in self.group_claims.pop(group, ()):
+                    await self.api.delete(f"/apis/{RESOURCE_API}/namespaces/{self.ns}/resourceclaims/{claim}")
 
     async def _janitor(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -1,22 +1,31 @@
-"""The eight workload generators and the mixes that combine them (see `caldera.hack.workload`)."""
+"""The nine workload generators and the mixes that combine them (see `caldera.hack.workload`)."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from caldera.hack.workload.manifests import (
     IB_LABEL,
     WORKLOAD_LABEL,
+    claim_manifest,
+    claim_template_manifest,
     deployment_manifest,
+    device_class_manifest,
     gang_manifests,
     node_manifest,
     pod_manifest,
     queue_manifest,
+    resource_slice_manifest,
 )
 from caldera.hack.workload.plan import Action, ClusterShape, Generator
 
 HIGH_PRIORITY_CLASS = "caldera-soak-high"
+#: the DRA generator's driver, DeviceClass and ResourceClaimTemplate (one device of the class)
+DRA_DRIVER = "gpu.example.com"
+DRA_CLASS = "gpu.example.com"
+DRA_TEMPLATE = "one-gpu"
 
 GANG_SIZES = (2, 2, 4, 4, 4, 8, 8, 8, 16, 16, 32, 64, 128, 256)
 
@@ -297,6 +306,52 @@ class NodeChurn(Generator):
         return out
 
 
+@dataclass
+class DraJobs(Generator):
+    """Gangs whose pods use GPUs through Dynamic Resource Allocation (`resource.k8s.io/v1`).
+
+    At `start` (a setup action): the DeviceClass `gpu.example.com`, one ResourceSlice per node of
+    `shape.dra_nodes` (a node-local driver publishing `shape.dra_devices` GPUs in a pool of its own) and the
+    ResourceClaimTemplate `one-gpu`. Then gangs of 1 to 8 pods: with probability `shared_fraction` the gang
+    shares one ResourceClaim for one device (created with the gang, `<job>-gpu`: every pod lands on the
+    device's node), else each pod names the template and gets a claim of its own from the resourceclaim
+    controller."""
+
+    name: str = "dra"
+    shared_fraction: float = 0.25
+
+    def setup(self, shape: ClusterShape) -> list[dict[str, Any]]:
+        return [
+            device_class_manifest(DRA_CLASS, DRA_DRIVER),
+            *(resource_slice_manifest(n, DRA_DRIVER, shape.dra_devices) for n in shape.dra_nodes),
+            claim_template_manifest(DRA_TEMPLATE, self.namespace, DRA_CLASS),
+        ]
+
+    def plan(self, rng: random.Random, shape: ClusterShape) -> list[Action]:
+        out = [Action(self.start, 0, "setup", self.name, self.setup(shape))]
+        for i, at in enumerate(self.times(rng)):
+            job = f"{self.name}-{i:05d}"
+            size = rng.choice((1, 2, 4, 4, 8))
+            shared = rng.random() < self.shared_fraction
+            if shared:
+                claims = [{"name": "gpu", "resourceClaimName": f"{job}-gpu"}]
+                extra = [claim_manifest(f"{job}-gpu", self.namespace, DRA_CLASS, workload=self.name)]
+            else:
+                claims = [{"name": "gpu", "resourceClaimTemplateName": DRA_TEMPLATE}]
+                extra = []
+            objs = gang_manifests(
+                job,
+                self.namespace,
+                size,
+                workload=self.name,
+                requests={"cpu": rng.choice(("500m", "1", "2")), "memory": "2Gi"},
+                resource_claims=claims,
+                run_seconds=self.run_seconds(rng),
+            )
+            out.append(Action(at, 0, "submit", self.name, extra + objs))
+        return out
+
+
 GENERATORS: dict[str, type[Generator]] = {
     "gang": GangJobs,
     "mpi": MpiJobs,
@@ -306,9 +361,11 @@ GENERATORS: dict[str, type[Generator]] = {
     "vgpu": VgpuPods,
     "queues": OversubscribedQueues,
     "churn": NodeChurn,
+    "dra": DraJobs,
 }
 
-#: jobs (or operations) per second per generator in the standard mix, before scaling
+#: jobs (or operations) per second per generator in the standard mix, before scaling (`dra` is not in it:
+#: it needs nodes with devices, which `caldera-sim soak --dra` adds)
 DEFAULT_MIX: dict[str, float] = {
     "gang": 0.6,
     "mpi": 0.15,

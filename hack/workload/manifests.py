@@ -1,5 +1,6 @@
-"""Object builders: the manifests a user would submit (pods, PodGroups, queues, nodes, Deployments), labelled
-so the soak's checker and the executor's janitor can tell the workloads' objects apart."""
+"""Object builders: the manifests a user would submit (pods, PodGroups, queues, nodes, Deployments, and the
+`resource.k8s.io/v1` objects of Dynamic Resource Allocation), labelled so the soak's checker and the
+executor's janitor can tell the workloads' objects apart."""
 
 from __future__ import annotations
 
@@ -32,9 +33,12 @@ def pod_manifest(
     priority_class: str = "",
     queue: str = "",
     native_group: str = "",
+    resource_claims: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A pod; in the Volcano PodGroup ``group`` (annotation), or in the ``scheduling.k8s.io/v1alpha2``
-    PodGroup ``native_group`` (``spec.schedulingGroup``)."""
+    PodGroup ``native_group`` (``spec.schedulingGroup``); ``resource_claims`` are its
+    ``spec.resourceClaims`` entries (``name`` with ``resourceClaimName`` or
+    ``resourceClaimTemplateName``), each one used by its container (``resources.claims``)."""
     annotations: dict[str, str] = {}
     if group:
         annotations[GROUP_NAME_ANNOTATION] = group
@@ -47,6 +51,8 @@ def pod_manifest(
         resources["requests"] = requests
     if limits:
         resources["limits"] = limits
+    if resource_claims:
+        resources["claims"] = [{"name": c["name"]} for c in resource_claims]
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "containers": [{"name": "main", "image": "busybox", "resources": resources}],
@@ -60,6 +66,8 @@ def pod_manifest(
         spec["priorityClassName"] = priority_class
     if native_group:
         spec["schedulingGroup"] = {"podGroupName": native_group}
+    if resource_claims:
+        spec["resourceClaims"] = [dict(c) for c in resource_claims]
     labels = {WORKLOAD_LABEL: workload}
     if job:
         labels[JOB_LABEL] = job
@@ -135,7 +143,7 @@ def gang_manifests(
 ) -> list[dict[str, Any]]:
     """A job as a gang: its PodGroup of min member `size` (`group`: podgroup_manifest's queue, priority_class,
     network_topology), then its `size` pods `<job>-0`, `<job>-1`... in that group (`pod`: pod_manifest's
-    requests, limits, queue, priority_class, tolerations, run_seconds). With `native`, the group is
+    requests, limits, queue, priority_class, tolerations, run_seconds, resource_claims). With `native`, the group is
     Kubernetes' own PodGroup (`native_podgroup_manifest`; a network topology becomes a topology key of
     `topology_key`) and its pods join it through `spec.schedulingGroup`."""
     if native:
@@ -204,4 +212,64 @@ def deployment_manifest(name: str, ns: str, replicas: int, requests: dict[str, s
                 },
             },
         },
+    }
+
+
+# -- Dynamic Resource Allocation (resource.k8s.io/v1, staging/src/k8s.io/api/resource/v1/types.go) ---------
+
+RESOURCE_API = "resource.k8s.io/v1"
+
+
+def device_class_manifest(name: str, driver: str) -> dict[str, Any]:
+    """A DeviceClass selecting every device of `driver` by CEL (`DeviceClassSpec.Selectors`)."""
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+    }
+
+
+def resource_slice_manifest(node: str, driver: str, devices: int, model: str = "a100") -> dict[str, Any]:
+    """What a node-local DRA driver publishes: one ResourceSlice for `node` (`spec.nodeName`), a pool of
+    its own named after the node, `devices` devices `gpu-0`, `gpu-1`... with a model and an index."""
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{driver}", "labels": {WORKLOAD_LABEL: "dra"}},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {"name": f"gpu-{i}", "attributes": {"model": {"string": model}, "index": {"int": i}}}
+                for i in range(devices)
+            ],
+        },
+    }
+
+
+def _claim_spec(device_class: str, count: int) -> dict[str, Any]:
+    exactly = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
+    return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+
+
+def claim_template_manifest(name: str, ns: str, device_class: str, count: int = 1) -> dict[str, Any]:
+    """A ResourceClaimTemplate: each pod naming it gets a claim of its own for `count` devices of the
+    class (made by the resourceclaim controller)."""
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": ns, "labels": {WORKLOAD_LABEL: "dra"}},
+        "spec": {"spec": _claim_spec(device_class, count)},
+    }
+
+
+def claim_manifest(name: str, ns: str, device_class: str, count: int = 1, *, workload: str) -> dict[str, Any]:
+    """A ResourceClaim that pods share by naming it (`resourceClaimName`)."""
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns, "labels": {WORKLOAD_LABEL: workload}},
+        "spec": _claim_spec(device_class, count),
     }

@@ -33,6 +33,8 @@ class ClusterShape:
     cpu_per_node: int = 32
     nodes: int = 64
     vgpu_memory: int = 32768  # MiB per card
+    dra_nodes: tuple[str, ...] = ()  # nodes whose DRA driver publishes `dra_devices` GPUs each
+    dra_devices: int = 8
 
 
 @dataclass

@@ -10,13 +10,23 @@ import time
 import zlib
 from pathlib import Path
 
+import orjson
 import pytest
 
 from caldera.hack.sim import SimCluster
 from caldera.hack.soak import FAULT_KINDS, Options, run_soak
 from caldera.hack.soak.checker import Checker, CheckerConfig
 from caldera.hack.workload.client import Api, podgroups_path, pods_path
-from caldera.hack.workload.manifests import gang_manifests, node_manifest, pod_manifest, podgroup_manifest
+from caldera.hack.workload.generators import DRA_CLASS as GPU
+from caldera.hack.workload.manifests import (
+    claim_manifest,
+    device_class_manifest,
+    gang_manifests,
+    node_manifest,
+    pod_manifest,
+    podgroup_manifest,
+    resource_slice_manifest,
+)
 
 
 async def bind(api: Api, name: str, node: str, ns: str = "soak") -> None:
@@ -147,18 +157,21 @@ def check_report(summary_report: dict[str, str]) -> None:
 
 
 def test_short_soak_with_faults_has_no_violations(tmp_path: Path) -> None:
+    """Half a minute of the default mix with DRA gangs (`--dra`), three faults: no invariant violated."""
     opts = Options(
         minutes=0.5,
         seed=2,
         faults=("drop-abort", "429-storm", "failover"),
         report_dir=str(tmp_path / "report"),
         storm_seconds=4.0,
+        dra=True,
     )
     summary, text = run_soak(opts, str(tmp_path))
     print(text)
     assert [f["kind"] for f in summary.faults] == list(opts.faults)
     assert summary.violations == [], text
     assert summary.bound > 100 and summary.checks > 20
+    assert summary.dra_pods_checked > 5, "DRA gangs were bound, each pod with its claims in place"
     assert any(m.startswith("caldera_binds_total") for m in summary.metrics_checked)
     check_report(summary.report)
 
@@ -213,3 +226,83 @@ def test_png_charts_are_well_formed() -> None:
     pixels = zlib.decompress(chunks[b"IDAT"])
     assert (width, height) == (320, 120) and len(pixels) == height * (1 + width * 3)
     assert len(set(pixels)) > 3  # something was drawn on the white
+
+
+RESOURCE = "/apis/resource.k8s.io/v1"
+
+
+async def test_checker_reports_devices_handed_out_wrongly() -> None:
+    """The DRA invariants, against a cluster where the test allocates claims as a broken scheduler would:
+    one device given to two claims, a pod bound with its claim never allocated, a pod bound to n1 with a
+    device of n2. A pod bound with its claim allocated on its node and reserved for it is fine, and so are
+    two claims on a device that allows multiple allocations."""
+    async with SimCluster(nodes=0, kubelet=False) as sim, Api(sim.url, sim.token) as api:
+        await api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
+        )
+        for node in ("n1", "n2"):
+            await api.create(
+                "/api/v1/nodes", node_manifest(node, {"cpu": "8", "memory": "32Gi", "pods": "110"}, {})
+            )
+            await api.create(f"{RESOURCE}/resourceslices", resource_slice_manifest(node, GPU, 2))
+        shared = resource_slice_manifest("n1", "shared.example.com", 1)
+        shared["spec"]["devices"][0]["allowMultipleAllocations"] = True
+        await api.create(f"{RESOURCE}/resourceslices", shared)
+        await api.create(f"{RESOURCE}/deviceclasses", device_class_manifest(GPU, GPU))
+        config = CheckerConfig(period=0.1, fits_bound=60.0, podgroup_grace=60.0, dra=True, dra_grace=0.3)
+        checker = Checker(api, config, time.monotonic())
+        stop = asyncio.Event()
+        task = asyncio.create_task(checker.run(stop, interval=0.1))
+
+        async def pod_with_claim(name: str, node: str, device: tuple[str, str, str] | None) -> None:
+            """A claim `<name>-gpu` and a pod using it, bound to `node`; the claim allocated `device`
+            (driver, pool, device) and reserved for the pod, or left unallocated (None)."""
+            claims = f"{RESOURCE}/namespaces/soak/resourceclaims"
+            await api.create(claims, claim_manifest(f"{name}-gpu", "soak", GPU, workload="dra"))
+            body = pod_manifest(
+                name,
+                "soak",
+                workload="dra",
+                requests={"cpu": "100m"},
+                resource_claims=[{"name": "gpu", "resourceClaimName": f"{name}-gpu"}],
+            )
+            status, raw = await api.request("POST", pods_path("soak"), body)
+            assert status == 201, raw
+            uid = orjson.loads(raw)["metadata"]["uid"]
+            if device is not None:
+                driver, pool, dev = device
+                status, raw = await api.request("GET", f"{claims}/{name}-gpu")
+                claim = orjson.loads(raw)
+                claim["status"] = {
+                    "allocation": {
+                        "devices": {
+                            "results": [{"request": "gpu", "driver": driver, "pool": pool, "device": dev}]
+                        }
+                    },
+                    "reservedFor": [{"resource": "pods", "name": name, "uid": uid}],
+                }
+                status, raw = await api.request("PUT", f"{claims}/{name}-gpu/status", claim)
+                assert status == 200, raw
+            await bind(api, name, node)
+
+        await pod_with_claim("fine", "n1", (GPU, "n1", "gpu-0"))
+        await pod_with_claim("twice-a", "n1", (GPU, "n1", "gpu-1"))
+        await pod_with_claim("twice-b", "n1", (GPU, "n1", "gpu-1"))
+        await pod_with_claim("bare", "n1", None)
+        await pod_with_claim("far", "n1", (GPU, "n2", "gpu-0"))
+        await pod_with_claim("share-a", "n1", ("shared.example.com", "n1", "gpu-0"))
+        await pod_with_claim("share-b", "n1", ("shared.example.com", "n1", "gpu-0"))
+        await asyncio.sleep(1.5)
+        stop.set()
+        await task
+
+    found = {(v.invariant, v.detail.split(":")[0]) for v in checker.violations}
+    assert ("dra-device", f"{GPU}/n1/gpu-1") in found
+    assert ("dra-claim", "soak/bare") in found
+    assert ("dra-node", "soak/far") in found
+    flagged = {v.detail.split(":")[0] for v in checker.violations}
+    assert not {"soak/fine", "soak/share-a", "soak/share-b", f"{GPU}/n1/gpu-0"} & flagged
+    assert not any(
+        "shared.example.com" in v.detail for v in checker.violations if v.invariant == "dra-device"
+    )
+    assert len(found) == 3, checker.violations

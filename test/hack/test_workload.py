@@ -16,6 +16,7 @@ from caldera.hack.workload.client import Api, pods_path
 from caldera.hack.workload.executor import Executor
 from caldera.hack.workload.generators import (
     DEFAULT_MIX,
+    DRA_TEMPLATE,
     HIGH_PRIORITY_CLASS,
     BestEffort,
     Deployments,
@@ -285,3 +286,78 @@ async def test_the_executor_creates_native_gangs_and_the_janitor_deletes_their_g
             await binder
             assert planned and not left & planned
             assert stats.deleted_groups == len(planned)
+
+
+def test_dra_jobs_publish_devices_and_claim_them() -> None:
+    """The `dra` generator: a DeviceClass, one ResourceSlice of GPUs per DRA node of the cluster and the
+    claim template first; then gangs whose every pod uses a claim, from the template or one the gang shares
+    (submitted with it, before its pods)."""
+    shape = ClusterShape(dra_nodes=("dra-0", "dra-1"), dra_devices=4)
+    plan = build_plan(make_generators({"dra": 2.0}, 60.0), 5, shape)
+    setup, *jobs = plan
+    assert setup.op == "setup"
+    kinds = [o["kind"] for o in setup.objects]
+    assert kinds == ["DeviceClass", "ResourceSlice", "ResourceSlice", "ResourceClaimTemplate"]
+    slices = [o for o in setup.objects if o["kind"] == "ResourceSlice"]
+    assert [s["spec"]["nodeName"] for s in slices] == ["dra-0", "dra-1"]
+    assert all(len(s["spec"]["devices"]) == 4 for s in slices)
+    assert len(jobs) > 60 and all(a.op == "submit" for a in jobs)
+    shared = templated = 0
+    for a in jobs:
+        claims = {o["metadata"]["name"] for o in a.objects if o["kind"] == "ResourceClaim"}
+        if claims:
+            assert [o["kind"] for o in a.objects][: len(claims) + 1] == ["ResourceClaim", "PodGroup"]
+        for p in a.pods():
+            (entry,) = p["spec"]["resourceClaims"]
+            assert p["spec"]["containers"][0]["resources"]["claims"] == [{"name": entry["name"]}]
+            if "resourceClaimName" in entry:
+                assert entry["resourceClaimName"] in claims
+                shared += 1
+            else:
+                assert entry["resourceClaimTemplateName"] == DRA_TEMPLATE
+                templated += 1
+    assert shared and templated
+
+
+async def test_executor_creates_dra_objects_and_deletes_a_gangs_shared_claim_with_it() -> None:
+    """Against a simulated cluster: the DRA objects are created, the resourceclaim controller makes a claim
+    for each pod naming the template, and once a gang's pods are deleted the claim it shared goes too."""
+    plan = build_plan(make_generators({"dra": 4.0}, 2.0), 3, ClusterShape(dra_nodes=("node-0",)))
+    for a in plan:
+        for o in a.pods():
+            o["metadata"]["annotations"][RUN_SECONDS] = "0.2"
+    shared = {o["metadata"]["name"] for a in plan for o in a.objects if o["kind"] == "ResourceClaim"}
+    templated = sum("resourceClaimTemplateName" in str(p["spec"]) for a in plan for p in a.pods())
+    assert shared and templated
+    async with SimCluster(nodes=1, node_cpu="512", node_memory="4Ti", kubelet_delay=0.05) as sim:
+        async with Api(sim.url, sim.token) as api:
+            ex = Executor(api, plan, "soak", janitor_interval=0.3)
+            stats = await ex.run()
+            assert stats.errors == 0
+            assert [
+                s["spec"]["nodeName"] for s in sim.objects("resourceslices", group="resource.k8s.io")
+            ] == ["node-0"]
+            for _ in range(50):  # the controller works in the background
+                made = [
+                    c
+                    for c in sim.objects("resourceclaims", "soak", group="resource.k8s.io")
+                    if c["metadata"]["name"] not in shared
+                ]
+                if len(made) >= templated:
+                    break
+                await asyncio.sleep(0.1)
+            assert len(made) == templated, "one claim per pod naming the template"
+            stop = asyncio.Event()
+            binder = asyncio.create_task(bind_everything(api, stop))
+            for _ in range(100):
+                await ex.janitor_pass()
+                left = {
+                    c["metadata"]["name"]
+                    for c in sim.objects("resourceclaims", "soak", group="resource.k8s.io")
+                }
+                if not left & shared:
+                    break
+                await asyncio.sleep(0.1)
+            stop.set()
+            await binder
+            assert not left & shared

@@ -260,3 +260,41 @@ async def test_a_pod_waiting_for_its_devices_holds_no_bind_worker(server) -> Non
     driver_reports(srv, "Attached")
     assert await binder.drain(5)
     assert srv.log[-1] == ("bind", "p")
+
+
+async def test_a_gang_sharing_one_claim_writes_it_once_per_pod_without_conflicts(server) -> None:
+    """Eight pods of a gang share one claim and are bound at once by eight workers: the finalizer once,
+    then one status write per pod (the first allocates, each reserves the claim for its pod, as each pod's
+    PreBind does in kube-scheduler), and not one 409: the writes take turns on the claim, each starting
+    from what the last one returned, though the watch (the cache) still shows the claim unallocated."""
+    srv, client = server
+    cache = ClusterCache()
+    placements = [placed(srv, cache, f"p{i}", "shared") for i in range(8)]
+    await run(Binder(client, cache, workers=8), placements)
+    writes = [entry for entry in srv.log if entry[0] != "bind"]
+    assert writes == [("finalizer", "shared")] + [("claim", "shared")] * 8
+    assert (
+        len(srv.accepted) == 8
+        and [("allocation" in p["status"]) for p in srv.accepted] == [True] + [False] * 7
+    )
+    reserved = [r["name"] for r in srv.claims["shared"]["status"]["reservedFor"]]
+    assert sorted(reserved) == [f"p{i}" for i in range(8)]
+    assert sorted(name for kind, name in srv.log if kind == "bind") == sorted(reserved)
+
+
+async def test_a_pod_placed_again_after_its_reservation_was_taken_back_is_reserved_again(server) -> None:
+    """The binding fails after the claim was written, the reservation is taken back; the pod's next
+    placement writes the reservation again (it never trusts the answer of the write that was undone)."""
+    srv, client = server
+    cache = ClusterCache()
+    placement = placed(srv, cache)
+    srv.bind_codes = {"p": 404}
+    binder = Binder(client, cache)
+    await run(binder, [placement])
+    assert "reservedFor" not in srv.claims["c0"]["status"]
+    srv.bind_codes = {}
+    again = Placement(placement.task, "n1", claims=placement.claims)
+    cache.apply(SessionResult(placements=[again]))
+    await run(binder, [again])
+    assert srv.log[-2:] == [("claim", "c0"), ("bind", "p")]
+    assert [r["name"] for r in srv.claims["c0"]["status"]["reservedFor"]] == ["p"]

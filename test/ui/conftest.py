@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -10,6 +12,9 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+
+from caldera.hack.sim import SimCluster
+from caldera.scheduler.app import Options, SchedulerApp
 
 from .browser import Browser, ChromeDriver
 
@@ -49,3 +54,32 @@ async def browser(chrome: ChromeDriver) -> AsyncIterator[Browser]:
         b = Browser(chrome, http, ARTIFACTS)
         await b.get("about:blank")
         yield b
+
+
+@contextlib.asynccontextmanager
+async def running_scheduler(
+    sim: SimCluster, conf: Path, scheduler: str, cycles: int = 0
+) -> AsyncIterator[str]:
+    """caldera-scheduler in this process against ``sim`` with the conf file ``conf``, ready and past
+    ``cycles`` scheduling cycles: yields its base URL, and stops it after."""
+    opts = Options(
+        kubeconfig=str(sim.kubeconfig_path),
+        scheduler_names=[scheduler],
+        scheduler_conf=str(conf),
+        schedule_period=0.2,
+        listen_address="127.0.0.1:0",
+        conf_poll_interval=0.2,
+    )
+    app = SchedulerApp(opts)
+    stop = asyncio.Event()
+    task = asyncio.create_task(app.run(stop))
+    try:
+        for _ in range(100):
+            if app.http is not None and app.readiness()[0] and app.observatory.number > cycles:
+                break
+            await asyncio.sleep(0.1)
+        assert app.http is not None
+        yield f"http://127.0.0.1:{app.http.port}"
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)

@@ -4,7 +4,6 @@ pod's link opens its own page with the reason and the suggestion."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,9 @@ import pytest
 
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.hack.sim import SimCluster
-from caldera.scheduler.app import Options, SchedulerApp
 
 from .browser import Browser
+from .conftest import running_scheduler
 
 SCHEDULER = "caldera-ui"
 CONF = 'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n'
@@ -53,27 +52,10 @@ async def server(tmp_path: Path) -> AsyncIterator[str]:
             obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
 
         sim.rewrite_stored("pods", "broken-0", invalid)
-        opts = Options(
-            kubeconfig=str(sim.kubeconfig_path),
-            scheduler_names=[SCHEDULER],
-            scheduler_conf=str(conf),
-            schedule_period=0.2,
-            listen_address="127.0.0.1:0",
-            conf_poll_interval=0.2,
-        )
-        app = SchedulerApp(opts)
-        stop = asyncio.Event()
-        task = asyncio.create_task(app.run(stop))
         try:
-            for _ in range(100):
-                if app.http is not None and app.readiness()[0] and app.observatory.number > 2:
-                    break
-                await asyncio.sleep(0.1)
-            assert app.http is not None
-            yield f"http://127.0.0.1:{app.http.port}"
+            async with running_scheduler(sim, conf, SCHEDULER, cycles=2) as base:
+                yield base
         finally:
-            stop.set()
-            await asyncio.wait_for(task, 30)
             await client.close()
 
 

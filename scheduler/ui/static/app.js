@@ -408,6 +408,7 @@
     const parts = [h("h1", null, `pod ${ex.namespace}/${ex.name} `, h("small", { text: ex.status || "" }))];
     if (ex.reason) parts.push(h("p", { class: "reason big", id: "job-reason", text: ex.reason }));
     if (ex.suggestion) parts.push(h("p", { class: "suggestion", id: "job-suggestion" }, h("b", { text: "Suggestion: " }), ex.suggestion));
+    if (ex.devices) parts.push(...devicesTable(ex.devices));
     const [jns, jname] = (ex.job || "").split("/");
     parts.push(
       h(
@@ -520,6 +521,8 @@
         ),
       );
     }
+    const dev = ex.devices;
+    if (dev) parts.push(...devicesTable(dev));
     const topo = ex.topology;
     if (topo) {
       parts.push(h("h2", { text: `Topology (${topo.mode}, up to tier ${topo.highest_tier})` }));
@@ -547,6 +550,59 @@
     }
     parts.push(h("details", null, h("summary", { text: "Raw explanation (JSON)" }), h("pre", { text: JSON.stringify(ex, null, 2) })));
     body.replaceChildren(...parts);
+  }
+
+  // The cluster's DRA devices of the classes a job's claims ask for, and of their drivers (/debug's
+  // `devices`): one row each, "N devices, M allocated".
+  function devicesTable(dev) {
+    const rows = [
+      ...(dev.classes || []).map((c) => ({ kind: "class", name: c.class, devices: c.devices, allocated: c.allocated, missing: c.missing })),
+      ...(dev.drivers || []).map((d) => ({ kind: "driver", name: d.driver, devices: d.devices, allocated: d.allocated })),
+    ];
+    return [
+      h("h2", { text: "Devices" }),
+      h(
+        "table",
+        { class: "grid", id: "job-devices" },
+        h("thead", null, h("tr", null, ["", "Name", "Devices", "Allocated", "Free"].map((t) => h("th", { text: t })))),
+        h(
+          "tbody",
+          null,
+          rows.map((r) =>
+            h(
+              "tr",
+              { "data-kind": r.kind, "data-name": r.name },
+              h("td", { text: r.kind === "class" ? "DeviceClass" : "driver" }),
+              h("td", { text: r.name }),
+              h("td", { class: "num", "data-field": "devices", text: r.missing ? "class does not exist" : r.devices }),
+              h("td", { class: "num", "data-field": "allocated", text: r.allocated }),
+              h("td", { class: "num", "data-field": "free", text: r.missing ? "–" : r.devices - r.allocated }),
+            ),
+          ),
+        ),
+      ),
+    ];
+  }
+
+  // DRA devices of a set of nodes, per driver: [allocated, devices], as usageLine takes them.
+  function devicePairs(nodes) {
+    const out = {};
+    for (const n of nodes) {
+      for (const d of n.devices || []) {
+        const p = (out[d.driver] = out[d.driver] || [0, 0]);
+        p[0] += d.allocated;
+        p[1] += d.devices;
+      }
+    }
+    return Object.entries(out).sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  }
+
+  function deviceLines(nodes) {
+    return devicePairs(nodes).map(([driver, pair]) => {
+      const line = usageLine(`${driver} devices`, pair, "devices");
+      line.dataset.driver = driver;
+      return line;
+    });
   }
 
   function predicateBars(predicates, nodes) {
@@ -678,6 +734,9 @@
       ...[line("cpu", "cpu"), line("memory", "memory"), line("nvidia.com/gpu", "gpu")]
         .filter(Boolean)
         .map((t) => h("div", { text: t })),
+      ...(n.devices || []).map((d) =>
+        h("div", { "data-driver": d.driver, text: `${d.driver}: ${d.allocated} / ${d.devices} devices allocated` }),
+      ),
       !n.ready ? h("div", { class: "bad", text: "not ready" }) : null,
       n.unschedulable ? h("div", { class: "bad", text: "unschedulable" }) : null,
     );
@@ -734,6 +793,7 @@
       usageLine("cpu", sumPair(all, "cpu"), "cpu"),
       usageLine("memory", sumPair(all, "memory"), "memory"),
       usageLine("GPU", sumPair(all, "gpu"), "nvidia.com/gpu"),
+      ...deviceLines(all),
     );
     const LIMIT = 400;
     const cards = groups.slice(0, LIMIT).map((g) => {
@@ -755,6 +815,7 @@
         usageLine("cpu", sumPair(nodes, "cpu"), "cpu"),
         usageLine("memory", sumPair(nodes, "memory"), "memory"),
         usageLine("GPU", sumPair(nodes, "gpu"), "nvidia.com/gpu"),
+        ...deviceLines(nodes),
         h("div", { class: "heatwrap" }, canvas),
       );
       card._draw = (m, w) => drawHeat(canvas, nodes, m, w);
