@@ -85,8 +85,8 @@ class Stream:
         self.loop = SchedulerLoop(self.cache, lambda: conf, registry, self.binder, on_cycle=self._observe)
         decide = self.loop.decide
 
-        def decide_meanwhile() -> Any:
-            out = decide()
+        def decide_meanwhile(snapshot: Any = None, started: float | None = None) -> Any:
+            out = decide(snapshot, started)
             if self.meanwhile:
                 self.write_back()  # the API server's answers arrive while the session runs
             return out
