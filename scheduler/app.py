@@ -154,6 +154,11 @@ class SchedulerApp:
             and self.informers.fresh()
         )
 
+    def may_write(self) -> bool:
+        """Whether this replica may write to the API: always without leader election, else while
+        the lease is provably held (``LeaderElector.holds``)."""
+        return self.elector is None or self.elector.holds()
+
     def readiness(self) -> tuple[bool, str]:
         if self.informers is None:
             return False, "starting"
@@ -366,8 +371,11 @@ class SchedulerApp:
                 if not await self.elector.acquire(stop):
                     return EXIT_OK
                 self._leading = True
-                # No bind goes out once the lease may be lost, even while the renewal hangs.
+                # No bind, eviction or status write goes out once the lease may be lost, even while
+                # the renewal hangs (the controllers are given the same gate below).
                 self.binder.may_write = self.elector.holds
+                self.evictor.may_write = self.elector.holds
+                self.status.may_write = self.elector.holds
                 background.append(supervise("lease", functools.partial(self.elector.hold, loop_stop)))
             self.binder.start()
             self.evictor.start()
@@ -383,6 +391,7 @@ class SchedulerApp:
                     update_podgroup_status=False,
                     # The cache's watches feed them: each pod, PodGroup and Queue event decoded once.
                     source=self.informers,
+                    may_write=self.may_write,
                 )
                 background.append(
                     supervise("controllers", functools.partial(self.controllers.run, loop_stop))

@@ -48,6 +48,7 @@ from caldera.framework.objects import ObjectError, decode
 from caldera.framework.result import Eviction, Placement
 from caldera.metrics import scheduler as m
 from caldera.plugins.volumes import SELECTED_NODE, claims_to_provision
+from caldera.scheduler.leader import always, not_leader
 
 log = logging.getLogger("caldera.binder")
 
@@ -130,7 +131,7 @@ class Binder:
         self._tasks: list[asyncio.Task[None]] = []
         self._aborting = False
         #: asked before every write (the leader lease still held: ``LeaderElector.holds``)
-        self.may_write: Callable[[], bool] = lambda: True
+        self.may_write: Callable[[], bool] = always
         self.failures: dict[str, BindFailure] = {}
         self.bound_count = 0
         self.failed_count = 0
@@ -534,7 +535,8 @@ class Binder:
         attempt = 0
         while True:
             if not self.may_write():
-                return ApiError(0, "NotLeader", "not written: the leader lease may no longer be held")
+                _withheld.inc()
+                return not_leader()
             try:
                 self.requests += 1
                 if shape is not None:
@@ -662,6 +664,10 @@ def binding_body(namespace: str, name: str, uid: str, node: str) -> bytes:
     """The body of ``POST pods/NAME/binding``: a v1 Binding of the pod (its uid a precondition) to
     ``node``."""
     return _binding_encoder.encode(_Binding(_BindingMeta(name, namespace, uid), _Target(node)))
+
+
+#: ``caldera_writes_withheld_total{writer="bind"}``: writes the lease gate kept back
+_withheld = m.WRITES_WITHHELD.labels("bind")
 
 
 @functools.cache

@@ -10,6 +10,11 @@ What is remembered per pod or PodGroup (the last wish sent, the last event, the 
 look) is forgotten when the object goes: the updater subscribes to the cache's pod and PodGroup
 watches (``subscribers``), so its memory follows the live objects even when a write it sent is never
 seen back (the object deleted first).
+
+Before each write the updater asks ``may_write`` (the leader lease still held:
+``LeaderElector.holds``). When it says no, nothing is sent: the write stays pending (an Event stays
+due) and is counted in ``caldera_writes_withheld_total{writer="status"}``; it goes out once the gate
+opens again, or is dropped with the process when the lease is lost.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from caldera.framework.result import Placement, SessionResult
 from caldera.metrics import scheduler as m
 from caldera.scheduler.events import EventRecorder
 from caldera.scheduler.explain import one_line
+from caldera.scheduler.leader import always
 from caldera.scheduler.problems import (
     PODGROUP_GRACE,
     missing_podgroup_reason,
@@ -102,8 +108,11 @@ class StatusUpdater:
         clock: Callable[[], float] = time.monotonic,
         missing_podgroup_grace: float = PODGROUP_GRACE,
         controllers: bool = True,
+        may_write: Callable[[], bool] = always,
     ) -> None:
         self.client = client
+        #: asked before every write (the leader lease still held: ``LeaderElector.holds``)
+        self.may_write = may_write
         self.cache = cache
         self.component = component
         self.per_pod_events = per_pod_events
@@ -138,6 +147,8 @@ class StatusUpdater:
         self._task: asyncio.Task[None] | None = None
         self.writes = 0
         self.skipped = 0
+        #: writes kept back because the lease may no longer be held
+        self.withheld = 0
 
     # -- what a cycle wants ------------------------------------------------------------------------
     def observe(self, result: SessionResult | None) -> None:
@@ -694,6 +705,9 @@ class StatusUpdater:
         await asyncio.gather(*(one(w) for w in writes))
 
     async def _send(self, w: _Write) -> None:
+        if not self.may_write():
+            self._withhold(w)
+            return
         self.writes += 1
         try:
             if w.kind in ("podgroup", "native-podgroup"):
@@ -746,6 +760,16 @@ class StatusUpdater:
                 self._sent_pg.pop(f"{w.namespace}/{w.name}", None)
             elif w.kind == "native-podgroup":
                 self._sent_native.pop(native_job_key(w.namespace, w.name), None)
+
+    def _withhold(self, w: _Write) -> None:
+        """Keep a write back, unsent, while the lease may no longer be held: pending again (unless a
+        newer wish replaced it), an Event due again."""
+        m.WRITES_WITHHELD.labels("status").inc()
+        self.withheld += 1
+        if w.kind == "event":
+            self.events.written(w.signature, False, retry=True)
+            return
+        self._pending.setdefault((w.kind, w.namespace, w.name), w)
 
 
 def event_object(kind: str, namespace: str, name: str, uid: str) -> str:
