@@ -28,7 +28,7 @@ from caldera.framework.plugin import Registry
 from caldera.framework.result import SessionResult
 from caldera.metrics import devices as device_metrics
 from caldera.metrics import scheduler as m
-from caldera.metrics.collectors import WatchCollector, WatchState
+from caldera.metrics.collectors import RememberedCollector, WatchCollector, WatchState
 from caldera.scheduler.binder import Binder
 from caldera.scheduler.confsource import ConfSource
 from caldera.scheduler.controllers import Controllers
@@ -38,7 +38,7 @@ from caldera.scheduler.http import HttpServer, ListenError, parse_listen_address
 from caldera.scheduler.leader import ElectionConfig, LeaderElector
 from caldera.scheduler.loop import SchedulerLoop
 from caldera.scheduler.memory import CollectorPolicy
-from caldera.scheduler.status import StatusUpdater
+from caldera.scheduler.status import Gone, StatusUpdater
 
 log = logging.getLogger("caldera.scheduler")
 
@@ -140,6 +140,7 @@ class SchedulerApp:
         #: metrics and the debug API's memory of the last cycle (scheduler/debug.py)
         self.observatory = Observatory()
         self.watch_collector = WatchCollector(self._watch_states)
+        self.remembered_collector = RememberedCollector(self._remembered)
 
     # -- readiness ---------------------------------------------------------------------------------
     def synced(self) -> bool:
@@ -227,6 +228,22 @@ class SchedulerApp:
             for name, r in self.informers.reflectors.items()
         ]
 
+    def _remembered(self) -> list[tuple[str, str, int]]:
+        """Per owner and map, the entries kept per object (``caldera_remembered_objects``)."""
+        counts = self.cache.counts()
+        rows = [
+            ("cache", "pods", counts.tasks),
+            ("cache", "podgroups", counts.jobs),
+            ("cache", "nodes", counts.nodes),
+        ]
+        if self.binder is not None:
+            rows += [("binder", name, n) for name, n in self.binder.remembered()]
+        if self.evictor is not None:
+            rows += [("evictor", name, n) for name, n in self.evictor.remembered()]
+        if self.status is not None:
+            rows += [("status", name, n) for name, n in self.status.remembered()]
+        return rows
+
     # -- the cycle observer ------------------------------------------------------------------------
     def _on_cycle(self, result: SessionResult | None, duration: float, error: BaseException | None) -> None:
         if self.observatory.number == 0:
@@ -307,6 +324,7 @@ class SchedulerApp:
         )
         for kind, gone in self.status.subscribers().items():
             self.informers.subscribe(kind, gone)  # what it keeps per object goes with the object
+        self.informers.subscribe("pods", Gone(self.binder.pod_gone, self.binder.pods_relisted))
         if self.conf.kind == "configmap":
             self.informers.add("conf", self.conf.reflector_for(client))
         self.loop = SchedulerLoop(
@@ -332,8 +350,9 @@ class SchedulerApp:
             ),
             ui=opts.ui,
         )
-        with contextlib.suppress(ValueError):  # already registered (a second app in one process)
-            REGISTRY.register(self.watch_collector)
+        for collector in (self.watch_collector, self.remembered_collector):
+            with contextlib.suppress(ValueError):  # already registered (a second app in one process)
+                REGISTRY.register(collector)
         background: list[asyncio.Task[Any]] = []
         loop_stop = asyncio.Event()
         code = EXIT_OK
@@ -441,8 +460,9 @@ class SchedulerApp:
             await self.evictor.stop()
             await self.informers.stop()
             await self.http.stop()
-            with contextlib.suppress(KeyError):
-                REGISTRY.unregister(self.watch_collector)
+            for collector in (self.watch_collector, self.remembered_collector):
+                with contextlib.suppress(KeyError):
+                    REGISTRY.unregister(collector)
             await client.close()
             self.exit_code = code
             log.info("caldera-scheduler stopped (exit %d)", code)

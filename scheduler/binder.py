@@ -44,7 +44,7 @@ from caldera.cache.supervise import stop_workers, supervise
 from caldera.framework.dra.objects import ResourceClaim
 from caldera.framework.dra.view import ClaimAllocation, reserved_for, same_devices
 from caldera.framework.model import TaskInfo
-from caldera.framework.objects import ObjectError, decode
+from caldera.framework.objects import ObjectError, Pod, decode
 from caldera.framework.result import Eviction, Placement
 from caldera.metrics import scheduler as m
 from caldera.plugins.volumes import SELECTED_NODE, claims_to_provision
@@ -140,6 +140,30 @@ class Binder:
         self._gauge_at = 0.0
         #: ``POST pods/NAME/binding``: the request's fixed parts, encoded once (made at the first bind)
         self._binding_shape: RequestShape | None = None
+
+    # -- objects that go ---------------------------------------------------------------------------
+    def pod_gone(self, pod: Pod) -> None:
+        """A deleted pod's finished bind is forgotten (nothing can bind it again); one in flight is
+        left to its worker."""
+        uid = pod.metadata.uid
+        if self._bound.pop(uid, None) is not None:
+            self._issued.pop(uid, None)
+
+    def pods_relisted(self, live: list[Pod]) -> None:
+        """After a re-list: the finished binds of pods not in it are forgotten."""
+        present = {p.metadata.uid for p in live}
+        for uid in [u for u in self._bound if u not in present]:
+            del self._bound[uid]
+            self._issued.pop(uid, None)
+
+    def remembered(self) -> list[tuple[str, int]]:
+        """The sizes of the maps kept per pod and gang (``caldera_remembered_objects``)."""
+        return [
+            ("issued", len(self._issued)),
+            ("bound", len(self._bound)),
+            ("gangs", len(self._gangs)),
+            ("failures", len(self.failures)),  # the last 1000, for /debug/state
+        ]
 
     # -- the Binder protocol (called on the loop, never blocks) ------------------------------------
     def bind(self, placements: list[Placement]) -> None:

@@ -65,6 +65,10 @@ class Evictor:
             self._issued.add(eviction.task.uid)
             self._queue.put_nowait(eviction)
 
+    def remembered(self) -> list[tuple[str, int]]:
+        """The sizes of the maps kept per pod (``caldera_remembered_objects``)."""
+        return [("issued", len(self._issued)), ("done", len(self.done))]
+
     def start(self) -> None:
         for i in range(self.workers):
             self._tasks.append(supervise(f"evictor-{i}", self._worker))

@@ -596,13 +596,27 @@ class StatusUpdater:
         self.events.record(ref, etype, reason, message)
         self._dirty.set()
 
+    def remembered(self) -> list[tuple[str, int]]:
+        """The sizes of the maps kept per pod, PodGroup and involved object
+        (``caldera_remembered_objects``)."""
+        return [
+            ("pod_conditions", len(self._sent_pod)),
+            ("podgroup_status", len(self._sent_pg)),
+            ("native_podgroup_status", len(self._sent_native)),
+            ("observed", len(self._observed)),
+            ("podgroups", len(self._podgroups)),
+            ("event_objects", len(self._sent_events)),
+            ("event_series", len(self.events)),
+            ("pending", self.pending),
+        ]
+
     # -- objects that go ---------------------------------------------------------------------------
     def subscribers(self) -> dict[str, Handler[Any]]:
         """Watch handlers (``Informers.subscribe``) through which the updater forgets what it keeps
         about a pod or PodGroup once it is deleted, or absent from a re-list."""
         return {
-            "pods": _Gone(self.pod_gone, self._pod_keys),
-            "podgroups": _Gone(self.podgroup_gone, self._podgroup_keys),
+            "pods": Gone(self.pod_gone, self._pod_keys),
+            "podgroups": Gone(self.podgroup_gone, self._podgroup_keys),
         }
 
     def pod_gone(self, pod: Pod) -> None:
@@ -777,7 +791,7 @@ def event_object(kind: str, namespace: str, name: str, uid: str) -> str:
     return f"{kind}/{namespace}/{name}/{uid}"
 
 
-class _Gone:
+class Gone:
     """A watch subscriber that only tells which objects went: deleted, or absent from a re-list."""
 
     def __init__(self, gone: Callable[[Any], None], relisted: Callable[[list[Any]], None]) -> None:

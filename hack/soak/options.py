@@ -23,3 +23,7 @@ class Options:
     probe_pods: int = 20
     finished_ttl: float = 15.0  # seconds finished pods stay before the janitor deletes them
     verbose: bool = False
+    #: pods created and deleted through the load (the ``churn`` fault)
+    churn_pods: int = 2000
+    #: seconds the leader is kept from renewing past its renew deadline (the ``lease-stall`` fault)
+    lease_stall: float = 1.0
