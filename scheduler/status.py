@@ -481,6 +481,10 @@ class StatusUpdater:
         self._problems_due = due
 
     def pod_unschedulable(self, task: TaskInfo, message: str) -> None:
+        if self.cache.task(task.uid) is None:
+            # Deleted since the cycle's snapshot: its deletion already went by (``pod_gone``), and
+            # what were remembered of it now would stay until the next re-list.
+            return
         cond: Cond = ("PodScheduled", "False", UNSCHEDULABLE, message)
         for c in task.pod.status.conditions:
             if c.type == "PodScheduled" and (c.type, c.status, c.reason, c.message) == cond:
@@ -566,6 +570,8 @@ class StatusUpdater:
     def event_for_pod(
         self, task: TaskInfo, etype: str, reason: str, message: str, force: bool = False
     ) -> None:
+        if self.cache.task(task.uid) is None:
+            return  # deleted since the cycle's snapshot (see ``pod_unschedulable``)
         ref = {
             "apiVersion": "v1",
             "kind": "Pod",
