@@ -132,7 +132,7 @@ class Soak:
                 if "churn" in opts.faults
                 else None
             )
-            churning = asyncio.create_task(self.churn(churn, stop)) if churn is not None else None
+            churning = asyncio.create_task(self.churn(api, churn, stop)) if churn is not None else None
             try:
                 await load
                 await faults
@@ -151,7 +151,7 @@ class Soak:
                 sampler.judge_memory(self.summary)
                 await self.final_accounting(api)
                 if churn is not None:
-                    await self.judge_churn(churn)
+                    await self.judge_churn(api, churn)
             finally:
                 stop.set()
                 with contextlib.suppress(Exception):
@@ -193,15 +193,21 @@ class Soak:
         return self.summary
 
     # -- churn ---------------------------------------------------------------------------------------
-    async def churn(self, churn: Churn, stop: asyncio.Event) -> None:
-        """Run the churn; half-way, note each replica's RSS (the reference its end is judged against)."""
+    async def churn(self, api: Api, churn: Churn, stop: asyncio.Event) -> None:
+        """Run the churn; half-way, note each replica's RSS (the reference its end is judged against)
+        and whether it leads (a standby that became the leader since is not comparable)."""
         assert self.supervisor is not None
         run = asyncio.create_task(churn.run(stop))
         await churn.halfway.wait()
+        leader = await self.supervisor.safe_leader(api)
         for p in self.supervisor.live():
             rss = rss_bytes(p.sched.pid)
             if rss:
-                churn.stats.replicas[p.sched.name] = {"pid": p.sched.pid, "rss_halfway": rss}
+                churn.stats.replicas[p.sched.name] = {
+                    "pid": p.sched.pid,
+                    "rss_halfway": rss,
+                    "led_halfway": leader is p,
+                }
         self.timeline.log(
             f"churn half-way: {churn.stats.created} pods created, {churn.stats.deleted} deleted"
         )
@@ -211,11 +217,12 @@ class Soak:
             f"{churn.stats.errors} errors in {churn.stats.seconds}s"
         )
 
-    async def judge_churn(self, churn: Churn) -> None:
+    async def judge_churn(self, api: Api, churn: Churn) -> None:
         """At the quiet end: each replica that lived through the churn, its RSS and remembered maps."""
         assert self.supervisor is not None and self.checker is not None
         c = self.checker
         alive = {p.sched.name: p for p in self.supervisor.live()}
+        leader = await self.supervisor.safe_leader(api)
         async with aiohttp.ClientSession() as http:
             for name, r in churn.stats.replicas.items():
                 p = alive.get(name)
@@ -223,6 +230,10 @@ class Soak:
                     r["note"] = "exited before the end"
                     continue
                 r["rss_end"] = rss_bytes(p.sched.pid)
+                if r["led_halfway"] != (leader is p):
+                    r["note"] = (
+                        "RSS not judged: it " + ("lost" if r["led_halfway"] else "took") + " the lease since"
+                    )
                 m = await scrape(http, p.sched.base)
                 if m is not None:
                     r["remembered"] = {
