@@ -223,6 +223,10 @@ class Soak:
         c = self.checker
         alive = {p.sched.name: p for p in self.supervisor.live()}
         leader = await self.supervisor.safe_leader(api)
+        for name, p in alive.items():  # started since half-way: its maps are judged, not its RSS
+            churn.stats.replicas.setdefault(
+                name, {"pid": p.sched.pid, "note": "RSS not judged: started after half-way"}
+            )
         async with aiohttp.ClientSession() as http:
             for name, r in churn.stats.replicas.items():
                 p = alive.get(name)
@@ -230,7 +234,7 @@ class Soak:
                     r["note"] = "exited before the end"
                     continue
                 r["rss_end"] = rss_bytes(p.sched.pid)
-                if r["led_halfway"] != (leader is p):
+                if "led_halfway" in r and r["led_halfway"] != (leader is p):
                     r["note"] = (
                         "RSS not judged: it " + ("lost" if r["led_halfway"] else "took") + " the lease since"
                     )

@@ -77,7 +77,9 @@ def text(opts: Options, s: Summary) -> str:
             [
                 f"  churn: {s.churn['pods']} pods created, {s.churn['deleted']} deleted in {s.churn['seconds']}s; "
                 + "; ".join(
-                    f"{name} RSS {r['rss_halfway_mib']}->{r['rss_end_mib']} MiB, remembered {r['remembered']}"
+                    f"{name} "
+                    + (r["note"] if "note" in r else f"RSS {r['rss_halfway_mib']}->{r['rss_end_mib']} MiB")
+                    + (f", remembered {r['remembered']}" if r["remembered"] else "")
                     for name, r in s.churn["replicas"].items()
                 )
             ]
