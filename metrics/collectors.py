@@ -67,3 +67,31 @@ class WatchCollector(Collector):
             "Scrapes whose reading of the binary's own state failed (logged with the traceback).",
             value=float(self.failures),
         )
+
+
+class RememberedCollector(Collector):
+    """``caldera_remembered_objects{owner,map}``: how many entries each map the binary keeps per object
+    holds now (the cache's pods, PodGroups and nodes; the binder's, the evictor's and the status
+    updater's memory of what they sent), read at scrape time. Each follows the live objects: an entry
+    goes when its object goes, so a count that keeps growing while the cluster does not is a leak."""
+
+    def __init__(self, source: Callable[[], Iterable[tuple[str, str, int]]]) -> None:
+        self.source = source
+
+    def describe(self) -> Iterator[object]:
+        return iter(())
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "caldera_remembered_objects",
+            "Entries of the maps kept per object, by owner and map (they follow the live objects).",
+            labels=["owner", "map"],
+        )
+        try:
+            rows = list(self.source())
+        except Exception:
+            log.exception("reading the remembered objects for /metrics failed")
+            rows = []
+        for owner, name, n in rows:
+            family.add_metric([owner, name], float(n))
+        yield family

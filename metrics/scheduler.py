@@ -28,6 +28,12 @@ BIND_RETRIES = Counter(
 BIND_QUEUE = Gauge("caldera_bind_queue_length", "Placements waiting for a bind worker.")
 GANG_PARTIAL = Counter("caldera_gang_partial_binds_total", "Gangs whose bind partly failed.")
 EVICTIONS = Counter("caldera_evictions_total", "Evictions finished, by result.", ["result"])
+WRITES_WITHHELD = Counter(
+    "caldera_writes_withheld_total",
+    "Writes not sent because this replica could not prove it still holds the leader lease (its renew"
+    " deadline passed), by writer (bind, eviction, status, controller).",
+    ["writer"],
+)
 STATUS_WRITES = Counter(
     "caldera_status_writes_total",
     "Status writes sent to the API server, by kind and result.",

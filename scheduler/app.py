@@ -29,7 +29,7 @@ from caldera.framework.plugin import Registry
 from caldera.framework.result import SessionResult
 from caldera.metrics import devices as device_metrics
 from caldera.metrics import scheduler as m
-from caldera.metrics.collectors import WatchCollector, WatchState
+from caldera.metrics.collectors import RememberedCollector, WatchCollector, WatchState
 from caldera.scheduler.binder import Binder
 from caldera.scheduler.confsource import ConfSource
 from caldera.scheduler.controllers import Controllers
@@ -39,7 +39,7 @@ from caldera.scheduler.http import HttpServer, ListenError, parse_listen_address
 from caldera.scheduler.leader import ElectionConfig, LeaderElector
 from caldera.scheduler.loop import SchedulerLoop
 from caldera.scheduler.memory import CollectorPolicy
-from caldera.scheduler.status import StatusUpdater
+from caldera.scheduler.status import Gone, StatusUpdater
 
 log = logging.getLogger("caldera.scheduler")
 
@@ -144,6 +144,7 @@ class SchedulerApp:
         #: metrics and the debug API's memory of the last cycle (scheduler/debug.py)
         self.observatory = Observatory()
         self.watch_collector = WatchCollector(self._watch_states)
+        self.remembered_collector = RememberedCollector(self._remembered)
 
     # -- readiness ---------------------------------------------------------------------------------
     def synced(self) -> bool:
@@ -157,6 +158,11 @@ class SchedulerApp:
             and self.informers is not None
             and self.informers.fresh()
         )
+
+    def may_write(self) -> bool:
+        """Whether this replica may write to the API: always without leader election, else while
+        the lease is provably held (``LeaderElector.holds``)."""
+        return self.elector is None or self.elector.holds()
 
     def readiness(self) -> tuple[bool, str]:
         if self.informers is None:
@@ -225,6 +231,22 @@ class SchedulerApp:
             )
             for name, r in self.informers.reflectors.items()
         ]
+
+    def _remembered(self) -> list[tuple[str, str, int]]:
+        """Per owner and map, the entries kept per object (``caldera_remembered_objects``)."""
+        counts = self.cache.counts()
+        rows = [
+            ("cache", "pods", counts.tasks),
+            ("cache", "podgroups", counts.jobs),
+            ("cache", "nodes", counts.nodes),
+        ]
+        if self.binder is not None:
+            rows += [("binder", name, n) for name, n in self.binder.remembered()]
+        if self.evictor is not None:
+            rows += [("evictor", name, n) for name, n in self.evictor.remembered()]
+        if self.status is not None:
+            rows += [("status", name, n) for name, n in self.status.remembered()]
+        return rows
 
     # -- the cycle observer ------------------------------------------------------------------------
     def _on_cycle(self, result: SessionResult | None, duration: float, error: BaseException | None) -> None:
@@ -309,6 +331,7 @@ class SchedulerApp:
         )
         for kind, gone in self.status.subscribers().items():
             self.informers.subscribe(kind, gone)  # what it keeps per object goes with the object
+        self.informers.subscribe("pods", Gone(self.binder.pod_gone, self.binder.pods_relisted))
         if self.conf.kind == "configmap":
             self.informers.add("conf", self.conf.reflector_for(client))
         self.loop = SchedulerLoop(
@@ -335,8 +358,9 @@ class SchedulerApp:
             ),
             ui=opts.ui,
         )
-        with contextlib.suppress(ValueError):  # already registered (a second app in one process)
-            REGISTRY.register(self.watch_collector)
+        for collector in (self.watch_collector, self.remembered_collector):
+            with contextlib.suppress(ValueError):  # already registered (a second app in one process)
+                REGISTRY.register(collector)
         background: list[asyncio.Task[Any]] = []
         loop_stop = asyncio.Event()
         code = EXIT_OK
@@ -376,8 +400,11 @@ class SchedulerApp:
                 if not await self.elector.acquire(stop):
                     return EXIT_OK
                 self._leading = True
-                # No bind goes out once the lease may be lost, even while the renewal hangs.
+                # No bind, eviction or status write goes out once the lease may be lost, even while
+                # the renewal hangs (the controllers are given the same gate below).
                 self.binder.may_write = self.elector.holds
+                self.evictor.may_write = self.elector.holds
+                self.status.may_write = self.elector.holds
                 background.append(supervise("lease", functools.partial(self.elector.hold, loop_stop)))
             self.binder.start()
             self.evictor.start()
@@ -393,6 +420,7 @@ class SchedulerApp:
                     update_podgroup_status=False,
                     # The cache's watches feed them: each pod, PodGroup and Queue event decoded once.
                     source=self.informers,
+                    may_write=self.may_write,
                 )
                 background.append(
                     supervise("controllers", functools.partial(self.controllers.run, loop_stop))
@@ -443,8 +471,9 @@ class SchedulerApp:
             await self.evictor.stop()
             await self.informers.stop()
             await self.http.stop()
-            with contextlib.suppress(KeyError):
-                REGISTRY.unregister(self.watch_collector)
+            for collector in (self.watch_collector, self.remembered_collector):
+                with contextlib.suppress(KeyError):
+                    REGISTRY.unregister(collector)
             await client.close()
             self.exit_code = code
             log.info("caldera-scheduler stopped (exit %d)", code)

@@ -69,10 +69,11 @@ from caldera.framework.dra.view import (
     same_devices,
 )
 from caldera.framework.model import TaskInfo
-from caldera.framework.objects import ObjectError, decode
+from caldera.framework.objects import ObjectError, Pod, decode
 from caldera.framework.result import Eviction, Placement
 from caldera.metrics import scheduler as m
 from caldera.plugins.volumes import SELECTED_NODE, claims_to_provision
+from caldera.scheduler.leader import always, not_leader
 
 log = logging.getLogger("caldera.binder")
 
@@ -180,7 +181,7 @@ class Binder:
         self._tasks: list[asyncio.Task[None]] = []
         self._aborting = False
         #: asked before every write (the leader lease still held: ``LeaderElector.holds``)
-        self.may_write: Callable[[], bool] = lambda: True
+        self.may_write: Callable[[], bool] = always
         self.failures: dict[str, BindFailure] = {}
         self.bound_count = 0
         self.failed_count = 0
@@ -193,6 +194,30 @@ class Binder:
         self._written: dict[str, ResourceClaim] = {}
         #: ``POST pods/NAME/binding``: the request's fixed parts, encoded once (made at the first bind)
         self._binding_shape: RequestShape | None = None
+
+    # -- objects that go ---------------------------------------------------------------------------
+    def pod_gone(self, pod: Pod) -> None:
+        """A deleted pod's finished bind is forgotten (nothing can bind it again); one in flight is
+        left to its worker."""
+        uid = pod.metadata.uid
+        if self._bound.pop(uid, None) is not None:
+            self._issued.pop(uid, None)
+
+    def pods_relisted(self, live: list[Pod]) -> None:
+        """After a re-list: the finished binds of pods not in it are forgotten."""
+        present = {p.metadata.uid for p in live}
+        for uid in [u for u in self._bound if u not in present]:
+            del self._bound[uid]
+            self._issued.pop(uid, None)
+
+    def remembered(self) -> list[tuple[str, int]]:
+        """The sizes of the maps kept per pod and gang (``caldera_remembered_objects``)."""
+        return [
+            ("issued", len(self._issued)),
+            ("bound", len(self._bound)),
+            ("gangs", len(self._gangs)),
+            ("failures", len(self.failures)),  # the last 1000, for /debug/state
+        ]
 
     # -- the Binder protocol (called on the loop, never blocks) ------------------------------------
     def bind(self, placements: list[Placement]) -> None:
@@ -721,7 +746,8 @@ class Binder:
         attempt = 0
         while True:
             if not self.may_write():
-                return ApiError(0, "NotLeader", "not written: the leader lease may no longer be held")
+                _withheld.inc()
+                return not_leader()
             try:
                 self.requests += 1
                 if shape is not None:
@@ -851,6 +877,10 @@ def binding_body(namespace: str, name: str, uid: str, node: str) -> bytes:
     """The body of ``POST pods/NAME/binding``: a v1 Binding of the pod (its uid a precondition) to
     ``node``."""
     return _binding_encoder.encode(_Binding(_BindingMeta(name, namespace, uid), _Target(node)))
+
+
+#: ``caldera_writes_withheld_total{writer="bind"}``: writes the lease gate kept back
+_withheld = m.WRITES_WITHHELD.labels("bind")
 
 
 @functools.cache

@@ -5,7 +5,14 @@ A 429 from the eviction subresource is the API server saying a PodDisruptionBudg
 disruption now: it is retried (honouring Retry-After) for up to ``budget_wait`` seconds, never
 answered with a delete (that would bypass the budget). When the budget still refuses, the eviction
 is given up and ``on_abandoned`` lets the cache take the pod back as running, so the next cycles
-see its resources held (and the pdb plugin will not pick it while the budget is spent)."""
+see its resources held (and the pdb plugin will not pick it while the budget is spent).
+
+Before each request the evictor asks ``may_write`` (the leader lease still held:
+``LeaderElector.holds``); when it says no, the eviction is not sent, it is given up the same way (the
+cache takes the pod back as running) and counted in ``caldera_writes_withheld_total{writer="eviction"}``.
+A replica that cannot prove it leads must not take pods away: another may lead by then.
+
+What each finished eviction came to (``done``) is kept for the last ``DONE_KEPT`` evictions only."""
 
 from __future__ import annotations
 
@@ -18,8 +25,14 @@ from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.framework.result import Eviction
 from caldera.metrics import scheduler as m
+from caldera.scheduler.leader import always
 
 log = logging.getLogger("caldera.evictor")
+
+#: how many finished evictions' outcomes ``Evictor.done`` keeps (the oldest are forgotten first)
+DONE_KEPT = 1000
+#: the outcome of an eviction the lease gate kept back
+WITHHELD = "withheld: the leader lease may no longer be held"
 
 
 class Evictor:
@@ -31,12 +44,15 @@ class Evictor:
         max_attempts: int = 6,
         budget_wait: float = 60.0,
         on_abandoned: Callable[[str], object] | None = None,
+        may_write: Callable[[], bool] = always,
     ) -> None:
         self.client = client
         self.workers = workers
         self.max_attempts = max_attempts
         self.budget_wait = budget_wait
         self.on_abandoned = on_abandoned
+        #: asked before every request (the leader lease still held: ``LeaderElector.holds``)
+        self.may_write = may_write
         self._queue: asyncio.Queue[Eviction] = asyncio.Queue()
         self._issued: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -48,6 +64,10 @@ class Evictor:
                 continue
             self._issued.add(eviction.task.uid)
             self._queue.put_nowait(eviction)
+
+    def remembered(self) -> list[tuple[str, int]]:
+        """The sizes of the maps kept per pod (``caldera_remembered_objects``)."""
+        return [("issued", len(self._issued)), ("done", len(self.done))]
 
     def start(self) -> None:
         for i in range(self.workers):
@@ -76,6 +96,8 @@ class Evictor:
                 log.exception("eviction of %s crashed", eviction.task.key)
                 outcome = f"error: {exc}"
             self.done[eviction.task.uid] = outcome
+            if len(self.done) > DONE_KEPT:
+                del self.done[next(iter(self.done))]
             self._issued.discard(eviction.task.uid)
             m.EVICTIONS.labels(outcome.split(":")[0]).inc()
             self._queue.task_done()
@@ -94,6 +116,11 @@ class Evictor:
         budget_since: float | None = None
         while attempt < self.max_attempts:
             attempt += 1
+            if not self.may_write():
+                m.WRITES_WITHHELD.labels("eviction").inc()
+                log.warning("eviction of %s not sent: %s", task.key, WITHHELD)
+                self._abandon(task.uid)
+                return WITHHELD
             try:
                 if use_delete:
                     await self.client.request(

@@ -10,7 +10,8 @@ The renew deadline counts from when the last successful renewal was *sent* (the 
 renewTime after that, and others count their lease duration from when they saw it), and it is kept
 on the elector, not in the renewing worker: a worker that crashes and is restarted does not start
 the deadline again. :meth:`LeaderElector.holds` is what the cycles and the binder ask before each
-cycle and each bind: it turns false at the deadline by the clock alone, even while a renewal hangs
+cycle and each bind, the evictor before each eviction, the status updater before each status write
+or Event, and the PodGroup and Queue controllers before each write: it turns false at the deadline by the clock alone, even while a renewal hangs
 on an API that stopped answering, so this replica stops writing before the lease (renew deadline
 < lease duration) could pass to another.
 """
@@ -33,6 +34,20 @@ from caldera.cache.client import ApiClient, ApiError
 from caldera.metrics import scheduler as m
 
 log = logging.getLogger("caldera.leader")
+
+#: the reason of the error a writer answers itself with when :meth:`LeaderElector.holds` says no
+NOT_LEADER = "NotLeader"
+
+
+def always() -> bool:
+    """The write gate of a replica without leader election: it may always write."""
+    return True
+
+
+def not_leader() -> ApiError:
+    """The error a write is answered with, without being sent, when the lease may no longer be held
+    (code 0: no server answered it)."""
+    return ApiError(0, NOT_LEADER, "not written: the leader lease may no longer be held")
 
 
 class LeaseSpec(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):

@@ -10,6 +10,11 @@ What is remembered per pod or PodGroup (the last wish sent, the last event, the 
 look) is forgotten when the object goes: the updater subscribes to the cache's pod and PodGroup
 watches (``subscribers``), so its memory follows the live objects even when a write it sent is never
 seen back (the object deleted first).
+
+Before each write the updater asks ``may_write`` (the leader lease still held:
+``LeaderElector.holds``). When it says no, nothing is sent: the write stays pending (an Event stays
+due) and is counted in ``caldera_writes_withheld_total{writer="status"}``; it goes out once the gate
+opens again, or is dropped with the process when the lease is lost.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from caldera.framework.result import Placement, SessionResult
 from caldera.metrics import scheduler as m
 from caldera.scheduler.events import EventRecorder
 from caldera.scheduler.explain import one_line
+from caldera.scheduler.leader import always
 from caldera.scheduler.problems import (
     PODGROUP_GRACE,
     missing_podgroup_reason,
@@ -136,8 +142,11 @@ class StatusUpdater:
         clock: Callable[[], float] = time.monotonic,
         missing_podgroup_grace: float = PODGROUP_GRACE,
         controllers: bool = True,
+        may_write: Callable[[], bool] = always,
     ) -> None:
         self.client = client
+        #: asked before every write (the leader lease still held: ``LeaderElector.holds``)
+        self.may_write = may_write
         self.cache = cache
         self.component = component
         self.per_pod_events = per_pod_events
@@ -174,6 +183,8 @@ class StatusUpdater:
         self._task: asyncio.Task[None] | None = None
         self.writes = 0
         self.skipped = 0
+        #: writes kept back because the lease may no longer be held
+        self.withheld = 0
 
     # -- what a cycle wants ------------------------------------------------------------------------
     def observe(self, result: SessionResult | None) -> None:
@@ -545,6 +556,10 @@ class StatusUpdater:
         self._problems_due = due
 
     def pod_unschedulable(self, task: TaskInfo, message: str) -> None:
+        if self.cache.task(task.uid) is None:
+            # Deleted since the cycle's snapshot: its deletion already went by (``pod_gone``), and
+            # what were remembered of it now would stay until the next re-list.
+            return
         cond: Cond = ("PodScheduled", "False", UNSCHEDULABLE, message)
         for c in task.pod.status.conditions:
             if c.type == "PodScheduled" and (c.type, c.status, c.reason, c.message) == cond:
@@ -630,6 +645,8 @@ class StatusUpdater:
     def event_for_pod(
         self, task: TaskInfo, etype: str, reason: str, message: str, force: bool = False
     ) -> None:
+        if self.cache.task(task.uid) is None:
+            return  # deleted since the cycle's snapshot (see ``pod_unschedulable``)
         ref = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -660,13 +677,27 @@ class StatusUpdater:
         self.events.record(ref, etype, reason, message)
         self._dirty.set()
 
+    def remembered(self) -> list[tuple[str, int]]:
+        """The sizes of the maps kept per pod, PodGroup and involved object
+        (``caldera_remembered_objects``)."""
+        return [
+            ("pod_conditions", len(self._sent_pod)),
+            ("podgroup_status", len(self._sent_pg)),
+            ("native_podgroup_status", len(self._sent_native)),
+            ("observed", len(self._observed)),
+            ("podgroups", len(self._podgroups)),
+            ("event_objects", len(self._sent_events)),
+            ("event_series", len(self.events)),
+            ("pending", self.pending),
+        ]
+
     # -- objects that go ---------------------------------------------------------------------------
     def subscribers(self) -> dict[str, Handler[Any]]:
         """Watch handlers (``Informers.subscribe``) through which the updater forgets what it keeps
         about a pod or PodGroup once it is deleted, or absent from a re-list."""
         return {
-            "pods": _Gone(self.pod_gone, self._pod_keys),
-            "podgroups": _Gone(self.podgroup_gone, self._podgroup_keys),
+            "pods": Gone(self.pod_gone, self._pod_keys),
+            "podgroups": Gone(self.podgroup_gone, self._podgroup_keys),
         }
 
     def pod_gone(self, pod: Pod) -> None:
@@ -769,6 +800,9 @@ class StatusUpdater:
         await asyncio.gather(*(one(w) for w in writes))
 
     async def _send(self, w: _Write) -> None:
+        if not self.may_write():
+            self._withhold(w)
+            return
         self.writes += 1
         try:
             if w.kind in ("podgroup", "native-podgroup"):
@@ -822,13 +856,23 @@ class StatusUpdater:
             elif w.kind == "native-podgroup":
                 self._sent_native.pop(native_job_key(w.namespace, w.name), None)
 
+    def _withhold(self, w: _Write) -> None:
+        """Keep a write back, unsent, while the lease may no longer be held: pending again (unless a
+        newer wish replaced it), an Event due again."""
+        m.WRITES_WITHHELD.labels("status").inc()
+        self.withheld += 1
+        if w.kind == "event":
+            self.events.written(w.signature, False, retry=True)
+            return
+        self._pending.setdefault((w.kind, w.namespace, w.name), w)
+
 
 def event_object(kind: str, namespace: str, name: str, uid: str) -> str:
     """The key of an Event's involved object (as the recorder keys its series)."""
     return f"{kind}/{namespace}/{name}/{uid}"
 
 
-class _Gone:
+class Gone:
     """A watch subscriber that only tells which objects went: deleted, or absent from a re-list."""
 
     def __init__(self, gone: Callable[[Any], None], relisted: Callable[[list[Any]], None]) -> None:

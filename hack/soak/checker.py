@@ -47,6 +47,13 @@ from caldera.hack.workload.manifests import WORKLOAD_LABEL
 TERMINAL = ("Succeeded", "Failed")
 
 
+def holding_node(pod: dict[str, Any] | None) -> str:
+    """The node whose resources ``pod`` holds: bound there and not finished ("" for none)."""
+    if pod is None or (pod.get("status") or {}).get("phase") in TERMINAL:
+        return ""
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
 def key_of(obj: dict[str, Any]) -> str:
     meta = obj["metadata"]
     return f"{meta.get('namespace', '')}/{meta['name']}"
@@ -207,6 +214,8 @@ class Checker:
         self.checks = 0
         self.series = Series()
         self.bound_by_window = 0
+        #: node -> when a pod last came to hold or stopped holding its resources there (monotonic)
+        self.node_changed: dict[str, float] = {}
 
     # -- bookkeeping from the pod watch ----------------------------------------------------------------
     def now(self) -> float:
@@ -236,6 +245,12 @@ class Checker:
         return (pod.get("spec") or {}).get("schedulerName", "default-scheduler") in self.config.schedulers
 
     def _on_pod(self, key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        was, now_on = holding_node(old), holding_node(new)
+        if was != now_on:
+            at = time.monotonic()
+            for node in (was, now_on):
+                if node:
+                    self.node_changed[node] = at
         if new is None:
             if old is not None and key in self.foreign:
                 self.violate("foreign", key, "a pod of another scheduler was deleted")

@@ -5,7 +5,8 @@
 Processes: the simulated cluster (`hack.soak.simproc`, faults switchable at run time), two
 `caldera-scheduler` replicas with leader election, and this driver, which runs the workload generators
 (`hack.workload`), injects faults (watch drops and resets, 429 and 500 storms, history compaction, a graceful
-scheduler restart, a leader failover by SIGKILL), and checks the invariants of `hack.soak.checker` every
+scheduler restart, a leader failover by SIGKILL, the token rotated, a watch handler fault, the Lease endpoint
+stalled past the renew deadline, pods churned through), and checks the invariants of `hack.soak.checker` every
 second from the API's view. It scrapes each replica's /metrics and reads its CPU and memory from /proc.
 At the end: faults off, the backlog drains, probe pods are bound while the bind counters are compared with
 the bindings seen, and memory growth is judged. It prints a summary, writes `report.html` and PNG charts
@@ -56,6 +57,19 @@ def register(subparsers: Any) -> None:
         help="Dynamic Resource Allocation: 4 more nodes whose driver publishes 8 GPUs each (ResourceSlices),"
         " gangs claiming them (the `dra` generator joins the mix), and the DRA invariants checked",
     )
+    p.add_argument(
+        "--churn-pods",
+        type=int,
+        default=2000,
+        help="pods created and deleted through the load by the churn fault (e.g. 100000)",
+    )
+    p.add_argument(
+        "--lease-stall",
+        type=float,
+        default=1.0,
+        help="seconds the leader is kept from renewing past its renew deadline by the lease-stall fault "
+        "(the Lease endpoint is silent for the renew deadline plus this)",
+    )
     p.add_argument("--workdir", help="keep the processes' logs here")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=run)
@@ -74,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         dra=args.dra,
         verbose=args.verbose,
         native_gang=args.native_gang,
+        churn_pods=args.churn_pods,
+        lease_stall=args.lease_stall,
     )
     if args.workdir:
         Path(args.workdir).mkdir(parents=True, exist_ok=True)

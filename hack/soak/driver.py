@@ -14,13 +14,15 @@ import aiohttp
 import yaml
 
 from caldera.config.duration import parse_duration
+from caldera.hack.soak.accounting import check_accounting
 from caldera.hack.soak.checker import Checker, CheckerConfig, FaultWindow, binds_bound
+from caldera.hack.soak.churn import Churn, judge_churn
 from caldera.hack.soak.cluster import SOAK_CONF, cluster_file, create_foreign_pods, dra_node_names
 from caldera.hack.soak.faults import FaultInjector
 from caldera.hack.soak.hardening import Credentials
 from caldera.hack.soak.metric_checks import MetricChecks
 from caldera.hack.soak.options import Options
-from caldera.hack.soak.procs import SimProcess
+from caldera.hack.soak.procs import SimProcess, rss_bytes
 from caldera.hack.soak.report import Summary, text, write
 from caldera.hack.soak.sampler import Sampler
 from caldera.hack.soak.scrape import Metrics, scrape
@@ -67,6 +69,7 @@ class Soak:
             bookmark_interval=5.0,
             seed=opts.seed,
             native_gang=opts.native_gang > 0,
+            write_log=str(self.workdir / "writes.jsonl"),
         )
         stop = asyncio.Event()
         self.timeline.t0 = t0 = time.monotonic()
@@ -103,6 +106,8 @@ class Soak:
             )
             injector.credentials = credentials
             injector.fault_dir = fault_dir
+            injector.write_log = self.workdir / "writes.jsonl"
+            injector.lease_stall = opts.lease_stall
             self.summary.faults = injector.faults
             await api.create(
                 "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
@@ -137,9 +142,17 @@ class Soak:
             )
             faults = asyncio.create_task(injector.run(api, stop))
             load = asyncio.create_task(executor.run(t0=t0 + 1.0, janitor_stop=stop))
+            churn = (
+                Churn(api, opts.churn_pods, load_seconds - 2.0, seed=opts.seed)
+                if "churn" in opts.faults
+                else None
+            )
+            churning = asyncio.create_task(self.churn(api, churn, stop)) if churn is not None else None
             try:
                 await load
                 await faults
+                if churning is not None:
+                    await churning
                 sim.command("clear")
                 self.timeline.log("load finished; draining")
                 remaining = self.duration - self.timeline.now()
@@ -151,6 +164,9 @@ class Soak:
                 await injector.check_no_auth_storm()
                 checker.check()
                 sampler.judge_memory(self.summary)
+                await self.final_accounting(api)
+                if churn is not None:
+                    await self.judge_churn(api, churn)
             finally:
                 stop.set()
                 with contextlib.suppress(Exception):
@@ -189,7 +205,98 @@ class Soak:
             s.dra_pods_checked = len(checker.dra_checked)
             s.relists = checker.pods.relists + checker.nodes.relists + checker.groups.relists
             s.driver_retries = api.retries + checker_api.retries
+            s.accounting = injector.accounting
         return self.summary
+
+    # -- churn ---------------------------------------------------------------------------------------
+    async def churn(self, api: Api, churn: Churn, stop: asyncio.Event) -> None:
+        """Run the churn; half-way, note each replica's RSS (the reference its end is judged against)
+        and whether it leads (a standby that became the leader since is not comparable)."""
+        assert self.supervisor is not None
+        run = asyncio.create_task(churn.run(stop))
+        await churn.halfway.wait()
+        leader = await self.supervisor.safe_leader(api)
+        for p in self.supervisor.live():
+            rss = rss_bytes(p.sched.pid)
+            if rss:
+                churn.stats.replicas[p.sched.name] = {
+                    "pid": p.sched.pid,
+                    "rss_halfway": rss,
+                    "led_halfway": leader is p,
+                }
+        self.timeline.log(
+            f"churn half-way: {churn.stats.created} pods created, {churn.stats.deleted} deleted"
+        )
+        await run
+        self.timeline.log(
+            f"churn done: {churn.stats.created} created, {churn.stats.deleted} deleted, "
+            f"{churn.stats.errors} errors in {churn.stats.seconds}s"
+        )
+
+    async def judge_churn(self, api: Api, churn: Churn) -> None:
+        """At the quiet end: each replica that lived through the churn, its RSS and remembered maps."""
+        assert self.supervisor is not None and self.checker is not None
+        c = self.checker
+        alive = {p.sched.name: p for p in self.supervisor.live()}
+        leader = await self.supervisor.safe_leader(api)
+        for name, p in alive.items():  # started since half-way: its maps are judged, not its RSS
+            churn.stats.replicas.setdefault(
+                name, {"pid": p.sched.pid, "note": "RSS not judged: started after half-way"}
+            )
+        async with aiohttp.ClientSession() as http:
+            for name, r in churn.stats.replicas.items():
+                p = alive.get(name)
+                if p is None or p.sched.pid != r["pid"]:
+                    r["note"] = "exited before the end"
+                    continue
+                r["rss_end"] = rss_bytes(p.sched.pid)
+                if "led_halfway" in r and r["led_halfway"] != (leader is p):
+                    r["note"] = (
+                        "RSS not judged: it " + ("lost" if r["led_halfway"] else "took") + " the lease since"
+                    )
+                m = await scrape(http, p.sched.base)
+                if m is not None:
+                    r["remembered"] = {
+                        (lab["owner"], lab["map"]): v for lab, v in m.get("caldera_remembered_objects", [])
+                    }
+        live = {
+            "pods": len(c.pods.objects),
+            "podgroups": len(c.groups.objects),
+            "queues": len(c.queues.objects),
+        }
+        judge_churn(c, churn.stats, live)
+        self.summary.churn = {
+            "pods": churn.stats.created,
+            "deleted": churn.stats.deleted,
+            "errors": churn.stats.errors,
+            "seconds": churn.stats.seconds,
+            "live_at_end": live,
+            "replicas": {
+                name: {
+                    "rss_halfway_mib": round((r.get("rss_halfway") or 0) / 2**20, 1),
+                    "rss_end_mib": round((r.get("rss_end") or 0) / 2**20, 1),
+                    "remembered": {"/".join(k): v for k, v in (r.get("remembered") or {}).items() if v},
+                    **({"note": r["note"]} if "note" in r else {}),
+                }
+                for name, r in churn.stats.replicas.items()
+            },
+        }
+
+    async def final_accounting(self, api: Api) -> None:
+        """Node accounting once more at the quiet end: every node must be equal to the API's."""
+        assert self.supervisor is not None and self.checker is not None
+        leader = await self.supervisor.safe_leader(api)
+        if leader is None:
+            self.timeline.log("final node accounting: no leader")
+            return
+        async with aiohttp.ClientSession() as http:
+            result = await check_accounting(self.checker, http, leader.sched.base, "the end")
+        self.timeline.log(f"at the end: {result.describe()}")
+        self.summary.accounting_end = {
+            "compared": result.compared,
+            "equal": result.equal,
+            "not_compared": result.not_compared,
+        }
 
     # -- the end: drain and probe --------------------------------------------------------------------
     async def settle(self, seconds: float, timeout: float) -> None:

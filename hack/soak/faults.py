@@ -1,7 +1,9 @@
 """Faults injected into a soak at run time: watch drops and resets, 429 and 500 storms, history compaction, a
 graceful scheduler restart and a leader failover by SIGKILL, the scheduler's token rotated with the old one
-revoked, and a watch handler that fails on a node event (hack/soak/hardening.py), spread over the loaded part
-of the run."""
+revoked, a watch handler that fails on a node event (hack/soak/hardening.py), and the Lease endpoint stalled
+past the leader's renew deadline (hack/soak/leadership.py), spread over the loaded part of the run; and pods
+churned through the whole load (``churn``, hack/soak/churn.py). After each fault the leader's node
+accounting is compared with the API's (hack/soak/accounting.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from caldera.hack.soak.accounting import check_accounting
 from caldera.hack.soak.checker import Checker
 from caldera.hack.soak.hardening import Credentials, arm, node_unschedulable, trigger_path
-from caldera.hack.soak.procs import SimProcess
+from caldera.hack.soak.leadership import judge_stall, read_log
+from caldera.hack.soak.procs import LEASE_DURATION, RENEW_DEADLINE, SimProcess
 from caldera.hack.soak.scrape import scrape, value
 from caldera.hack.soak.timeline import Timeline
 from caldera.hack.workload.client import Api
@@ -33,7 +37,11 @@ FAULT_KINDS = (
     "drop-abort",
     "rotate-token",
     "watch-fault",
+    "lease-stall",
+    "churn",
 )
+#: kinds that last the whole load rather than happen at one time in the schedule
+THROUGHOUT = ("churn",)
 #: the watch handler fault cordons the first node whose name starts so (hack/soak/cluster.py)
 FAULT_NODE_PREFIX = "cpu-ib0-"
 #: how long a rotation may take to settle (each replica's next request answered 401, then retried)
@@ -79,10 +87,18 @@ class FaultInjector:
         self.fault_dir: Path | None = None
         #: per replica pid, its 401 count once the last rotation settled (no storm: it stays so)
         self.auth_settled: dict[int, float] = {}
+        #: where the simulator logs the replicas' writes (lease-stall), and how long past the renew
+        #: deadline the Lease endpoint stays silent
+        self.write_log: Path | None = None
+        self.lease_stall = 1.0
+        #: the node accounting checks running after faults (awaited at the end of ``run``), and what
+        #: each found
+        self._accounting: list[asyncio.Task[None]] = []
+        self.accounting: list[dict[str, Any]] = []
 
     def schedule(self) -> list[tuple[float, str]]:
         """The faults evenly spread from 12% of the run to the end of the load less one storm."""
-        kinds = [k for k in self.kinds if k]
+        kinds = [k for k in self.kinds if k and k not in THROUGHOUT]
         if not kinds:
             return []
         lo, hi = 0.12 * self.duration, self.load_fraction * self.duration - self.storm_seconds
@@ -92,7 +108,10 @@ class FaultInjector:
     async def run(self, api: Api, stop: asyncio.Event) -> None:
         """Inject each fault at its time in the schedule (until `stop`)."""
         async with aiohttp.ClientSession() as http:
-            await self._run(api, stop, http)
+            try:
+                await self._run(api, stop, http)
+            finally:
+                await asyncio.gather(*self._accounting, return_exceptions=True)
 
     async def _run(self, api: Api, stop: asyncio.Event, http: aiohttp.ClientSession) -> None:
         storm = self.storm_seconds
@@ -156,13 +175,77 @@ class FaultInjector:
                 window = self.checker.add_fault(kind, start, start + storm + 2.0)
                 detail = await self._watch_fault(api, http, stop, storm)
                 end = window.end = self.timeline.now()
-            if kind not in ("429-storm", "500-storm", "restart", "failover", "rotate-token", "watch-fault"):
+            elif kind == "lease-stall" and self.write_log is not None:
+                seconds = RENEW_DEADLINE + self.lease_stall
+                # The leader gives the lease up; a standby takes it once the endpoint answers again.
+                window = self.checker.add_fault(kind, start, start + seconds + LEASE_DURATION + 2.0)
+                detail = await self._lease_stall(stop, seconds)
+                end = self.timeline.now()
+            if kind not in (
+                "429-storm",
+                "500-storm",
+                "restart",
+                "failover",
+                "rotate-token",
+                "watch-fault",
+                "lease-stall",
+            ):
                 self.checker.add_fault(kind, start, end)
+            self._accounting.append(asyncio.create_task(self._check_accounting(api, http, kind, stop)))
             self.faults.append(
                 {"kind": kind, "start": round(start, 1), "end": round(end, 1), "detail": detail}
             )
             self.marks.append((start, kind))
             self.timeline.log(f"fault {kind} {detail}".rstrip())
+
+    async def _lease_stall(self, stop: asyncio.Event, seconds: float) -> str:
+        """Hold the Lease endpoint silent for ``seconds``; then judge the writes the simulator saw."""
+        assert self.write_log is not None
+        self.sim.command("lease_stall", seconds=seconds)
+        # Until the stall is over and a replica has had time to write the Lease again (and the
+        # simulator to flush its log).
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), seconds + LEASE_DURATION + 1.0)
+        records = read_log(self.write_log)
+        stalls = [r for r in records if "stall" in r]
+        if not stalls:
+            self.checker.violate("lease-stall", "simulator", "the stall was not injected (no record of it)")
+            return "not injected"
+        verdict = judge_stall(records, stalls[-1]["t"], RENEW_DEADLINE, stalls[-1]["t"] + seconds)
+        if verdict.offending:
+            first = verdict.offending[0]
+            self.checker.violate(
+                "lease",
+                f"stall at {stalls[-1]['t']:.1f}",
+                f"{len(verdict.offending)} writes arrived after the renew deadline of the last renewal "
+                f"+ {RENEW_DEADLINE:g}s, before the Lease was written again (no replica could prove it "
+                f"leads), the first {first['m']} {first['p']} {first['t'] - (verdict.renewed or 0):.2f}s "
+                "after that renewal",
+            )
+        return f"Lease silent {seconds:g}s; " + verdict.describe(RENEW_DEADLINE)
+
+    async def _check_accounting(
+        self, api: Api, http: aiohttp.ClientSession, kind: str, stop: asyncio.Event
+    ) -> None:
+        """The leader's node accounting against the API's, once a leader answers after the fault."""
+        for _ in range(40):
+            leader = await self.supervisor.safe_leader(api)
+            if leader is not None or stop.is_set():
+                break
+            await asyncio.sleep(0.5)
+        if leader is None:
+            self.timeline.log(f"node accounting after {kind}: no leader to compare")
+            return
+        result = await check_accounting(self.checker, http, leader.sched.base, kind)
+        self.timeline.log(f"after {kind}: {result.describe()}")
+        self.accounting.append(
+            {
+                "after": kind,
+                "compared": result.compared,
+                "equal": result.equal,
+                "not_compared": result.not_compared,
+            }
+        )
 
     async def _auth_failures(self, http: aiohttp.ClientSession) -> dict[int, float]:
         counts: dict[int, float] = {}

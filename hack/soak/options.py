@@ -28,3 +28,7 @@ class Options:
     dra: bool = False  # DRA nodes (ResourceSlices of GPUs) and the `dra` generator's gangs, checked
     dra_nodes: int = 4
     verbose: bool = False
+    #: pods created and deleted through the load (the ``churn`` fault)
+    churn_pods: int = 2000
+    #: seconds the leader is kept from renewing past its renew deadline (the ``lease-stall`` fault)
+    lease_stall: float = 1.0

@@ -22,6 +22,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: the replicas' leader election (seconds): a lease renewed every RETRY_PERIOD, given up at
+#: RENEW_DEADLINE without a renewal, taken over by another LEASE_DURATION after its last renewal
+LEASE_DURATION = 4.0
+RENEW_DEADLINE = 3.0
+RETRY_PERIOD = 0.5
+
 
 def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -153,11 +159,11 @@ class SchedulerProcess:
                 "--leader-elect-resource-namespace",
                 "kube-system",
                 "--leader-elect-lease-duration",
-                "4s",
+                f"{LEASE_DURATION:g}s",
                 "--leader-elect-renew-deadline",
-                "3s",
+                f"{RENEW_DEADLINE:g}s",
                 "--leader-elect-retry-period",
-                "500ms",
+                f"{RETRY_PERIOD * 1000:g}ms",
             ]
         args += extra or []
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL

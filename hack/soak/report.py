@@ -37,6 +37,11 @@ class Summary:
     driver_retries: int = 0
     dra_pods_checked: int = 0  # bound pods seen with every ResourceClaim allocated and reserved (--dra)
     report: dict[str, str] = field(default_factory=dict)
+    #: node accounting compared with the API after each fault, and at the end
+    accounting: list[dict[str, Any]] = field(default_factory=list)
+    accounting_end: dict[str, Any] = field(default_factory=dict)
+    #: the churn's figures (pods, seconds, per replica RSS and remembered maps)
+    churn: dict[str, Any] = field(default_factory=dict)
 
 
 def text(opts: Options, s: Summary) -> str:
@@ -65,6 +70,27 @@ def text(opts: Options, s: Summary) -> str:
                 f"{m['replica']} {m['warm_mib']}->{m['late_mib']} MiB over {m['life_s']}s" for m in s.memory
             )
             or "too short to judge"
+        ),
+        "  node accounting after faults: "
+        + (", ".join(f"{a['after']} {a['equal']}/{a['compared']}" for a in s.accounting) or "not compared")
+        + (
+            f"; at the end {s.accounting_end['equal']}/{s.accounting_end['compared']}"
+            f" ({s.accounting_end['not_compared']} not compared)"
+            if s.accounting_end
+            else ""
+        ),
+        *(
+            [
+                f"  churn: {s.churn['pods']} pods created, {s.churn['deleted']} deleted in {s.churn['seconds']}s; "
+                + "; ".join(
+                    f"{name} "
+                    + (r["note"] if "note" in r else f"RSS {r['rss_halfway_mib']}->{r['rss_end_mib']} MiB")
+                    + (f", remembered {r['remembered']}" if r["remembered"] else "")
+                    for name, r in s.churn["replicas"].items()
+                )
+            ]
+            if s.churn
+            else []
         ),
         f"  metrics checked: {', '.join(s.metrics_checked) or 'none'}",
         f"  metrics skipped: {', '.join(s.metrics_skipped) or 'none'}",

@@ -6,6 +6,10 @@
     {"op": "drop_watches", "abort": false}          close every open watch
     {"op": "grant_token", "token": "..."}           a further bearer token that authenticates as the admin
     {"op": "revoke_token", "token": "..."}          that token answered 401 from now on
+    {"op": "lease_stall", "seconds": 4}             Lease requests held unanswered that long
+
+With ``write_log`` (a path) in the configuration, the replicas' writes are logged there
+(hack/soak/leadership.py).
 
 `caldera-sim serve` only takes faults at start; the soak needs storms that begin and end.
 """
@@ -21,11 +25,12 @@ import sys
 from typing import Any
 
 from caldera.hack.sim import SimCluster
+from caldera.hack.soak.leadership import WriteLog
 
 log = logging.getLogger("caldera.soak.sim")
 
 
-def apply(sim: SimCluster, command: dict[str, Any]) -> None:
+def apply(sim: SimCluster, command: dict[str, Any], writes: WriteLog | None = None) -> None:
     op = command.pop("op", "")
     if op == "faults":
         sim.set_faults(**command)
@@ -39,12 +44,18 @@ def apply(sim: SimCluster, command: dict[str, Any]) -> None:
         sim.server.authz.grant_admin(str(command["token"]))
     elif op == "revoke_token":
         sim.server.authz.revoke(str(command["token"]))
+    elif op == "lease_stall" and writes is not None:
+        writes.stall(float(command["seconds"]))
     else:
         log.warning("unknown command %r", op)
 
 
 async def main(config: dict[str, Any]) -> None:
+    write_log = config.pop("write_log", None)
     sim = SimCluster(**config)
+    writes = WriteLog(write_log, sim.token) if write_log else None
+    if writes is not None:
+        sim.server.request_hooks.append(writes.hook)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -59,7 +70,7 @@ async def main(config: dict[str, Any]) -> None:
                 stop.set()
                 return
             try:
-                apply(sim, json.loads(line))
+                apply(sim, json.loads(line), writes)
             except Exception:
                 log.exception("bad command %r", line)
 
@@ -68,12 +79,19 @@ async def main(config: dict[str, Any]) -> None:
             await asyncio.sleep(60)
             gc.collect()
 
+    async def flush() -> None:
+        while writes is not None:
+            await asyncio.sleep(0.5)
+            writes.flush()
+
     async with sim:
         print(f"caldera-sim: serving {sim.url}", flush=True)
-        tasks = [asyncio.create_task(control()), asyncio.create_task(collect())]
+        tasks = [asyncio.create_task(f()) for f in (control, collect, flush)]
         await stop.wait()
         for t in tasks:
             t.cancel()
+        if writes is not None:
+            writes.close()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
@@ -24,6 +24,7 @@ from caldera.cache.watch import Handler, Reflector
 from caldera.scheduler.controllers.podgroup import PodGroupController
 from caldera.scheduler.controllers.queue import QueueController
 from caldera.scheduler.controllers.state import ControllerState, PgKey, Pod, PodGroup, Queue, WorkQueue
+from caldera.scheduler.leader import always
 
 log = logging.getLogger("caldera.controllers")
 
@@ -54,6 +55,7 @@ class Controllers:
         queue_drain_finalizer: bool = True,
         update_podgroup_status: bool = True,
         source: Informers | None = None,
+        may_write: Callable[[], bool] = always,
     ) -> None:
         self.client = client
         self.source = source
@@ -69,8 +71,12 @@ class Controllers:
             self._queue_changed,
             reads_phase=update_podgroup_status,
         )
-        self.podgroups = PodGroupController(client, self.state, update_status=update_podgroup_status)
-        self.queues = QueueController(client, self.state, drain_finalizer=queue_drain_finalizer)
+        self.podgroups = PodGroupController(
+            client, self.state, update_status=update_podgroup_status, may_write=may_write
+        )
+        self.queues = QueueController(
+            client, self.state, drain_finalizer=queue_drain_finalizer, may_write=may_write
+        )
         params: dict[str, str] = {}
         if len(self.scheduler_names) == 1:
             # Only our pods: the watch costs the API server (and us) nothing for everyone else's.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import msgspec
 
@@ -30,6 +31,7 @@ from caldera.scheduler.controllers.state import (
     generated_group_name,
     is_managed,
 )
+from caldera.scheduler.leader import always
 
 log = logging.getLogger("caldera.controllers.podgroup")
 
@@ -127,13 +129,14 @@ class PodGroupController:
         request_concurrency: int = 8,
         timeout: float = 10.0,
         update_status: bool = True,
+        may_write: Callable[[], bool] = always,
     ) -> None:
         self.client = client
         #: Off when the scheduler's own status updater writes the same fields (the binary): one writer.
         self.update_status = update_status
         self.state = state
         self.timeout = timeout
-        self._call = BoundedCalls(client, request_concurrency, timeout)
+        self._call = BoundedCalls(client, request_concurrency, timeout, may_write)
         self.stats = PodGroupStats()
 
     async def reconcile(self, key: PgKey) -> float | None:

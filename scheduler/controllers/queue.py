@@ -9,12 +9,14 @@ until its last PodGroup is gone; only then does the controller release its final
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import msgspec
 
 from caldera.cache.client import ApiClient, ApiError
 from caldera.scheduler.controllers.api import BoundedCalls
 from caldera.scheduler.controllers.state import QUEUE_FINALIZER, ControllerState, Queue
+from caldera.scheduler.leader import always
 
 log = logging.getLogger("caldera.controllers.queue")
 
@@ -55,12 +57,13 @@ class QueueController:
         request_concurrency: int = 4,
         timeout: float = 10.0,
         drain_finalizer: bool = True,
+        may_write: Callable[[], bool] = always,
     ) -> None:
         self.client = client
         self.state = state
         self.timeout = timeout
         self.drain_finalizer = drain_finalizer
-        self._call = BoundedCalls(client, request_concurrency, timeout)
+        self._call = BoundedCalls(client, request_concurrency, timeout, may_write)
         self.stats = QueueStats()
 
     async def ensure_default(self) -> None:

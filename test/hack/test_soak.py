@@ -16,6 +16,8 @@ import pytest
 from caldera.hack.sim import SimCluster
 from caldera.hack.soak import FAULT_KINDS, Options, run_soak
 from caldera.hack.soak.checker import Checker, CheckerConfig
+from caldera.hack.soak.faults import THROUGHOUT
+from caldera.hack.soak.leadership import judge_stall
 from caldera.hack.workload.client import Api, podgroups_path, pods_path
 from caldera.hack.workload.generators import DRA_CLASS as GPU
 from caldera.hack.workload.manifests import (
@@ -200,8 +202,13 @@ def test_ci_soak_two_minutes_every_fault(tmp_path: Path) -> None:
     opts = Options(minutes=2.0, seed=1, faults=FAULT_KINDS, report_dir=str(tmp_path / "report"))
     summary, text = run_soak(opts, str(tmp_path))
     print(text)
-    assert [f["kind"] for f in summary.faults] == list(FAULT_KINDS)
+    assert [f["kind"] for f in summary.faults] == [k for k in FAULT_KINDS if k not in THROUGHOUT]
+    assert {"rotate-token", "watch-fault", "lease-stall"} <= {f["kind"] for f in summary.faults}
     assert summary.violations == [], text
+    assert summary.churn["pods"] == opts.churn_pods and summary.churn["deleted"] == opts.churn_pods
+    # node accounting was compared after each fault, every node at the quiet end
+    assert [a["after"] for a in summary.accounting] == [f["kind"] for f in summary.faults]
+    assert summary.accounting_end["equal"] == summary.accounting_end["compared"] > 0
     assert summary.bound > 1000
     assert summary.memory, "at least one replica lived long enough for its memory to be judged"
     check_report(summary.report)
@@ -306,3 +313,22 @@ async def test_checker_reports_devices_handed_out_wrongly() -> None:
         "shared.example.com" in v.detail for v in checker.violations if v.invariant == "dra-device"
     )
     assert len(found) == 3, checker.violations
+
+
+def test_the_stall_judge_finds_writes_made_past_the_renew_deadline() -> None:
+    """The Lease renewed at 10.0 (deadline 3 s); stalled from 10.2 until written again at 16.0. A bind
+    at 12.9 passed its gate in time; a status write at 13.8 and a bind at 15.0 did not."""
+    records = [
+        {"t": 9.5, "m": "PUT", "p": "/leases/caldera", "lease": True},
+        {"t": 10.0, "m": "PUT", "p": "/leases/caldera", "lease": True},
+        {"t": 10.2, "stall": 4.0},
+        {"t": 12.9, "m": "POST", "p": "/pods/a/binding", "lease": False},
+        {"t": 13.8, "m": "PATCH", "p": "/pods/b/status", "lease": False},
+        {"t": 15.0, "m": "POST", "p": "/pods/c/binding", "lease": False},
+        {"t": 16.0, "m": "PUT", "p": "/leases/caldera", "lease": True},
+        {"t": 16.5, "m": "POST", "p": "/pods/d/binding", "lease": False},
+    ]
+    verdict = judge_stall(records, 10.2, renew_deadline=3.0, until=14.2)
+    assert verdict.renewed == 10.0 and verdict.resumed == 16.0
+    assert [r["p"] for r in verdict.offending] == ["/pods/b/status", "/pods/c/binding"]
+    assert verdict.stopped_after == 5.0

@@ -178,3 +178,24 @@ async def test_abort_issues_nothing_more_and_releases_the_assumptions(server) ->
     binder.bind(placements)
     assert srv.calls == {}
     assert all(cache.task(p.task.uid).status == TaskStatus.PENDING for p in placements)
+
+
+async def test_the_binds_of_deleted_pods_are_forgotten(server) -> None:
+    """Bound pods deleted (a churn of short-lived pods): the binder's memory of their binds goes with
+    them, as it goes with pods absent from a re-list, instead of staying for REMEMBER_BOUND."""
+    srv, client = server
+    cache = ClusterCache()
+    placements = assumed(cache, 40, "churn")
+    binder = Binder(client, cache, workers=4, observer=Observer())
+    binder.start()
+    binder.bind(placements)
+    await settle(binder)
+    await binder.stop()
+    assert dict(binder.remembered())["bound"] == 40
+    for p in placements[:30]:
+        binder.pod_gone(p.task.pod)
+    binder.pods_relisted([p.task.pod for p in placements[30:35]])  # the other five absent from it
+    remembered = dict(binder.remembered())
+    assert remembered["bound"] == 5 and remembered["issued"] == 5
+    binder.bind(placements[30:35])  # still remembered: not bound a second time
+    assert binder.issued_count == 40

@@ -131,3 +131,19 @@ def test_native_podgroup_wishes_of_gone_groups_are_not_kept() -> None:
     load(cache, podgroups=[pg], pods=pods)
     status.observe(unschedulable(cache))
     assert all(not key.startswith("default/k8s:gone-") for key in status._sent_native)
+
+
+async def test_pods_deleted_after_the_cycles_snapshot_are_not_remembered_by_its_result() -> None:
+    """Churn: the cycle looked at pods that are deleted before its result is observed. Their
+    deletion went by already; what the result wishes for them is not remembered (it stayed until
+    the next re-list: thousands of entries in a soak of short-lived pods)."""
+    cache, pods_handler, groups_handler, status = watched()
+    add_gang(pods_handler, groups_handler, "stays", 2)
+    _, short_lived = add_gang(pods_handler, groups_handler, "short", 3)
+    result = unschedulable(cache)  # the cycle's snapshot has all five pods
+    for pod in short_lived:
+        pods_handler.delete(pod)  # deleted while the cycle ran
+    status.observe(result)
+    await status.flush()
+    assert sizes(status)["sent_pod"] == 2  # the two that stay, not the three gone
+    assert not [o for o in status._sent_events if "/short-" in o]

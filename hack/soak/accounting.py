@@ -1,0 +1,107 @@
+"""Node accounting against the API: what the leader's cache holds as requested on each node (the CPU and
+memory of its last cycle's view, ``/debug/nodes``) must equal the sum of the requests of the unfinished
+pods the API has bound there (the checker's mirror).
+
+The soak runs this after every fault. The cluster keeps moving while it runs, so a node is compared
+only once the API's side of it has stood still for ``STABLE`` seconds (its pods bound, finished or
+gone; a pod's status changing otherwise does not move it): the leader's view of it must have caught
+up by then. A node passes once it is equal; one found different at ``MISSES`` looks while it stood
+still, and never equal within ``timeout``, is a violation. A node that never stood still is reported
+as not compared, never passed silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from caldera.hack.soak.checker import Checker
+
+#: seconds the API's side of a node must have stood still before it is compared
+STABLE = 2.0
+#: looks at which a standing node differs before it is a violation
+MISSES = 3
+
+
+@dataclass
+class Accounting:
+    compared: int = 0
+    equal: int = 0
+    not_compared: int = 0
+    cycle: int = 0
+    differ: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        text = f"node accounting: {self.equal}/{self.compared} compared nodes equal to the API"
+        if self.not_compared:
+            text += f" ({self.not_compared} never stood still)"
+        return text
+
+
+async def leader_view(http: aiohttp.ClientSession, base: str) -> tuple[int, dict[str, tuple[float, float]]]:
+    """The leader's last cycle and, per node, the CPU (cores) and memory (bytes) it holds requested."""
+    try:
+        async with http.get(base + "/debug/nodes", timeout=aiohttp.ClientTimeout(total=5)) as r:
+            if r.status != 200:
+                return 0, {}
+            doc = await r.json()
+    except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
+        return 0, {}
+    out: dict[str, tuple[float, float]] = {}
+    for group in doc.get("groups") or []:
+        for n in group.get("nodes") or []:
+            out[n["name"]] = (float(n["cpu"][0]), float(n["memory"][0]))
+    return int(doc.get("cycle") or 0), out
+
+
+def api_view(checker: Checker) -> dict[str, tuple[float, float]]:
+    return {
+        node: (float(u.get("cpu", 0)), float(u.get("memory", 0))) for node, u in checker.node_usage().items()
+    }
+
+
+async def check_accounting(
+    checker: Checker, http: aiohttp.ClientSession, base: str, after: str, timeout: float = 15.0
+) -> Accounting:
+    """Compare the replica at ``base`` (the leader) with the API, node by node; a node that stays
+    different is a violation named after the fault (``after``)."""
+    result = Accounting()
+    matched: set[str] = set()
+    misses: dict[str, int] = {}
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cycle, view = await leader_view(http, base)
+        now = time.monotonic()
+        truth = api_view(checker)
+        result.cycle = max(result.cycle, cycle)
+        seen.update(view)
+        for node, (cpu, memory) in view.items():
+            if node in matched or now - checker.node_changed.get(node, float("-inf")) < STABLE:
+                continue
+            want_cpu, want_memory = truth.get(node, (0.0, 0.0))
+            if abs(cpu - want_cpu) < 1e-3 and abs(memory - want_memory) < 1.0:
+                matched.add(node)
+                misses.pop(node, None)
+                result.differ.pop(node, None)
+            else:
+                misses[node] = misses.get(node, 0) + 1
+                result.differ[node] = (
+                    f"the leader holds cpu {cpu:g}, memory {memory:g}; the API's bound pods request "
+                    f"cpu {want_cpu:g}, memory {want_memory:g}"
+                )
+        if seen and matched >= seen:
+            break
+        await asyncio.sleep(0.5)
+    result.equal = len(matched)
+    result.compared = len(matched | set(misses))
+    result.not_compared = len(seen - matched - set(misses))
+    for node, detail in result.differ.items():
+        if misses.get(node, 0) >= MISSES:
+            checker.violate("accounting", f"after {after}: {node}", detail)
+    if not seen:
+        result.differ["-"] = "the leader showed no nodes (no cycle yet)"
+    return result
