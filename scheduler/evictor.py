@@ -5,7 +5,10 @@ A 429 from the eviction subresource is the API server saying a PodDisruptionBudg
 disruption now: it is retried (honouring Retry-After) for up to ``budget_wait`` seconds, never
 answered with a delete (that would bypass the budget). When the budget still refuses, the eviction
 is given up and ``on_abandoned`` lets the cache take the pod back as running, so the next cycles
-see its resources held (and the pdb plugin will not pick it while the budget is spent)."""
+see its resources held (and the pdb plugin will not pick it while the budget is spent).
+
+``on_evicted`` hears of each eviction carried out (the eviction subresource, or the delete it
+falls back to): what the cycle decided is not yet done, and may be refused."""
 
 from __future__ import annotations
 
@@ -31,12 +34,14 @@ class Evictor:
         max_attempts: int = 6,
         budget_wait: float = 60.0,
         on_abandoned: Callable[[str], object] | None = None,
+        on_evicted: Callable[[Eviction], object] | None = None,
     ) -> None:
         self.client = client
         self.workers = workers
         self.max_attempts = max_attempts
         self.budget_wait = budget_wait
         self.on_abandoned = on_abandoned
+        self.on_evicted = on_evicted
         self._queue: asyncio.Queue[Eviction] = asyncio.Queue()
         self._issued: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -76,6 +81,11 @@ class Evictor:
                 log.exception("eviction of %s crashed", eviction.task.key)
                 outcome = f"error: {exc}"
             self.done[eviction.task.uid] = outcome
+            if outcome in ("evicted", "deleted") and self.on_evicted is not None:
+                try:
+                    self.on_evicted(eviction)
+                except Exception:
+                    log.exception("reporting the eviction of %s failed", eviction.task.key)
             self._issued.discard(eviction.task.uid)
             m.EVICTIONS.labels(outcome.split(":")[0]).inc()
             self._queue.task_done()
