@@ -4,6 +4,7 @@ writes (claims by name with a resourceVersion, as the real server keeps them) an
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import AsyncIterator
 from typing import Any
@@ -91,6 +92,22 @@ def _status(code: int) -> web.Response:
     return web.Response(status=code, body=body)
 
 
+@contextlib.asynccontextmanager
+async def _serving(app: web.Application) -> AsyncIterator[ApiClient]:
+    """``app`` served on a free local port, and an ApiClient to it."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
+    try:
+        yield client
+    finally:
+        await client.close()
+        await runner.cleanup()
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[DraServer, ApiClient]]:
     srv = DraServer()
@@ -100,15 +117,8 @@ async def server() -> AsyncIterator[tuple[DraServer, ApiClient]]:
     app.router.add_patch(base, srv.patch_claim)
     app.router.add_patch(base + "/status", srv.patch_status)
     app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", srv.bind)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
-    yield srv, client
-    await client.close()
-    await runner.cleanup()
+    async with _serving(app) as client:
+        yield srv, client
 
 
 class Recorder:
@@ -135,12 +145,5 @@ async def recorder() -> AsyncIterator[tuple[Recorder, ApiClient]]:
     rec = Recorder()
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", rec.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
-    yield rec, client
-    await client.close()
-    await runner.cleanup()
+    async with _serving(app) as client:
+        yield rec, client
