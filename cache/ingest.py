@@ -28,6 +28,7 @@ from caldera.framework.model import (
     native_job_key,
     node_ready,
     task_status_of,
+    uncopied_claims_message,
 )
 from caldera.framework.objects import (
     CSINode,
@@ -527,6 +528,8 @@ class Ingest(NumaCache):
             self.default_queue,
             self.workloads,
         )
+        if job.uncopied_claims and (old is None or old.uncopied_claims != job.uncopied_claims):
+            log.warning("%s", uncopied_claims_message(pg, job.uncopied_claims))
         self._adopt_tasks(key, job, old)
         if old is not None:
             job.phase = old.phase

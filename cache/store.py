@@ -34,7 +34,7 @@ from caldera.cache.ingest import Ingest
 from caldera.cache.snapshot import Snapshots, _Slot
 from caldera.cache.state import CacheStats
 from caldera.framework.dra.objects import ResourceClaim
-from caldera.framework.model import NodeInfo, TaskInfo
+from caldera.framework.model import OCCUPYING_STATUSES, NodeInfo, TaskInfo
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.objects import NativePodGroup, PersistentVolumeClaim, PodGroup, StorageClass
 from caldera.framework.usage import DEFAULT_METRICS_INTERVAL
@@ -157,6 +157,16 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
             if task.name == name and task.namespace == namespace:
                 return task
         return None
+
+    def group_placed(self, job: str, but: str = "") -> bool:
+        """Whether a pod of job ``job`` other than ``but`` is placed in the scheduler's view: assumed
+        (binding), bound, running, or still terminating on its node (KEP-5729 "Deallocate": "the
+        scheduler's internal view of PodGroups ... if any of the group's Pods are scheduled")."""
+        with self._lock:
+            found = self.jobs.get(job)
+            if found is None:
+                return False
+            return any(uid != but and task.status in OCCUPYING_STATUSES for uid, task in found.tasks.items())
 
     def node_infos(self) -> Mapping[str, NodeInfo]:
         """Every node the cache holds, by name, with the tasks on it (the cache's own objects: read only)."""

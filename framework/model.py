@@ -60,6 +60,19 @@ def workload_template(pg: NativePodGroup, workloads: Mapping[str, Workload]) -> 
     return None
 
 
+def uncopied_claims_message(pg: NativePodGroup, names: tuple[str, ...]) -> str:
+    """Why a native group's pods do not share the claims its Workload template lists
+    (``JobInfo.uncopied_claims``)."""
+    ref = pg.spec.pod_group_template_ref
+    workload, template = ref.names() if ref is not None else ("", "")
+    return (
+        f"PodGroup {pg.metadata.namespace}/{pg.metadata.name} does not carry the resourceClaims "
+        f"{', '.join(names)} of its template {template} (Workload {workload}): a PodGroup's own "
+        "spec.resourceClaims are the group's claims, so its pods' entries of these names are "
+        "their own claims, one each; the PodGroup must be made with the template's claims copied"
+    )
+
+
 log = logging.getLogger(__name__)
 
 # Go's strconv.ParseBool, which Volcano uses to read boolean annotations and labels.
@@ -406,6 +419,7 @@ class JobInfo:
         "topology_keys",
         "total_request",
         "uid",
+        "uncopied_claims",
         "version",
     )
 
@@ -446,6 +460,9 @@ class JobInfo:
         #: evicted only whole, never one pod at a time (a native group's ``disruptionMode: PodGroup``,
         #: KEP-5710)
         self.disrupt_whole = False
+        #: the ``resourceClaims`` names of a native group's Workload template that the PodGroup does
+        #: not carry (its pods' entries of these names are their own claims, not the group's)
+        self.uncopied_claims: tuple[str, ...] = ()
         #: the PodGroup's ``spec.subGroupPolicy``, checked (None: it has none; framework/subjobs.py)
         self.sub_groups: SubGroupPolicies | None = None
         self.preemptable = False
@@ -506,17 +523,29 @@ class JobInfo:
         ``schedulingPolicy.gang.minCount`` is its min member; ``basic`` (or no policy) makes its pods
         independent (min member 1); the policy and constraints come from the Workload template
         ``podGroupTemplateRef`` names when the PodGroup carries none; the queue is the
-        ``scheduling.volcano.sh/queue-name`` label or annotation, else the default queue."""
+        ``scheduling.volcano.sh/queue-name`` label or annotation, else the default queue.
+
+        The group's ResourceClaims are the PodGroup's own ``spec.resourceClaims``, never the
+        template's: the PodGroup carries a copy of its template's claims (KEP-5729 "API": "The
+        PodGroup API will be updated similarly to contain the ResourceClaim references from its
+        template"; KEP-5832 "SchedulingPolicy Reference vs. Copy/Inline": a Workload change only
+        affects PodGroups made after it), the resourceclaim controller makes a group's claim only
+        for an entry of the PodGroup's spec (``PodGroupResourceClaimStatus.name`` must name one,
+        ``validatePodGroupResourceClaimStatuses``), and kube-scheduler's DRA plugin matches a pod's
+        entry against ``podGroup.Spec.ResourceClaims``. A template entry the PodGroup lacks is kept
+        in ``uncopied_claims``, for the status updater to report."""
         meta = pg.metadata
         spec = pg.spec
         policy, constraints = spec.scheduling_policy, spec.scheduling_constraints
         disruption = spec.disruption_mode
-        if policy is None or constraints is None or not disruption:
-            template = workload_template(pg, workloads or {})
-            if template is not None:
-                policy = policy or template.scheduling_policy
-                constraints = constraints or template.scheduling_constraints
-                disruption = disruption or template.disruption_mode
+        template = workload_template(pg, workloads or {})
+        uncopied: tuple[str, ...] = ()
+        if template is not None:
+            policy = policy or template.scheduling_policy
+            constraints = constraints or template.scheduling_constraints
+            disruption = disruption or template.disruption_mode
+            carried = set(spec.resource_claims)
+            uncopied = tuple(c.name for c in template.resource_claims if c not in carried)
         min_available = 1
         if policy is not None and policy.gang is not None:
             min_available = max(1, policy.gang.min_count)
@@ -534,6 +563,7 @@ class JobInfo:
         job.native = pg
         job.topology_keys = constraints.keys() if constraints is not None else ()
         job.disrupt_whole = disruption == DISRUPTION_MODE_POD_GROUP
+        job.uncopied_claims = uncopied
         job.preemptable = parse_preemptable(
             meta.annotations, meta.labels, False, f"podgroup {meta.namespace}/{meta.name}"
         )
@@ -774,6 +804,7 @@ class JobInfo:
         j.native = self.native
         j.topology_keys = self.topology_keys
         j.disrupt_whole = self.disrupt_whole
+        j.uncopied_claims = self.uncopied_claims
         j.sub_groups = self.sub_groups
         j.preemptable = self.preemptable
         j.tasks = {}

@@ -640,6 +640,9 @@ class PodGroupTemplate(_Base, frozen=True):
     scheduling_policy: PodGroupSchedulingPolicy | None = None
     scheduling_constraints: PodGroupSchedulingConstraints | None = None
     disruption_mode: str = ""
+    #: ``PodGroupTemplate.resourceClaims`` (KEP-5729): what a PodGroup made from the template carries
+    #: in its own ``spec.resourceClaims`` (a copy, KEP-5832); never used in their place
+    resource_claims: list[PodResourceClaim] = []
 
 
 class WorkloadSpec(_Base, frozen=True):

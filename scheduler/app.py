@@ -314,7 +314,9 @@ class SchedulerApp:
         # Nodes' load, polled only while the running conf has a metrics: section (cache/usage.py).
         self.usage = usage = UsagePoller(self.cache, client)
         self.conf.on_reload = lambda conf: usage.configure(conf.metrics)
-        self.evictor = Evictor(client, on_abandoned=self.cache.forget_eviction)
+        self.evictor = Evictor(
+            client, on_abandoned=self.cache.forget_eviction, on_evicted=self.status.evicted
+        )
         self.binder = Binder(
             client,
             self.cache,

@@ -27,8 +27,10 @@ deallocates.
 A claim of a ``scheduling.k8s.io/v1alpha2`` PodGroup (KEP-5729, ``ClaimAllocation.consumer``) is
 reserved for the PodGroup, not the pod: the first pod of the group to be bound writes the allocation
 and the PodGroup's reservation (under the finalizer, as above), and the others find it so and write
-nothing. A failed binding leaves that reservation: the claim is the group's, its other pods use it,
-and the resourceclaim controller removes it once the PodGroup is gone (KEP-5729 "Deallocate").
+nothing. A failed binding takes the PodGroup's reservation back (and the allocation with it, when
+nothing else reserves the claim) only when no other pod of the group is placed in the cache; while
+one is, the claim stays the group's (KEP-5729 "Deallocate"). Otherwise the resourceclaim controller
+removes the reservation once the PodGroup is gone.
 
 Writes per pod are kube-scheduler's: the finalizer only when the claim lacks it (the status
 subresource resets metadata, ``resourceclaimStatusStrategy.PrepareForUpdate`` in
@@ -425,7 +427,7 @@ class Binder:
                 return
             claim_failure = await self._write_claims(placement, deadline, written)
             if claim_failure is not None:
-                await self._unreserve(task, written)
+                await self._unreserve(placement, written)
                 self._settle(placement, f"could not allocate its ResourceClaims: {claim_failure}")
                 return
             waiting = [ca for ca in placement.claims if has_binding_conditions(ca.allocation)]
@@ -450,7 +452,7 @@ class Binder:
             self._settle(placement, None)
             raise
         if binding_failure is not None:
-            await self._unreserve(placement.task, written)
+            await self._unreserve(placement, written)
             self._settle(placement, binding_failure)
             return
         try:
@@ -475,7 +477,7 @@ class Binder:
                 task, "PATCH", pod_path, patch, deadline, "application/merge-patch+json"
             )
             if failure is not None:
-                await self._unreserve(task, written)
+                await self._unreserve(placement, written)
                 self._settle(placement, f"could not annotate the pod before binding: {failure}")
                 return
         body = binding_body(task.namespace, task.name, task.uid, placement.node)
@@ -489,7 +491,7 @@ class Binder:
             # An earlier attempt that seemed to fail did bind it.
             self._settle(placement, None, ok=True)
         else:
-            await self._unreserve(task, written)
+            await self._unreserve(placement, written)
             self._settle(placement, _reason(failure))
 
     # -- ResourceClaims ----------------------------------------------------------------------------
@@ -687,45 +689,71 @@ class Binder:
                     continue
                 return exc
 
-    async def _unreserve(self, task: TaskInfo, written: list[ClaimAllocation]) -> None:
+    async def _unreserve(self, placement: Placement, written: list[ClaimAllocation]) -> None:
         """The binding failed after the claims were written: take the pod out of ``reservedFor``
         (kube-scheduler's ``Unreserve``). An allocation this placement made stays: the claim carries
-        the finalizer, so the resourceclaim controller deallocates it once no pod reserves it."""
+        the finalizer, so the resourceclaim controller deallocates it once no pod reserves it.
+
+        A claim of the pod's PodGroup (``ClaimAllocation.consumer``) is the group's: its reservation
+        goes only when no other pod of the group is placed in the cache (KEP-5729 "Deallocate": in
+        ``Unreserve`` "when no Pods in the group are scheduled, the scheduler removes the PodGroup
+        from the claim's ``status.reservedFor``", and a claim then reserved for nobody else is
+        deallocated). Every group claim of the placement counts, not only those this pod wrote:
+        another pod of the group that failed first may have written it and kept it for this one."""
+        task = placement.task
         deadline = self.clock() + 5.0
         for ca in written:
-            if ca.consumer is not None:
-                continue  # reserved for the pod's group, whose other pods use it
             # what our write returned holds this reservation: no later write may start from it
             self._written.pop(ca.key, None)
-            for _attempt in range(CLAIM_CONFLICT_RETRIES):
-                claim = await self._read_claim(ca.namespace, ca.name)
-                if isinstance(claim, ApiError) or claim.metadata.uid != ca.uid:
-                    break
-                left = [msgspec.to_builtins(r) for r in claim.status.reserved_for if r.uid != task.uid]
-                if len(left) == len(claim.status.reserved_for):
-                    break
-                status: dict[str, Any] = {"reservedFor": left or None}
-                failure = await self._with_retries(
-                    task,
-                    "PATCH",
-                    f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}/status",
-                    {
-                        "metadata": {"uid": ca.uid, "resourceVersion": claim.metadata.resource_version},
-                        "status": status,
-                    },
-                    deadline,
-                    "application/merge-patch+json",
-                )
-                _claim_writes("unreserve", failure is None).inc()
-                if failure is None or failure.code != 409:
-                    if failure is not None:
-                        log.warning(
-                            "could not undo the reservation of ResourceClaim %s for %s: %s",
-                            ca.key,
-                            task.key,
-                            _reason(failure),
-                        )
-                    break
+            if ca.consumer is None:
+                await self._take_back(task, ca, task.uid, deadline)
+        group = [ca for ca in placement.claims or () if ca.consumer is not None]
+        # Decided after the awaits above, with nothing awaited before the caller settles this pod
+        # when the group keeps its claims: two pods of a group failing together cannot both see the
+        # other as placed.
+        if group and not self.cache.group_placed(task.job or task.uid, but=task.uid):
+            for ca in group:
+                assert ca.consumer is not None
+                await self._take_back(task, ca, ca.consumer.uid, deadline)
+
+    async def _take_back(self, task: TaskInfo, ca: ClaimAllocation, consumer: str, deadline: float) -> None:
+        """Remove the ``reservedFor`` entry of ``consumer`` (a pod's or a PodGroup's uid) from the
+        claim, its resourceVersion a precondition (a 409 reads it again). The PodGroup's entry was its
+        last: the allocation goes in the same write (KEP-5729 "Deallocate"; an allocation cannot be
+        removed while ``reservedFor`` is not empty)."""
+        for _attempt in range(CLAIM_CONFLICT_RETRIES):
+            claim = await self._read_claim(ca.namespace, ca.name)
+            if isinstance(claim, ApiError) or claim.metadata.uid != ca.uid:
+                return
+            left = [msgspec.to_builtins(r) for r in claim.status.reserved_for if r.uid != consumer]
+            if len(left) == len(claim.status.reserved_for):
+                return
+            if ca.consumer is not None and self.cache.group_placed(task.job or task.uid, but=task.uid):
+                return  # another pod of the group was placed while the claim was read: it is theirs
+            status: dict[str, Any] = {"reservedFor": left or None}
+            if not left and ca.consumer is not None:
+                status["allocation"] = None
+            failure = await self._with_retries(
+                task,
+                "PATCH",
+                f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}/status",
+                {
+                    "metadata": {"uid": ca.uid, "resourceVersion": claim.metadata.resource_version},
+                    "status": status,
+                },
+                deadline,
+                "application/merge-patch+json",
+            )
+            _claim_writes("unreserve", failure is None).inc()
+            if failure is None or failure.code != 409:
+                if failure is not None:
+                    log.warning(
+                        "could not undo the reservation of ResourceClaim %s for %s: %s",
+                        ca.key,
+                        task.key if ca.consumer is None else f"PodGroup {ca.namespace}/{ca.consumer.name}",
+                        _reason(failure),
+                    )
+                return
 
     async def _with_retries(
         self,

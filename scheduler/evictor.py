@@ -7,6 +7,9 @@ answered with a delete (that would bypass the budget). When the budget still ref
 is given up and ``on_abandoned`` lets the cache take the pod back as running, so the next cycles
 see its resources held (and the pdb plugin will not pick it while the budget is spent).
 
+``on_evicted`` hears of each eviction carried out (the eviction subresource, or the delete it
+falls back to): what the cycle decided is not yet done, and may be refused.
+
 Before each request the evictor asks ``may_write`` (the leader lease still held:
 ``LeaderElector.holds``); when it says no, the eviction is not sent, it is given up the same way (the
 cache takes the pod back as running) and counted in ``caldera_writes_withheld_total{writer="eviction"}``.
@@ -45,6 +48,7 @@ class Evictor:
         budget_wait: float = 60.0,
         on_abandoned: Callable[[str], object] | None = None,
         may_write: Callable[[], bool] = always,
+        on_evicted: Callable[[Eviction], object] | None = None,
     ) -> None:
         self.client = client
         self.workers = workers
@@ -53,6 +57,7 @@ class Evictor:
         self.on_abandoned = on_abandoned
         #: asked before every request (the leader lease still held: ``LeaderElector.holds``)
         self.may_write = may_write
+        self.on_evicted = on_evicted
         self._queue: asyncio.Queue[Eviction] = asyncio.Queue()
         self._issued: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -98,6 +103,11 @@ class Evictor:
             self.done[eviction.task.uid] = outcome
             if len(self.done) > DONE_KEPT:
                 del self.done[next(iter(self.done))]
+            if outcome in ("evicted", "deleted") and self.on_evicted is not None:
+                try:
+                    self.on_evicted(eviction)
+                except Exception:
+                    log.exception("reporting the eviction of %s failed", eviction.task.key)
             self._issued.discard(eviction.task.uid)
             m.EVICTIONS.labels(outcome.split(":")[0]).inc()
             self._queue.task_done()

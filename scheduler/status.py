@@ -38,9 +38,10 @@ from caldera.framework.model import (
     TaskStatus,
     is_native_job_key,
     native_job_key,
+    uncopied_claims_message,
 )
 from caldera.framework.objects import NativePodGroup, Pod, PodGroup
-from caldera.framework.result import Placement, SessionResult
+from caldera.framework.result import Eviction, Placement, SessionResult
 from caldera.metrics import scheduler as m
 from caldera.scheduler.events import EventRecorder
 from caldera.scheduler.explain import one_line
@@ -66,6 +67,8 @@ NATIVE_UNSCHEDULABLE = "Unschedulable"
 #: KEP-5710 "Monitoring Requirements")
 NATIVE_DISRUPTION_TARGET = "DisruptionTarget"
 NATIVE_PREEMPTED = "PreemptionByScheduler"
+#: a native PodGroup lacking resourceClaims its Workload template lists (the Warning Event's reason)
+UNCOPIED_CLAIMS = "ResourceClaimsNotCopied"
 #: a pod that names both a native group and a Volcano PodGroup (the Warning Event's reason)
 GROUP_CONFLICT = "SchedulingGroupConflict"
 POD_STATUS_PATH = "/api/v1/namespaces/{ns}/pods/{name}/status"
@@ -100,26 +103,22 @@ class _Write:
     attempts: int = 0
 
 
-def disrupted_native_groups(result: SessionResult) -> dict[str, Cond]:
-    """The native PodGroups whose pods the cycle evicts, each with its ``DisruptionTarget``
-    condition (True, ``PreemptionByScheduler``): KEP-5710 workload-aware preemption marks the
-    preempted PodGroup, so that its controller and its users see why its pods go."""
-    counts: dict[str, dict[str, int]] = {}
-    for eviction in result.evictions:
-        key = eviction.task.job
-        if is_native_job_key(key):
-            by = counts.setdefault(key, {})
-            by[eviction.reason] = by.get(eviction.reason, 0) + 1
-    return {
-        key: (
-            NATIVE_DISRUPTION_TARGET,
-            "True",
-            NATIVE_PREEMPTED,
-            "preempted by the scheduler to make room for higher-priority workloads: "
-            + ", ".join(f"{n} pod(s) by {action}" for action, n in sorted(by.items())),
-        )
-        for key, by in counts.items()
-    }
+@dataclass
+class _Disruption:
+    """A native PodGroup whose pods the scheduler evicted: each evicted pod's uid and the action
+    that chose it, and whether they are all gone (the condition then goes False)."""
+
+    pods: dict[str, str]
+    over: bool = False
+
+    def message(self) -> str:
+        counts: dict[str, int] = {}
+        for action in self.pods.values():
+            counts[action] = counts.get(action, 0) + 1
+        by = ", ".join(f"{n} pod(s) by {action}" for action, n in sorted(counts.items()))
+        if self.over:
+            return f"preempted by the scheduler ({by}); the evicted pods are gone"
+        return f"preempted by the scheduler to make room for higher-priority workloads: {by}"
 
 
 def gang_message(job: JobInfo) -> str:
@@ -165,8 +164,9 @@ class StatusUpdater:
         self._sent_pg: dict[str, Signature] = {}
         #: per native PodGroup, the conditions last sent (PodGroupScheduled, DisruptionTarget)
         self._sent_native: dict[str, tuple[Cond, ...]] = {}
-        #: native jobs whose pods the observed cycle evicts: job key -> the DisruptionTarget condition
-        self._disrupted: dict[str, Cond] = {}
+        #: native jobs whose pods were evicted (the evictor's word, ``evicted``), until the PodGroup
+        #: shows its DisruptionTarget condition False again
+        self._disruptions: dict[str, _Disruption] = {}
         #: per PodGroup, what the last observation was computed from (job copy, version, reasons, PodGroup)
         self._observed: dict[str, tuple[Any, ...]] = {}
         #: the snapshot ``seq`` of the last observed result (0: look at every job next time), the
@@ -204,7 +204,6 @@ class StatusUpdater:
         if result is None:
             return
         self._plugin_events(result)
-        self._disrupted = disrupted_native_groups(result)
         podgroups = self.cache.podgroups_view()
         jobs = result.jobs
         look = self._look_again(result)
@@ -247,6 +246,8 @@ class StatusUpdater:
             # it starts and stops with discovery): what is kept follows the live jobs
             for key in [k for k in native if k not in jobs]:
                 del native[key]
+        for key in [k for k in self._disruptions if k not in jobs]:
+            del self._disruptions[key]  # the PodGroup is gone
 
     def _look_again(self, result: SessionResult) -> set[str] | None:
         """The jobs to look at beside those a session marked and those whose PodGroup object moved
@@ -274,6 +275,11 @@ class StatusUpdater:
             # Volcano's job controller creates the pods only once it is Inqueue, and Volcano's
             # enqueue action and JobUpdater (pkg/scheduler/framework/job_updater.go, ``jobStatus``
             # and ``getPodGroupPhase`` in session.go) write Pending, or Inqueue once let in.
+            if isinstance(pg, NativePodGroup) and key in self._disruptions:
+                # but a native group whose evicted pods are all gone: its disruption is over
+                cond = self._disruption_condition(key, job, pg)
+                if cond is not None:
+                    self._want_native_conditions(key, pg, (cond,))
             return
         # A copy of the same generation of the job (the cache hands out two sets of copies in
         # turn), untouched since, with the same PodGroup object: nothing to recompute.
@@ -437,11 +443,15 @@ class StatusUpdater:
             )
         elif unschedulable:
             wanted.append((NATIVE_SCHEDULED, "False", NATIVE_UNSCHEDULABLE, message))
-        disrupted = self._disrupted.get(key)
+        disrupted = self._disruption_condition(key, job, pg)
         if disrupted is not None:
             wanted.append(disrupted)
         if wanted:
             self._want_native_conditions(key, pg, tuple(wanted))
+        if job.uncopied_claims:
+            self.event_for_podgroup(
+                pg, "Warning", UNCOPIED_CLAIMS, uncopied_claims_message(pg, job.uncopied_claims)
+            )
         if unschedulable:
             self.event_for_podgroup(pg, "Warning", "FailedScheduling", message)
             for task in pending:
@@ -451,6 +461,53 @@ class StatusUpdater:
                 self.pod_unschedulable(task, pod_msg)
                 if self.per_pod_events:
                     self.event_for_pod(task, "Warning", "FailedScheduling", pod_msg)
+
+    def evicted(self, eviction: Eviction) -> None:
+        """The evictor carried out an eviction (``Evictor.on_evicted``): a pod of a native PodGroup
+        makes the PodGroup a ``DisruptionTarget`` (True, ``PreemptionByScheduler``), written now.
+        Only evictions done count: one the API server refused (a PodDisruptionBudget's 429 until
+        the evictor gave up) never marks the group (types.go ``DisruptionTarget``: "the PodGroup is
+        about to be terminated due to disruption such as preemption")."""
+        key = eviction.task.job
+        if not is_native_job_key(key):
+            return
+        pg = self.cache.native_podgroup(key)
+        if pg is None:
+            return
+        d = self._disruptions.get(key)
+        if d is None or d.over:
+            d = self._disruptions[key] = _Disruption({})
+        d.pods[eviction.task.uid] = eviction.reason
+        self._want_native_conditions(
+            key, pg, ((NATIVE_DISRUPTION_TARGET, "True", NATIVE_PREEMPTED, d.message()),)
+        )
+
+    def _disruption_condition(self, key: str, job: JobInfo, pg: NativePodGroup) -> Cond | None:
+        """The PodGroup's ``DisruptionTarget`` while its evicted pods go: True until none of them is
+        left in the job (or each finished), then False (same reason) until the PodGroup shows it,
+        after which nothing more is wanted (the condition stays as written). As Kubernetes'
+        disruption controller does for a pod whose disruption is over
+        (``syncStalePodDisruption`` in pkg/controller/disruption/disruption.go sets the pod's
+        ``DisruptionTarget`` back to False), so that a group that lost pods but runs on is not
+        shown about to be terminated forever."""
+        d = self._disruptions.get(key)
+        if d is None:
+            return None
+        if not d.over:
+            tasks = job.tasks
+            left = [
+                uid
+                for uid in d.pods
+                if uid in tasks and tasks[uid].status not in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+            ]
+            if left:
+                return (NATIVE_DISRUPTION_TARGET, "True", NATIVE_PREEMPTED, d.message())
+            d.over = True
+        shown = next((c for c in pg.status.conditions if c.type == NATIVE_DISRUPTION_TARGET), None)
+        if shown is not None and shown.status == "False":
+            del self._disruptions[key]
+            return None
+        return (NATIVE_DISRUPTION_TARGET, "False", NATIVE_PREEMPTED, d.message())
 
     def _want_native_conditions(self, key: str, pg: NativePodGroup, wanted: tuple[Cond, ...]) -> None:
         """Write the wanted conditions through ``podgroups/status`` unless the PodGroup holds them or

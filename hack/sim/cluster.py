@@ -23,6 +23,7 @@ from .dra import ResourceClaimController
 from .faults import Faults
 from .kubeconfig import write_kubeconfig
 from .nodes import ClusterSpec, NodeTemplate, build_nodes, resource_for
+from .podgroups import PodGroupProtection
 from .quota import QuotaController
 from .resources import NAMESPACES, NODES, PRIORITY_CLASSES, resource
 from .server import ApiServer
@@ -116,6 +117,7 @@ class SimCluster:
         self.quota = QuotaController(self.store) if controllers else None
         self.provisioner = Provisioner(self.store) if controllers else None
         self.resource_claims = ResourceClaimController(self.store) if controllers else None
+        self.podgroup_protection = PodGroupProtection(self.store) if controllers and native_gang else None
         self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path else None
         self._tmpdir: str | None = None
         self.kubeconfig_path: Path | None = None
@@ -167,6 +169,8 @@ class SimCluster:
             self.provisioner.start()
         if self.resource_claims is not None:
             self.resource_claims.start()
+        if self.podgroup_protection is not None:
+            self.podgroup_protection.start()
         self._tasks.append(loop.create_task(self._bookmarks(), name="sim-bookmarks"))
         self._tasks.append(loop.create_task(self._periodic_faults(), name="sim-faults"))
         self._tasks.append(loop.create_task(self._expire_events(), name="sim-event-ttl"))
@@ -211,6 +215,8 @@ class SimCluster:
             await self.provisioner.stop()
         if self.resource_claims is not None:
             await self.resource_claims.stop()
+        if self.podgroup_protection is not None:
+            await self.podgroup_protection.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from . import dra, quota
+from . import dra, podgroups, quota
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .patch import (
     APPLY_PATCH,
@@ -982,6 +982,7 @@ class Store:
         if res.has_status and res.custom:
             obj.pop("status", None)
         if res.id == "podgroups.scheduling.k8s.io":
+            podgroups.default_podgroup(obj)
             _check_native_podgroup(name, obj.get("spec") or {})
         if res is PODS:
             if not self.native_gang and isinstance(obj.get("spec"), dict):
@@ -1240,6 +1241,11 @@ class Store:
                 self._check_pod_update(name, old.get("spec") or {}, result.get("spec") or {})
             elif res.id in _RBAC_KINDS:
                 _check_rbac(res, name, result, old)
+            elif res is podgroups.PODGROUPS:
+                podgroups.default_podgroup(result)
+                podgroups.check_update("PodGroup", name, old, result)
+            elif res is podgroups.WORKLOADS:
+                podgroups.check_update("Workload", name, old, result)
         result["metadata"] = meta
         if res.group == dra.GROUP:
             if subresource == "status":

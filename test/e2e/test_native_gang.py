@@ -9,7 +9,7 @@ import pytest
 
 from caldera.cache.client import ApiError
 
-from .conftest import SCHEDULER, Api, eventually
+from .conftest import SCHEDULER, Api, eventually, needs_sim
 
 pytestmark = pytest.mark.e2e
 #: the sim fixture serves scheduling.k8s.io/v1alpha2 for this module
@@ -182,3 +182,87 @@ async def test_the_sim_validates_as_the_real_server(sim, api) -> None:  # type: 
             },
         )
     assert exc.value.code == 422
+
+
+async def test_the_sim_defaults_and_freezes_a_podgroups_spec_as_the_real_server(sim, api) -> None:  # type: ignore[no-untyped-def]
+    needs_sim(sim)
+    created = await api.create(
+        f"{V1A2}/namespaces/{api.ns}/podgroups",
+        {
+            "metadata": {"name": "g"},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": 2}},
+                "resourceClaims": [{"name": "fabric", "resourceClaimName": "shared"}],
+            },
+        },
+    )
+    assert created["spec"]["disruptionMode"] == "Pod", 'types.go: +default="Pod"'
+    path = f"{V1A2}/namespaces/{api.ns}/podgroups/g"
+    for change in (
+        {"resourceClaims": [{"name": "fabric", "resourceClaimName": "other"}]},
+        {"resourceClaims": None},
+        {"disruptionMode": "PodGroup"},
+        {"schedulingPolicy": {"gang": {"minCount": 3}}},
+    ):
+        with pytest.raises(ApiError) as exc:
+            await api.client.request(
+                "PATCH", path, body={"spec": change}, content_type="application/merge-patch+json"
+            )
+        assert exc.value.code == 422
+        (field,) = change
+        assert (
+            f"spec.{field}: Invalid value" in exc.value.message and "field is immutable" in exc.value.message
+        )
+    # labels stay mutable, and an update that leaves disruptionMode out keeps the default
+    await api.client.request(
+        "PATCH", path, body={"metadata": {"labels": {"a": "b"}}}, content_type="application/merge-patch+json"
+    )
+    current = await api.get(path)
+    del current["spec"]["disruptionMode"]
+    await api.client.request("PUT", path, body=current)
+    assert (await api.get(path))["spec"]["disruptionMode"] == "Pod"
+
+
+async def test_a_workloads_templates_are_immutable(sim, api) -> None:  # type: ignore[no-untyped-def]
+    needs_sim(sim)
+    template = {"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}}
+    await api.create(
+        f"{V1A2}/namespaces/{api.ns}/workloads",
+        {"metadata": {"name": "w"}, "spec": {"podGroupTemplates": [template]}},
+    )
+    with pytest.raises(ApiError) as exc:
+        await api.client.request(
+            "PATCH",
+            f"{V1A2}/namespaces/{api.ns}/workloads/w",
+            body={"spec": {"podGroupTemplates": [{**template, "schedulingPolicy": {"basic": {}}}]}},
+            content_type="application/merge-patch+json",
+        )
+    assert exc.value.code == 422 and "spec.podGroupTemplates" in exc.value.message
+
+
+async def test_a_podgroup_in_use_is_deleted_only_once_its_pods_are_done(sim, api) -> None:  # type: ignore[no-untyped-def]
+    # kube-controller-manager's podgroupprotection: the finalizer while a pod not yet finished names
+    # the group; a deleted group stays (deletionTimestamp set) until then
+    needs_sim(sim)
+    path = f"{V1A2}/namespaces/{api.ns}/podgroups/g"
+    await native_group(api, "g", min_count=1)
+    await member(api, "p", "g")
+
+    async def protected() -> bool:
+        return "scheduling.k8s.io/podgroup-protection" in (
+            (await api.get(path))["metadata"].get("finalizers") or ()
+        )
+
+    await eventually(protected, timeout=5)
+    await api.delete(path)
+    assert (await api.get(path))["metadata"].get("deletionTimestamp"), "kept while its pod may run"
+    await api.delete(f"/api/v1/namespaces/{api.ns}/pods/p", {"gracePeriodSeconds": 0})
+
+    async def gone() -> bool:
+        try:
+            await api.get(path)
+        except ApiError as exc:
+            return exc.code == 404
+        return False
+
+    await eventually(gone, timeout=5)

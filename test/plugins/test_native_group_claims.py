@@ -11,8 +11,8 @@ import msgspec
 
 from caldera.cache.store import ClusterCache
 from caldera.framework.dra.objects import ResourceClaim
-from caldera.framework.model import native_job_key
-from caldera.framework.objects import Pod, convert
+from caldera.framework.model import native_job_key, uncopied_claims_message
+from caldera.framework.objects import Pod, Workload, convert, decode
 from caldera.hack.scenario import (
     device_class,
     load,
@@ -151,3 +151,61 @@ def test_a_template_claim_the_group_does_not_own_is_refused() -> None:
     job = ssn.jobs[native_job_key("default", "train")]
     reasons = " ".join([job.job_fit_error, *job.fit_errors.values()])
     assert "was not created for PodGroup default/train" in reasons
+
+
+def _workload_with_claims(*claims: dict[str, str]) -> Workload:
+    """The Workload ``job`` whose template ``workers`` (a gang of 2) lists ``claims``."""
+    manifest = {
+        "metadata": {"name": "job", "namespace": "default"},
+        "spec": {
+            "podGroupTemplates": [
+                {
+                    "name": "workers",
+                    "schedulingPolicy": {"gang": {"minCount": 2}},
+                    "resourceClaims": list(claims),
+                }
+            ]
+        },
+    }
+    return decode(Workload, msgspec.json.encode(manifest))
+
+
+def _from_template(group: Any) -> tuple[Any, Any]:
+    """A session over two pods of ``group`` using claim ``shared`` as the entry ``fabric``, the
+    Workload ``job`` listing that entry in its template."""
+    cache = load(
+        ClusterCache(),
+        nodes=[node("n1", cpu="8")],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0", "gpu-1"]), resource_claim("shared", GPU)],
+    )
+    cache.upsert_workload(_workload_with_claims(SHARED))
+    cache.upsert_native_podgroup(group)
+    for i in range(2):
+        cache.upsert_pod(_member(f"train-{i}", "train", SHARED))
+    return run_session(cache.snapshot())
+
+
+def test_a_podgroup_carrying_its_templates_claims_shares_them() -> None:
+    # the controller copied the template's claims into the PodGroup (KEP-5729, KEP-5832 copy/inline)
+    group = native_podgroup("train", template=("job", "workers"), uid="pg-train", resource_claims=[SHARED])
+    ssn, result = _from_template(group)
+    consumers = {
+        ca.consumer.name if ca.consumer else None for p in result.placements for ca in p.claims or ()
+    }
+    assert consumers == {"train"}
+    assert ssn.jobs[native_job_key("default", "train")].uncopied_claims == ()
+
+
+def test_a_templates_claim_the_podgroup_does_not_carry_is_not_the_groups_and_is_reported() -> None:
+    # the PodGroup names the template but carries none of its claims: its spec is what counts, so
+    # each pod reserves the claim for itself (as kube-scheduler would), and the job says what is missing
+    group = native_podgroup("train", template=("job", "workers"), uid="pg-train")
+    ssn, result = _from_template(group)
+    job = ssn.jobs[native_job_key("default", "train")]
+    assert job.min_available == 2, "the template's policy still fills what the PodGroup leaves out"
+    assert len(result.placements) == 2
+    assert all(ca.consumer is None for p in result.placements for ca in p.claims or ())
+    assert job.uncopied_claims == ("fabric",)
+    assert "does not carry the resourceClaims fabric of its template workers (Workload job)" in (
+        uncopied_claims_message(group, job.uncopied_claims)
+    )

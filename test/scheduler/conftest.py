@@ -1,8 +1,10 @@
 """Fixtures of the scheduler's tests: ``server``, a fake API server for the binder's ResourceClaim
-writes (claims by name with a resourceVersion, as the real server keeps them) and an ApiClient to it."""
+writes (claims by name with a resourceVersion, as the real server keeps them) and an ApiClient to it;
+``recorder``, a server that answers every request 200 and records it (the status updater's writes)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import AsyncIterator
 from typing import Any
@@ -83,11 +85,27 @@ class DraServer:
 
 
 def _status(code: int) -> web.Response:
-    reasons = {409: "Conflict", 422: "Invalid", 404: "NotFound", 403: "Forbidden"}
+    reasons = {409: "Conflict", 422: "Invalid", 404: "NotFound", 403: "Forbidden", 429: "TooManyRequests"}
     body = msgspec.json.encode(
         {"kind": "Status", "code": code, "reason": reasons.get(code, ""), "message": f"scripted {code}"}
     )
     return web.Response(status=code, body=body)
+
+
+@contextlib.asynccontextmanager
+async def _serving(app: web.Application) -> AsyncIterator[ApiClient]:
+    """``app`` served on a free local port, and an ApiClient to it."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
+    try:
+        yield client
+    finally:
+        await client.close()
+        await runner.cleanup()
 
 
 @pytest.fixture
@@ -99,12 +117,33 @@ async def server() -> AsyncIterator[tuple[DraServer, ApiClient]]:
     app.router.add_patch(base, srv.patch_claim)
     app.router.add_patch(base + "/status", srv.patch_status)
     app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", srv.bind)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
-    yield srv, client
-    await client.close()
-    await runner.cleanup()
+    async with _serving(app) as client:
+        yield srv, client
+
+
+class Recorder:
+    """Answers every request 200 ``{}`` and keeps each (method, path, body) in order."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, Any]] = []
+        #: a request whose path ends so is answered with this code instead (a ``Status`` body)
+        self.codes: dict[str, int] = {}
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.requests.append((request.method, request.path, await request.json()))
+        for suffix, code in self.codes.items():
+            if request.path.endswith(suffix):
+                return _status(code)
+        return web.Response(status=200, body=b"{}")
+
+    def of(self, method: str, fragment: str) -> list[Any]:
+        return [body for m, path, body in self.requests if m == method and fragment in path]
+
+
+@pytest.fixture
+async def recorder() -> AsyncIterator[tuple[Recorder, ApiClient]]:
+    rec = Recorder()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", rec.handle)
+    async with _serving(app) as client:
+        yield rec, client

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-import pytest
-from aiohttp import web
 
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.cache.store import ClusterCache
@@ -15,34 +12,6 @@ from caldera.framework.objects import PodGroup
 from caldera.framework.result import SessionResult
 from caldera.hack.scenario import gang, load, node, podgroup_dict
 from caldera.scheduler.status import StatusUpdater
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, Any]] = []
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.requests.append((request.method, request.path, await request.json()))
-        return web.Response(status=200, body=b"{}")
-
-    def of(self, method: str, fragment: str) -> list[Any]:
-        return [body for m, path, body in self.requests if m == method and fragment in path]
-
-
-@pytest.fixture
-async def recorder() -> AsyncIterator[tuple[Recorder, ApiClient]]:
-    rec = Recorder()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", rec.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
-    yield rec, client
-    await client.close()
-    await runner.cleanup()
 
 
 def unschedulable_cycle(cache: ClusterCache) -> SessionResult:
