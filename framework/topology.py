@@ -97,7 +97,7 @@ class Segments:
     """Groups' rows laid end to end (``rows[starts[i]:starts[i] + sizes[i]]`` are group i's), so that
     per-group sums over any per-row array are one ``np.add.reduceat``. Empty groups are left out."""
 
-    __slots__ = ("groups", "rows", "sizes", "starts")
+    __slots__ = ("groups", "in_order", "rows", "sizes", "starts")
 
     def __init__(
         self, groups: list[NodeGroup], rows: np.ndarray, starts: np.ndarray, sizes: np.ndarray
@@ -106,6 +106,14 @@ class Segments:
         self.rows = rows
         self.starts = starts
         self.sizes = sizes
+        #: the rows are 0, 1, 2, ... (groups of consecutive rows, in row order, as when nodes are
+        #: added group by group): a per-row array's first ``len(rows)`` entries are laid out already
+        self.in_order = bool(len(rows)) and int(rows[0]) == 0 and bool((np.diff(rows) == 1).all())
+
+    def laid_out(self, per_row: np.ndarray) -> np.ndarray:
+        """``per_row`` (indexed by row) in the segments' order: a view when the rows are in order,
+        else a gather."""
+        return per_row[: len(self.rows)] if self.in_order else per_row[self.rows]
 
     @classmethod
     def of(cls, groups: Iterable[NodeGroup]) -> Segments:

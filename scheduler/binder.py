@@ -95,6 +95,18 @@ BINDING_TIMEOUT = 600.0
 BINDING_POLL = 5.0
 
 
+class _VersionedMeta(msgspec.Struct, rename="camel"):
+    resource_version: str = ""
+
+
+class _Versioned(msgspec.Struct):
+    metadata: _VersionedMeta = msgspec.field(default_factory=_VersionedMeta)
+
+
+#: reads an object's resourceVersion alone (the rest of the answer is skipped, not decoded)
+_VERSION = msgspec.json.Decoder(_Versioned)
+
+
 def _rv(claim: ResourceClaim) -> int:
     """The claim's resourceVersion as a number (-1 when it is not one: then the watch's copy wins)."""
     try:
@@ -193,7 +205,9 @@ class Binder:
         #: per claim key: the lock its writes take turns on, and how many binds hold or wait for it
         self._claim_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         #: per claim key: the claim as our last write to it returned it, until the watch catches up
-        self._written: dict[str, ResourceClaim] = {}
+        #: claim key → our last write's answer, decoded when first needed (``_freshest``): most
+        #: claims are written once per pod and never read back, while the watch decodes them anyway
+        self._written: dict[str, ResourceClaim | bytes] = {}
         #: ``POST pods/NAME/binding``: the request's fixed parts, encoded once (made at the first bind)
         self._binding_shape: RequestShape | None = None
 
@@ -566,12 +580,18 @@ class Binder:
         mine = self._written.get(key)
         if mine is None:
             return watched
+        if isinstance(mine, bytes):
+            try:
+                mine = self._written[key] = decode(ResourceClaim, mine)
+            except ObjectError:
+                del self._written[key]  # an answer we cannot read: trust the watch again
+                return watched
         if watched is None or (watched.metadata.uid == mine.metadata.uid and _rv(watched) < _rv(mine)):
             return mine
         del self._written[key]  # the watch has caught up (or the claim is another one now)
         return watched
 
-    def _remember(self, key: str, claim: ResourceClaim) -> None:
+    def _remember(self, key: str, claim: ResourceClaim | bytes) -> None:
         if len(self._written) >= WRITTEN_CLAIMS_MAX and key not in self._written:
             self._written.clear()  # a bound on memory: the watch's copies are as good, if older
         self._written[key] = claim
@@ -642,10 +662,10 @@ class Binder:
             _claim_writes("status", failure is None).inc()
             if failure is None:
                 written.append(ca)
-                try:
-                    self._remember(ca.key, decode(ResourceClaim, answer[-1]))
-                except (ObjectError, IndexError):
-                    self._written.pop(ca.key, None)  # an answer we cannot read: trust the watch again
+                if answer:
+                    self._remember(ca.key, answer[-1])
+                else:
+                    self._written.pop(ca.key, None)
                 break
             if failure.code != 409:
                 return f"ResourceClaim {ca.key}: {_reason(failure)}"
@@ -678,8 +698,15 @@ class Binder:
                     timeout=self.request_timeout,
                 )
                 _claim_writes("finalizer", True).inc()
-                return decode(ResourceClaim, raw)
-            except ObjectError as exc:
+                # The write changed the metadata alone (the status is another subresource): the
+                # claim as read, with the finalizer and the answer's resourceVersion, without decoding
+                # the whole answer.
+                version = _VERSION.decode(raw).metadata.resource_version
+                meta = msgspec.structs.replace(
+                    claim.metadata, resource_version=version, finalizers=patch["metadata"]["finalizers"]
+                )
+                return msgspec.structs.replace(claim, metadata=meta)
+            except msgspec.DecodeError as exc:
                 return ApiError(0, "Unreadable", str(exc))
             except ApiError as exc:
                 _claim_writes("finalizer", False).inc()
