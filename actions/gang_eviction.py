@@ -205,7 +205,7 @@ def pick_domains(gradients: list[list[str]], max_domains: int, fallback: str) ->
 def candidate_domains(ssn: Session, job: JobInfo, max_domains: int) -> list[tuple[str, np.ndarray]]:
     """Volcano ``GetCandidateDomains``: (name, node rows) of each domain to try, in order."""
     published = ssn.report.topology
-    req = job_requirement(job, published[1] if published is not None else TopologySettings())
+    req = job_requirement(job, published[1] if published is not None else TopologySettings(), ssn)
     if req is None:
         return [(CLUSTER_GROUP, ssn.all_rows)]
     topo, _ = job_topology(ssn, req)

@@ -34,13 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from caldera.actions.topology import job_requirement, session_topology
+from caldera.actions.topology import job_requirement, session_topology, spec_tier
 from caldera.framework.model import JobInfo, TaskInfo
 from caldera.framework.session import Session
 from caldera.framework.statement import Statement
-from caldera.framework.subgroups import HARD
+from caldera.framework.subgroups import HARD, SOFT
 from caldera.framework.subjobs import SubJob, SubJobs, sub_jobs
-from caldera.framework.topology import GradientRequest, NodeGroup, Topology
+from caldera.framework.topology import GradientRequest, NodeGroup, Topology, TopologySettings
 
 __all__ = ["PlaceTasks", "Worksheet", "allocate_for_job", "organize"]
 
@@ -108,6 +108,39 @@ def organize(ssn: Session, job: JobInfo) -> Worksheet:
     return Worksheet(key, order, tasks)
 
 
+def job_tier(ssn: Session, job: JobInfo, topo: Topology, settings: TopologySettings) -> int | None:
+    """The highest tier the job's gradient may reach (None: the whole cluster alone), after
+    Volcano's ``adjustNetworkTopologySpec`` (pkg/scheduler/framework/session.go): a
+    ``highestTierName`` is translated (``spec_tier``); a soft job becomes hard up to the cluster's
+    top tier (``convertSoftToHardTopology``), so it is tried narrowest tier first and may end up
+    anywhere; a hard job without a tier is not bounded (``JobInfo.IsHardTopologyMode``)."""
+    req = job_requirement(job, settings, ssn)
+    if req is None:
+        return None
+    return topo.top_tier if req.mode == SOFT else req.highest_tier
+
+
+def sub_job_tier(
+    ssn: Session, job: JobInfo, sub: SubJob, topo: Topology, job_bound: int | None
+) -> int | None:
+    """The highest tier a sub-job's gradient may reach inside its job's group (None: that group
+    alone), after ``adjustNetworkTopologySpec``: its ``highestTierName`` translated; soft made hard
+    up to the job's tier, or the cluster's top tier when the job has none
+    (``convertSoftToHardTopology``, ``SubJobInfo.ConvertToHardTopology``); hard bounded only with a
+    tier (``SubJobInfo.IsHardTopologyMode``)."""
+    nt = sub.network_topology
+    if nt is None:
+        return None
+    if nt.mode == SOFT:
+        return job_bound if job_bound is not None else topo.top_tier
+    if nt.mode != HARD:
+        return None
+    if nt.highest_tier_allowed is None and nt.highest_tier_name:
+        where = f"subGroupPolicy {sub.policy} networkTopology" if sub.policy else "networkTopology"
+        return spec_tier(ssn, job, nt, where)
+    return nt.highest_tier_allowed
+
+
 def _narrowest(topo: Topology, ssn: Session, tasks: list[TaskInfo]) -> NodeGroup | None:
     """The narrowest group holding the nodes of ``tasks`` (None when none is placed)."""
     rows = sorted({ssn.nodes[t.node_name].row for t in tasks if t.node_name in ssn.nodes})
@@ -162,12 +195,13 @@ def _allocate_sub_job(
     sub: SubJob,
     tasks: list[TaskInfo],
     within: NodeGroup,
+    job_bound: int | None,
 ) -> tuple[Statement | None, float]:
     """``allocateForSubJob`` (see the module's text): the statement and the winning group's score."""
     if not tasks:
         return None, 0.0
     subs = sub_jobs(ssn, job)
-    highest = sub.hard_tier()
+    highest = sub_job_tier(ssn, job, sub, topo, job_bound)
     allocated = _narrowest(topo, ssn, list(sub.allocated())) if highest is not None else None
     request = GradientRequest(topo, ssn.table, within, highest, allocated, sub.min_resources())
     for gradient in ssn.hypernode_gradients(request) or []:
@@ -187,7 +221,13 @@ def _allocate_sub_job(
 
 
 def _try_job_in(
-    ssn: Session, place: PlaceTasks, topo: Topology, job: JobInfo, sheet: Worksheet, group: NodeGroup
+    ssn: Session,
+    place: PlaceTasks,
+    topo: Topology,
+    job: JobInfo,
+    sheet: Worksheet,
+    group: NodeGroup,
+    job_bound: int | None,
 ) -> tuple[Statement | None, float]:
     """One group of ``allocateForJob``: sub-jobs popped in order and placed inside ``group``."""
     job.fit_errors.clear()  # ``ResetFitErr``
@@ -195,7 +235,7 @@ def _try_job_in(
     score = 0.0
     while sheet:
         sub = sheet.pop()
-        stmt, gained = _allocate_sub_job(ssn, place, topo, job, sub, sheet.tasks[sub.uid], group)
+        stmt, gained = _allocate_sub_job(ssn, place, topo, job, sub, sheet.tasks[sub.uid], group, job_bound)
         if stmt is None:
             continue
         if not len(stmt):
@@ -223,8 +263,7 @@ def allocate_for_job(ssn: Session, job: JobInfo, sheet: Worksheet, place: PlaceT
     if not sheet:
         return None
     topo, settings = session_topology(ssn)
-    req = job_requirement(job, settings)
-    highest = req.highest_tier if req is not None and req.mode == HARD else None
+    highest = job_tier(ssn, job, topo, settings)
     allocated = None
     if highest is not None:
         allocated = _narrowest(topo, ssn, [t for s in sub_jobs(ssn, job) for t in s.allocated()])
@@ -232,7 +271,7 @@ def allocate_for_job(ssn: Session, job: JobInfo, sheet: Worksheet, place: PlaceT
     for gradient in ssn.hypernode_gradients(request) or []:
         scores: dict[str, float] = {}
         for group in gradient:
-            stmt, score = _try_job_in(ssn, place, topo, job, sheet.clone(), group)
+            stmt, score = _try_job_in(ssn, place, topo, job, sheet.clone(), group, highest)
             if stmt is not None:
                 scores[group.name] = score
                 stmt.discard()
@@ -240,7 +279,7 @@ def allocate_for_job(ssn: Session, job: JobInfo, sheet: Worksheet, place: PlaceT
             continue
         best = max((g for g in gradient if g.name in scores), key=lambda g: scores[g.name])
         trial = sheet.clone()
-        stmt, _ = _try_job_in(ssn, place, topo, job, trial, best)
+        stmt, _ = _try_job_in(ssn, place, topo, job, trial, best, highest)
         sheet.take(trial)
         return stmt
     short = sub_jobs(ssn, job).short_of() or "the job's minimum is not reached"

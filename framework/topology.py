@@ -26,7 +26,7 @@ import numpy as np
 
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskInfo, TaskStatus
 from caldera.framework.nodetable import NodeTable
-from caldera.framework.objects import HyperNode, MemberSelector
+from caldera.framework.objects import HyperNode, MemberSelector, NetworkTopologySpec
 from caldera.framework.resource import MIN_RESOURCE, Resource
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ __all__ = [
     "hypernode_members",
     "label_domains",
     "lowest_common_group",
+    "tier_allowed",
 ]
 
 #: Where the network-topology-aware plugin publishes the session's Topology and settings.
@@ -151,6 +152,7 @@ class Topology:
         row_count: int,
         tier_labels: Mapping[int, str] | None = None,
         errors: Sequence[str] = (),
+        tier_names: Mapping[str, int] | None = None,
     ) -> None:
         self.by_tier: dict[int, list[NodeGroup]] = {}
         self.by_key: dict[str, NodeGroup] = {}
@@ -167,6 +169,11 @@ class Topology:
         self.tier_labels: dict[int, str] = dict(tier_labels or {})
         self.tier_labels.setdefault(top, "cluster")
         self.errors: list[str] = list(errors)
+        #: tier by name (``tier_allowed``): HyperNodes' ``spec.tierName``, and each label key of a
+        #: label tier (the name Volcano's label discovery gives the HyperNodes it makes of a key)
+        self.tier_names: dict[str, int] = dict(tier_names or {})
+        #: (job, field, name) of unknown tier names already logged against this topology
+        self.unknown_names_logged: set[tuple[str, str, str]] = set()
         self._segments: dict[int, Segments] = {}
         self._link_parents()
 
@@ -257,6 +264,26 @@ class Topology:
     def describe(self) -> str:
         parts = [f"tier {t} ({self.tier_label(t)}): {len(self.by_tier[t])} groups" for t in self.tiers]
         return "; ".join(parts) or "no topology tiers"
+
+
+def tier_allowed(spec: NetworkTopologySpec, topo: Topology) -> tuple[int | None, str]:
+    """The highest tier a ``networkTopology`` allows and, when its ``highestTierName`` names no
+    tier, why it was not translated. Volcano's ``translateHighestTierNameToAllowed``
+    (pkg/scheduler/framework/session.go, run by ``adjustNetworkTopologySpec`` at session open):
+    ``highestTierAllowed`` when set (Volcano's PodGroup webhook refuses both set; its scheduler
+    reads the number); else the tier of the HyperNodes whose ``spec.tierName`` is the name
+    (``HyperNodesInfo.HyperNodeTierNameMap``); a name no tier has is not translated and the spec
+    bounds nothing (None)."""
+    if spec.highest_tier_allowed is not None:
+        return spec.highest_tier_allowed, ""
+    name = spec.highest_tier_name
+    if not name:
+        return None, ""
+    tier = topo.tier_names.get(name)
+    if tier is None:
+        known = ", ".join(f"{n} (tier {t})" for n, t in sorted(topo.tier_names.items())) or "none"
+        return None, f"networkTopology.highestTierName {name!r} names no HyperNode tier (tier names: {known})"
+    return tier, ""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -556,7 +583,9 @@ def build_topology(
     errors: list[str] = []
     groups: list[NodeGroup] = []
     labels: dict[int, str] = {}
+    names = {key: i for i, key in enumerate(keys, start=1)}
     if hypernodes:
+        names.update(_tier_names(hypernodes, errors))
         hn_groups = _hypernode_groups(hypernodes, node_list, errors)
         groups.extend(hn_groups)
         for g in hn_groups:
@@ -575,7 +604,26 @@ def build_topology(
     for message in errors:
         log.warning("topology: %s", message)
     rows = len(node_list)
-    return Topology(groups, rows, labels, errors)
+    return Topology(groups, rows, labels, errors, names)
+
+
+def _tier_names(hypernodes: Mapping[str, HyperNode], errors: list[str]) -> dict[str, int]:
+    """Volcano's ``HyperNodesInfo.HyperNodeTierNameMap`` (pkg/scheduler/api/hyper_node_info.go):
+    each ``spec.tierName`` with its HyperNodes' tier. Two tiers under one name are reported; the
+    last HyperNode by name decides (Volcano: whichever its map walk meets last)."""
+    out: dict[str, int] = {}
+    for name in sorted(hypernodes):
+        spec = hypernodes[name].spec
+        if not spec.tier_name:
+            continue
+        before = out.get(spec.tier_name)
+        if before is not None and before != spec.tier:
+            errors.append(
+                f"tier name {spec.tier_name!r} is given to tier {before} and tier {spec.tier} "
+                f"(hypernode {name}); using tier {spec.tier}"
+            )
+        out[spec.tier_name] = spec.tier
+    return out
 
 
 class _CachedTopology:

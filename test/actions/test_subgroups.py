@@ -173,3 +173,82 @@ def test_enabled_hypernode_gradient_off_lets_a_hard_sub_group_span_leaves():
         pods = [pod(f"job-{i}", cpu="3", group="job") for i in range(4)]
         _, result = session(nodes, pods, [gang], hns, text)
         assert len(result.placements) == placed, text
+
+
+# -- highestTierName --------------------------------------------------------------------------------
+def named_leaves() -> tuple[list[Any], dict]:
+    """two_leaves' nodes (4 cpu each) with the leaves' tier named "leaf" and the spine's "spine"."""
+    nodes, _, hns = two_leaves()
+    named = {}
+    for name, h in hns.items():
+        spec = {
+            "tier": h.spec.tier,
+            "tierName": "leaf" if h.spec.tier == 1 else "spine",
+            "members": [
+                {"type": m.type, "selector": {"exactMatch": {"name": m.selector.exact_match.name}}}
+                for m in h.spec.members
+            ],
+        }
+        named[name] = convert(HyperNode, {"metadata": {"name": name}, "spec": spec})
+    return nodes, named
+
+
+def test_a_sub_group_bounded_by_tier_name_stays_inside_the_tier_it_names(caplog):
+    # four 3-cpu pods fit no leaf (two 4-cpu nodes) but fit the spine: "leaf" keeps them off, "spine" lets them in
+    nodes, hns = named_leaves()
+    placed = {}
+    for name in ("leaf", "spine"):
+        policy = [
+            {
+                **ROLE,
+                "subGroupSize": 4,
+                "minSubGroups": 1,
+                "networkTopology": {"mode": "hard", "highestTierName": name},
+            }
+        ]
+        pg = podgroup("llm", min_member=4, sub_group_policy=policy)
+        _, result = session(nodes, roles("prefill", cpu="3", size=4), [pg], hns, conf())
+        placed[name] = len(result.placements)
+    assert placed == {"leaf": 0, "spine": 4}
+
+
+def test_a_tier_name_no_hypernode_carries_bounds_nothing_and_is_reported(caplog):
+    nodes, hns = named_leaves()
+    policy = [
+        {
+            **ROLE,
+            "subGroupSize": 4,
+            "minSubGroups": 1,
+            "networkTopology": {"mode": "hard", "highestTierName": "rack"},
+        }
+    ]
+    pg = podgroup("llm", min_member=4, sub_group_policy=policy)
+    ssn, result = session(nodes, roles("prefill", cpu="3", size=4), [pg], hns, conf())
+    assert len(result.placements) == 4  # Volcano skips the translation: no tier bound at all
+    events = [e for e in ssn.report.events if e[2] == "UnknownHighestTierName"]
+    assert len(events) == 1 and events[0][1] == "default/llm"
+    assert "subGroupPolicy role networkTopology" in events[0][3] and "'rack'" in events[0][3]
+    assert "leaf (tier 1), spine (tier 2)" in events[0][3]
+    assert [r for r in caplog.records if "'rack'" in r.getMessage()]
+
+
+def test_a_job_level_tier_name_bounds_the_whole_gang():
+    nodes, hns = named_leaves()
+    for name, placed in (("leaf", 0), ("spine", 4)):
+        gang = podgroup("job", min_member=4, network_topology={"mode": "hard", "highestTierName": name})
+        pods = [pod(f"job-{i}", cpu="3", group="job") for i in range(4)]
+        _, result = session(nodes, pods, [gang], hns, conf())
+        assert len(result.placements) == placed, name
+
+
+def test_both_tier_fields_set_reads_the_number_and_warns():
+    nodes, hns = named_leaves()
+    nt = {"mode": "hard", "highestTierAllowed": 2, "highestTierName": "leaf"}
+    pg = podgroup(
+        "llm",
+        min_member=4,
+        sub_group_policy=[{**ROLE, "subGroupSize": 4, "minSubGroups": 1, "networkTopology": nt}],
+    )
+    ssn, result = session(nodes, roles("prefill", cpu="3", size=4), [pg], hns, conf())
+    assert len(result.placements) == 4  # tier 2, not the leaf
+    assert any("both highestTierAllowed and highestTierName" in e[3] for e in ssn.report.events)
