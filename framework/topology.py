@@ -49,6 +49,7 @@ __all__ = [
     "hypernode_members",
     "label_domains",
     "lowest_common_group",
+    "network_aware_scores",
     "tier_allowed",
 ]
 
@@ -175,6 +176,7 @@ class Topology:
         #: (job, field, name) of unknown tier names already logged against this topology
         self.unknown_names_logged: set[tuple[str, str, str]] = set()
         self._segments: dict[int, Segments] = {}
+        self._leaves: tuple[np.ndarray, list[NodeGroup]] | None = None
         self._link_parents()
 
     @property
@@ -260,6 +262,31 @@ class Topology:
             return None
         found = self.containing(rows, max_tier)
         return found[0] if found else None
+
+    def leaves(self) -> tuple[np.ndarray, list[NodeGroup]]:
+        """Each row's own group, the narrowest holding it (Volcano's ``util.FindHyperNodeForNode``:
+        tiers lowest first, the first group holding the node; here the first by name), as an index
+        into the list returned with it (-1: in no group). Made on first use."""
+        if self._leaves is None:
+            of = np.full(len(self.cluster.rows), -1, dtype=np.intp)
+            groups: list[NodeGroup] = []
+            for tier in reversed(self.tiers):  # widest first: narrower groups overwrite
+                for g in reversed(self.by_tier[tier]):
+                    of[g.rows] = len(groups)
+                    groups.append(g)
+            self._leaves = (of, groups)
+        return self._leaves
+
+    def tier_score(self, tier: int) -> float:
+        """network-topology-aware's ``scoreHyperNodeWithTier``: 1 for the lowest tier, 0 for the
+        cluster's (the top tier, Volcano's ``ClusterTopHyperNode``), linear between."""
+        low = self.tiers[0] if self.tiers else self.top_tier
+        high = self.top_tier
+        if low == high:
+            return 1.0
+        if low <= tier <= high:
+            return (high - tier) / (high - low)
+        return 0.0
 
     def describe(self) -> str:
         parts = [f"tier {t} ({self.tier_label(t)}): {len(self.by_tier[t])} groups" for t in self.tiers]
@@ -379,32 +406,40 @@ def gradients(req: GradientRequest) -> list[list[NodeGroup]] | None:
     return [sorted(eligible[t], key=lambda g: g.name) for t in sorted(eligible)]
 
 
-#: the resources network-topology-aware bin-packs hypernodes by, with Volcano's default weights
-#: (``getPriorityWeight``: cpu 1, memory 1, no others; the weights are not configurable here)
+#: network-topology-aware's default weights of the resources it bin-packs HyperNodes by
+#: (``getPriorityWeight``: cpu 1, memory 1, no others; ``hypernode.binpack.*`` change them)
 BINPACK_WEIGHTS = {"cpu": 1.0, "memory": 1.0}
 MAX_NODE_SCORE = 100.0
 
 
 def binpack_scores(
-    table: NodeTable, tasks: Sequence[TaskInfo], groups: Sequence[NodeGroup]
+    table: NodeTable,
+    tasks: Sequence[TaskInfo],
+    groups: Sequence[NodeGroup],
+    weights: Mapping[str, float] = BINPACK_WEIGHTS,
+    weight: float = 1.0,
 ) -> dict[str, float]:
     """network-topology-aware's ``HyperNodeOrderFn`` (network_topology_aware.go): per group, the
-    weighted mean over cpu and memory of (used + the sub-job's whole request) / allocatable, 0 when
-    the request overflows a resource (``getSubJobHyperNodeBinPackingScore``; used counts what this
-    session placed and pipelined there, as the plugin's allocate events do); when several groups
-    share the best score, each adds the share of the sub-job's pods already on its nodes
-    (``scoreWithTaskNum``); scaled to 0..100 (``scaleFinalScore``, weight 1)."""
-    request = dict.fromkeys(BINPACK_WEIGHTS, 0.0)
+    weighted mean over the weighted resources the sub-job asks (``getBinPackWeight``: cpu, memory
+    and the ``hypernode.binpack.resources`` listed) of (used + the sub-job's whole request) /
+    allocatable, 0 when the request overflows a resource (``getSubJobHyperNodeBinPackingScore``;
+    used counts what this session placed and pipelined there, as the plugin's allocate events do);
+    when several groups share the best score, each adds the share of the sub-job's pods already on
+    its nodes (``scoreWithTaskNum``); scaled to 0..100 times the plugin's ``weight``
+    (``scaleFinalScore``)."""
+    request = dict.fromkeys(weights, 0.0)
     for task in tasks:
-        for name in BINPACK_WEIGHTS:
-            request[name] += max(0.0, getattr(task.resreq, name))
+        for name in weights:
+            request[name] += max(0.0, task.resreq.get(name))
     asked = [name for name, value in request.items() if value > 0]
-    cols = np.asarray([table.dims[name] for name in asked], dtype=np.intp)
-    want = np.asarray([request[name] for name in asked])
-    weights = np.asarray([BINPACK_WEIGHTS[name] for name in asked])
+    present = [name for name in asked if name in table.dims]
+    missing = len(present) < len(asked)  # no node has it: every group overflows
+    cols = np.asarray([table.dims[name] for name in present], dtype=np.intp)
+    want = np.asarray([request[name] for name in present])
+    factors = np.asarray([weights[name] for name in present])
     scores: dict[str, float] = {}
     for g in groups:
-        if not len(cols):
+        if missing or not len(cols) or factors.sum() <= 0:
             scores[g.name] = 0.0
             continue
         alloc = table.allocatable[g.rows][:, cols].sum(axis=0)
@@ -412,7 +447,7 @@ def binpack_scores(
         if bool((used > alloc + MIN_RESOURCE).any()) or bool((alloc <= 0).any()):
             scores[g.name] = 0.0
         else:
-            scores[g.name] = float((weights * used / alloc).sum() / weights.sum())
+            scores[g.name] = float((factors * used / alloc).sum() / factors.sum())
     best = max(scores.values(), default=0.0)
     tied = [g for g in groups if scores[g.name] == best]
     if len(tied) > 1 and tasks:
@@ -422,7 +457,36 @@ def binpack_scores(
             members = set(g.rows.tolist()) if row_of else set()
             on = sum(1 for t in tasks if row_of.get(t.node_name, -1) in members)
             scores[g.name] += on / len(tasks)
-    return {name: MAX_NODE_SCORE * score for name, score in scores.items()}
+    return {name: MAX_NODE_SCORE * weight * score for name, score in scores.items()}
+
+
+def network_aware_scores(
+    topo: Topology, rows: np.ndarray, allocated: NodeGroup | None, placed_rows: np.ndarray, tasks: int
+) -> np.ndarray:
+    """network-topology-aware's ``batchNodeOrderFnForNetworkAwarePods`` (network_topology_aware.go),
+    before its scaling: for a pod of a sub-group with a ``networkTopology`` whose pods already sit in
+    ``allocated`` (the narrowest group holding them, Volcano's ``JobAllocatedHyperNode``), each
+    node scores by the tier of the narrowest group holding both it and ``allocated``
+    (``networkTopologyAwareScore``: 1 when the node's own group is ``allocated``, else
+    ``Topology.tier_score`` of their lowest common group); the nodes sharing the best score each add
+    the share of the sub-group's ``tasks`` pods already on their own group's nodes
+    (``scoreWithTaskNum``; ``placed_rows``: the rows of those pods). All 0 before any pod is placed."""
+    out = np.zeros(len(rows))
+    if allocated is None or not len(rows):
+        return out
+    for g in reversed(ancestors(allocated)):  # widest first: narrower groups overwrite
+        out[np.isin(rows, g.rows, assume_unique=False)] = topo.tier_score(g.tier)
+    leaf_of, leaves = topo.leaves()
+    own = leaf_of[rows]
+    mine = next((i for i, g in enumerate(leaves) if g is allocated), -1)
+    if mine >= 0:
+        out[own == mine] = 1.0
+    tied = out == out.max()
+    if int(tied.sum()) > 1 and tasks:
+        counts = np.bincount(leaf_of[placed_rows] + 1, minlength=len(leaves) + 1).astype(float)
+        counts[0] = len(placed_rows)  # a node in no group: its own is the cluster, holding every pod
+        out[tied] += counts[own[tied] + 1] / tasks
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

@@ -252,3 +252,51 @@ def test_both_tier_fields_set_reads_the_number_and_warns():
     ssn, result = session(nodes, roles("prefill", cpu="3", size=4), [pg], hns, conf())
     assert len(result.placements) == 4  # tier 2, not the leaf
     assert any("both highestTierAllowed and highestTierName" in e[3] for e in ssn.report.events)
+
+
+# -- where a sub-group's pods go inside its HyperNode --------------------------------------------------
+def small_leaves(cpu: str) -> tuple[list[Any], dict]:
+    """Leaves a and b of two nodes of ``cpu`` each, under one spine."""
+    nodes = [node(f"{leaf}-n{i}", cpu=cpu) for leaf in "ab" for i in range(2)]
+    hns = {"a": hn("a", 1, ["a-n0", "a-n1"]), "b": hn("b", 1, ["b-n0", "b-n1"])}
+    hns["spine"] = hn("spine", 2, ["a", "b"], "HyperNode")
+    return nodes, hns
+
+
+def per_leaf(result) -> list[int]:
+    counts = {"a": 0, "b": 0}
+    for p in result.placements:
+        counts[p.node[0]] += 1
+    return sorted(counts.values())
+
+
+def test_a_sub_group_spanning_leaves_keeps_its_pods_in_as_few_leaves_as_it_can():
+    # five 1-cpu pods fit no leaf (two 2-cpu nodes) but fit the spine; nodeorder's least-requested
+    # spreads them 3 + 2 over the leaves; network-topology-aware's node order
+    # (batchNodeOrderFnForNetworkAwarePods) prefers the leaf its pods already use: 4 + 1
+    nodes, hns = small_leaves("2")
+    policy = [
+        {
+            **ROLE,
+            "subGroupSize": 5,
+            "minSubGroups": 1,
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+        }
+    ]
+    for text, split in ((conf(nta="    arguments: {weight: 0}"), [2, 3]), (conf(), [1, 4])):
+        pg = podgroup("llm", min_member=5, sub_group_policy=policy)
+        _, result = session(nodes, roles("prefill", size=5), [pg], hns, text)
+        assert per_leaf(result) == split, text
+
+
+def test_a_soft_sub_group_takes_the_narrowest_hypernode_it_fits():
+    # three 1-cpu pods: least-requested alone would spread them over both leaves; a soft sub-group is
+    # tried narrowest tier first (Volcano's convertSoftToHardTopology) and lands in one leaf
+    nodes, hns = small_leaves("4")
+    policy = [{**ROLE, "subGroupSize": 3, "minSubGroups": 1, "networkTopology": {"mode": "soft"}}]
+    pg = podgroup("llm", min_member=3, sub_group_policy=policy)
+    _, result = session(nodes, roles("prefill", size=3), [pg], hns, conf(nta="    enableNodeOrder: false"))
+    assert per_leaf(result) == [0, 3]
+    gang = podgroup("llm", min_member=3)  # the same pods without a policy spread
+    _, result = session(nodes, roles("prefill", size=3), [gang], hns, conf(nta="    enableNodeOrder: false"))
+    assert per_leaf(result) == [1, 2]
