@@ -42,7 +42,15 @@ from caldera.framework.subgroups import HARD, SOFT
 from caldera.framework.subjobs import SubJob, SubJobs, sub_jobs
 from caldera.framework.topology import GradientRequest, NodeGroup, Topology, TopologySettings
 
-__all__ = ["PlaceTasks", "Worksheet", "allocate_for_job", "organize"]
+__all__ = [
+    "PlaceTasks",
+    "Worksheet",
+    "allocate_for_job",
+    "job_tier",
+    "narrowest_group",
+    "organize",
+    "sub_job_tier",
+]
 
 #: the allocate action's task placer (``actions.allocate.place_tasks``), handed in as the topology
 #: allocate is handed ``allocate_job``
@@ -141,7 +149,7 @@ def sub_job_tier(
     return nt.highest_tier_allowed
 
 
-def _narrowest(topo: Topology, ssn: Session, tasks: list[TaskInfo]) -> NodeGroup | None:
+def narrowest_group(topo: Topology, ssn: Session, tasks: list[TaskInfo]) -> NodeGroup | None:
     """The narrowest group holding the nodes of ``tasks`` (None when none is placed)."""
     rows = sorted({ssn.nodes[t.node_name].row for t in tasks if t.node_name in ssn.nodes})
     if not rows:
@@ -202,7 +210,7 @@ def _allocate_sub_job(
         return None, 0.0
     subs = sub_jobs(ssn, job)
     highest = sub_job_tier(ssn, job, sub, topo, job_bound)
-    allocated = _narrowest(topo, ssn, list(sub.allocated())) if highest is not None else None
+    allocated = narrowest_group(topo, ssn, list(sub.allocated())) if highest is not None else None
     request = GradientRequest(topo, ssn.table, within, highest, allocated, sub.min_resources())
     for gradient in ssn.hypernode_gradients(request) or []:
         fits: list[NodeGroup] = []
@@ -266,7 +274,7 @@ def allocate_for_job(ssn: Session, job: JobInfo, sheet: Worksheet, place: PlaceT
     highest = job_tier(ssn, job, topo, settings)
     allocated = None
     if highest is not None:
-        allocated = _narrowest(topo, ssn, [t for s in sub_jobs(ssn, job) for t in s.allocated()])
+        allocated = narrowest_group(topo, ssn, [t for s in sub_jobs(ssn, job) for t in s.allocated()])
     request = GradientRequest(topo, ssn.table, topo.cluster, highest, allocated, job.min_resources)
     for gradient in ssn.hypernode_gradients(request) or []:
         scores: dict[str, float] = {}

@@ -50,6 +50,7 @@ __all__ = [
     "label_domains",
     "lowest_common_group",
     "network_aware_scores",
+    "reverse_and_cap",
     "tier_allowed",
 ]
 
@@ -351,6 +352,33 @@ class GradientRequest:
     highest: int | None
     allocated: NodeGroup | None = None
     minimum: Resource | None = None
+    #: for eviction (Volcano's ``PurposeEvict``: gangpreempt, gangreclaim): a group is eligible
+    #: when its allocatable (not its idle) holds ``minimum``, and the gradients come widest first,
+    #: capped (``reverse_and_cap``)
+    evict: bool = False
+
+
+#: network-topology-aware's ``DefaultEvictMaxHyperNodes`` (``hypernode.gradient.evict.max-hypernodes``)
+DEFAULT_EVICT_MAX_GROUPS = 8
+
+
+def reverse_and_cap(found: list[list[NodeGroup]], cap: int) -> list[list[NodeGroup]]:
+    """network-topology-aware's ``reverseAndCapEvictionGradients``: the gradients widest tier
+    first, at most ``cap`` groups in all (of a tier cut short, its last ones by name)."""
+    if cap <= 0:
+        return found
+    out: list[list[NodeGroup]] = []
+    left = cap
+    for gradient in reversed(found):
+        if not left:
+            break
+        if len(gradient) <= left:
+            out.append(gradient)
+            left -= len(gradient)
+        else:
+            out.append(gradient[len(gradient) - left :])
+            left = 0
+    return out
 
 
 def _search_root(req: GradientRequest, highest: int) -> NodeGroup | None:
@@ -373,12 +401,16 @@ def _search_root(req: GradientRequest, highest: int) -> NodeGroup | None:
     return None
 
 
-def gradients(req: GradientRequest) -> list[list[NodeGroup]] | None:
+def gradients(
+    req: GradientRequest, evict_cap: int = DEFAULT_EVICT_MAX_GROUPS
+) -> list[list[NodeGroup]] | None:
     """Volcano's ``hyperNodeGradientFn`` (pkg/scheduler/plugins/network-topology-aware/
     network_topology_aware.go): breadth first from the search root, the groups of tier at most
     ``highest`` whose summed idle (or future idle) holds ``minimum`` (no such check once pods are
     placed, ``isEligibleHyperNode``), in gradients by tier, narrowest first; within a tier by name.
-    Not hard mode: the root alone. None: no search root (the placed pods exceed the highest tier)."""
+    Not hard mode: the root alone. None: no search root (the placed pods exceed the highest tier).
+    For eviction (``req.evict``) the groups' allocatable must hold ``minimum`` and the gradients
+    are reversed and capped at ``evict_cap`` groups (``reverse_and_cap``)."""
     highest = req.highest
     if highest is None:
         return [[req.root]]
@@ -398,12 +430,14 @@ def gradients(req: GradientRequest) -> list[list[NodeGroup]] | None:
         if g.tier <= highest and (
             cols is None
             or not len(cols)
-            or bool((table.idle[g.rows][:, cols].sum(axis=0) >= vals).all())
-            or bool((table.future[g.rows][:, cols].sum(axis=0) >= vals).all())
+            or (req.evict and bool((table.allocatable[g.rows][:, cols].sum(axis=0) >= vals).all()))
+            or (not req.evict and bool((table.idle[g.rows][:, cols].sum(axis=0) >= vals).all()))
+            or (not req.evict and bool((table.future[g.rows][:, cols].sum(axis=0) >= vals).all()))
         ):
             eligible.setdefault(g.tier, []).append(g)
         queue.extend(g.children)
-    return [sorted(eligible[t], key=lambda g: g.name) for t in sorted(eligible)]
+    found = [sorted(eligible[t], key=lambda g: g.name) for t in sorted(eligible)]
+    return reverse_and_cap(found, evict_cap) if req.evict else found
 
 
 #: network-topology-aware's default weights of the resources it bin-packs HyperNodes by

@@ -7,12 +7,18 @@ only the allocate action has (see actions/topology.py and actions/subjobs.py). A
 (pkg/scheduler/plugins/network-topology-aware/network_topology_aware.go) it registers:
 
 - the HyperNode gradient function (``AddHyperNodeGradientForJobFn`` / ``ForSubJobFn``;
-  ``framework.topology.gradients``): which groups, tier by tier, a job or sub-group is tried in.
+  ``framework.topology.gradients``): which groups, tier by tier, a job or sub-group is tried in;
+  for gangpreempt / gangreclaim (``PurposeEvict``) widest first, at most
+  ``hypernode.gradient.evict.max-hypernodes`` groups (default 8).
   ``enabledHyperNodeGradient: false`` leaves the search at the root alone: no tier bounds a job;
 - the HyperNode order function (``AddHyperNodeOrderFn``; ``framework.topology.binpack_scores``):
-  how the groups a sub-group fits in are ranked. ``enabledHyperNodeOrder: false`` leaves every
-  group unscored: the first that fits, by name, is taken (for whole jobs too, instead of the
-  ``scorePolicy`` fit).
+  how the groups a sub-group fits in are ranked, by bin-packing the resources weighted by
+  ``hypernode.binpack.cpu`` / ``.memory`` / ``.resources`` (default cpu and memory, 1 each).
+  ``enabledHyperNodeOrder: false`` leaves every group unscored: the first that fits, by name, is
+  taken (for whole jobs too, instead of the ``scorePolicy`` fit);
+- a node order for the pods of sub-groups with a ``networkTopology``
+  (``batchNodeOrderFnForNetworkAwarePods``): toward the group the sub-group's placed pods share.
+  ``weight`` (default 1) scales it and the HyperNode order.
 
 Arguments:
 - ``topologyKeys``: node label keys, one per tier from narrowest to widest, e.g.
@@ -36,6 +42,7 @@ from caldera.framework.model import ALLOCATED_STATUSES, TaskInfo, TaskStatus
 from caldera.framework.plugin import ArgumentError, Arguments, Plugin, unsupported
 from caldera.framework.subjobs import SubJob, sub_jobs
 from caldera.framework.topology import (
+    DEFAULT_EVICT_MAX_GROUPS,
     HARD,
     MAX_NODE_SCORE,
     SOFT,
@@ -81,21 +88,23 @@ class NetworkTopologyAwarePlugin(Plugin):
         "hypernode.binpack.normal-pod.fading": unsupported(
             float, "hypernode binpacking of normal pods is not implemented"
         ),
-        "hypernode.gradient.evict.max-hypernodes": unsupported(
-            int, "hypernode gradients are not implemented"
-        ),
+        "hypernode.gradient.evict.max-hypernodes": int,
     }
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
         self.settings = settings_from(arguments)
         self.weight, self.weights = weights_from(arguments)
+        # Volcano's getMaxHyperNodesForEviction: not positive means the default
+        cap = arguments.int("hypernode.gradient.evict.max-hypernodes", DEFAULT_EVICT_MAX_GROUPS)
+        self.evict_cap = cap if cap > 0 else DEFAULT_EVICT_MAX_GROUPS
 
     def on_session_open(self, ssn: Session) -> None:
         s = self.settings
         topo = session_topology_of(ssn, s.keys)
         ssn.report.topology = (topo, s)
-        ssn.add_hypernode_gradient_fn(self.name, gradients)
+        cap = self.evict_cap
+        ssn.add_hypernode_gradient_fn(self.name, lambda req: gradients(req, cap))
         table = ssn.table
         weights, weight = self.weights, self.weight
 

@@ -178,6 +178,11 @@ COVERED_ELSEWHERE = {
         "network-topology-aware",
         "hypernode.binpack.resources.*",
     ): "test/volcano/test_network_topology_aware_test.py",
+    # the cap of the eviction gradients (reverse_and_cap; TestReverseAndCapEvictionGradients)
+    (
+        "network-topology-aware",
+        "hypernode.gradient.evict.max-hypernodes",
+    ): "test/volcano/test_network_topology_aware_test.py",
     ("nodegroup", "strict"): "test/volcano/test_nodegroup_test.py",
     ("nodegroup", "enablePreferredOrder"): "test/volcano/test_nodegroup_test.py",
     ("nodegroup", "enableHierarchy"): "test/volcano/test_nodegroup_test.py",

@@ -266,3 +266,17 @@ def test_hypernode_order_fn(name):
     assert set(got) == set(expected)
     for group, want in expected.items():
         assert abs(got[group] - want) <= EPS, (group, got[group], want)
+
+
+# -- TestReverseAndCapEvictionGradients -----------------------------------------------------------
+def test_reverse_and_cap_eviction_gradients():
+    """TestReverseAndCapEvictionGradients: widest first, at most 3 groups (a tier cut short keeps
+    its last); a cap of 0 leaves the gradients as they are."""
+    from caldera.framework.topology import NodeGroup, reverse_and_cap
+
+    def g(name: str) -> NodeGroup:
+        return NodeGroup(name, 1, np.zeros(0, dtype=np.intp), "hypernode")
+
+    found = [[g("a"), g("b")], [g("c"), g("d")]]
+    assert [[x.name for x in level] for level in reverse_and_cap(found, 3)] == [["c", "d"], ["b"]]
+    assert reverse_and_cap(found, 0) is found
