@@ -115,22 +115,24 @@ def job_bundles(job: JobInfo, local: list[TaskInfo], subs: SubJobs | None = None
         role_surplus = {role: ready.get(role, 0) - n for role, n in job.task_min_available.items()}
     broken: set[str] = set()
     group_surplus: dict[str, int] = {}
-    if subs is not None and subs.min_sub_jobs:
-        for sub in subs:
-            if sub.is_ready():
-                group_surplus[sub.gid] = group_surplus.get(sub.gid, 0) + 1
+    enforce = subs is not None and bool(subs.min_sub_jobs)
+    if subs is not None and enforce:
+        for each in subs:
+            if each.is_ready():
+                group_surplus[each.gid] = group_surplus.get(each.gid, 0) + 1
             else:
-                broken.add(sub.uid)
+                broken.add(each.uid)
         for gid, need in subs.min_sub_jobs.items():
             group_surplus[gid] = group_surplus.get(gid, 0) - need
     safe: list[TaskInfo] = []
     whole: list[TaskInfo] = []
     for t in local:
         role_left = role_surplus.get(t.role)
-        sub = subs.of(t) if subs is not None and subs.min_sub_jobs else None
-        sub_safe = sub is None or sub.uid in broken or group_surplus.get(sub.gid, 0) > 0
-        if subs is not None and subs.min_sub_jobs and sub is None:
-            sub_safe = False  # (a pod in no sub-group: Volcano routes it to whole defensively)
+        sub = subs.of(t) if subs is not None and enforce else None
+        if sub is None:
+            sub_safe = not enforce  # (a pod in no sub-group: Volcano routes it to whole defensively)
+        else:
+            sub_safe = sub.uid in broken or group_surplus.get(sub.gid, 0) > 0
         if surplus > 0 and (role_left is None or role_left > 0) and sub_safe:
             safe.append(t)
             surplus -= 1

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,11 +45,13 @@ from caldera.framework.topology import GradientRequest, NodeGroup, Topology, Top
 
 __all__ = [
     "PlaceTasks",
+    "SubGroupOutcome",
     "Worksheet",
     "allocate_for_job",
     "job_tier",
     "narrowest_group",
     "organize",
+    "outcomes",
     "sub_job_tier",
 ]
 
@@ -114,6 +117,29 @@ def organize(ssn: Session, job: JobInfo) -> Worksheet:
             tasks[sub.uid] = pending
     order = sorted((subs.by_uid[uid] for uid in tasks), key=key)
     return Worksheet(key, order, tasks)
+
+
+@dataclass(frozen=True)
+class SubGroupOutcome:
+    """How a sub-group's last placement try of this session went (for explain): the job's group it
+    was tried within, its highest tier (None: that group alone), how many groups were tried, the
+    group it was placed in ("" when none) and why not."""
+
+    within: str
+    highest: int | None
+    tried: int
+    placed_in: str
+    reason: str = ""
+
+
+class _Outcomes:
+    """``Session.memo`` key: per job uid, each sub-group's last ``SubGroupOutcome``."""
+
+
+def outcomes(ssn: Session, job: JobInfo) -> dict[str, SubGroupOutcome]:
+    """The session's sub-group outcomes of ``job`` (empty when allocate did not try it)."""
+    made: dict[str, dict[str, SubGroupOutcome]] = ssn.memo(_Outcomes, dict)
+    return made.setdefault(job.uid, {})
 
 
 def job_tier(ssn: Session, job: JobInfo, topo: Topology, settings: TopologySettings) -> int | None:
@@ -212,9 +238,12 @@ def _allocate_sub_job(
     highest = sub_job_tier(ssn, job, sub, topo, job_bound)
     allocated = narrowest_group(topo, ssn, list(sub.allocated())) if highest is not None else None
     request = GradientRequest(topo, ssn.table, within, highest, allocated, sub.min_resources())
-    for gradient in ssn.hypernode_gradients(request) or []:
+    found = ssn.hypernode_gradients(request)
+    tried = 0
+    for gradient in found or []:
         fits: list[NodeGroup] = []
         for group in gradient:
+            tried += 1
             stmt = _place_sub_job(ssn, place, job, subs, sub, list(tasks), _rows(topo, group))
             if stmt is not None and len(stmt):
                 fits.append(group)
@@ -224,7 +253,19 @@ def _allocate_sub_job(
             continue
         scores = ssn.hypernode_scores(sub, fits)
         best = max(fits, key=lambda g: scores[g.name])
+        outcomes(ssn, job)[sub.uid] = SubGroupOutcome(within.name, highest, tried, best.name)
         return _place_sub_job(ssn, place, job, subs, sub, tasks, _rows(topo, best)), scores[best.name]
+    if found is None:
+        why = f"its placed pods span more than tier {highest} allows"
+    else:
+        bound = f" up to tier {highest}" if highest is not None else ""
+        if tried:
+            why = f"fits in none of the {tried} group(s){bound} tried within {within.name}"
+        else:  # (the gradient's pre-filter: no group's idle or soon idle room holds its requests)
+            why = f"no group{bound} within {within.name} has the room its pods ask for"
+        failed = next((job.fit_errors[t.uid] for t in sub.tasks.values() if t.uid in job.fit_errors), "")
+        why += f" ({failed})" if failed else ""
+    outcomes(ssn, job)[sub.uid] = SubGroupOutcome(within.name, highest, tried, "", why)
     return None, 0.0
 
 
