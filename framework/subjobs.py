@@ -85,8 +85,9 @@ class SubJob:
 
     @property
     def priority(self) -> int:
-        """The highest priority of its pods (``SubJobInfo.Priority``)."""
-        return max((t.priority for t in self.tasks.values()), default=0)
+        """The highest priority of its pods, never below 0 (``SubJobInfo.getTaskHighestPriority``
+        starts from 0)."""
+        return max(0, max((t.priority for t in self.tasks.values()), default=0))
 
     def pending(self) -> Iterator[TaskInfo]:
         return (t for t in self.tasks.values() if t.status == TaskStatus.PENDING)

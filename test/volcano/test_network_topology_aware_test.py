@@ -15,6 +15,16 @@ test and ``name``.
   (a whole job is placed by its group choice, actions/topology.py); the function is the same.
 - TestHyperNodeOrderFn: the HyperNode bin-packing score of a sub-job over every HyperNode and the
   cluster (``ClusterTopHyperNode``), through the session's ``hypernode_scores``.
+- TestReverseAndCapEvictionGradients, TestHyperNodeGradientPreFiltering (``isEligibleHyperNode``,
+  allocation and eviction) and TestHyperNodeGradientForSubJobFn_NoSubJobPolicyRespectsHardTopology:
+  ``framework.topology.gradients``.
+- TestBatchNodeOrderFn: its first case only (no score for a pod without a network topology when
+  normal-pod bin-packing is off).
+
+Not passing, for want of HyperNode bin-packing of pods without a network topology
+(``hypernode.binpack.normal-pod.*``, refused when enabled): TestBatchNodeOrderFn's other four cases
+and Test_batchNodeOrderFnForNormalPods. Not ported: Test_initHyperNodeResourceCache (the plugin's
+per-HyperNode sums, which Caldera reads from the node table when scoring).
 """
 
 from __future__ import annotations
@@ -280,3 +290,113 @@ def test_reverse_and_cap_eviction_gradients():
     found = [[g("a"), g("b")], [g("c"), g("d")]]
     assert [[x.name for x in level] for level in reverse_and_cap(found, 3)] == [["c", "d"], ["b"]]
     assert reverse_and_cap(found, 0) is found
+
+
+# -- TestHyperNodeGradientPreFiltering, TestHyperNodeGradientForSubJobFn_NoSubJobPolicyRespectsHardTopology
+GI = 2**30
+#: name → (purpose is evict, min (cpu, Gi), hn-1-0's idle (cpu, Gi), its future idle (cpu, Gi) or
+#: None (Go: unset, nothing), hn-1-0 kept). hn-1-0 holds 10 nodes of 4 cpu and 8Gi (40 cpu, 80Gi).
+PRE_FILTER = {
+    "Job - idle sufficient, futureIdle sufficient": (False, (20, 40), (30, 60), (35, 70), True),
+    "Job - idle sufficient, futureIdle insufficient": (False, (20, 40), (30, 60), (10, 20), True),
+    "Job - idle insufficient, futureIdle sufficient": (False, (20, 40), (10, 20), (30, 60), True),
+    "Job - idle insufficient, futureIdle insufficient": (False, (20, 40), (10, 20), (15, 30), False),
+    "SubJob - idle sufficient, futureIdle sufficient": (False, (20, 40), (30, 60), (35, 70), True),
+    "SubJob - idle sufficient, futureIdle insufficient": (False, (20, 40), (30, 60), None, True),
+    "SubJob - idle insufficient, futureIdle sufficient": (False, (20, 40), (10, 20), (30, 60), True),
+    "SubJob - idle insufficient, futureIdle insufficient": (False, (20, 40), (10, 20), (15, 30), False),
+    "Evict purpose - idle insufficient, futureIdle insufficient": (True, (20, 40), (15, 30), (15, 30), True),
+    "Evict purpose - allocatable insufficient": (True, (50, 100), (15, 30), (15, 30), False),
+}
+
+
+@pytest.mark.parametrize("name", list(PRE_FILTER))
+def test_hypernode_gradient_pre_filtering(name):
+    """TestHyperNodeGradientPreFiltering (``isEligibleHyperNode``), over two tier-1 HyperNodes of
+    ten nodes under one tier-2 (the Go test has a hundred; only hn-1-0 is looked at); the job and
+    sub-job cases run the same gradient function."""
+    from caldera.framework.resource import Resource
+    from caldera.framework.topology import GradientRequest, gradients
+
+    evict, (cpu, mem), idle, future, kept = PRE_FILTER[name]
+    names = [f"node-{i}" for i in range(20)]
+    tree = {
+        "hn-1-0": (1, names[:10]),
+        "hn-1-1": (1, names[10:]),
+        "hn-2-0": (2, ["hn-1-0", "hn-1-1"]),
+    }
+    snap = scenario.cluster(nodes=[build_node(n, res("4", "8Gi")) for n in names])
+    snap.hypernodes = hypernodes(tree)
+    parsed = parse_conf(
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: network-topology-aware\n', REGISTRY
+    )
+    ssn = open_session(snap, parsed.tiers, REGISTRY.plugins, parsed.configurations)
+    try:
+        topo, _ = ssn.report.topology
+        table = ssn.table
+        group = topo.group("hn-1-0", 1)
+        cpu_col, mem_col = table.dims["cpu"], table.dims["memory"]
+        for column, share in ((table.idle, idle), (table.future, future or (0, 0))):
+            column[group.rows, cpu_col] = share[0] * 1000 / 10  # (millicores)
+            column[group.rows, mem_col] = share[1] * GI / 10
+        request = GradientRequest(
+            topo, table, topo.group("hn-2-0", 2), 2, None, Resource(cpu * 1000, mem * GI), evict=evict
+        )
+        found = [g.name for level in gradients(request) or [] for g in level]
+    finally:
+        close_session(ssn)
+    assert ("hn-1-0" in found) is kept
+    tiers = [topo.group(n).tier for n in found]
+    assert tiers == (sorted(tiers, reverse=True) if evict else sorted(tiers))
+
+
+def test_hypernode_gradient_for_sub_job_no_sub_job_policy_respects_hard_topology():
+    """TestHyperNodeGradientForSubJobFn_NoSubJobPolicyRespectsHardTopology: a hard tier-1 sub-job
+    asking 20 cpu where each zone has 16 gets no eviction gradient, not the root."""
+    from caldera.framework.resource import Resource
+    from caldera.framework.topology import GradientRequest
+
+    names = ["node-a-1", "node-a-2", "node-d-1", "node-d-2"]
+    tree = {"zone-a": (1, names[:2]), "zone-d": (1, names[2:]), "region": (2, ["zone-a", "zone-d"])}
+    snap = scenario.cluster(nodes=[build_node(n, res("8", "8Gi")) for n in names])
+    snap.hypernodes = hypernodes(tree)
+    parsed = parse_conf(
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: network-topology-aware\n', REGISTRY
+    )
+    ssn = open_session(snap, parsed.tiers, REGISTRY.plugins, parsed.configurations)
+    try:
+        topo, _ = ssn.report.topology
+        request = GradientRequest(topo, ssn.table, topo.cluster, 1, None, Resource(20_000), evict=True)
+        assert ssn.hypernode_gradients(request) == []
+    finally:
+        close_session(ssn)
+
+
+def test_batch_node_order_without_network_topology_and_normal_pod_binpacking_off():
+    """TestBatchNodeOrderFn / "score empty nodes for single task with no network topology and no
+    hypernode-level binpacking": a pod without a network topology gets no score from the plugin
+    (with ``hypernode.binpack.normal-pod.enable: false``; the other four cases score such pods by
+    HyperNode bin-packing, which Caldera does not implement)."""
+    pg = scenario.podgroup_dict(
+        "pg1", min_member=1, queue="q1", namespace="ns1", phase="Inqueue", uid="ns1-pg1"
+    )
+    pg["metadata"]["creationTimestamp"] = T0
+    snap = scenario.cluster(
+        nodes=[build_node(f"s{i}-n{j}", res("2", "4G", pods="10")) for i in (3, 4, 5, 6) for j in (1, 2)],
+        pods=[build_pod("ns1", "p1", "", "Pending", res("2", "4G"), "pg1")],
+        podgroups=[convert(scenario.PodGroup, pg)],
+        queues=[build_queue("q1", 1)],
+    )
+    snap.hypernodes = hypernodes(THREE_TIERS)
+    text = (
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: network-topology-aware\n'
+        "    arguments:\n      hypernode.binpack.normal-pod.enable: false\n"
+    )
+    parsed = parse_conf(text, REGISTRY)
+    ssn = open_session(snap, parsed.tiers, REGISTRY.plugins, parsed.configurations)
+    try:
+        task = next(iter(ssn.jobs["ns1/pg1"].tasks.values()))
+        local, other = ssn.split_scores(task)
+        assert not local and not other
+    finally:
+        close_session(ssn)
