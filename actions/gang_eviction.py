@@ -10,9 +10,11 @@ simulate.go, util.go):
   each job's turn is one statement, committed only when the job is then pipelined;
 - the job's need is the sum of its pending pods' requests (``CollectPendingTasksForGangEviction``:
   gated and best-effort pods are left out);
-- candidate domains (``GetCandidateDomains``): for a job with a network-topology requirement, the
-  node groups it may be placed in, narrowest tier first (only those holding its placed pods), at
-  most ``maxDomains``; else (or when none, in soft mode) the whole cluster;
+- candidate domains (``GetCandidateDomains``): for a job with a network-topology requirement, its
+  eviction gradients (the groups up to its tier whose allocatable holds its minimum, or that hold
+  its placed pods; widest tier first, at most network-topology-aware's
+  ``hypernode.gradient.evict.max-hypernodes``; a soft job reaches the cluster), at most
+  ``maxDomains``; else, or when none and nothing of the job is hard-bound, the whole cluster;
 - in each domain, the candidate victims of each victim job split into bundles
   (``CreateJobBundles``): a "safe" bundle of the pods its gang can spare (its surplus over
   minAvailable, and over each role's minimum when the roles' minimums fit in minAvailable) and a
