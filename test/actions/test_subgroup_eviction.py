@@ -16,6 +16,7 @@ from caldera.framework.subjobs import sub_jobs
 from caldera.framework.topology import CLUSTER_GROUP
 from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
 from caldera.scheduler.registry import builtin_registry
+from test.actions.test_subgroups import hn
 
 REGISTRY = builtin_registry()
 GANG_ONLY = 'actions: "enqueue"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n'
@@ -26,14 +27,6 @@ def pcs() -> list[PriorityClass]:
         convert(PriorityClass, {"metadata": {"name": n}, "value": v})
         for n, v in (("high", 1000), ("low", 10))
     ]
-
-
-def hn(name: str, tier: int, members: list[str], kind: str = "Node") -> HyperNode:
-    body = {
-        "tier": tier,
-        "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members],
-    }
-    return convert(HyperNode, {"metadata": {"name": name}, "spec": body})
 
 
 def leaves() -> dict[str, HyperNode]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from caldera.framework.objects import HyperNode, convert
 from caldera.hack.scenario import cluster, node, pod, podgroup, run_session
 from caldera.scheduler.explain import explain_session
 from caldera.scheduler.explain_cli import render
+from test.actions.test_subgroups import hn
 
 CONF = """actions: "allocate"
 tiers:
@@ -29,14 +29,6 @@ POLICY = [
         "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
     }
 ]
-
-
-def hn(name: str, tier: int, members: list[str], kind: str = "Node") -> HyperNode:
-    body = {
-        "tier": tier,
-        "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members],
-    }
-    return convert(HyperNode, {"metadata": {"name": name}, "spec": body})
 
 
 def session(fill_b: bool):

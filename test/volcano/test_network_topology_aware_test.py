@@ -29,6 +29,8 @@ per-HyperNode sums, which Caldera reads from the node table when scoring).
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -94,18 +96,22 @@ NEW_CASES = {
 }
 
 
-def _arguments(args: dict):
-    lines = "".join(
-        f"      {k}: {v!r}\n".replace("'", '"')
-        if isinstance(v, str)
-        else f"      {k}: {str(v).lower() if isinstance(v, bool) else v}\n"
-        for k, v in args.items()
-    )
+def nta_conf(args: dict | None = None):
+    """A conf of one allocate action and network-topology-aware with ``args`` (YAML values)."""
+    lines = "".join(f"      {k}: {json.dumps(v)}\n" for k, v in (args or {}).items())
     text = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: network-topology-aware\n' + (
         f"    arguments:\n{lines}" if args else ""
     )
-    parsed = parse_conf(text, REGISTRY)
-    return parsed.tiers[0].plugins[0].arguments
+    return parse_conf(text, REGISTRY)
+
+
+def opened(snap, args: dict | None = None):
+    parsed = nta_conf(args)
+    return open_session(snap, parsed.tiers, REGISTRY.plugins, parsed.configurations)
+
+
+def _arguments(args: dict):
+    return nta_conf(args).tiers[0].plugins[0].arguments
 
 
 @pytest.mark.parametrize("name", list(NEW_CASES))
@@ -259,12 +265,7 @@ def test_hypernode_order_fn(name):
         nodes=nodes, pods=pods, podgroups=[convert(scenario.PodGroup, pg)], queues=[build_queue("q1", 1)]
     )
     snap.hypernodes = hypernodes(THREE_TIERS)
-    lines = "".join(f"      {k}: {v}\n" for k, v in args.items())
-    text = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: network-topology-aware\n' + (
-        f"    arguments:\n{lines}" if args else ""
-    )
-    parsed = parse_conf(text, REGISTRY)
-    ssn = open_session(snap, parsed.tiers, REGISTRY.plugins, parsed.configurations)
+    ssn = opened(snap, args)
     try:
         job = ssn.jobs["ns1/pg1"]
         sub = next(s for s in sub_jobs(ssn, job) if s.uid == "ns1/pg1/task1-worker")
@@ -327,10 +328,7 @@ def test_hypernode_gradient_pre_filtering(name):
     }
     snap = scenario.cluster(nodes=[build_node(n, res("4", "8Gi")) for n in names])
     snap.hypernodes = hypernodes(tree)
-    parsed = parse_conf(
-        'actions: "allocate"\ntiers:\n- plugins:\n  - name: network-topology-aware\n', REGISTRY
-    )
-    ssn = open_session(snap, parsed.tiers, REGISTRY.plugins, parsed.configurations)
+    ssn = opened(snap)
     try:
         topo, _ = ssn.report.topology
         table = ssn.table
@@ -360,10 +358,7 @@ def test_hypernode_gradient_for_sub_job_no_sub_job_policy_respects_hard_topology
     tree = {"zone-a": (1, names[:2]), "zone-d": (1, names[2:]), "region": (2, ["zone-a", "zone-d"])}
     snap = scenario.cluster(nodes=[build_node(n, res("8", "8Gi")) for n in names])
     snap.hypernodes = hypernodes(tree)
-    parsed = parse_conf(
-        'actions: "allocate"\ntiers:\n- plugins:\n  - name: network-topology-aware\n', REGISTRY
-    )
-    ssn = open_session(snap, parsed.tiers, REGISTRY.plugins, parsed.configurations)
+    ssn = opened(snap)
     try:
         topo, _ = ssn.report.topology
         request = GradientRequest(topo, ssn.table, topo.cluster, 1, None, Resource(20_000), evict=True)
@@ -388,12 +383,7 @@ def test_batch_node_order_without_network_topology_and_normal_pod_binpacking_off
         queues=[build_queue("q1", 1)],
     )
     snap.hypernodes = hypernodes(THREE_TIERS)
-    text = (
-        'actions: "allocate"\ntiers:\n- plugins:\n  - name: network-topology-aware\n'
-        "    arguments:\n      hypernode.binpack.normal-pod.enable: false\n"
-    )
-    parsed = parse_conf(text, REGISTRY)
-    ssn = open_session(snap, parsed.tiers, REGISTRY.plugins, parsed.configurations)
+    ssn = opened(snap, {"hypernode.binpack.normal-pod.enable": False})
     try:
         task = next(iter(ssn.jobs["ns1/pg1"].tasks.values()))
         local, other = ssn.split_scores(task)
