@@ -10,9 +10,11 @@ simulate.go, util.go):
   each job's turn is one statement, committed only when the job is then pipelined;
 - the job's need is the sum of its pending pods' requests (``CollectPendingTasksForGangEviction``:
   gated and best-effort pods are left out);
-- candidate domains (``GetCandidateDomains``): for a job with a network-topology requirement, the
-  node groups it may be placed in, narrowest tier first (only those holding its placed pods), at
-  most ``maxDomains``; else (or when none, in soft mode) the whole cluster;
+- candidate domains (``GetCandidateDomains``): for a job with a network-topology requirement, its
+  eviction gradients (the groups up to its tier whose allocatable holds its minimum, or that hold
+  its placed pods; widest tier first, at most network-topology-aware's
+  ``hypernode.gradient.evict.max-hypernodes``; a soft job reaches the cluster), at most
+  ``maxDomains``; else, or when none and nothing of the job is hard-bound, the whole cluster;
 - in each domain, the candidate victims of each victim job split into bundles
   (``CreateJobBundles``): a "safe" bundle of the pods its gang can spare (its surplus over
   minAvailable, and over each role's minimum when the roles' minimums fit in minAvailable) and a
@@ -26,8 +28,11 @@ simulate.go, util.go):
   idle now before one that frees up later); if the job is then pipelined the plan is kept, else
   the next bundle is added, then the next domain.
 
-Not modelled: Volcano's sub-jobs (``subGroupPolicy``) — in Caldera a job is one sub-job, so its
-sub-job checks are the job's own (JobReady / JobPipelined).
+A job with sub-group policies (``subGroupPolicy``): its victims' bundles keep each policy's
+``minSubGroups`` whole sub-groups, and its dry run places it sub-group by sub-group, each inside
+one group of its eviction gradients when it or its job is hard-bound. Not modelled: Volcano's
+sub-group nominations (``ApplySubJobNominations``: the HyperNode each sub-group was planned in,
+which Volcano's next allocate tries first); Caldera's next allocate searches the gradients again.
 """
 
 from __future__ import annotations
@@ -49,14 +54,16 @@ from caldera.actions.helpers import (
     resreq_of,
 )
 from caldera.actions.preempt import starving_jobs
-from caldera.actions.topology import job_requirement, job_topology
+from caldera.actions.subjobs import job_tier, narrowest_group, organize, sub_job_tier
+from caldera.actions.topology import job_requirement, job_topology, session_topology
 from caldera.framework.callbacks import EvictionContext
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from caldera.framework.plugin import Action, Arguments
 from caldera.framework.resource import Resource
 from caldera.framework.session import Session
 from caldera.framework.statement import Statement
-from caldera.framework.topology import CLUSTER_GROUP, HARD, NodeGroup, TopologySettings
+from caldera.framework.subjobs import SubJob, SubJobs, sub_jobs
+from caldera.framework.topology import GradientRequest, NodeGroup
 
 log = logging.getLogger("caldera.actions")
 
@@ -78,12 +85,15 @@ class Bundle:
     total: Resource = field(default_factory=Resource)
 
 
-def job_bundles(job: JobInfo, local: list[TaskInfo]) -> list[Bundle]:
-    """Volcano ``CreateJobBundles`` (pkg/scheduler/actions/utils/bundle.go), without sub-jobs:
-    the candidates lowest priority first (then uid); each is safe while the job keeps a surplus
-    over minAvailable and its role over its own minimum (roles counted only when their minimums fit
-    in minAvailable, as the gang plugin's CheckTaskReady); a job already below its minimum has
-    nothing left to protect: all its candidates are safe. A native PodGroup of ``disruptionMode:
+def job_bundles(job: JobInfo, local: list[TaskInfo], subs: SubJobs | None = None) -> list[Bundle]:
+    """Volcano ``CreateJobBundles`` (pkg/scheduler/actions/utils/bundle.go): the candidates lowest
+    priority first (then uid); each is safe while the job keeps a surplus over minAvailable, its
+    role over its own minimum (roles counted only when their minimums fit in minAvailable, as the
+    gang plugin's CheckTaskReady) and, for a job with sub-group policies (``subs``), its sub-group's
+    policy a ready sub-group to spare over ``minSubGroups`` (``groupSurplus``; a sub-group already
+    missing a pod costs nothing more, and the first pod taken from a whole one costs its policy one
+    ready sub-group); a job already below its minimum has nothing left to protect: all its
+    candidates are safe. A native PodGroup of ``disruptionMode:
     PodGroup`` (KEP-5710) is one whole bundle of every running pod of the group, wherever it runs
     (none when one of them may not be a victim)."""
     if not local:
@@ -105,15 +115,34 @@ def job_bundles(job: JobInfo, local: list[TaskInfo]) -> list[Bundle]:
             if held or (t.status == TaskStatus.PENDING and t.init_resreq.is_empty()):
                 ready[t.role] = ready.get(t.role, 0) + 1
         role_surplus = {role: ready.get(role, 0) - n for role, n in job.task_min_available.items()}
+    broken: set[str] = set()
+    group_surplus: dict[str, int] = {}
+    enforce = subs is not None and bool(subs.min_sub_jobs)
+    if subs is not None and enforce:
+        for each in subs:
+            if each.is_ready():
+                group_surplus[each.gid] = group_surplus.get(each.gid, 0) + 1
+            else:
+                broken.add(each.uid)
+        for gid, need in subs.min_sub_jobs.items():
+            group_surplus[gid] = group_surplus.get(gid, 0) - need
     safe: list[TaskInfo] = []
     whole: list[TaskInfo] = []
     for t in local:
         role_left = role_surplus.get(t.role)
-        if surplus > 0 and (role_left is None or role_left > 0):
+        sub = subs.of(t) if subs is not None and enforce else None
+        if sub is None:
+            sub_safe = not enforce  # (a pod in no sub-group: Volcano routes it to whole defensively)
+        else:
+            sub_safe = sub.uid in broken or group_surplus.get(sub.gid, 0) > 0
+        if surplus > 0 and (role_left is None or role_left > 0) and sub_safe:
             safe.append(t)
             surplus -= 1
             if role_left is not None:
                 role_surplus[t.role] = role_left - 1
+            if sub is not None and sub.uid not in broken:
+                broken.add(sub.uid)
+                group_surplus[sub.gid] = group_surplus.get(sub.gid, 0) - 1
         else:
             whole.append(t)
     out = []
@@ -202,25 +231,59 @@ def pick_domains(gradients: list[list[str]], max_domains: int, fallback: str) ->
     return out
 
 
-def candidate_domains(ssn: Session, job: JobInfo, max_domains: int) -> list[tuple[str, np.ndarray]]:
-    """Volcano ``GetCandidateDomains``: (name, node rows) of each domain to try, in order."""
-    published = ssn.report.topology
-    req = job_requirement(job, published[1] if published is not None else TopologySettings())
-    if req is None:
-        return [(CLUSTER_GROUP, ssn.all_rows)]
-    topo, _ = job_topology(ssn, req)
-    placed = topo.job_rows(job, ssn.nodes)
-    groups: dict[str, NodeGroup] = {}
-    gradients = []
-    for tier in [*topo.tiers, topo.top_tier]:
-        if tier > req.highest_tier:
-            break
-        level = [g for g in topo.groups(tier) if g.contains_rows(placed)]
-        groups.update((g.key, g) for g in level)
-        gradients.append([g.key for g in level])
-    fallback = topo.cluster.key if req.mode != HARD else ""
-    groups[topo.cluster.key] = topo.cluster
-    return [(groups[k].name, groups[k].rows) for k in pick_domains(gradients, max_domains, fallback)]
+def candidate_domains(ssn: Session, job: JobInfo, max_domains: int) -> list[NodeGroup]:
+    """Volcano ``GetCandidateDomains`` (pkg/scheduler/actions/utils/util.go): the job's HyperNode
+    gradients for eviction (``HyperNodeGradientForJobFn`` with ``PurposeEvict``: the groups up to
+    its tier whose allocatable holds its minimum, or that hold its placed pods, widest tier first,
+    capped by network-topology-aware's ``hypernode.gradient.evict.max-hypernodes``), each once, at
+    most ``max_domains`` (``PickDomainsFromGradients``); the whole cluster when there are none and
+    neither the job nor a sub-group of it is hard-bound (``ContainsHardTopology``). A job without a
+    topology requirement: the cluster. A Kubernetes PodGroup's topology keys: their domains that
+    hold its placed pods, in name order."""
+    topo, settings = session_topology(ssn)
+    req = job_requirement(job, settings, ssn)
+    if req is None and job.sub_groups is None:
+        return [topo.cluster]
+    if req is not None and req.label_keys:
+        domains, _ = job_topology(ssn, req)
+        placed = domains.job_rows(job, ssn.nodes)
+        level = (
+            [g for g in domains.groups(domains.tiers[0]) if g.contains_rows(placed)] if domains.tiers else []
+        )
+        return level[:max_domains] if max_domains > 0 else level
+    bound = job_tier(ssn, job, topo, settings)
+    allocated = None
+    if bound is not None:
+        allocated = narrowest_group(topo, ssn, list(job.tasks_in(*ALLOCATED_STATUSES, TaskStatus.PIPELINED)))
+    request = GradientRequest(topo, ssn.table, topo.cluster, bound, allocated, job.min_resources, evict=True)
+    found = ssn.hypernode_gradients(request) or []
+    hard = (
+        bound is not None
+        or any(sub_job_tier(ssn, job, sub, topo, bound) is not None for sub in sub_jobs(ssn, job))
+        if job.sub_groups is not None
+        else bound is not None
+    )
+    by_key = {g.key: g for level in found for g in level}
+    by_key[topo.cluster.key] = topo.cluster
+    keys = pick_domains(
+        [[g.key for g in level] for level in found], max_domains, "" if hard else topo.cluster.key
+    )
+    return [by_key[k] for k in keys]
+
+
+def gang_pending(ssn: Session, job: JobInfo) -> list[TaskInfo]:
+    """Volcano ``CollectPendingTasksForGangEviction`` (pkg/scheduler/actions/utils/simulate.go):
+    the pending pods the job asks room for (gated and best-effort ones left out). For a job with
+    sub-group policies, in its worksheet's order (``organizeEvictionWorksheet``): every sub-group's
+    while the job is not ready (``collectPendingTasksForJobStartup``), the first sub-group's alone
+    once it is (``collectPendingTasksForRunningJob``)."""
+    if job.sub_groups is None:
+        return pending_tasks(ssn, job)
+    sheet = organize(ssn, job)
+    order = [sheet.tasks[sub.uid] for sub in sheet.order]
+    if ssn.job_ready(job):
+        return list(order[0]) if order else []
+    return [t for tasks in order for t in tasks]
 
 
 class GangEvictionAction(Action):
@@ -277,12 +340,13 @@ class GangEvictionAction(Action):
 
     # -- the shared walk -------------------------------------------------------------------------
     def evict_for_job(self, ssn: Session, stmt: Statement, queue: QueueInfo, job: JobInfo) -> None:
-        pending = pending_tasks(ssn, job)
+        pending = gang_pending(ssn, job)
         if not pending or not self.job_may_act(ssn, queue, pending):
             return
         need = _sum_init(pending)
         node_list = ssn.node_list
-        for domain, rows in candidate_domains(ssn, job, self.max_domains):
+        for group in candidate_domains(ssn, job, self.max_domains):
+            domain, rows = group.name, group.rows
             if not len(rows):
                 continue
             bundles = self.select_bundles(ssn, job, need, domain, rows)
@@ -299,10 +363,10 @@ class GangEvictionAction(Action):
                 room.add(bundle.local)
                 if not need.less_equal(room, "zero"):
                     continue
-                plan = self.dry_run(ssn, queue, job, rows, victims)
+                plan = self.dry_run(ssn, queue, job, group, victims)
                 if plan is not None:
                     if len(taken) > 1 and any(ssn.releasable_applies(t) for t in pending):
-                        plan = self.reprieve(ssn, queue, job, rows, taken, plan)
+                        plan = self.reprieve(ssn, queue, job, group, taken, plan)
                     stmt.merge(plan)
                     return
 
@@ -322,7 +386,11 @@ class GangEvictionAction(Action):
                     continue
                 if self.is_candidate(ssn, job, t, victim):
                     by_job.setdefault(t.job, []).append(t)
-        bundles = [b for uid, tasks in by_job.items() for b in job_bundles(ssn.jobs[uid], tasks)]
+        bundles = []
+        for uid, tasks in by_job.items():
+            victim = ssn.jobs[uid]
+            subs = sub_jobs(ssn, victim) if victim.sub_groups is not None else None
+            bundles.extend(job_bundles(victim, tasks, subs))
         if not bundles:
             return []
         first = self.victim_first(ssn, job)
@@ -338,7 +406,7 @@ class GangEvictionAction(Action):
         ssn: Session,
         queue: QueueInfo,
         job: JobInfo,
-        rows: np.ndarray,
+        domain: NodeGroup,
         taken: list[Bundle],
         plan: Statement,
     ) -> Statement:
@@ -351,11 +419,11 @@ class GangEvictionAction(Action):
         for bundle in reversed(taken[:-1]):
             plan.discard()
             trial = [b for b in kept if b is not bundle]
-            again = self.dry_run(ssn, queue, job, rows, _victims(trial))
+            again = self.dry_run(ssn, queue, job, domain, _victims(trial))
             if again is not None:
                 kept, plan = trial, again
                 continue
-            restored = self.dry_run(ssn, queue, job, rows, _victims(kept))
+            restored = self.dry_run(ssn, queue, job, domain, _victims(kept))
             if restored is None:  # the same trial placed the job a moment ago: never expected
                 log.error("%s: the victims kept no longer place job %s; nothing evicted", self.name, job.uid)
                 return ssn.statement()
@@ -363,38 +431,109 @@ class GangEvictionAction(Action):
         return plan
 
     def dry_run(
-        self, ssn: Session, queue: QueueInfo, job: JobInfo, rows: np.ndarray, victims: list[TaskInfo]
+        self, ssn: Session, queue: QueueInfo, job: JobInfo, domain: NodeGroup, victims: list[TaskInfo]
     ) -> Statement | None:
-        """Volcano ``BuildNominationPlanInDomain`` / ``runSimulateTrialAtHyperNode``: evict the
-        victims, place every pending pod inside the domain; the statement when the job is then
-        pipelined, else None (and the session as before)."""
+        """Volcano ``BuildNominationPlanInDomain`` (pkg/scheduler/actions/utils/simulate.go): evict
+        the victims, place the pending pods inside the domain; the statement when the job is then
+        pipelined, else None (and the session as before). A job with sub-group policies is placed
+        sub-group by sub-group as allocate orders them (``organizeEvictionWorksheet``: required
+        ones first); with a hard-bound job or sub-group each sub-group goes in the first group of
+        its eviction gradients within the domain where it fits (``HyperNodeGradientForSubJobFn``
+        with ``PurposeEvict``), else in the domain; it stops once the job is pipelined, or after
+        one sub-group when the job was already ready."""
         trial = ssn.statement()
         for v in victims:
             if v.status in EVICTABLE_STATUSES:
                 trial.evict(v, self.kind)
-        placed = 0
-        for task in pending_tasks(ssn, job):
-            if not ssn.allocatable(queue, task) or ssn.pre_predicate(task):
-                trial.discard()
-                return None
-            feasible = ssn.feasible_rows(task, rows, resources=False)
-            fits = feasible[ssn.table.fits(task.init_resreq, feasible, True)]
-            if not len(fits):
-                trial.discard()
-                return None
-            # a node idle now before one whose room is still being freed (prioritizeNodesForSimulate)
-            now = fits[ssn.table.fits(task.init_resreq, fits, False)]
-            choice = now if len(now) else fits
-            best = ssn.best_row(task, choice, ssn.node_scores(task, choice))
-            if trial.pipeline(task, ssn.node_list[best].name) is not None:
-                # an event handler refused: the trial fails (Volcano's runSimulateTrialAtHyperNode)
-                trial.discard()
-                return None
-            placed += 1
+        if job.sub_groups is not None:
+            return self._dry_run_sub_groups(ssn, queue, job, domain, trial)
+        placed = _simulate(ssn, queue, pending_tasks(ssn, job), domain.rows, trial)
         if not placed or not ssn.job_pipelined(job):
             trial.discard()
             return None
         return trial
+
+    def _dry_run_sub_groups(
+        self, ssn: Session, queue: QueueInfo, job: JobInfo, domain: NodeGroup, trial: Statement
+    ) -> Statement | None:
+        sheet = organize(ssn, job)
+        if not sheet:
+            trial.discard()
+            return None
+        was_ready = ssn.job_ready(job)
+        topo, settings = session_topology(ssn)
+        bound = job_tier(ssn, job, topo, settings)
+        subs = sub_jobs(ssn, job)
+        tiers = {sub.uid: sub_job_tier(ssn, job, sub, topo, bound) for sub in subs}
+        hard = bound is not None or any(t is not None for t in tiers.values())
+        pipelined = False
+        while sheet:
+            sub = sheet.pop()
+            tasks = sheet.tasks[sub.uid]
+            groups = [domain]
+            if hard:
+                tier = tiers[sub.uid]
+                allocated = narrowest_group(topo, ssn, list(sub.allocated())) if tier is not None else None
+                request = GradientRequest(
+                    topo, ssn.table, domain, tier, allocated, sub.min_resources(), evict=True
+                )
+                groups = [g for level in ssn.hypernode_gradients(request) or [] for g in level]
+            if not any(self._try_sub_group(ssn, queue, job, sub, tasks, g, trial) for g in groups):
+                trial.discard()
+                return None
+            pipelined = ssn.job_pipelined(job)
+            if was_ready or pipelined:
+                break
+        if not pipelined:
+            trial.discard()
+            return None
+        return trial
+
+    @staticmethod
+    def _try_sub_group(
+        ssn: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        sub: SubJob,
+        tasks: list[TaskInfo],
+        group: NodeGroup,
+        trial: Statement,
+    ) -> bool:
+        """``runSimulateTrialAtHyperNode``: every pod of the sub-group's worksheet inside the group;
+        kept (merged into ``trial``) when something was placed and the sub-group is then ready or
+        pipelined."""
+        stmt = ssn.statement()
+        placed = _simulate(ssn, queue, list(tasks), group.rows, stmt)
+        if placed and (ssn.sub_job_ready(job, sub) or ssn.sub_job_pipelined(job, sub)):
+            trial.merge(stmt)
+            return True
+        stmt.discard()
+        return False
+
+
+def _simulate(
+    ssn: Session, queue: QueueInfo, tasks: list[TaskInfo], rows: np.ndarray, stmt: Statement
+) -> int:
+    """Pipeline ``tasks`` inside ``rows`` through ``stmt`` (``runSimulateTrialAtHyperNode``'s
+    loop: queue allocatable, pre-predicates, predicates with what evictions release, node order; a
+    node idle now before one that frees up later, ``prioritizeNodesForSimulate``): how many were
+    placed, 0 when one of them could not be (``stmt`` then still holds the ones before it)."""
+    placed = 0
+    for task in tasks:
+        if not ssn.allocatable(queue, task) or ssn.pre_predicate(task):
+            return 0
+        feasible = ssn.feasible_rows(task, rows, resources=False)
+        fits = feasible[ssn.table.fits(task.init_resreq, feasible, True)]
+        if not len(fits):
+            return 0
+        now = fits[ssn.table.fits(task.init_resreq, fits, False)]
+        choice = now if len(now) else fits
+        best = ssn.best_row(task, choice, ssn.node_scores(task, choice))
+        if stmt.pipeline(task, ssn.node_list[best].name) is not None:
+            # an event handler refused: the trial fails (Volcano's runSimulateTrialAtHyperNode)
+            return 0
+        placed += 1
+    return placed
 
 
 def _victims(bundles: list[Bundle]) -> list[TaskInfo]:
@@ -416,6 +555,7 @@ __all__ = [
     "apply_allowed",
     "bundle_roi",
     "candidate_domains",
+    "gang_pending",
     "job_bundles",
     "pick_domains",
     "sort_bundles",

@@ -30,19 +30,30 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from caldera.actions.topology import job_requirement, session_topology
+from caldera.actions.topology import job_requirement, session_topology, spec_tier
 from caldera.framework.model import JobInfo, TaskInfo
 from caldera.framework.session import Session
 from caldera.framework.statement import Statement
-from caldera.framework.subgroups import HARD
+from caldera.framework.subgroups import HARD, SOFT
 from caldera.framework.subjobs import SubJob, SubJobs, sub_jobs
-from caldera.framework.topology import GradientRequest, NodeGroup, Topology
+from caldera.framework.topology import GradientRequest, NodeGroup, Topology, TopologySettings
 
-__all__ = ["PlaceTasks", "Worksheet", "allocate_for_job", "organize"]
+__all__ = [
+    "PlaceTasks",
+    "SubGroupOutcome",
+    "Worksheet",
+    "allocate_for_job",
+    "job_tier",
+    "narrowest_group",
+    "organize",
+    "outcomes",
+    "sub_job_tier",
+]
 
 #: the allocate action's task placer (``actions.allocate.place_tasks``), handed in as the topology
 #: allocate is handed ``allocate_job``
@@ -108,7 +119,63 @@ def organize(ssn: Session, job: JobInfo) -> Worksheet:
     return Worksheet(key, order, tasks)
 
 
-def _narrowest(topo: Topology, ssn: Session, tasks: list[TaskInfo]) -> NodeGroup | None:
+@dataclass(frozen=True)
+class SubGroupOutcome:
+    """How a sub-group's last placement try of this session went (for explain): the job's group it
+    was tried within, its highest tier (None: that group alone), how many groups were tried, the
+    group it was placed in ("" when none) and why not."""
+
+    within: str
+    highest: int | None
+    tried: int
+    placed_in: str
+    reason: str = ""
+
+
+class _Outcomes:
+    """``Session.memo`` key: per job uid, each sub-group's last ``SubGroupOutcome``."""
+
+
+def outcomes(ssn: Session, job: JobInfo) -> dict[str, SubGroupOutcome]:
+    """The session's sub-group outcomes of ``job`` (empty when allocate did not try it)."""
+    made: dict[str, dict[str, SubGroupOutcome]] = ssn.memo(_Outcomes, dict)
+    return made.setdefault(job.uid, {})
+
+
+def job_tier(ssn: Session, job: JobInfo, topo: Topology, settings: TopologySettings) -> int | None:
+    """The highest tier the job's gradient may reach (None: the whole cluster alone), after
+    Volcano's ``adjustNetworkTopologySpec`` (pkg/scheduler/framework/session.go): a
+    ``highestTierName`` is translated (``spec_tier``); a soft job becomes hard up to the cluster's
+    top tier (``convertSoftToHardTopology``), so it is tried narrowest tier first and may end up
+    anywhere; a hard job without a tier is not bounded (``JobInfo.IsHardTopologyMode``)."""
+    req = job_requirement(job, settings, ssn)
+    if req is None:
+        return None
+    return topo.top_tier if req.mode == SOFT else req.highest_tier
+
+
+def sub_job_tier(
+    ssn: Session, job: JobInfo, sub: SubJob, topo: Topology, job_bound: int | None
+) -> int | None:
+    """The highest tier a sub-job's gradient may reach inside its job's group (None: that group
+    alone), after ``adjustNetworkTopologySpec``: its ``highestTierName`` translated; soft made hard
+    up to the job's tier, or the cluster's top tier when the job has none
+    (``convertSoftToHardTopology``, ``SubJobInfo.ConvertToHardTopology``); hard bounded only with a
+    tier (``SubJobInfo.IsHardTopologyMode``)."""
+    nt = sub.network_topology
+    if nt is None:
+        return None
+    if nt.mode == SOFT:
+        return job_bound if job_bound is not None else topo.top_tier
+    if nt.mode != HARD:
+        return None
+    if nt.highest_tier_allowed is None and nt.highest_tier_name:
+        where = f"subGroupPolicy {sub.policy} networkTopology" if sub.policy else "networkTopology"
+        return spec_tier(ssn, job, nt, where)
+    return nt.highest_tier_allowed
+
+
+def narrowest_group(topo: Topology, ssn: Session, tasks: list[TaskInfo]) -> NodeGroup | None:
     """The narrowest group holding the nodes of ``tasks`` (None when none is placed)."""
     rows = sorted({ssn.nodes[t.node_name].row for t in tasks if t.node_name in ssn.nodes})
     if not rows:
@@ -162,17 +229,21 @@ def _allocate_sub_job(
     sub: SubJob,
     tasks: list[TaskInfo],
     within: NodeGroup,
+    job_bound: int | None,
 ) -> tuple[Statement | None, float]:
     """``allocateForSubJob`` (see the module's text): the statement and the winning group's score."""
     if not tasks:
         return None, 0.0
     subs = sub_jobs(ssn, job)
-    highest = sub.hard_tier()
-    allocated = _narrowest(topo, ssn, list(sub.allocated())) if highest is not None else None
+    highest = sub_job_tier(ssn, job, sub, topo, job_bound)
+    allocated = narrowest_group(topo, ssn, list(sub.allocated())) if highest is not None else None
     request = GradientRequest(topo, ssn.table, within, highest, allocated, sub.min_resources())
-    for gradient in ssn.hypernode_gradients(request) or []:
+    found = ssn.hypernode_gradients(request)
+    tried = 0
+    for gradient in found or []:
         fits: list[NodeGroup] = []
         for group in gradient:
+            tried += 1
             stmt = _place_sub_job(ssn, place, job, subs, sub, list(tasks), _rows(topo, group))
             if stmt is not None and len(stmt):
                 fits.append(group)
@@ -182,12 +253,30 @@ def _allocate_sub_job(
             continue
         scores = ssn.hypernode_scores(sub, fits)
         best = max(fits, key=lambda g: scores[g.name])
+        outcomes(ssn, job)[sub.uid] = SubGroupOutcome(within.name, highest, tried, best.name)
         return _place_sub_job(ssn, place, job, subs, sub, tasks, _rows(topo, best)), scores[best.name]
+    if found is None:
+        why = f"its placed pods span more than tier {highest} allows"
+    else:
+        bound = f" up to tier {highest}" if highest is not None else ""
+        if tried:
+            why = f"fits in none of the {tried} group(s){bound} tried within {within.name}"
+        else:  # (the gradient's pre-filter: no group's idle or soon idle room holds its requests)
+            why = f"no group{bound} within {within.name} has the room its pods ask for"
+        failed = next((job.fit_errors[t.uid] for t in sub.tasks.values() if t.uid in job.fit_errors), "")
+        why += f" ({failed})" if failed else ""
+    outcomes(ssn, job)[sub.uid] = SubGroupOutcome(within.name, highest, tried, "", why)
     return None, 0.0
 
 
 def _try_job_in(
-    ssn: Session, place: PlaceTasks, topo: Topology, job: JobInfo, sheet: Worksheet, group: NodeGroup
+    ssn: Session,
+    place: PlaceTasks,
+    topo: Topology,
+    job: JobInfo,
+    sheet: Worksheet,
+    group: NodeGroup,
+    job_bound: int | None,
 ) -> tuple[Statement | None, float]:
     """One group of ``allocateForJob``: sub-jobs popped in order and placed inside ``group``."""
     job.fit_errors.clear()  # ``ResetFitErr``
@@ -195,7 +284,7 @@ def _try_job_in(
     score = 0.0
     while sheet:
         sub = sheet.pop()
-        stmt, gained = _allocate_sub_job(ssn, place, topo, job, sub, sheet.tasks[sub.uid], group)
+        stmt, gained = _allocate_sub_job(ssn, place, topo, job, sub, sheet.tasks[sub.uid], group, job_bound)
         if stmt is None:
             continue
         if not len(stmt):
@@ -223,16 +312,15 @@ def allocate_for_job(ssn: Session, job: JobInfo, sheet: Worksheet, place: PlaceT
     if not sheet:
         return None
     topo, settings = session_topology(ssn)
-    req = job_requirement(job, settings)
-    highest = req.highest_tier if req is not None and req.mode == HARD else None
+    highest = job_tier(ssn, job, topo, settings)
     allocated = None
     if highest is not None:
-        allocated = _narrowest(topo, ssn, [t for s in sub_jobs(ssn, job) for t in s.allocated()])
+        allocated = narrowest_group(topo, ssn, [t for s in sub_jobs(ssn, job) for t in s.allocated()])
     request = GradientRequest(topo, ssn.table, topo.cluster, highest, allocated, job.min_resources)
     for gradient in ssn.hypernode_gradients(request) or []:
         scores: dict[str, float] = {}
         for group in gradient:
-            stmt, score = _try_job_in(ssn, place, topo, job, sheet.clone(), group)
+            stmt, score = _try_job_in(ssn, place, topo, job, sheet.clone(), group, highest)
             if stmt is not None:
                 scores[group.name] = score
                 stmt.discard()
@@ -240,7 +328,7 @@ def allocate_for_job(ssn: Session, job: JobInfo, sheet: Worksheet, place: PlaceT
             continue
         best = max((g for g in gradient if g.name in scores), key=lambda g: scores[g.name])
         trial = sheet.clone()
-        stmt, _ = _try_job_in(ssn, place, topo, job, trial, best)
+        stmt, _ = _try_job_in(ssn, place, topo, job, trial, best, highest)
         sheet.take(trial)
         return stmt
     short = sub_jobs(ssn, job).short_of() or "the job's minimum is not reached"

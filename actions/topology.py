@@ -27,6 +27,7 @@ allowed tier:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -34,6 +35,7 @@ import numpy as np
 
 from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
 from caldera.framework.nodetable import NodeTable
+from caldera.framework.objects import NetworkTopologySpec
 from caldera.framework.resource import MIN_RESOURCE
 from caldera.framework.session import EventHandler, Session
 from caldera.framework.statement import Op, Statement
@@ -47,7 +49,10 @@ from caldera.framework.topology import (
     TopologySettings,
     label_domains,
     session_topology_of,
+    tier_allowed,
 )
+
+log = logging.getLogger("caldera.topology")
 
 __all__ = [
     "GroupTrial",
@@ -59,6 +64,7 @@ __all__ = [
     "job_topology",
     "place_gang",
     "session_topology",
+    "spec_tier",
 ]
 
 #: Places a job's pending pods on the given node rows through a new statement; returns the live
@@ -118,6 +124,28 @@ def session_topology(ssn: Session) -> tuple[Topology, TopologySettings]:
     return published
 
 
+def spec_tier(ssn: Session, job: JobInfo, spec: NetworkTopologySpec, where: str) -> int | None:
+    """``tier_allowed`` over the session's topology; a ``highestTierName`` naming no tier is logged
+    once per topology and published as a Warning Event on the job's PodGroup every session it is
+    read (the status writer sends an Event only when it changes)."""
+    topo, _ = session_topology(ssn)
+    tier, problem = tier_allowed(spec, topo)
+    if problem:
+        key = (job.uid, where, spec.highest_tier_name)
+        if key not in topo.unknown_names_logged:
+            topo.unknown_names_logged.add(key)
+            log.warning("job %s: %s: %s; no tier bound applied", job.uid, where, problem)
+        published: set[tuple[str, str, str]] = ssn.memo(_TierNamesReported, set)
+        if key not in published:
+            published.add(key)
+            ssn.report.events.append(("PodGroup", job.uid, "UnknownHighestTierName", f"{where}: {problem}"))
+    return tier
+
+
+class _TierNamesReported:
+    """``Session.memo`` key: the unknown tier names this session published an Event for."""
+
+
 class _LabelDomains:
     """``ssn.node_memo`` key: the label-domain topologies of this node layout, by label keys."""
 
@@ -135,9 +163,14 @@ def job_topology(ssn: Session, req: Requirement) -> tuple[Topology, TopologySett
     return domains, settings
 
 
-def job_requirement(job: JobInfo, settings: TopologySettings) -> Requirement | None:
+def job_requirement(
+    job: JobInfo, settings: TopologySettings, ssn: Session | None = None
+) -> Requirement | None:
     """A Kubernetes PodGroup's topology keys (hard: one domain of them, KEP-5732), else the job's
-    own ``networkTopology``, else the conf default for gangs (more than one pod)."""
+    own ``networkTopology``, else the conf default for gangs (more than one pod). A
+    ``highestTierName`` is read through the session's topology (``tier_allowed``); one that names
+    no tier bounds nothing, as in Volcano: the job has no requirement (reported once, by
+    ``report_tier_name``)."""
     if job.topology_keys:
         return Requirement(HARD, 1, label_keys=job.topology_keys)
     spec = job.network_topology
@@ -146,6 +179,10 @@ def job_requirement(job: JobInfo, settings: TopologySettings) -> Requirement | N
         if mode not in (HARD, SOFT):
             mode = HARD
         highest = spec.highest_tier_allowed
+        if highest is None and spec.highest_tier_name and ssn is not None:
+            highest = spec_tier(ssn, job, spec, "networkTopology")
+            if highest is None:
+                return None
         if highest is None:
             highest = settings.default_highest_tier
         return Requirement(mode, max(1, int(highest)))
@@ -631,7 +668,9 @@ def allocate_in_topology(
     """Choose the job's group and place it there (see the module's text). None when the job has no
     topology requirement: the caller allocates it as usual."""
     published = ssn.report.topology
-    req = requirement or job_requirement(job, published[1] if published is not None else TopologySettings())
+    req = requirement or job_requirement(
+        job, published[1] if published is not None else TopologySettings(), ssn
+    )
     if req is None:
         return None  # (without building a topology: most jobs of most clusters have no requirement)
     topo, settings = job_topology(ssn, req)

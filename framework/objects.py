@@ -266,6 +266,9 @@ class Node(_Base, frozen=True):
 class NetworkTopologySpec(_Base, frozen=True):
     mode: str = "hard"
     highest_tier_allowed: int | None = None
+    #: a HyperNode ``spec.tierName``: the tier it names stands for ``highestTierAllowed`` when that
+    #: is unset (framework/topology.py ``tier_allowed``)
+    highest_tier_name: str = ""
 
 
 class SubGroupPolicySpec(_Base, frozen=True):
@@ -396,6 +399,8 @@ class HyperNodeMember(_Base, frozen=True):
 
 class HyperNodeSpec(_Base, frozen=True):
     tier: int = 1
+    #: the tier's name, which a PodGroup's ``networkTopology.highestTierName`` refers to
+    tier_name: str = ""
     members: list[HyperNodeMember] = []
 
 

@@ -67,6 +67,8 @@ class SessionReport:
     explanations: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: job uid → the topology decision that left it pending (actions/topology.py; read by explain)
     topology_failures: dict[str, Any] = field(default_factory=dict)
+    #: job uid → the state of its sub-groups, for jobs with sub-group policies (scheduler/explain.py)
+    sub_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the topology the session placed against (plugins/network_topology_aware.py or actions/topology.py)
     topology: tuple[Topology, TopologySettings] | None = None
     #: queue → share at session close (proportion)

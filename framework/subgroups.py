@@ -7,7 +7,8 @@ placed whole, and may bind each sub-group to one HyperNode (``networkTopology``)
 
 What is checked here is what the CRD's schema checks (``+kubebuilder:validation`` markers on the
 type: ``subGroupSize`` at least 1, ``minSubGroups`` at least 0, ``name`` at most 253 characters,
-``networkTopology.mode`` hard or soft, ``highestTierAllowed`` at least 0): a PodGroup failing one
+``networkTopology.mode`` hard or soft, ``highestTierAllowed`` at least 0, ``highestTierName`` at
+most 253 characters): a PodGroup failing one
 is one the API server would not have stored, so its job is not scheduled (``invalid``). A label
 selector that does not parse is not a schema error: Volcano's ``getSubJobMatchValues``
 (pkg/scheduler/api/sub_job_info.go) logs it and matches no pod with that policy; so does Caldera
@@ -97,7 +98,23 @@ def _schema_error(i: int, policy: SubGroupPolicySpec) -> str:
             return f"{where}: networkTopology.mode must be hard or soft, got {nt.mode!r}"
         if nt.highest_tier_allowed is not None and nt.highest_tier_allowed < 0:
             return f"{where}: networkTopology.highestTierAllowed must be at least 0, got {nt.highest_tier_allowed}"
+        if len(nt.highest_tier_name) > MAX_NAME:
+            return f"{where}: networkTopology.highestTierName is longer than {MAX_NAME} characters"
     return ""
+
+
+def _both_tiers(i: int, policy: SubGroupPolicySpec) -> str:
+    """Volcano's PodGroup webhook (pkg/webhooks/admission/podgroups/validate/validate_podgroup.go)
+    refuses ``highestTierAllowed`` and ``highestTierName`` set together; the CRD's schema does not,
+    and Volcano's scheduler then reads the number (``translateHighestTierNameToAllowed``). So does
+    Caldera, with a warning."""
+    nt = policy.network_topology
+    if nt is None or nt.highest_tier_allowed is None or not nt.highest_tier_name:
+        return ""
+    return (
+        f"subGroupPolicy[{i}] ({policy.name}): networkTopology sets both highestTierAllowed and "
+        f"highestTierName; highestTierAllowed {nt.highest_tier_allowed} is used"
+    )
 
 
 def check_policies(specs: Sequence[SubGroupPolicySpec], what: str) -> SubGroupPolicies | None:
@@ -110,6 +127,9 @@ def check_policies(specs: Sequence[SubGroupPolicySpec], what: str) -> SubGroupPo
     for i, policy in enumerate(specs):
         if not invalid:
             invalid = _schema_error(i, policy)
+        both = _both_tiers(i, policy)
+        if both:
+            warnings.append(both)
         if policy.label_selector is not None:
             error = selector_error(policy.label_selector)
             if error:

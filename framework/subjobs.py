@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from caldera.framework.model import ALLOCATED_STATUSES, READY_STATUSES, JobInfo, TaskInfo, TaskStatus
 from caldera.framework.objects import NetworkTopologySpec, SubGroupPolicySpec
 from caldera.framework.resource import Resource
-from caldera.framework.subgroups import HARD, SOFT, selector_matches
+from caldera.framework.subgroups import selector_matches
 
 if TYPE_CHECKING:
     from caldera.framework.session import Session
@@ -85,19 +85,9 @@ class SubJob:
 
     @property
     def priority(self) -> int:
-        """The highest priority of its pods (``SubJobInfo.Priority``)."""
-        return max((t.priority for t in self.tasks.values()), default=0)
-
-    def hard_tier(self) -> int | None:
-        """``SubJobInfo.IsHardTopologyMode``: the highest tier allowed when hard mode is asked with
-        ``highestTierAllowed`` set, else None (no bound: the sub-job goes anywhere in the job's group)."""
-        nt = self.network_topology
-        if nt is None or nt.highest_tier_allowed is None or nt.mode != HARD:
-            return None
-        return nt.highest_tier_allowed
-
-    def is_soft(self) -> bool:
-        return self.network_topology is not None and self.network_topology.mode == SOFT
+        """The highest priority of its pods, never below 0 (``SubJobInfo.getTaskHighestPriority``
+        starts from 0)."""
+        return max(0, max((t.priority for t in self.tasks.values()), default=0))
 
     def pending(self) -> Iterator[TaskInfo]:
         return (t for t in self.tasks.values() if t.status == TaskStatus.PENDING)

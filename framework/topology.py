@@ -26,7 +26,7 @@ import numpy as np
 
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskInfo, TaskStatus
 from caldera.framework.nodetable import NodeTable
-from caldera.framework.objects import HyperNode, MemberSelector
+from caldera.framework.objects import HyperNode, MemberSelector, NetworkTopologySpec
 from caldera.framework.resource import MIN_RESOURCE, Resource
 
 if TYPE_CHECKING:
@@ -49,6 +49,9 @@ __all__ = [
     "hypernode_members",
     "label_domains",
     "lowest_common_group",
+    "network_aware_scores",
+    "reverse_and_cap",
+    "tier_allowed",
 ]
 
 #: Where the network-topology-aware plugin publishes the session's Topology and settings.
@@ -159,6 +162,7 @@ class Topology:
         row_count: int,
         tier_labels: Mapping[int, str] | None = None,
         errors: Sequence[str] = (),
+        tier_names: Mapping[str, int] | None = None,
     ) -> None:
         self.by_tier: dict[int, list[NodeGroup]] = {}
         self.by_key: dict[str, NodeGroup] = {}
@@ -175,7 +179,13 @@ class Topology:
         self.tier_labels: dict[int, str] = dict(tier_labels or {})
         self.tier_labels.setdefault(top, "cluster")
         self.errors: list[str] = list(errors)
+        #: tier by name (``tier_allowed``): HyperNodes' ``spec.tierName``, and each label key of a
+        #: label tier (the name Volcano's label discovery gives the HyperNodes it makes of a key)
+        self.tier_names: dict[str, int] = dict(tier_names or {})
+        #: (job, field, name) of unknown tier names already logged against this topology
+        self.unknown_names_logged: set[tuple[str, str, str]] = set()
         self._segments: dict[int, Segments] = {}
+        self._leaves: tuple[np.ndarray, list[NodeGroup]] | None = None
         self._link_parents()
 
     @property
@@ -262,9 +272,54 @@ class Topology:
         found = self.containing(rows, max_tier)
         return found[0] if found else None
 
+    def leaves(self) -> tuple[np.ndarray, list[NodeGroup]]:
+        """Each row's own group, the narrowest holding it (Volcano's ``util.FindHyperNodeForNode``:
+        tiers lowest first, the first group holding the node; here the first by name), as an index
+        into the list returned with it (-1: in no group). Made on first use."""
+        if self._leaves is None:
+            of = np.full(len(self.cluster.rows), -1, dtype=np.intp)
+            groups: list[NodeGroup] = []
+            for tier in reversed(self.tiers):  # widest first: narrower groups overwrite
+                for g in reversed(self.by_tier[tier]):
+                    of[g.rows] = len(groups)
+                    groups.append(g)
+            self._leaves = (of, groups)
+        return self._leaves
+
+    def tier_score(self, tier: int) -> float:
+        """network-topology-aware's ``scoreHyperNodeWithTier``: 1 for the lowest tier, 0 for the
+        cluster's (the top tier, Volcano's ``ClusterTopHyperNode``), linear between."""
+        low = self.tiers[0] if self.tiers else self.top_tier
+        high = self.top_tier
+        if low == high:
+            return 1.0
+        if low <= tier <= high:
+            return (high - tier) / (high - low)
+        return 0.0
+
     def describe(self) -> str:
         parts = [f"tier {t} ({self.tier_label(t)}): {len(self.by_tier[t])} groups" for t in self.tiers]
         return "; ".join(parts) or "no topology tiers"
+
+
+def tier_allowed(spec: NetworkTopologySpec, topo: Topology) -> tuple[int | None, str]:
+    """The highest tier a ``networkTopology`` allows and, when its ``highestTierName`` names no
+    tier, why it was not translated. Volcano's ``translateHighestTierNameToAllowed``
+    (pkg/scheduler/framework/session.go, run by ``adjustNetworkTopologySpec`` at session open):
+    ``highestTierAllowed`` when set (Volcano's PodGroup webhook refuses both set; its scheduler
+    reads the number); else the tier of the HyperNodes whose ``spec.tierName`` is the name
+    (``HyperNodesInfo.HyperNodeTierNameMap``); a name no tier has is not translated and the spec
+    bounds nothing (None)."""
+    if spec.highest_tier_allowed is not None:
+        return spec.highest_tier_allowed, ""
+    name = spec.highest_tier_name
+    if not name:
+        return None, ""
+    tier = topo.tier_names.get(name)
+    if tier is None:
+        known = ", ".join(f"{n} (tier {t})" for n, t in sorted(topo.tier_names.items())) or "none"
+        return None, f"networkTopology.highestTierName {name!r} names no HyperNode tier (tier names: {known})"
+    return tier, ""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -305,6 +360,33 @@ class GradientRequest:
     highest: int | None
     allocated: NodeGroup | None = None
     minimum: Resource | None = None
+    #: for eviction (Volcano's ``PurposeEvict``: gangpreempt, gangreclaim): a group is eligible
+    #: when its allocatable (not its idle) holds ``minimum``, and the gradients come widest first,
+    #: capped (``reverse_and_cap``)
+    evict: bool = False
+
+
+#: network-topology-aware's ``DefaultEvictMaxHyperNodes`` (``hypernode.gradient.evict.max-hypernodes``)
+DEFAULT_EVICT_MAX_GROUPS = 8
+
+
+def reverse_and_cap(found: list[list[NodeGroup]], cap: int) -> list[list[NodeGroup]]:
+    """network-topology-aware's ``reverseAndCapEvictionGradients``: the gradients widest tier
+    first, at most ``cap`` groups in all (of a tier cut short, its last ones by name)."""
+    if cap <= 0:
+        return found
+    out: list[list[NodeGroup]] = []
+    left = cap
+    for gradient in reversed(found):
+        if not left:
+            break
+        if len(gradient) <= left:
+            out.append(gradient)
+            left -= len(gradient)
+        else:
+            out.append(gradient[len(gradient) - left :])
+            left = 0
+    return out
 
 
 def _search_root(req: GradientRequest, highest: int) -> NodeGroup | None:
@@ -327,12 +409,16 @@ def _search_root(req: GradientRequest, highest: int) -> NodeGroup | None:
     return None
 
 
-def gradients(req: GradientRequest) -> list[list[NodeGroup]] | None:
+def gradients(
+    req: GradientRequest, evict_cap: int = DEFAULT_EVICT_MAX_GROUPS
+) -> list[list[NodeGroup]] | None:
     """Volcano's ``hyperNodeGradientFn`` (pkg/scheduler/plugins/network-topology-aware/
     network_topology_aware.go): breadth first from the search root, the groups of tier at most
     ``highest`` whose summed idle (or future idle) holds ``minimum`` (no such check once pods are
     placed, ``isEligibleHyperNode``), in gradients by tier, narrowest first; within a tier by name.
-    Not hard mode: the root alone. None: no search root (the placed pods exceed the highest tier)."""
+    Not hard mode: the root alone. None: no search root (the placed pods exceed the highest tier).
+    For eviction (``req.evict``) the groups' allocatable must hold ``minimum`` and the gradients
+    are reversed and capped at ``evict_cap`` groups (``reverse_and_cap``)."""
     highest = req.highest
     if highest is None:
         return [[req.root]]
@@ -352,40 +438,50 @@ def gradients(req: GradientRequest) -> list[list[NodeGroup]] | None:
         if g.tier <= highest and (
             cols is None
             or not len(cols)
-            or bool((table.idle[g.rows][:, cols].sum(axis=0) >= vals).all())
-            or bool((table.future[g.rows][:, cols].sum(axis=0) >= vals).all())
+            or (req.evict and bool((table.allocatable[g.rows][:, cols].sum(axis=0) >= vals).all()))
+            or (not req.evict and bool((table.idle[g.rows][:, cols].sum(axis=0) >= vals).all()))
+            or (not req.evict and bool((table.future[g.rows][:, cols].sum(axis=0) >= vals).all()))
         ):
             eligible.setdefault(g.tier, []).append(g)
         queue.extend(g.children)
-    return [sorted(eligible[t], key=lambda g: g.name) for t in sorted(eligible)]
+    found = [sorted(eligible[t], key=lambda g: g.name) for t in sorted(eligible)]
+    return reverse_and_cap(found, evict_cap) if req.evict else found
 
 
-#: the resources network-topology-aware bin-packs hypernodes by, with Volcano's default weights
-#: (``getPriorityWeight``: cpu 1, memory 1, no others; the weights are not configurable here)
+#: network-topology-aware's default weights of the resources it bin-packs HyperNodes by
+#: (``getPriorityWeight``: cpu 1, memory 1, no others; ``hypernode.binpack.*`` change them)
 BINPACK_WEIGHTS = {"cpu": 1.0, "memory": 1.0}
 MAX_NODE_SCORE = 100.0
 
 
 def binpack_scores(
-    table: NodeTable, tasks: Sequence[TaskInfo], groups: Sequence[NodeGroup]
+    table: NodeTable,
+    tasks: Sequence[TaskInfo],
+    groups: Sequence[NodeGroup],
+    weights: Mapping[str, float] = BINPACK_WEIGHTS,
+    weight: float = 1.0,
 ) -> dict[str, float]:
     """network-topology-aware's ``HyperNodeOrderFn`` (network_topology_aware.go): per group, the
-    weighted mean over cpu and memory of (used + the sub-job's whole request) / allocatable, 0 when
-    the request overflows a resource (``getSubJobHyperNodeBinPackingScore``; used counts what this
-    session placed and pipelined there, as the plugin's allocate events do); when several groups
-    share the best score, each adds the share of the sub-job's pods already on its nodes
-    (``scoreWithTaskNum``); scaled to 0..100 (``scaleFinalScore``, weight 1)."""
-    request = dict.fromkeys(BINPACK_WEIGHTS, 0.0)
+    weighted mean over the weighted resources the sub-job asks (``getBinPackWeight``: cpu, memory
+    and the ``hypernode.binpack.resources`` listed) of (used + the sub-job's whole request) /
+    allocatable, 0 when the request overflows a resource (``getSubJobHyperNodeBinPackingScore``;
+    used counts what this session placed and pipelined there, as the plugin's allocate events do);
+    when several groups share the best score, each adds the share of the sub-job's pods already on
+    its nodes (``scoreWithTaskNum``); scaled to 0..100 times the plugin's ``weight``
+    (``scaleFinalScore``)."""
+    request = dict.fromkeys(weights, 0.0)
     for task in tasks:
-        for name in BINPACK_WEIGHTS:
-            request[name] += max(0.0, getattr(task.resreq, name))
+        for name in weights:
+            request[name] += max(0.0, task.resreq.get(name))
     asked = [name for name, value in request.items() if value > 0]
-    cols = np.asarray([table.dims[name] for name in asked], dtype=np.intp)
-    want = np.asarray([request[name] for name in asked])
-    weights = np.asarray([BINPACK_WEIGHTS[name] for name in asked])
+    present = [name for name in asked if name in table.dims]
+    missing = len(present) < len(asked)  # no node has it: every group overflows
+    cols = np.asarray([table.dims[name] for name in present], dtype=np.intp)
+    want = np.asarray([request[name] for name in present])
+    factors = np.asarray([weights[name] for name in present])
     scores: dict[str, float] = {}
     for g in groups:
-        if not len(cols):
+        if missing or not len(cols) or factors.sum() <= 0:
             scores[g.name] = 0.0
             continue
         alloc = table.allocatable[g.rows][:, cols].sum(axis=0)
@@ -393,7 +489,7 @@ def binpack_scores(
         if bool((used > alloc + MIN_RESOURCE).any()) or bool((alloc <= 0).any()):
             scores[g.name] = 0.0
         else:
-            scores[g.name] = float((weights * used / alloc).sum() / weights.sum())
+            scores[g.name] = float((factors * used / alloc).sum() / factors.sum())
     best = max(scores.values(), default=0.0)
     tied = [g for g in groups if scores[g.name] == best]
     if len(tied) > 1 and tasks:
@@ -403,7 +499,36 @@ def binpack_scores(
             members = set(g.rows.tolist()) if row_of else set()
             on = sum(1 for t in tasks if row_of.get(t.node_name, -1) in members)
             scores[g.name] += on / len(tasks)
-    return {name: MAX_NODE_SCORE * score for name, score in scores.items()}
+    return {name: MAX_NODE_SCORE * weight * score for name, score in scores.items()}
+
+
+def network_aware_scores(
+    topo: Topology, rows: np.ndarray, allocated: NodeGroup | None, placed_rows: np.ndarray, tasks: int
+) -> np.ndarray:
+    """network-topology-aware's ``batchNodeOrderFnForNetworkAwarePods`` (network_topology_aware.go),
+    before its scaling: for a pod of a sub-group with a ``networkTopology`` whose pods already sit in
+    ``allocated`` (the narrowest group holding them, Volcano's ``JobAllocatedHyperNode``), each
+    node scores by the tier of the narrowest group holding both it and ``allocated``
+    (``networkTopologyAwareScore``: 1 when the node's own group is ``allocated``, else
+    ``Topology.tier_score`` of their lowest common group); the nodes sharing the best score each add
+    the share of the sub-group's ``tasks`` pods already on their own group's nodes
+    (``scoreWithTaskNum``; ``placed_rows``: the rows of those pods). All 0 before any pod is placed."""
+    out = np.zeros(len(rows))
+    if allocated is None or not len(rows):
+        return out
+    for g in reversed(ancestors(allocated)):  # widest first: narrower groups overwrite
+        out[np.isin(rows, g.rows, assume_unique=False)] = topo.tier_score(g.tier)
+    leaf_of, leaves = topo.leaves()
+    own = leaf_of[rows]
+    mine = next((i for i, g in enumerate(leaves) if g is allocated), -1)
+    if mine >= 0:
+        out[own == mine] = 1.0
+    tied = out == out.max()
+    if int(tied.sum()) > 1 and tasks:
+        counts = np.bincount(leaf_of[placed_rows] + 1, minlength=len(leaves) + 1).astype(float)
+        counts[0] = len(placed_rows)  # a node in no group: its own is the cluster, holding every pod
+        out[tied] += counts[own[tied] + 1] / tasks
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -564,7 +689,9 @@ def build_topology(
     errors: list[str] = []
     groups: list[NodeGroup] = []
     labels: dict[int, str] = {}
+    names = {key: i for i, key in enumerate(keys, start=1)}
     if hypernodes:
+        names.update(_tier_names(hypernodes, errors))
         hn_groups = _hypernode_groups(hypernodes, node_list, errors)
         groups.extend(hn_groups)
         for g in hn_groups:
@@ -583,7 +710,26 @@ def build_topology(
     for message in errors:
         log.warning("topology: %s", message)
     rows = len(node_list)
-    return Topology(groups, rows, labels, errors)
+    return Topology(groups, rows, labels, errors, names)
+
+
+def _tier_names(hypernodes: Mapping[str, HyperNode], errors: list[str]) -> dict[str, int]:
+    """Volcano's ``HyperNodesInfo.HyperNodeTierNameMap`` (pkg/scheduler/api/hyper_node_info.go):
+    each ``spec.tierName`` with its HyperNodes' tier. Two tiers under one name are reported; the
+    last HyperNode by name decides (Volcano: whichever its map walk meets last)."""
+    out: dict[str, int] = {}
+    for name in sorted(hypernodes):
+        spec = hypernodes[name].spec
+        if not spec.tier_name:
+            continue
+        before = out.get(spec.tier_name)
+        if before is not None and before != spec.tier:
+            errors.append(
+                f"tier name {spec.tier_name!r} is given to tier {before} and tier {spec.tier} "
+                f"(hypernode {name}); using tier {spec.tier}"
+            )
+        out[spec.tier_name] = spec.tier
+    return out
 
 
 class _CachedTopology:

@@ -430,6 +430,7 @@ class DebugApi:
             "queue_state": {"name": job.queue, "state": "", "held": False, "message": ""},
             "roles": [],
             "topology": None,
+            "sub_groups": self._result.report.sub_groups.get(uid),
             "gated": [
                 {"pod": t.name, "gates": t.gates} for t in sorted(job.gated_tasks(), key=lambda t: t.name)
             ],
@@ -457,6 +458,7 @@ class DebugApi:
             "queue_state": {"name": "", "state": "", "held": False, "message": ""},
             "roles": [],
             "topology": None,
+            "sub_groups": None,
             "gated": [],
             "suggestion": missing_podgroup_suggestion(missing),
             "pods": [t.name for t in missing.pods],

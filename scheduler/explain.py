@@ -21,15 +21,17 @@ from typing import Any
 import numpy as np
 
 from caldera.actions.helpers import SessionWorld, gated_message, resource_reasons
+from caldera.actions.subjobs import job_tier, narrowest_group, outcomes, sub_job_tier
 from caldera.actions.topology import TopologyDecision, session_topology
 from caldera.framework.carry import JobGeneration, carry_user, job_generation
 from caldera.framework.dra import summary as dra_summary
 from caldera.framework.dra.view import pod_claims
-from caldera.framework.model import JobInfo, TaskInfo, TaskStatus
+from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
 from caldera.framework.quantity import format_quantity
 from caldera.framework.resource import MIN_RESOURCE, Resource
 from caldera.framework.result import QueueShare
 from caldera.framework.session import Session
+from caldera.framework.subjobs import sub_jobs
 
 #: per cycle, at most this many jobs get per-role detail (the rest keep the one-line reason)
 DETAILED_JOBS = 1000
@@ -131,13 +133,16 @@ def explain_session(
     exact = _ExactReuse(ssn)
     candidates = ssn.pending_candidates()
     for job in ssn.jobs.values():
+        if job.sub_groups is not None:  # (running or not: /debug/jobs shows where they went)
+            ssn.report.sub_groups[job.uid] = _sub_groups(ssn, job)
         # (membership first: a set lookup is cheaper than counting, for every job of the cluster)
         if candidates is not None and job.uid not in candidates and not job.job_fit_error:
             continue
         pending = job.count(TaskStatus.PENDING)
         if not pending and not job.job_fit_error:
             continue
-        doc = exact.reuse(job, detailed < limit)
+        # (a document with sub-groups is built afresh: their state changes with the pods placed)
+        doc = exact.reuse(job, detailed < limit) if job.sub_groups is None else None
         if doc is not None:
             out[job.uid] = doc
             detailed += detailed < limit
@@ -158,6 +163,7 @@ def explain_session(
         old = previous.get(job.uid) if previous else None
         if (
             old is not None
+            and job.sub_groups is None
             and now - old.get(BUILT_AT, -1e18) < max_age
             and old.get("reason") == one_line(job)
         ):
@@ -348,6 +354,10 @@ def explain_job(
     devices = _devices(ssn, job)
     if devices is not None:
         doc["devices"] = devices
+    if job.sub_groups is None:
+        doc["sub_groups"] = None
+    else:
+        doc["sub_groups"] = ssn.report.sub_groups.get(job.uid) or _sub_groups(ssn, job)
     doc["suggestion"] = _suggestion(ssn, job, doc)
     return doc
 
@@ -549,6 +559,49 @@ def _topology(ssn: Session, job: JobInfo) -> dict[str, Any] | None:
         "groups": groups,
         "groups_tried": len(trials),
     }
+
+
+def _sub_groups(ssn: Session, job: JobInfo) -> dict[str, Any]:
+    """A job with sub-group policies: each policy's ``minSubGroups`` and how many of its sub-groups
+    are whole, and each sub-group's state: whole or not (``SubJobInfo.IsReady``; pipelined), the
+    HyperNode it sits in (``hypernode``: the narrowest group holding its placed pods), its tier
+    bound, and from this cycle's allocate (``actions.subjobs.outcomes``) the group its last try
+    fitted it in (``fit_in``; kept only if the whole job could start) or why it fitted nowhere."""
+    subs = sub_jobs(ssn, job)
+    topo, settings = session_topology(ssn)
+    bound = job_tier(ssn, job, topo, settings)
+    tried = outcomes(ssn, job)
+    whole = subs.counts(lambda sub: ssn.sub_job_ready(job, sub))
+    rows: list[dict[str, Any]] = []
+    for sub in sorted(subs, key=lambda s: (s.policy == "", s.policy, s.match_index, s.uid)):
+        placed = [
+            t
+            for t in sub.tasks.values()
+            if t.status in ALLOCATED_STATUSES or t.status == TaskStatus.PIPELINED
+        ]
+        group = narrowest_group(topo, ssn, placed)
+        outcome = tried.get(sub.uid)
+        rows.append(
+            {
+                "name": sub.uid[len(job.uid) + 1 :] or "(default)",
+                "policy": sub.policy,
+                "size": sub.min_available,
+                "pods": len(sub.tasks),
+                "ready": sub.ready_num(),
+                "pipelined": sum(1 for t in sub.tasks.values() if t.status == TaskStatus.PIPELINED),
+                "pending": sum(1 for _ in sub.pending()),
+                "whole": ssn.sub_job_ready(job, sub),
+                "highest_tier": sub_job_tier(ssn, job, sub, topo, bound),
+                "hypernode": group.name if group is not None else "",
+                "fit_in": outcome.placed_in if outcome is not None else "",
+                "reason": outcome.reason if outcome is not None else "",
+            }
+        )
+    policies = [
+        {"policy": gid.rpartition("/")[2], "min_sub_groups": need, "whole": whole.get(gid, 0)}
+        for gid, need in subs.min_sub_jobs.items()
+    ]
+    return {"highest_tier": bound, "policies": policies, "groups": rows}
 
 
 # ------------------------------------------------------------------------------------------------

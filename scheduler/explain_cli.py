@@ -130,6 +130,20 @@ def render(doc: dict[str, Any]) -> str:
         more = int(topo.get("groups_tried", 0)) - len(topo.get("groups") or [])
         if more > 0:
             lines.append(f"    ... and {more} more groups")
+    sub_groups = doc.get("sub_groups")
+    if sub_groups:
+        for p in sub_groups.get("policies") or []:
+            lines.append(
+                f"  SubGroups:  policy {p.get('policy')}: {p.get('whole')} whole of the "
+                f"{p.get('min_sub_groups')} needed"
+            )
+        for g in sub_groups.get("groups") or []:
+            state = "whole" if g.get("whole") else f"{g.get('ready')}/{g.get('size')} ready"
+            where = f" in {g['hypernode']}" if g.get("hypernode") else ""
+            if not where and g.get("fit_in"):
+                where = f", fits in {g['fit_in']}"
+            why = f": {g['reason']}" if g.get("reason") else ""
+            lines.append(f"    {g.get('name')}: {state}{where}{why}")
     if doc.get("suggestion"):
         label = "To fix:" if doc.get("problem") else "To fit:"
         lines.append(f"  {label:<11} {doc['suggestion']}")

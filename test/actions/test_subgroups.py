@@ -173,3 +173,130 @@ def test_enabled_hypernode_gradient_off_lets_a_hard_sub_group_span_leaves():
         pods = [pod(f"job-{i}", cpu="3", group="job") for i in range(4)]
         _, result = session(nodes, pods, [gang], hns, text)
         assert len(result.placements) == placed, text
+
+
+# -- highestTierName --------------------------------------------------------------------------------
+def named_leaves() -> tuple[list[Any], dict]:
+    """two_leaves' nodes (4 cpu each) with the leaves' tier named "leaf" and the spine's "spine"."""
+    nodes, _, hns = two_leaves()
+    named = {}
+    for name, h in hns.items():
+        spec = {
+            "tier": h.spec.tier,
+            "tierName": "leaf" if h.spec.tier == 1 else "spine",
+            "members": [
+                {"type": m.type, "selector": {"exactMatch": {"name": m.selector.exact_match.name}}}
+                for m in h.spec.members
+            ],
+        }
+        named[name] = convert(HyperNode, {"metadata": {"name": name}, "spec": spec})
+    return nodes, named
+
+
+def test_a_sub_group_bounded_by_tier_name_stays_inside_the_tier_it_names(caplog):
+    # four 3-cpu pods fit no leaf (two 4-cpu nodes) but fit the spine: "leaf" keeps them off, "spine" lets them in
+    nodes, hns = named_leaves()
+    placed = {}
+    for name in ("leaf", "spine"):
+        policy = [
+            {
+                **ROLE,
+                "subGroupSize": 4,
+                "minSubGroups": 1,
+                "networkTopology": {"mode": "hard", "highestTierName": name},
+            }
+        ]
+        pg = podgroup("llm", min_member=4, sub_group_policy=policy)
+        _, result = session(nodes, roles("prefill", cpu="3", size=4), [pg], hns, conf())
+        placed[name] = len(result.placements)
+    assert placed == {"leaf": 0, "spine": 4}
+
+
+def test_a_tier_name_no_hypernode_carries_bounds_nothing_and_is_reported(caplog):
+    nodes, hns = named_leaves()
+    policy = [
+        {
+            **ROLE,
+            "subGroupSize": 4,
+            "minSubGroups": 1,
+            "networkTopology": {"mode": "hard", "highestTierName": "rack"},
+        }
+    ]
+    pg = podgroup("llm", min_member=4, sub_group_policy=policy)
+    ssn, result = session(nodes, roles("prefill", cpu="3", size=4), [pg], hns, conf())
+    assert len(result.placements) == 4  # Volcano skips the translation: no tier bound at all
+    events = [e for e in ssn.report.events if e[2] == "UnknownHighestTierName"]
+    assert len(events) == 1 and events[0][1] == "default/llm"
+    assert "subGroupPolicy role networkTopology" in events[0][3] and "'rack'" in events[0][3]
+    assert "leaf (tier 1), spine (tier 2)" in events[0][3]
+    assert [r for r in caplog.records if "'rack'" in r.getMessage()]
+
+
+def test_a_job_level_tier_name_bounds_the_whole_gang():
+    nodes, hns = named_leaves()
+    for name, placed in (("leaf", 0), ("spine", 4)):
+        gang = podgroup("job", min_member=4, network_topology={"mode": "hard", "highestTierName": name})
+        pods = [pod(f"job-{i}", cpu="3", group="job") for i in range(4)]
+        _, result = session(nodes, pods, [gang], hns, conf())
+        assert len(result.placements) == placed, name
+
+
+def test_both_tier_fields_set_reads_the_number_and_warns():
+    nodes, hns = named_leaves()
+    nt = {"mode": "hard", "highestTierAllowed": 2, "highestTierName": "leaf"}
+    pg = podgroup(
+        "llm",
+        min_member=4,
+        sub_group_policy=[{**ROLE, "subGroupSize": 4, "minSubGroups": 1, "networkTopology": nt}],
+    )
+    ssn, result = session(nodes, roles("prefill", cpu="3", size=4), [pg], hns, conf())
+    assert len(result.placements) == 4  # tier 2, not the leaf
+    assert any("both highestTierAllowed and highestTierName" in e[3] for e in ssn.report.events)
+
+
+# -- where a sub-group's pods go inside its HyperNode --------------------------------------------------
+def small_leaves(cpu: str) -> tuple[list[Any], dict]:
+    """Leaves a and b of two nodes of ``cpu`` each, under one spine."""
+    nodes = [node(f"{leaf}-n{i}", cpu=cpu) for leaf in "ab" for i in range(2)]
+    hns = {"a": hn("a", 1, ["a-n0", "a-n1"]), "b": hn("b", 1, ["b-n0", "b-n1"])}
+    hns["spine"] = hn("spine", 2, ["a", "b"], "HyperNode")
+    return nodes, hns
+
+
+def per_leaf(result) -> list[int]:
+    counts = {"a": 0, "b": 0}
+    for p in result.placements:
+        counts[p.node[0]] += 1
+    return sorted(counts.values())
+
+
+def test_a_sub_group_spanning_leaves_keeps_its_pods_in_as_few_leaves_as_it_can():
+    # five 1-cpu pods fit no leaf (two 2-cpu nodes) but fit the spine; nodeorder's least-requested
+    # spreads them 3 + 2 over the leaves; network-topology-aware's node order
+    # (batchNodeOrderFnForNetworkAwarePods) prefers the leaf its pods already use: 4 + 1
+    nodes, hns = small_leaves("2")
+    policy = [
+        {
+            **ROLE,
+            "subGroupSize": 5,
+            "minSubGroups": 1,
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+        }
+    ]
+    for text, split in ((conf(nta="    arguments: {weight: 0}"), [2, 3]), (conf(), [1, 4])):
+        pg = podgroup("llm", min_member=5, sub_group_policy=policy)
+        _, result = session(nodes, roles("prefill", size=5), [pg], hns, text)
+        assert per_leaf(result) == split, text
+
+
+def test_a_soft_sub_group_takes_the_narrowest_hypernode_it_fits():
+    # three 1-cpu pods: least-requested alone would spread them over both leaves; a soft sub-group is
+    # tried narrowest tier first (Volcano's convertSoftToHardTopology) and lands in one leaf
+    nodes, hns = small_leaves("4")
+    policy = [{**ROLE, "subGroupSize": 3, "minSubGroups": 1, "networkTopology": {"mode": "soft"}}]
+    pg = podgroup("llm", min_member=3, sub_group_policy=policy)
+    _, result = session(nodes, roles("prefill", size=3), [pg], hns, conf(nta="    enableNodeOrder: false"))
+    assert per_leaf(result) == [0, 3]
+    gang = podgroup("llm", min_member=3)  # the same pods without a policy spread
+    _, result = session(nodes, roles("prefill", size=3), [gang], hns, conf(nta="    enableNodeOrder: false"))
+    assert per_leaf(result) == [1, 2]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from caldera.scheduler.registry import builtin_registry
@@ -110,7 +111,7 @@ async def test_each_role_lands_inside_one_leaf(sim, api, start_scheduler) -> Non
         await leaf(api, name, 2)
     await hypernode(api, "spine", 2, ["leaf-a", "leaf-b", "leaf-c"], kind="HyperNode")
     await serving_group(api, min_sub_groups=2)
-    await start_scheduler()
+    running = await start_scheduler()
 
     async def all_bound() -> dict[str, str] | None:
         nodes = await api.node_of()
@@ -121,6 +122,11 @@ async def test_each_role_lands_inside_one_leaf(sim, api, start_scheduler) -> Non
         role: {nodes[f"{role}-{i}"].rsplit("-n", 1)[0] for i in range(4)} for role in ("prefill", "decode")
     }
     assert all(len(found) == 1 for found in leaves.values()), leaves
+    # /debug/jobs names the HyperNode each sub-group went to
+    doc = await debug_job(running, api, "llm")
+    assert doc["sub_groups"]["policies"] == [{"policy": "role", "min_sub_groups": 2, "whole": 2}]
+    went = {g["name"]: g["hypernode"] for g in doc["sub_groups"]["groups"]}
+    assert went == {f"role-{role}": leaves[role].pop() for role in ("prefill", "decode")}
 
 
 async def test_room_for_one_role_only_binds_nothing_when_both_are_needed(sim, api, start_scheduler) -> None:  # type: ignore[no-untyped-def]
@@ -129,7 +135,7 @@ async def test_room_for_one_role_only_binds_nothing_when_both_are_needed(sim, ap
     await leaf(api, "leaf-b", 1)
     await hypernode(api, "spine", 2, ["leaf-a", "leaf-b"], kind="HyperNode")
     await serving_group(api, min_sub_groups=2)
-    await start_scheduler()
+    running = await start_scheduler()
 
     async def reported() -> bool:
         pg = await api.read_podgroup("llm")
@@ -140,3 +146,21 @@ async def test_room_for_one_role_only_binds_nothing_when_both_are_needed(sim, ap
 
     await eventually(reported, timeout=20)
     assert not any((await api.node_of()).values()), "no pod binds: both roles must be placed whole"
+    # /debug/jobs: one role fits leaf-a, the other fits nowhere, and why
+    doc = await debug_job(running, api, "llm")
+    groups = doc["sub_groups"]["groups"]
+    assert sorted(g["fit_in"] for g in groups) == ["", "leaf-a"]
+    assert next(g["reason"] for g in groups if not g["fit_in"]).startswith("no group up to tier 1")
+
+
+async def debug_job(running: Any, api: Api, name: str) -> dict[str, Any]:
+    server = f"http://127.0.0.1:{running.app.http.port}"
+
+    async def doc() -> dict[str, Any] | None:
+        async with aiohttp.ClientSession() as http, http.get(f"{server}/debug/jobs/{api.ns}/{name}") as resp:
+            found = await resp.json() if resp.status == 200 else {}
+        return found if found.get("sub_groups") else None
+
+    found = await eventually(doc, timeout=20)
+    assert found is not None
+    return found

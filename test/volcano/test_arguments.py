@@ -164,6 +164,25 @@ COVERED_ELSEWHERE = {
     ("network-topology-aware", "defaultMode"): "test/actions/test_topology_allocate.py",
     ("network-topology-aware", "defaultHighestTierAllowed"): "test/actions/test_topology_allocate.py",
     ("network-topology-aware", "scorePolicy"): "test/actions/test_topology_allocate.py",
+    ("network-topology-aware", "weight"): "test/volcano/test_network_topology_aware_test.py",
+    ("network-topology-aware", "hypernode.binpack.cpu"): "test/volcano/test_network_topology_aware_test.py",
+    (
+        "network-topology-aware",
+        "hypernode.binpack.memory",
+    ): "test/volcano/test_network_topology_aware_test.py",
+    (
+        "network-topology-aware",
+        "hypernode.binpack.resources",
+    ): "test/volcano/test_network_topology_aware_test.py",
+    (
+        "network-topology-aware",
+        "hypernode.binpack.resources.*",
+    ): "test/volcano/test_network_topology_aware_test.py",
+    # the cap of the eviction gradients (reverse_and_cap; TestReverseAndCapEvictionGradients)
+    (
+        "network-topology-aware",
+        "hypernode.gradient.evict.max-hypernodes",
+    ): "test/volcano/test_network_topology_aware_test.py",
     ("nodegroup", "strict"): "test/volcano/test_nodegroup_test.py",
     ("nodegroup", "enablePreferredOrder"): "test/volcano/test_nodegroup_test.py",
     ("nodegroup", "enableHierarchy"): "test/volcano/test_nodegroup_test.py",
