@@ -112,6 +112,9 @@ class FaultInjector:
                 await self._run(api, stop, http)
             finally:
                 await asyncio.gather(*self._accounting, return_exceptions=True)
+                # each check finishes when a leader answers, not in the faults' order: reported in it
+                order = {kind: i for i, (_, kind) in enumerate(self.schedule())}
+                self.accounting.sort(key=lambda a: order.get(a["after"], len(order)))
 
     async def _run(self, api: Api, stop: asyncio.Event, http: aiohttp.ClientSession) -> None:
         storm = self.storm_seconds
