@@ -266,6 +266,14 @@ class Api:
     async def events(self) -> list[dict[str, Any]]:
         return await self.items(f"/api/v1/namespaces/{self.ns}/events")
 
+    async def evict_events(self) -> dict[tuple[str, str], str]:
+        """The ``Evict`` Events: (kind, name) -> message."""
+        return {
+            (e["involvedObject"]["kind"], e["involvedObject"]["name"]): e["message"]
+            for e in await self.events()
+            if e.get("reason") == "Evict"
+        }
+
 
 async def eventually(
     check: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.05

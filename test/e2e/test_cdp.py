@@ -94,3 +94,11 @@ async def test_a_pod_in_its_cooldown_is_not_preempted_until_the_cooldown_is_over
     assert await eventually(urgent_node) == "n1"
     # the elastic job keeps its minimum: its other pod runs on
     assert set(started) - {victim} <= {p["metadata"]["name"] for p in await api.pods()}
+
+    async def evict_events() -> bool:
+        return await api.evict_events() == {
+            ("Pod", victim): "Pod is evicted, because of preempt",
+            ("PodGroup", "elastic"): "preempt",
+        }
+
+    await eventually(evict_events)

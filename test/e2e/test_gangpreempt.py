@@ -79,3 +79,12 @@ async def test_a_high_priority_gang_preempts_a_lower_one_whole_and_binds_once_it
         return (await api.read_podgroup("urgent")).get("status", {}).get("phase") == "Running"
 
     await eventually(urgent_running)
+
+    # each victim, and its PodGroup, says why it went (Volcano's cache.go ``Evict`` Events)
+    told = {("Pod", name): "Pod is evicted, because of gangpreempt" for name in sweep}
+    told["PodGroup", "sweep"] = "gangpreempt"
+
+    async def evict_events() -> bool:
+        return await api.evict_events() == told
+
+    await eventually(evict_events)
