@@ -260,6 +260,11 @@ class Api:
     async def node_of(self) -> dict[str, str]:
         return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in await self.pods()}
 
+    async def placed(self, *names: str) -> dict[str, str]:
+        """The named pods' nodes once all of them are bound, else {} (for ``eventually``)."""
+        nodes = await self.node_of()
+        return {n: nodes[n] for n in names} if all(nodes.get(n) for n in names) else {}
+
     async def read_podgroup(self, name: str) -> dict[str, Any]:
         return await self.get(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{self.ns}/podgroups/{name}")
 

@@ -52,12 +52,8 @@ async def test_a_high_priority_gang_preempts_a_lower_one_whole_and_binds_once_it
     sweep = [f"sweep-{i}" for i in range(3)]
     urgent = ["urgent-0", "urgent-1"]
 
-    async def sweep_bound() -> bool:
-        nodes = await api.node_of()
-        return all(nodes.get(n) for n in sweep)
-
     await job(api, "sweep", 3, "low")  # 3 of the 4 cpus
-    await eventually(sweep_bound)
+    await eventually(lambda: api.placed(*sweep))
 
     await job(api, "urgent", 2, "high")  # needs 2: one sweep pod would do, but it is a gang at its minimum
     seen_together: list[dict[str, str]] = []

@@ -52,13 +52,9 @@ async def test_a_queue_under_its_share_reclaims_a_whole_gang_from_an_overusing_q
     await api.node("n2", cpu="2")
     await start_scheduler()
 
-    async def bound(names: list[str]) -> bool:
-        nodes = await api.node_of()
-        return all(nodes.get(n) for n in names)
-
     # research has the cluster to itself: its two gangs take all four cpus
     research = {name: await job(api, name, "research") for name in ("sweep-a", "sweep-b")}
-    await eventually(lambda: bound([p for pods in research.values() for p in pods]))
+    await eventually(lambda: api.placed(*(p for pods in research.values() for p in pods)))
 
     # prod's gang needs two cpus, its share; research is over its own
     serving = await job(api, "serving", "prod")

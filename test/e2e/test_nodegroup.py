@@ -63,14 +63,13 @@ async def test_a_queue_bound_to_its_group_stays_there_and_anti_affinity_keeps_an
     await api.podgroup("shared-job", 1, queue="shared")
     await api.pod("shared-0", cpu="1", group="shared-job")
 
-    async def placed(*names: str) -> dict[str, str]:
-        nodes = await api.node_of()
-        return {n: nodes[n] for n in names} if all(nodes.get(n) for n in names) else {}
-
-    assert await eventually(lambda: placed("shared-0")) == {"shared-0": "b-1"}
+    assert await eventually(lambda: api.placed("shared-0")) == {"shared-0": "b-1"}
 
     # team-a's two pods go to a-1 (a quarter used), though "spare" is empty
     await api.podgroup("team-a-job", 2, queue="team-a")
     for i in range(2):
         await api.pod(f"team-a-{i}", cpu="1", group="team-a-job")
-    assert await eventually(lambda: placed("team-a-0", "team-a-1")) == {"team-a-0": "a-1", "team-a-1": "a-1"}
+    assert await eventually(lambda: api.placed("team-a-0", "team-a-1")) == {
+        "team-a-0": "a-1",
+        "team-a-1": "a-1",
+    }

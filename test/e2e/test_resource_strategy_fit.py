@@ -50,16 +50,12 @@ async def test_gpu_pods_are_packed_so_a_whole_node_stays_free_and_cpu_pods_sprea
         await api.node(name, cpu="16", memory="64Gi", extended={GPU: "4"})
     await start_scheduler()
 
-    async def placed(*names: str) -> dict[str, str]:
-        nodes = await api.node_of()
-        return {n: nodes[n] for n in names} if all(nodes.get(n) for n in names) else {}
-
     # three 1-GPU pods, one after the other: each goes where the GPUs are most allocated already
     for i in range(3):
         await api.podgroup(f"infer-{i}", 1)
         await api.pod(f"infer-{i}", cpu="1", group=f"infer-{i}", extended={GPU: "1"})
-        await eventually(lambda: placed(f"infer-{i}"))  # noqa: B023 (awaited here)
-    nodes = await placed("infer-0", "infer-1", "infer-2")
+        await eventually(lambda: api.placed(f"infer-{i}"))  # noqa: B023 (awaited here)
+    nodes = await api.placed("infer-0", "infer-1", "infer-2")
     assert len(set(nodes.values())) == 1, f"the GPU pods were spread: {nodes}"
     packed = nodes["infer-0"]
     free = "gpu-2" if packed == "gpu-1" else "gpu-1"
@@ -67,12 +63,12 @@ async def test_gpu_pods_are_packed_so_a_whole_node_stays_free_and_cpu_pods_sprea
     # so a trainer asking for a whole node's 4 GPUs finds one
     await api.podgroup("trainer", 1)
     await api.pod("trainer", cpu="1", group="trainer", extended={GPU: "4"})
-    assert await eventually(lambda: placed("trainer")) == {"trainer": free}
+    assert await eventually(lambda: api.placed("trainer")) == {"trainer": free}
 
     # CPU-bound pods (6 cpu each) are spread: the first to the node with less cpu in use (the
     # trainer's, 1 of 16, against 3 of 16), the second to the other (then 7 against 3)
     for i in range(2):
         await api.podgroup(f"web-{i}", 1)
         await api.pod(f"web-{i}", cpu="6", group=f"web-{i}")
-        await eventually(lambda: placed(f"web-{i}"))  # noqa: B023 (awaited here)
-    assert await placed("web-0", "web-1") == {"web-0": free, "web-1": packed}
+        await eventually(lambda: api.placed(f"web-{i}"))  # noqa: B023 (awaited here)
+    assert await api.placed("web-0", "web-1") == {"web-0": free, "web-1": packed}

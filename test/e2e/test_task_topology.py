@@ -60,11 +60,7 @@ async def test_affine_roles_share_a_node_and_anti_affine_pods_are_kept_apart(
     for name in pods:
         await api.pod(name, cpu="1", group="tf", annotations={"volcano.sh/task-spec": name.split("-")[0]})
 
-    async def placed() -> dict[str, str]:
-        nodes = await api.node_of()
-        return nodes if all(nodes.get(n) for n in pods) else {}
-
-    nodes = await eventually(placed)
+    nodes = await eventually(lambda: api.placed(*pods))
     assert nodes["ps-0"] == nodes["worker-0"] == nodes["worker-1"], nodes
     assert nodes["evaluator-0"] != nodes["evaluator-1"], nodes
     assert nodes["ps-0"] in (nodes["evaluator-0"], nodes["evaluator-1"]), nodes
