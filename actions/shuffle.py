@@ -28,7 +28,8 @@ log = logging.getLogger("caldera.actions")
 
 #: Volcano's reason for a shuffle eviction (shuffle.go: ``ssn.Evict(victim, "shuffle")``)
 REASON = "shuffle"
-#: the Event's reason (Volcano's cache.Evict records ``Evict``)
+#: the Event's reason (Volcano's cache.Evict records ``Evict``; the binary's status updater gives
+#: other evicted pods that Event, and this one, with the why, instead)
 EVENT_REASON = "Evict"
 
 

@@ -71,6 +71,9 @@ NATIVE_PREEMPTED = "PreemptionByScheduler"
 UNCOPIED_CLAIMS = "ResourceClaimsNotCopied"
 #: a pod that names both a native group and a Volcano PodGroup (the Warning Event's reason)
 GROUP_CONFLICT = "SchedulingGroupConflict"
+#: the reason of the Events on an evicted pod and on its PodGroup (Volcano's pkg/scheduler/cache/
+#: cache.go, ``defaultEvictor.Evict`` and ``SchedulerCache.Evict``)
+EVICT = "Evict"
 POD_STATUS_PATH = "/api/v1/namespaces/{ns}/pods/{name}/status"
 EVENTS_PATH = "/api/v1/namespaces/{ns}/events"
 
@@ -204,6 +207,7 @@ class StatusUpdater:
         if result is None:
             return
         self._plugin_events(result)
+        self._eviction_events(result)
         podgroups = self.cache.podgroups_view()
         jobs = result.jobs
         look = self._look_again(result)
@@ -326,6 +330,26 @@ class StatusUpdater:
             if namespace:
                 ref["namespace"] = namespace
             self.event(ref, "Warning", reason, message)
+
+    def _eviction_events(self, result: SessionResult) -> None:
+        """The cycle's evictions (preempt, reclaim, their gang forms, shuffle), announced as Volcano
+        announces them (pkg/scheduler/cache/cache.go): a Warning ``Evict`` on the pod, "Pod is
+        evicted, because of <reason>" (``defaultEvictor.Evict``), and a Normal ``Evict`` on its
+        PodGroup saying the reason (``SchedulerCache.Evict``). A pod the action already gave an
+        ``Evict`` Event with its why (shuffle's) gets no second one."""
+        if not result.evictions:
+            return
+        told = {name for kind, name, reason, _ in result.report.events if kind == "Pod" and reason == EVICT}
+        for eviction in result.evictions:
+            task = eviction.task
+            if task.key not in told:
+                self.event_for_pod(task, "Warning", EVICT, f"Pod is evicted, because of {eviction.reason}")
+            key = task.job
+            pg: PodGroup | NativePodGroup | None = (
+                self.cache.native_podgroup(key) if is_native_job_key(key) else self.cache.podgroup(key)
+            )
+            if pg is not None:
+                self.event_for_podgroup(pg, "Normal", EVICT, eviction.reason)
 
     def _observe_job(self, key: str, job: JobInfo) -> None:
         pg = self.cache.podgroup(key) or job.podgroup

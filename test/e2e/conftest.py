@@ -143,16 +143,23 @@ class Api:
 
     # -- builders ----------------------------------------------------------------------------------
     async def node(
-        self, name: str, cpu: str = "4", memory: str = "16Gi", pods: str = "110"
+        self,
+        name: str,
+        cpu: str = "4",
+        memory: str = "16Gi",
+        pods: str = "110",
+        labels: dict[str, str] | None = None,
+        extended: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        cap = {"cpu": cpu, "memory": memory, "pods": pods}
+        """A Ready node; ``extended``: more resources it has (``nvidia.com/gpu``: "4")."""
+        cap = {"cpu": cpu, "memory": memory, "pods": pods, **(extended or {})}
         self.created_nodes.append(name)
         return await self.create(
             "/api/v1/nodes",
             {
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
                 "status": {
                     "capacity": cap,
                     "allocatable": cap,
@@ -161,14 +168,27 @@ class Api:
             },
         )
 
-    async def podgroup(self, name: str, min_member: int, queue: str = "default") -> dict[str, Any]:
+    async def podgroup(
+        self,
+        name: str,
+        min_member: int,
+        queue: str = "default",
+        annotations: dict[str, str] | None = None,
+        priority: str | None = None,
+    ) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "namespace": self.ns}
+        if annotations:
+            meta["annotations"] = annotations
+        spec: dict[str, Any] = {"minMember": min_member, "queue": queue}
+        if priority:
+            spec["priorityClassName"] = priority
         return await self.create(
             f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{self.ns}/podgroups",
             {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": self.ns},
-                "spec": {"minMember": min_member, "queue": queue},
+                "metadata": meta,
+                "spec": spec,
             },
         )
 
@@ -179,25 +199,53 @@ class Api:
         group: str | None = None,
         scheduler: str = SCHEDULER,
         node: str | None = None,
+        annotations: dict[str, str] | None = None,
+        priority: str | None = None,
+        extended: dict[str, str] | None = None,
     ) -> dict[str, Any]:
+        """A pod of one container; ``priority``: its priorityClassName (it then goes at once when
+        evicted: grace period 0); ``extended``: more resources it requests."""
         meta: dict[str, Any] = {"name": name, "namespace": self.ns}
-        if group:
-            meta["annotations"] = {"scheduling.k8s.io/group-name": group}
+        if group or annotations:
+            meta["annotations"] = {**(annotations or {})}
+            if group:
+                meta["annotations"]["scheduling.k8s.io/group-name"] = group
+        requests = {"cpu": cpu, "memory": "64Mi", **(extended or {})}
         spec: dict[str, Any] = {
             "schedulerName": scheduler,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "busybox",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
-            ],
+            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
         }
         if node:
             spec["nodeName"] = node
+        if priority:
+            spec["priorityClassName"] = priority
+            spec["terminationGracePeriodSeconds"] = 0
         return await self.create(
             f"/api/v1/namespaces/{self.ns}/pods",
             {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec},
+        )
+
+    async def priority_class(self, name: str, value: int) -> None:
+        await self.create(
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            },
+        )
+
+    async def queue(self, name: str, **spec: Any) -> dict[str, Any]:
+        """A Volcano Queue (cluster-scoped) of weight 1 unless ``spec`` says otherwise."""
+        return await self.create(
+            "/apis/scheduling.volcano.sh/v1beta1/queues",
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": {"weight": 1, **spec},
+            },
         )
 
     async def gang(self, name: str, size: int, cpu: str = "1", min_member: int | None = None) -> None:
@@ -212,11 +260,24 @@ class Api:
     async def node_of(self) -> dict[str, str]:
         return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in await self.pods()}
 
+    async def placed(self, *names: str) -> dict[str, str]:
+        """The named pods' nodes once all of them are bound, else {} (for ``eventually``)."""
+        nodes = await self.node_of()
+        return {n: nodes[n] for n in names} if all(nodes.get(n) for n in names) else {}
+
     async def read_podgroup(self, name: str) -> dict[str, Any]:
         return await self.get(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{self.ns}/podgroups/{name}")
 
     async def events(self) -> list[dict[str, Any]]:
         return await self.items(f"/api/v1/namespaces/{self.ns}/events")
+
+    async def evict_events(self) -> dict[tuple[str, str], str]:
+        """The ``Evict`` Events: (kind, name) -> message."""
+        return {
+            (e["involvedObject"]["kind"], e["involvedObject"]["name"]): e["message"]
+            for e in await self.events()
+            if e.get("reason") == "Evict"
+        }
 
 
 async def eventually(

@@ -146,7 +146,7 @@ async def test_pods_leave_the_overloaded_node_and_the_budget_keeps_its_pod(
         evicts = {
             e["involvedObject"]["name"]: e["message"]
             for e in await api.events()
-            if e.get("reason") == "Evict"
+            if e.get("reason") == "Evict" and e["involvedObject"]["kind"] == "Pod"
         }
         assert set(evicts) == {"p10", "p20"}
         assert "node hot is at or above its target cpu" in evicts["p10"]

@@ -115,6 +115,39 @@ async def test_a_bad_claim_selector_gives_one_event_on_the_claim(recorder) -> No
     assert event["metadata"]["namespace"] == "team" and event["message"] == message
 
 
+async def test_evicted_pods_and_their_podgroup_are_told_why_as_volcano_tells_them(recorder) -> None:
+    """Volcano (pkg/scheduler/cache/cache.go): ``defaultEvictor.Evict`` records a Warning ``Evict``
+    on the pod, "Pod is evicted, because of <reason>", and ``SchedulerCache.Evict`` a Normal
+    ``Evict`` on its PodGroup with the reason. A pod shuffle already told why gets no second one."""
+    from caldera.framework.result import Eviction, SessionReport
+
+    rec, client = recorder
+    cache = ClusterCache()
+    pg, pods = gang("sweep", 2, node_name="n1", phase="Running")
+    other_pg, other = gang("web", 1, node_name="n1", phase="Running")
+    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg, other_pg], pods=pods + other)
+    status = StatusUpdater(client, cache, component="caldera")
+    snap = cache.snapshot()
+    tasks = sorted(snap.jobs["default/sweep"].tasks.values(), key=lambda t: t.name)
+    [web] = snap.jobs["default/web"].tasks.values()
+    report = SessionReport(events=[("Pod", "default/web-0", "Evict", "Evicted by shuffle: node n1 is hot")])
+    evictions = [Eviction(tasks[0], "preempt"), Eviction(tasks[1], "preempt"), Eviction(web, "shuffle")]
+    status.observe(SessionResult(jobs=snap.jobs, evictions=evictions, report=report))
+    await status.flush()
+    told = sorted(
+        (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["type"], e["message"])
+        for e in rec.of("POST", "/events")
+        if e["reason"] == "Evict"
+    )
+    assert told == [
+        ("Pod", "sweep-0", "Warning", "Pod is evicted, because of preempt"),
+        ("Pod", "sweep-1", "Warning", "Pod is evicted, because of preempt"),
+        ("Pod", "web-0", "Warning", "Evicted by shuffle: node n1 is hot"),
+        ("PodGroup", "sweep", "Normal", "preempt"),
+        ("PodGroup", "web", "Normal", "shuffle"),
+    ]
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
