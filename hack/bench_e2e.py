@@ -177,9 +177,11 @@ class E2EResult:
             )
         if self.cycle_seconds:
             c = self.cycle_seconds
+            worst = sorted(range(len(c)), key=lambda i: -c[i])[:3]
             lines.append(
                 f"  scheduler cycles: p50={percentile(c, 50) * 1000:.0f}ms p99={percentile(c, 99) * 1000:.0f}ms"
-                f" longest={max(c) * 1000:.0f}ms over {len(c)} cycles (its /debug/scheduler)"
+                f" longest={max(c) * 1000:.0f}ms over {len(c)} cycles (its /debug/scheduler); the longest:"
+                f" {', '.join(f'#{i + 1} {c[i] * 1000:.0f}ms' for i in worst)}"
             )
         if self.first_cycle is not None:
             lines.append(f"  scheduler start-up: process start -> end of first cycle {self.first_cycle:.2f}s")

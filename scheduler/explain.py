@@ -132,12 +132,15 @@ def explain_session(
     now = time.monotonic() if now is None else now
     exact = _ExactReuse(ssn)
     candidates = ssn.pending_candidates()
+    unreached = ssn.unreached
     for job in ssn.jobs.values():
         if job.sub_groups is not None:  # (running or not: /debug/jobs shows where they went)
             ssn.report.sub_groups[job.uid] = _sub_groups(ssn, job)
         # (membership first: a set lookup is cheaper than counting, for every job of the cluster)
         if candidates is not None and job.uid not in candidates and not job.job_fit_error:
             continue
+        if job.uid in unreached:
+            continue  # its turn did not come this cycle (the cycle budget): nothing to explain yet
         pending = job.count(TaskStatus.PENDING)
         if not pending and not job.job_fit_error:
             continue
