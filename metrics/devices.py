@@ -5,7 +5,10 @@ so dashboards showed busy GPUs that were free and drifted above card capacity un
 series is *set* from the usage recomputed from the pods the cache holds on each node (never added to or
 subtracted from), a device's usage series disappear with its last sharer, every series of a node or
 device disappears with it, a pod's series disappear with the pod, and a periodic reconciliation
-compares what is exported with the truth, repairs every difference and counts it.
+compares what is exported with the truth, repairs every difference and counts it. The series are set
+again at each scrape when the cache changed since (``refresh``, called by the scheduler's /metrics
+before it answers): a pod the cache has seen finish or go is in no series a scrape returns, whenever
+the periodic loop last ran and however busy the process is.
 
 Names and labels are Volcano's (subsystem ``volcano``) so existing dashboards keep working:
 ``volcano_vgpu_device_shared_number``, ``volcano_vgpu_device_allocated_memory``,
@@ -117,6 +120,8 @@ class DeviceMetrics:
                 POD_CORES, "The percentage of this card's cores allocated to a pod.", POD_LABELS
             ),
         }
+        #: (the cache, its revision) the series were last set from
+        self._seen: tuple[int, int] | None = None
         self.repairs = Counter(
             "caldera_device_metrics_repairs_total",
             "vGPU metric series the reconciliation found different from the cache's truth and repaired.",
@@ -164,12 +169,25 @@ class DeviceMetrics:
     def update(self, cache: ClusterCache, nodes: Iterable[str] | None = None) -> int:
         """Set the series of ``nodes`` (default: every node, including vanished ones) from the cache's truth.
         The path to call after the cache changed (a cycle's hand-over, watch events); not counted."""
-        return self._apply(desired_series(node_usage(cache)), nodes)
+        seen = (id(cache), cache.revision)
+        changed = self._apply(desired_series(node_usage(cache)), nodes)
+        if nodes is None:
+            self._seen = seen
+        return changed
+
+    def refresh(self, cache: ClusterCache) -> int:
+        """``update`` every series if the cache changed since they were last set from it (else nothing:
+        a scrape of an unchanged cache costs a comparison). What /metrics calls before it answers."""
+        if self._seen == (id(cache), cache.revision):
+            return 0
+        return self.update(cache)
 
     def reconcile(self, cache: ClusterCache) -> int:
         """Recompute every series from the cache, repair each exported series that differs, is missing or
         should not exist, count the repairs in ``caldera_device_metrics_repairs_total`` and return them."""
+        seen = (id(cache), cache.revision)
         repaired = self._apply(desired_series(node_usage(cache)))
+        self._seen = seen
         if repaired:
             self.repairs.inc(repaired)
             log.info("vGPU metrics: %d series repaired from the cache's truth", repaired)
@@ -178,21 +196,19 @@ class DeviceMetrics:
     async def run(
         self, cache: ClusterCache, stop: asyncio.Event, period: float = 30.0, refresh: float = 1.0
     ) -> None:
-        """Until ``stop`` is set: every ``refresh`` seconds, when the cache changed, ``update`` the series;
-        every ``period`` seconds, ``reconcile``. Runs on the event loop, like the watches that feed the
-        cache, so it never sees the cache half-way through an event."""
+        """Until ``stop`` is set: every ``refresh`` seconds, ``refresh`` the series; every ``period``
+        seconds, ``refresh`` then ``reconcile`` (so what it repairs and counts is only what differs from
+        the truth the series were set from, never the cache's changes since the last refresh). Runs on
+        the event loop, like the watches that feed the cache, so it never sees the cache half-way
+        through an event."""
         loop = asyncio.get_running_loop()
-        last_revision = -1
         next_reconcile = loop.time() + period
         while not stop.is_set():
             try:
+                self.refresh(cache)
                 if loop.time() >= next_reconcile:
                     next_reconcile = loop.time() + period
                     self.reconcile(cache)
-                    last_revision = cache.revision
-                elif cache.revision != last_revision:
-                    last_revision = cache.revision
-                    self.update(cache)
             except Exception:  # the metrics must never take the scheduler down
                 log.exception("vGPU metrics refresh failed")
             with contextlib.suppress(TimeoutError):

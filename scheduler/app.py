@@ -359,6 +359,8 @@ class SchedulerApp:
                 controllers=opts.enable_controllers,
             ),
             ui=opts.ui,
+            # each scrape shows the vGPU device series of the cache as it is then
+            before_scrape=functools.partial(device_metrics.shared().refresh, self.cache),
         )
         for collector in (self.watch_collector, self.remembered_collector):
             with contextlib.suppress(ValueError):  # already registered (a second app in one process)
@@ -377,7 +379,7 @@ class SchedulerApp:
             if self.conf.kind == "file":
                 background.append(supervise("conf-file", functools.partial(self.conf.watch_file, loop_stop)))
             background.append(supervise("sync-gauge", functools.partial(self._watch_sync, loop_stop)))
-            # vGPU device series are set from the cache's truth and reconciled periodically.
+            # vGPU device series are set from the cache's truth (and at each scrape), reconciled periodically.
             background.append(
                 supervise(
                     "device-metrics", functools.partial(device_metrics.shared().run, self.cache, loop_stop)

@@ -44,13 +44,17 @@ class HttpServer:
         debug: Callable[[], dict[str, Any]] | None = None,
         debug_api: DebugApi | None = None,
         ui: bool = True,
+        before_scrape: Callable[[], object] | None = None,
     ) -> None:
+        """``before_scrape``: called before each /metrics answer is generated (series set from the
+        cache's state at that moment, such as the vGPU device series)."""
         self.address = address
         self.host, self.port = parse_listen_address(address)
         self.ready = ready
         self.debug = debug
         self.debug_api = debug_api
         self.ui = ui
+        self.before_scrape = before_scrape
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -88,6 +92,11 @@ class HttpServer:
             self._runner = None
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if self.before_scrape is not None:
+            try:
+                self.before_scrape()
+            except Exception:  # the scrape still answers, with the series as they were
+                log.exception("setting the series from the cache before a scrape failed")
         body = generate_latest(REGISTRY)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

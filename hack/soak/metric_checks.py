@@ -41,10 +41,17 @@ class MetricChecks:
         """Leader gauge against the Lease; vGPU gauges against the pods on vGPU nodes (when exported).
         Returns the leader's mean cycle duration (ms) since the previous check, when known."""
         scraped = {}
+        #: per replica, the API's vGPU pods (as the mirror holds them) and the time, read just before
+        #: the replica is asked: what it exports had at least until then to follow them. (Read after
+        #: the Lease look-ups below instead, the API had moved on by however long they took, seconds
+        #: when the API is busy, and each such second counted as the scheduler's lag.)
+        truth_at: dict[int, tuple[float, set[str]]] = {}
         for p in self.supervisor.live():
+            before = (self.timeline.now(), set(self.vgpu_pods()))
             m = await scrape(http, p.sched.base)
             if m is not None:
                 scraped[p.sched.pid] = m
+                truth_at[p.sched.pid] = before
         if not scraped:
             return None
         any_m = next(iter(scraped.values()))
@@ -73,19 +80,23 @@ class MetricChecks:
         cycle_ms = self.mean_cycle_ms(leader.sched.pid, lm)
         if "volcano_vgpu_device_shared_number" in lm:
             # Pod by pod: a pod whose series the leader exports while the API has it on no device (or
-            # the other way round) for longer than VGPU_LAG seconds plus the fault time overlapping.
+            # the other way round) for longer than VGPU_LAG seconds plus the fault time overlapping,
+            # judged against the API as it was when the leader was asked.
             # The gauges are set from the scheduler's cache, which sees a bind or a finish when the
             # watch brings it: each pod may trail the API, never for long. (Counting the series
             # against the pods instead took a steady trickle of pods each a second or two behind for
             # one mismatch that never ended.) The final check is exact.
             exported_pods = self.vgpu_exported(lm)
-            stale = self.vgpu_stale(self.timeline.now(), exported_pods, set(self.vgpu_pods()))
+            asked_at, truth = truth_at[leader.sched.pid]
+            stale = self.vgpu_stale(asked_at, exported_pods, truth)
             if stale:
                 self.checker.violate(
                     "metrics",
                     "volcano_vgpu_device_shared_number",
                     f"pods whose vGPU series disagree with the API for over {VGPU_LAG:g}s: {stale}; "
-                    + self.vgpu_diff(lm),
+                    + self.vgpu_diff(lm)
+                    + "; the leader's cache: "
+                    + await self.cache_view(http, leader.sched.base, stale[:5]),
                 )
             self.note_checked("volcano_vgpu_device_* per-pod series (against vGPU pods bound)")
         else:
@@ -162,6 +173,28 @@ class MetricChecks:
         return (
             f"exported, not on a device: {extra} ({'; '.join(notes)}); on a device, not exported: {missing}"
         )
+
+    async def cache_view(self, http: aiohttp.ClientSession, base: str, keys: list[str]) -> str:
+        """What a replica's cache holds of each pod (its /debug/pods answer): tells a scheduler whose
+        watch is behind (the cache still has the pod running) from gauges behind their cache."""
+        out = []
+        for key in keys:
+            namespace, _, name = key.partition("/")
+            try:
+                async with http.get(
+                    f"{base}/debug/pods/{namespace}/{name}", timeout=aiohttp.ClientTimeout(total=3)
+                ) as r:
+                    doc = await r.json(content_type=None)
+            except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+                out.append(f"{key}: no answer ({type(exc).__name__})")
+                continue
+            if not isinstance(doc, dict):
+                out.append(f"{key}: unreadable answer")
+            elif "error" in doc:
+                out.append(f"{key}: {doc['error']}")
+            else:
+                out.append(f"{key}: status={doc.get('status')} node={doc.get('node')!r}")
+        return "; ".join(out)
 
     def note_checked(self, what: str) -> None:
         if what not in self.summary.metrics_checked:

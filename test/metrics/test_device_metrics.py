@@ -4,6 +4,7 @@ last sharer, the device or the node, and repaired (and counted) by the reconcili
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 
 import msgspec
@@ -360,3 +361,73 @@ def test_a_pod_scheduled_by_the_loop_shows_on_the_device_it_was_given():
     cache.delete_pod(bound)
     metrics.update(cache)
     assert exported(registry_m) == expected(nodes, {})
+
+
+async def test_pods_that_finish_while_the_periodic_loop_is_held_up_are_gone_at_the_next_scrape():
+    # The scheduler's /metrics, wired as the app wires it, over a cache where 50 vGPU pods run; the
+    # periodic loop then stalls (a busy process: its next turn is an hour away) while 40 pods finish
+    # and 5 are deleted. The very next scrape shows only the 5 still running.
+    import aiohttp
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from caldera.metrics import devices as device_metrics
+    from caldera.scheduler.http import HttpServer
+
+    cache = load(ClusterCache(), nodes=[gpu_node("g1", [("GPU-1", 80000)])])
+    pods = [bound_pod(f"p{i}", "g1", [[("GPU-1", 100, 1)]]) for i in range(50)]
+    for p in pods:
+        cache.upsert_pod(p)
+    metrics = device_metrics.shared()
+    stop = asyncio.Event()
+    runner = asyncio.create_task(metrics.run(cache, stop, period=3600, refresh=3600))
+    server = HttpServer(
+        "127.0.0.1:0",
+        lambda: (True, "ok"),
+        ui=False,
+        before_scrape=functools.partial(metrics.refresh, cache),
+    )
+    await server.start()
+
+    async def scraped_pods() -> set[str]:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{server.port}/metrics") as r:
+                text = await r.text()
+        return {
+            s.labels["podName"]
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == POD_METRICS[0] and s.labels["NodeName"] == "g1"
+        }
+
+    try:
+        await asyncio.sleep(0.05)  # the loop's first turn sets the series
+        assert await scraped_pods() == {f"p{i}" for i in range(50)}
+        for p in pods[:40]:
+            cache.upsert_pod(with_phase(p, random.choice(["Succeeded", "Failed"])))
+        for p in pods[40:45]:
+            cache.delete_pod(p)
+        assert await scraped_pods() == {f"p{i}" for i in range(45, 50)}
+    finally:
+        stop.set()
+        await asyncio.wait_for(runner, 2)
+        await server.stop()
+
+
+async def test_the_periodic_reconciliation_counts_no_ordinary_change_as_a_repair():
+    # Pods come and go between the loop's turns, every turn a reconciliation: what the cache changed
+    # is set as such; only series that differ from the truth they were set from would be repairs.
+    cache = load(ClusterCache(), nodes=[gpu_node("g1", [("GPU-1", 80000)])])
+    registry = CollectorRegistry()
+    metrics = DeviceMetrics(registry)
+    stop = asyncio.Event()
+    runner = asyncio.create_task(metrics.run(cache, stop, period=0.01, refresh=0.01))
+    try:
+        for i in range(30):
+            cache.upsert_pod(bound_pod(f"p{i}", "g1", [[("GPU-1", 100, 1)]]))
+            await asyncio.sleep(0.02)
+    finally:
+        stop.set()
+        await asyncio.wait_for(runner, 2)
+    assert repairs(registry) == 0
+    live = {f"default/p{i}": ("default", "g1", [[("GPU-1", 100, 1)]]) for i in range(30)}
+    assert exported(registry) == expected({"g1": {"GPU-1": 80000}}, live)
