@@ -183,7 +183,7 @@ async def test_abort_issues_nothing_more_and_releases_the_assumptions(server) ->
 async def test_the_binds_of_deleted_pods_are_forgotten(server) -> None:
     """Bound pods deleted (a churn of short-lived pods): the binder's memory of their binds goes with
     them, as it goes with pods absent from a re-list, instead of staying for REMEMBER_BOUND."""
-    srv, client = server
+    _srv, client = server
     cache = ClusterCache()
     placements = assumed(cache, 40, "churn")
     binder = Binder(client, cache, workers=4, observer=Observer())

@@ -42,7 +42,9 @@ def hypernodes(tiers: dict[str, int], members: dict[str, list[str]]) -> dict[str
         below = [t for t in tiers.values() if t < tier]
         child_tier = max(below) if below else None
         children = sorted(
-            n for n, t in tiers.items() if t == child_tier and set(members.get(n, ())) <= mine and members.get(n)
+            n
+            for n, t in tiers.items()
+            if t == child_tier and set(members.get(n, ())) <= mine and members.get(n)
         )
         covered = set().union(*(set(members[c]) for c in children)) if children else set()
         spec_members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": c}}} for c in children]
@@ -51,7 +53,10 @@ def hypernodes(tiers: dict[str, int], members: dict[str, list[str]]) -> dict[str
         ]
         out[name] = convert(
             HyperNode,
-            {"metadata": {"name": name, "creationTimestamp": T0}, "spec": {"tier": tier, "members": spec_members}},
+            {
+                "metadata": {"name": name, "creationTimestamp": T0},
+                "spec": {"tier": tier, "members": spec_members},
+            },
         )
     return out
 
@@ -72,7 +77,11 @@ def podgroup(pg: dict[str, Any]):
                 "matchLabelKeys": p["keys"],
                 "subGroupSize": p["size"],
                 "minSubGroups": p["min"],
-                **({"networkTopology": {"mode": p["mode"], "highestTierAllowed": p["highest"]}} if p["mode"] else {}),
+                **(
+                    {"networkTopology": {"mode": p["mode"], "highestTierAllowed": p["highest"]}}
+                    if p["mode"]
+                    else {}
+                ),
             }
             for p in pg["policies"]
         ],
@@ -89,7 +98,9 @@ def test_case(case):
         CONF,
         nodes=[build_node(n["name"], res(**n["alloc"]), n["labels"]) for n in case["nodes"]],
         pods=[
-            build_pod(p["ns"], p["name"], p["node"], p["phase"], p["req"], p["group"], p["labels"], p["selector"])
+            build_pod(
+                p["ns"], p["name"], p["node"], p["phase"], p["req"], p["group"], p["labels"], p["selector"]
+            )
             for p in case["pods"]
         ],
         podgroups=[podgroup(pg) for pg in case["podgroups"]],
