@@ -50,6 +50,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 import msgspec
 
@@ -1244,32 +1245,24 @@ def allocation_of(
     results = []
     for i, (request, admin, dev) in enumerate(picked):
         extra = extras[i] if extras is not None else None
-        if extra is None:
-            results.append(
-                DeviceRequestAllocationResult(
-                    request=request,
-                    driver=dev.id[0],
-                    pool=dev.id[1],
-                    device=dev.id[2],
-                    admin_access=True if admin else None,
-                )
-            )
-            continue
-        binding = extra.binding
-        results.append(
-            DeviceRequestAllocationResult(
-                request=request,
-                driver=dev.id[0],
-                pool=dev.id[1],
-                device=dev.id[2],
-                admin_access=True if admin else None,
+        driver, pool, device = dev.id
+        what: dict[str, Any] = {
+            "request": request,
+            "driver": driver,
+            "pool": pool,
+            "device": device,
+            "admin_access": True if admin else None,
+        }
+        if extra is not None:
+            binding = extra.binding
+            what.update(
                 tolerations=list(extra.tolerations),
                 binding_conditions=list(dev.device.binding_conditions) if binding else [],
                 binding_failure_conditions=list(dev.device.binding_failure_conditions) if binding else [],
                 share_id=extra.share_id,
                 consumed_capacity={k: quantity_text(v) for k, v in (extra.consumed or {}).items()},
             )
-        )
+        results.append(DeviceRequestAllocationResult(**what))
     return AllocationResult(
         devices=DeviceAllocationResult(results=results),
         node_selector=_node_selector([dev for _, _, dev in picked], node_name),
