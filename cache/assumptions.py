@@ -16,7 +16,7 @@ from caldera.cache.numa import NumaCache
 from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo, TaskStatus, task_status_of
 from caldera.framework.numa import PodMeta
 from caldera.framework.objects import Pod
-from caldera.framework.result import SessionResult
+from caldera.framework.result import Placement, SessionResult
 
 
 class Assumptions(DraCache, NumaCache):
@@ -49,23 +49,10 @@ class Assumptions(DraCache, NumaCache):
                         source.phase = "Inqueue"
                         self._job_changed(key)
                         self.revision = before + 1
-            for placement in result.placements:
-                task = self.tasks.get(placement.task.uid)
-                if task is None or task.status != TaskStatus.PENDING or placement.node not in self.nodes:
-                    continue
-                # What the binder will write on the pod (device assignments) is part of the
-                # assumption: the next snapshot must see it before the watch brings it back.
-                pod = _with_annotations(task.pod, placement.annotations) if placement.annotations else None
-                assumed.append(self._set_status(task, TaskStatus.BINDING, placement.node, pod))
-                if placement.claims:
-                    # The claims as the binder will write them: their devices are in use from now.
-                    self.assume_claims(task.name, task.uid, placement.claims)
-                if placement.numa:
-                    # The NUMA sets the numa-aware plugin assigned: taken until the exporter says so.
-                    meta = task.pod.metadata
-                    self.assume_numa(
-                        placement.node, PodMeta(task.uid, meta.name, meta.namespace), placement.numa
-                    )
+            # The first ``dispatched`` were assumed while the session ran (``assume_placements``).
+            if self._assume(
+                result.placements[result.dispatched :] if result.dispatched else result.placements, assumed
+            ):
                 self.revision = before + 1
             for eviction in result.evictions:
                 task = self.tasks.get(eviction.task.uid)
@@ -74,6 +61,37 @@ class Assumptions(DraCache, NumaCache):
                 self._set_status(task, TaskStatus.RELEASING, task.node_name)
                 self.revision = before + 1
         return assumed
+
+    def assume_placements(self, placements: list[Placement]) -> list[TaskInfo]:
+        """Assume placements a session handed over while it still runs (``Session.dispatch``), as
+        ``apply`` assumes the rest of them at its close. Returns the cache tasks assumed."""
+        assumed: list[TaskInfo] = []
+        with self._lock:
+            if self._assume(placements, assumed):
+                self.revision += 1
+        return assumed
+
+    def _assume(self, placements: list[Placement], assumed: list[TaskInfo]) -> bool:
+        """Each placement's task Binding on its node, with what the binder will write; whether any
+        was (placements whose pod vanished or that are no longer pending are dropped)."""
+        changed = False
+        for placement in placements:
+            task = self.tasks.get(placement.task.uid)
+            if task is None or task.status != TaskStatus.PENDING or placement.node not in self.nodes:
+                continue
+            # What the binder will write on the pod (device assignments) is part of the
+            # assumption: the next snapshot must see it before the watch brings it back.
+            pod = _with_annotations(task.pod, placement.annotations) if placement.annotations else None
+            assumed.append(self._set_status(task, TaskStatus.BINDING, placement.node, pod))
+            if placement.claims:
+                # The claims as the binder will write them: their devices are in use from now.
+                self.assume_claims(task.name, task.uid, placement.claims)
+            if placement.numa:
+                # The NUMA sets the numa-aware plugin assigned: taken until the exporter says so.
+                meta = task.pod.metadata
+                self.assume_numa(placement.node, PodMeta(task.uid, meta.name, meta.namespace), placement.numa)
+            changed = True
+        return changed
 
     def _set_status(
         self, task: TaskInfo, status: TaskStatus, node_name: str, pod: Pod | None = None

@@ -108,6 +108,9 @@ class SessionResult:
     """What a closed session hands back to the cache and the binder."""
 
     placements: list[Placement] = field(default_factory=list)
+    #: how many of ``placements`` (the first ones) the session handed over while it ran
+    #: (``Session.dispatch``): assumed and given to the binder already
+    dispatched: int = 0
     evictions: list[Eviction] = field(default_factory=list)
     jobs: dict[str, JobInfo] = field(default_factory=dict)
     queues: dict[str, QueueInfo] = field(default_factory=dict)

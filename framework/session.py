@@ -52,6 +52,8 @@ T = TypeVar("T")
 
 #: victims whose refusal is noted, per job (what ``explain`` shows)
 MAX_REFUSALS = 20
+#: seconds between two hand-overs of committed placements while a session runs (``Session.dispatch``)
+DISPATCH_EVERY = 0.01
 
 __all__ = [
     "ABSTAIN",
@@ -107,6 +109,15 @@ class Session(CallbackRegistry):
         self.all_rows = self.table.all_rows
         self.table.log = []
         self.placements: list[Placement] = []
+        #: where committed placements go while the session still runs (None: all at its close).
+        #: A committed statement is final (later actions never undo it), so its placements can be
+        #: bound at once, as Volcano's Statement.Commit dispatches each task to its binder
+        #: (pkg/scheduler/framework/statement.go, ``allocate`` → ``ssn.cache.AddBindTask``): the
+        #: bindings of a long cycle's first gangs overlap with the rest of the cycle
+        self.dispatch: Callable[[list[Placement]], None] | None = None
+        #: how many of ``placements`` (a prefix: they are only appended) went to ``dispatch``
+        self.dispatched = 0
+        self._next_dispatch = 0.0
         #: pod annotations plugins decide with a placement (set in allocate handlers, dropped in
         #: deallocate handlers); a committed placement carries its task's entry to the binder
         self.task_annotations: dict[str, dict[str, str]] = {}
@@ -202,6 +213,21 @@ class Session(CallbackRegistry):
         except KeyError:
             value = self._standing[key] = build()
             return value
+
+    def placements_committed(self) -> None:
+        """A statement appended placements: hand the ones not yet handed over to ``dispatch``, at
+        most every DISPATCH_EVERY seconds (the rest go with the session's result)."""
+        dispatch = self.dispatch
+        if dispatch is None:
+            return
+        now = time.perf_counter()
+        if now < self._next_dispatch:
+            return
+        self._next_dispatch = now + DISPATCH_EVERY
+        batch = self.placements[self.dispatched :]
+        if batch:
+            self.dispatched = len(self.placements)
+            dispatch(batch)
 
     def release(self) -> None:
         """Drop every reference the session holds, once it is closed and its result taken. Plugins
@@ -587,6 +613,7 @@ class Session(CallbackRegistry):
     def result(self) -> SessionResult:
         return SessionResult(
             placements=list(self.placements),
+            dispatched=self.dispatched,
             evictions=list(self.evictions),
             jobs=self.jobs,
             queues=self.queues,

@@ -169,6 +169,7 @@ class Statement:
                 self.ssn.evictions.append(Eviction(record.task, record.reason))
         self.operations.clear()
         self.closed = True
+        self.ssn.placements_committed()
 
     def merge(self, other: Statement) -> None:
         """Take over another statement's operations (a sub-decision folded into this one)."""

@@ -113,7 +113,10 @@ class SchedulerLoop:
         return result
 
     def decide(
-        self, snapshot: Snapshot | None = None, started: float | None = None
+        self,
+        snapshot: Snapshot | None = None,
+        started: float | None = None,
+        dispatch: Callable[[list[Placement]], None] | None = None,
     ) -> tuple[SessionResult | None, BaseException | None]:
         """Open a session over ``snapshot`` (else one taken now), run the actions, close it. CPU
         only: safe in a worker thread, because a session reads nothing but its own snapshot.
@@ -139,6 +142,7 @@ class SchedulerLoop:
                 deadline=deadline,
                 standing=self.standing,
             )
+            ssn.dispatch = dispatch
             ssn.report.open_session_seconds = time.perf_counter() - opened
             ssn.report.node_list = ssn.node_list  # for /debug/nodes: the cycle's view of the nodes
             ssn.report.dra = ssn.snapshot.dra  # and of their devices
@@ -169,9 +173,25 @@ class SchedulerLoop:
         on the loop. Returns None when the cycle failed."""
         started = time.perf_counter()
         snapshot = await self._snapshot()
-        result, error = await asyncio.to_thread(self.decide, snapshot, started)
+        dispatch: Callable[[list[Placement]], None] | None = None
+        assume = getattr(self.cache, "assume_placements", None)
+        if assume is not None:
+            loop = asyncio.get_running_loop()
+
+            def to_loop(batch: list[Placement]) -> None:  # called in the decision's thread
+                loop.call_soon_threadsafe(self._bind_early, assume, batch)
+
+            dispatch = to_loop
+        result, error = await asyncio.to_thread(self.decide, snapshot, started, dispatch)
         self.hand_over(result, error, started)
         return result
+
+    def _bind_early(self, assume: Callable[[list[Placement]], object], placements: list[Placement]) -> None:
+        """Placements of statements a running session committed: assumed in the cache and given to
+        the binder now (on the loop), while the session goes on in its thread. They come before the
+        session's result (the loop runs callbacks in order), which then leaves them out."""
+        assume(placements)
+        self.binder.bind(placements)
 
     async def _snapshot(self) -> Snapshot | None:
         """The cycle's snapshot, made here on the event loop in short steps when the source can
@@ -219,7 +239,9 @@ class SchedulerLoop:
             self.cache.apply(result)
             self.carry.commit(result.kept)
             if result.placements:
-                self.binder.bind(result.placements)
+                rest = result.placements[result.dispatched :] if result.dispatched else result.placements
+                if rest:
+                    self.binder.bind(rest)
                 self.stats.bound += len(result.placements)
             if result.evictions:
                 self.binder.evict(result.evictions)

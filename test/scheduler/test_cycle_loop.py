@@ -1,6 +1,7 @@
 """The cycle loop: a failing plugin fails its cycle, never the loop."""
 
 import asyncio
+import threading
 
 import numpy as np
 
@@ -146,3 +147,88 @@ async def test_periods_are_skipped_while_nothing_changed_since_a_cycle_that_deci
     await asyncio.wait_for(task, 2)
     assert loop.stats.cycles > cycles
     assert sorted(p.task.name for p in binder.placements) == [f"big-{i}" for i in range(5)]
+
+
+class CallRecordingBinder(RecordingBinder):
+    """Remembers each call to ``bind`` (which runs on the event loop) and signals the first."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+        self.first_call = threading.Event()
+
+    def bind(self, placements):
+        super().bind(placements)
+        self.calls.append(sorted(p.task.name for p in placements))
+        self.first_call.set()
+
+
+class PlaceJobsInTurn(PlaceEachTask):
+    """Allocate, one statement per job; after the first job's commit it waits (in the decision's
+    thread) up to 5 s for the binder to have been given that job, remembering whether it was; then
+    ``fail_after_first`` makes the action raise, as a plugin bug half-way through a cycle would."""
+
+    binder: CallRecordingBinder | None = None
+    bound_while_deciding: bool | None = None
+    fail_after_first = False
+
+    def execute(self, ssn):
+        for i, job in enumerate(sorted(ssn.jobs.values(), key=ssn.job_key)):
+            stmt = ssn.statement()
+            for task in sorted(job.tasks_in(TaskStatus.PENDING), key=ssn.task_key):
+                rows = ssn.feasible_rows(task)
+                stmt.allocate(task, ssn.node_list[ssn.best_row(task, rows, ssn.node_scores(task, rows))].name)
+            stmt.commit()
+            if i == 0:
+                PlaceJobsInTurn.bound_while_deciding = PlaceJobsInTurn.binder.first_call.wait(5)
+                if PlaceJobsInTurn.fail_after_first:
+                    raise RuntimeError("plugin bug after the first gang")
+
+
+def loop_binding_in_turn(fail_after_first=False):
+    pg_a, pods_a = gang("a", 2, cpu="1")
+    pg_b, pods_b = gang("b", 2, cpu="1")
+    cache = load(ClusterCache(), nodes=[node("n1", cpu="8")], pods=pods_a + pods_b, podgroups=[pg_a, pg_b])
+    registry = Registry()
+    registry.register_action(PlaceJobsInTurn)
+    conf = parse_conf("actions: allocate\ntiers: []\n", registry)
+    binder = CallRecordingBinder()
+    PlaceJobsInTurn.binder = binder
+    PlaceJobsInTurn.bound_while_deciding = None
+    PlaceJobsInTurn.fail_after_first = fail_after_first
+    return SchedulerLoop(cache, lambda: conf, registry, binder), binder, cache
+
+
+async def test_a_committed_gang_is_bound_while_the_cycle_still_runs():
+    loop, binder, cache = loop_binding_in_turn()
+    result = await loop.cycle()
+    # gang a went to the binder before the session went on to gang b; b came with the result
+    assert PlaceJobsInTurn.bound_while_deciding is True
+    assert binder.calls == [["a-0", "a-1"], ["b-0", "b-1"]]
+    assert result.dispatched == 2 and len(result.placements) == 4
+    assert all(cache.task(p.task.uid).status == TaskStatus.BINDING for p in binder.placements)
+    # assumed once, bound once: the next cycle has nothing left to place
+    await loop.cycle()
+    assert len(binder.placements) == 4
+
+
+async def test_a_gang_bound_before_its_cycle_failed_stays_bound_and_assumed():
+    loop, binder, cache = loop_binding_in_turn(fail_after_first=True)
+    assert await loop.cycle() is None
+    assert loop.stats.failed == 1
+    assert binder.calls == [["a-0", "a-1"]]
+    assert {t.name: t.status for t in cache.tasks.values()} == {
+        "a-0": TaskStatus.BINDING,
+        "a-1": TaskStatus.BINDING,
+        "b-0": TaskStatus.PENDING,
+        "b-1": TaskStatus.PENDING,
+    }
+
+
+def test_a_cycle_run_synchronously_hands_everything_over_at_its_end():
+    loop, binder, _ = loop_binding_in_turn()
+    PlaceJobsInTurn.binder = CallRecordingBinder()  # never called: the wait times out at once
+    PlaceJobsInTurn.binder.first_call.set()
+    result = loop.run_once()
+    assert binder.calls == [["a-0", "a-1", "b-0", "b-1"]]
+    assert result.dispatched == 0
