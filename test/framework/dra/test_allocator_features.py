@@ -1493,23 +1493,8 @@ CASES: list[FCase] = [
     ),
 ]
 
-#: cases ported but not passing, each with its reason (strict: the run fails if one starts passing)
-KNOWN_FAILURES: dict[str, str] = {}
 
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(
-            c,
-            id=c.go_case,
-            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[c.go_case])]
-            if c.go_case in KNOWN_FAILURES
-            else [],
-        )
-        for c in CASES
-    ],
-)
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.go_case) for c in CASES])
 def test_allocator_feature_case(case: FCase) -> None:
     """One ported case of TestAllocator (``case.go_test`` / ``case.go_case``)."""
     run_case(case)

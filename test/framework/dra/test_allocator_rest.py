@@ -138,6 +138,31 @@ def one(where: str, *devices: str, name: str = SLICE1, count: int = 2, generatio
     )
 
 
+def two_devices(
+    attr: str, first_value: DeviceAttribute, second: DeviceAttribute | None = None
+) -> list[object]:
+    """Slice-1 with device-1 and device-2 carrying ``attr`` (the second's value: the first's unless given)."""
+    return [
+        sl(
+            SLICE1,
+            NODE1,
+            POOL1,
+            DRIVER_A,
+            dev(DEV1, attributes={attr: first_value}),
+            dev(DEV2, attributes={attr: second if second is not None else first_value}),
+        )
+    ]
+
+
+def two_under(constraint: DeviceConstraint) -> list[object]:
+    """``claimWithRequests(claim0, [constraint], request(req0, classA, 2))``."""
+    return [claim("claim-0", req(REQ0, CLASS_A, 2), constraints=[constraint])]
+
+
+#: ``claimWithRequest(claim0, req0, classA)``
+ONE_DEVICE = [claim("claim-0", req(REQ0, CLASS_A))]
+
+
 def pool_shapes(*slices: tuple[str, str, list[str], int]) -> list[object]:
     """``check-combinations``: (slice, pool, devices, resourceSliceCount) on node-1."""
     return [sl(n, NODE1, p, DRIVER_A, *(dev(d) for d in ds), count=c) for n, p, ds, c in slices]
@@ -536,113 +561,56 @@ CASES: list[FCase] = [
     # --- DRAListTypeAttributes rows with scalar, empty or (feature off) unreadable attributes ----------
     FCase(
         "list-attributes-match-constaint-scalar-string-values",
-        [claim("claim-0", req(REQ0, CLASS_A, 2), constraints=[match(STRING_ATTR)])],
+        two_under(match(STRING_ATTR)),
         [CA],
-        [
-            sl(
-                SLICE1,
-                NODE1,
-                POOL1,
-                DRIVER_A,
-                *(dev(d, attributes={"stringAttribute": a_str("value1")}) for d in (DEV1, DEV2)),
-            )
-        ],
+        two_devices("stringAttribute", a_str("value1")),
         features=OFF,
         expect=[res(r(REQ0, DRIVER_A, POOL1, DEV1), r(REQ0, DRIVER_A, POOL1, DEV2))],
     ),
     FCase(
         "list-attributes-match-constaint-with-empty-or-unknown-type",
-        [claim("claim-0", req(REQ0, CLASS_A, 2), constraints=[match(STRING_ATTR)])],
+        two_under(match(STRING_ATTR)),
         [CA],
-        [
-            sl(
-                SLICE1,
-                NODE1,
-                POOL1,
-                DRIVER_A,
-                *(dev(d, attributes={"stringAttribute": NO_KNOWN_TYPE}) for d in (DEV1, DEV2)),
-            )
-        ],
+        two_devices("stringAttribute", NO_KNOWN_TYPE),
         features=OFF,
         cel_error=UNSUPPORTED,
     ),
     FCase(
         "list-attributes-disabled-match-constraint-with-lists",
-        [claim("claim-0", req(REQ0, CLASS_A, 2), constraints=[match(STRING_ATTR)])],
+        two_under(match(STRING_ATTR)),
         [CA],
-        [
-            sl(
-                SLICE1,
-                NODE1,
-                POOL1,
-                DRIVER_A,
-                *(dev(d, attributes={"stringAttribute": NO_KNOWN_TYPE}) for d in (DEV1, DEV2)),
-            )
-        ],
+        two_devices("stringAttribute", NO_KNOWN_TYPE),
         features=OFF,
         cel_error=UNSUPPORTED,
     ),
     FCase(
         "list-attributes-distinct-constraint-scalar-string-values-all-distinct",
-        [claim("claim-0", req(REQ0, CLASS_A, 2), constraints=[distinct(STRING_ATTR)])],
+        two_under(distinct(STRING_ATTR)),
         [CA],
-        [
-            sl(
-                SLICE1,
-                NODE1,
-                POOL1,
-                DRIVER_A,
-                dev(DEV1, attributes={"stringAttribute": a_str("value1")}),
-                dev(DEV2, attributes={"stringAttribute": a_str("value2")}),
-            )
-        ],
+        two_devices("stringAttribute", a_str("value1"), a_str("value2")),
         features=CC,
         expect=[res(r(REQ0, DRIVER_A, POOL1, DEV1), r(REQ0, DRIVER_A, POOL1, DEV2))],
     ),
     FCase(
         "list-attributes-distinct-constraint-scalar-string-values-not-distinct",
-        [claim("claim-0", req(REQ0, CLASS_A, 2), constraints=[distinct(STRING_ATTR)])],
+        two_under(distinct(STRING_ATTR)),
         [CA],
-        [
-            sl(
-                SLICE1,
-                NODE1,
-                POOL1,
-                DRIVER_A,
-                *(dev(d, attributes={"stringAttribute": a_str("value1")}) for d in (DEV1, DEV2)),
-            )
-        ],
+        two_devices("stringAttribute", a_str("value1")),
         features=CC,
     ),
     FCase(
         "list-attributes-distinct-constaint-with-empty-or-unknown-type",
-        [claim("claim-0", req(REQ0, CLASS_A, 2), constraints=[distinct(VERSION_ATTR)])],
+        two_under(distinct(VERSION_ATTR)),
         [CA],
-        [
-            sl(
-                SLICE1,
-                NODE1,
-                POOL1,
-                DRIVER_A,
-                *(dev(d, attributes={"driverVersion": NO_KNOWN_TYPE}) for d in (DEV1, DEV2)),
-            )
-        ],
+        two_devices("driverVersion", NO_KNOWN_TYPE),
         features=CC,
         cel_error=UNSUPPORTED,
     ),
     FCase(
         "list-attributes-disabled-distinct-constraint-with-lists",
-        [claim("claim-0", req(REQ0, CLASS_A, 2), constraints=[distinct(STRING_ATTR)])],
+        two_under(distinct(STRING_ATTR)),
         [CA],
-        [
-            sl(
-                SLICE1,
-                NODE1,
-                POOL1,
-                DRIVER_A,
-                *(dev(d, attributes={"stringAttribute": NO_KNOWN_TYPE}) for d in (DEV1, DEV2)),
-            )
-        ],
+        two_devices("stringAttribute", NO_KNOWN_TYPE),
         features=CC,
         cel_error=UNSUPPORTED,
     ),
@@ -657,14 +625,14 @@ CASES: list[FCase] = [
     ),
     FCase(
         "multi-host-resource-pool-with-stale-slice-for-current-node",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [one(NODE1, DEV1), one(NODE2, DEV2, name=SLICE2, generation=2)],
         features=OFF,
     ),
     FCase(
         "multi-host-resource-pool-complete-update-from-node-1-to-node-2",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [
             one(NODE1, DEV1),
@@ -677,7 +645,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "multi-host-resource-pool-complete-update-from-node-2-to-node-1",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [
             one(NODE2, DEV1),
@@ -690,7 +658,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "multi-host-resource-pool-incomplete-update-from-node-1-to-node-2",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [one(NODE1, DEV1), one(NODE1, DEV2), one(NODE2, DEV1, name=SLICE2, generation=2)],
         features=OFF,
@@ -698,7 +666,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "multi-host-resource-pool-incomplete-update-from-node-2-to-node-1",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [one(NODE2, DEV1), one(NODE2, DEV2), one(NODE1, DEV1, name=SLICE2, generation=2)],
         features=OFF,
@@ -706,7 +674,7 @@ CASES: list[FCase] = [
     # --- pool validation ------------------------------------------------------------------------
     FCase(
         "partitionable-devices-same-counter-set-name-in-different-resource-slices",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [
             sl(SLICE1, NODE1, POOL1, DRIVER_A, dev(DEV1), count=4),
@@ -719,7 +687,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "partitionable-devices-device-counter-consumption-references-unknown-counter-set",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [
             sl(SLICE1, NODE1, POOL1, DRIVER_A, dev(DEV1, counters=[(CS2, {})]), count=2),
@@ -730,7 +698,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "partitionable-devices-device-counter-consumption-references-unknown-counter-in-counter-set",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [
             sl(SLICE1, NODE1, POOL1, DRIVER_A, dev(DEV1, counters=[(CS1, {"memory": "8Gi"})]), count=2),
@@ -741,7 +709,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "partitionable-devices-device-counter-consumption-references-counter-set-in-other-pool",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [
             sl(SLICE1, NODE1, POOL1, DRIVER_A, dev(DEV1, counters=[(CS1, {"memory": "8Gi"})])),
@@ -773,7 +741,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "partitionable-devices-validation-error-on-non-targeting-slice",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [
             counters(SLICE1, NODE1, POOL1, DRIVER_A, (CS1, {"memory": "8Gi"}), count=3),
@@ -785,7 +753,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "different-resourceslices-in-pool-can-target-different-nodes",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [one(NODE2, DEV1), one(NODE1, DEV2, name=SLICE2)],
         features=OFF,
@@ -793,7 +761,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "invalid-pool-is-ok-if-devices-can-be-allocated-from-other",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [one(NODE1, DEV1), one(NODE1, DEV1, name=SLICE2), sl(SLICE3, NODE1, POOL2, DRIVER_A, dev(DEV2))],
         features=OFF,
@@ -801,7 +769,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "invalid-pool-is-error-if-no-other-device-can-be-allocated",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [one(NODE1, DEV1), one(NODE1, DEV1, name=SLICE2), sl(SLICE3, NODE1, POOL2, DRIVER_A, dev(DEV2))],
         allocated=[(DRIVER_A, POOL2, DEV2)],
@@ -810,7 +778,7 @@ CASES: list[FCase] = [
     ),
     FCase(
         "no-allocation-from-incomplete-pools",
-        [claim("claim-0", req(REQ0, CLASS_A))],
+        ONE_DEVICE,
         [CA],
         [one(NODE1, DEV1)],
         features=OFF,
