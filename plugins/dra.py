@@ -5,7 +5,9 @@ dynamicresources/dynamicresources.go`` in kubernetes/kubernetes): ``PreFilter`` 
 (a claim that does not exist yet, or a template claim not named in the pod's status, makes the pod
 unschedulable for now; so does a claim being deleted or reserved for the maximum number of
 consumers); ``Filter`` accepts a node when every allocated claim's ``allocation.nodeSelector`` matches
-it and the structured allocator (``framework/dra/allocator.py``) finds devices for all unallocated
+it, no allocated claim's devices report a binding failure or are past their binding timeout
+(``binding_blocked``: such a claim is unavailable on every node, kube-scheduler's TestPlugin/bound-claim-
+with-failed-binding), and the structured allocator (``framework/dra/allocator.py``) finds devices for all unallocated
 claims there together. Volcano runs that plugin from its predicates plugin behind
 ``predicate.DynamicResourceAllocationEnable`` (``pkg/scheduler/plugins/predicates/predicates.go``);
 Caldera's default is true. With it false a pod with claims is refused everywhere with a reason: it is
@@ -33,6 +35,7 @@ snapshot has DRA objects or pods with claims exist.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,6 +58,7 @@ from caldera.framework.dra.view import (
     ClaimAllocation,
     Consumer,
     DraView,
+    binding_blocked,
     group_claim_keys,
     is_for_pod,
     pod_claims,
@@ -116,6 +120,8 @@ class DraPart:
     def __init__(self, ssn: Session, plugin: str, enabled: bool) -> None:
         self.ssn = ssn
         self.enabled = enabled
+        #: the session's wall clock: a claim's binding timeout counts from its allocationTimestamp
+        self.now = time.time()
         view = ssn.snapshot.dra
         self.view: DraView = view if view is not None else DraView(Inventory(()), {}, {}, frozenset())
         self.ledger = DeviceLedger(self.view.allocated, self.view.consumed)
@@ -240,6 +246,11 @@ class DraPart:
                     plan.reason = (
                         f"ResourceClaim {key} is in use by {len(status.reserved_for)} pods, the most allowed"
                     )
+                    return plan
+                blocked = binding_blocked(claim, self.now)
+                if blocked:
+                    # Filter: "resourceclaim not available on the node", on every node alike
+                    plan.reason = f"ResourceClaim {key} is not available: {blocked}"
                     return plan
                 plan.allocated.append((key, allocation))
             elif key in self.session_allocs:

@@ -64,8 +64,10 @@ from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.framework.dra.objects import ResourceClaim
 from caldera.framework.dra.view import (
+    BINDING_TIMEOUT,
     ClaimAllocation,
     binding_state,
+    binding_timed_out,
     has_binding_conditions,
     reserved_for,
     same_devices,
@@ -89,9 +91,8 @@ WRITTEN_CLAIMS_MAX = 4096
 #: ``resourceapi.Finalizer``: put on a claim by the allocator; the resourceclaim controller deallocates
 #: claims that carry it once nothing reserves them, and removes it
 CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
-#: ``DynamicResourcesArgs.BindingTimeout``'s default (pkg/scheduler/apis/config/v1/defaults.go: 600 s)
-#: and PreBind's poll period (5 s): how long a pod waits for its devices' binding conditions
-BINDING_TIMEOUT = 600.0
+#: PreBind's poll period (5 s) while a pod waits for its devices' binding conditions (up to
+#: ``BINDING_TIMEOUT``, framework/dra/view.py)
 BINDING_POLL = 5.0
 
 
@@ -514,7 +515,10 @@ class Binder:
         ``bindingTimeout``, 600 s by default, ``isPodReadyForBinding``): the claims' devices must
         report every binding condition True in ``status.devices``; a binding failure condition, or the
         timeout, fails the placement (the caller takes the reservation back and the pod is pending
-        again; the resourceclaim controller deallocates the claim once no pod reserves it). The pod
+        again; the resourceclaim controller deallocates the claim once no pod reserves it). The
+        timeout counts both from the start of the wait and, as ``isPodReadyForBinding`` ->
+        ``isClaimTimeout`` does, from the claim's ``allocationTimestamp`` (a claim allocated earlier
+        has less time left; kube-scheduler's TestPlugin/prebind-fail-with-binding-timeout). The pod
         stays assumed meanwhile. None when all are ready, else why not."""
         give_up = self.clock() + self.binding_timeout
         while True:
@@ -527,6 +531,12 @@ class Binder:
                 state = binding_state(claim)
                 if isinstance(state, str):
                     return f"device binding failed: {state}"
+                if not state and binding_timed_out(claim, time.time(), self.binding_timeout):
+                    made = claim.status.allocation.allocation_timestamp if claim.status.allocation else ""
+                    return (
+                        f"device binding timeout: claim {claim.metadata.name} binding timeout (allocated "
+                        f"at {made}, bindingTimeout {self.binding_timeout:g}s)"
+                    )
                 if not state:
                     pending = f"ResourceClaim {ca.key} waits for its devices' binding conditions"
             if not pending:

@@ -31,11 +31,13 @@ from decimal import Decimal
 
 from caldera.framework.dra.allocator import DeviceID, Inventory
 from caldera.framework.dra.objects import AllocationResult, DeviceClass, ResourceClaim
-from caldera.framework.objects import NativePodGroup, Pod
+from caldera.framework.objects import NativePodGroup, Pod, parse_timestamp
 from caldera.framework.quantity import QuantityError, parse_quantity
 
 #: ``resourceapi.ResourceClaimReservedForMaxSize``: at most this many consumers of one claim
 RESERVED_FOR_MAX_SIZE = 256
+#: ``DynamicResourcesArgs.BindingTimeout``'s default (pkg/scheduler/apis/config/v1/defaults.go: 600 s)
+BINDING_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -256,3 +258,29 @@ def binding_state(claim: ResourceClaim) -> bool | str:
         ):
             return False
     return True
+
+
+def binding_timed_out(claim: ResourceClaim, now: float, timeout: float = BINDING_TIMEOUT) -> bool:
+    """``isClaimTimeout`` (dynamicresources.go): the claim's allocation has a device with binding
+    conditions and was made (``allocationTimestamp``) more than ``timeout`` seconds before ``now``
+    (seconds since the epoch). An allocation without a timestamp never times out."""
+    allocation = claim.status.allocation
+    if allocation is None or not has_binding_conditions(allocation):
+        return False
+    made = parse_timestamp(allocation.allocation_timestamp)
+    return made > 0 and made + timeout < now
+
+
+def binding_blocked(claim: ResourceClaim, now: float, timeout: float = BINDING_TIMEOUT) -> str:
+    """Why an allocated claim cannot be used until it is allocated anew ("" when it can): kube-scheduler's
+    ``Filter`` counts such a claim as unavailable on every node (``isClaimReadyForBinding`` reports a
+    binding failure condition, or the claim is not ready and ``isClaimTimeout``); its ``PostFilter``
+    then deallocates it, which Caldera leaves to the claim's owner (README)."""
+    if claim.status.allocation is None or not has_binding_conditions(claim.status.allocation):
+        return ""
+    state = binding_state(claim)
+    if isinstance(state, str):
+        return state
+    if not state and binding_timed_out(claim, now, timeout):
+        return f"claim {claim.metadata.name} binding timeout"
+    return ""

@@ -944,9 +944,6 @@ CASES = [
     ),
 ]
 
-#: cases ported but not passing, each with its reason (strict: the run fails if one starts passing)
-KNOWN_FAILURES: dict[str, str] = {}
-
 
 def _selector_key(selector: NodeSelector | None) -> Any:
     if selector is None:
@@ -967,19 +964,7 @@ def _actual(result_: AllocationResult) -> tuple[Any, list[Any]]:
     return _selector_key(result_.node_selector), devices
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(
-            c,
-            id=c.go_case,
-            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[c.go_case])]
-            if c.go_case in KNOWN_FAILURES
-            else [],
-        )
-        for c in CASES
-    ],
-)
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.go_case) for c in CASES])
 def test_allocator_case(case: Case) -> None:
     """One ported case of TestAllocator (the Go test and case name are ``case.go_test``/``case.go_case``)."""
     inventory = Inventory(case.slices)
