@@ -27,6 +27,9 @@ Validation (`pkg/apis/resource/validation/validation.go`; the text of each messa
   `resourceClaimTemplateName`; a container's `resources.claims[].name` names one of them. Nothing checks that
   the claim exists, at create or at binding.
 
+The fields new in 1.34-1.36 (partitionable devices, device taints and tolerations, binding conditions, consumable
+capacity, shares and `status.devices`) are checked by `dra_fields.py`, called from here.
+
 Field errors are rendered as `field.Error.ErrorBody` does (`Required value`, `Invalid value: "x": ...`,
 `Forbidden: ...`); where the real server prints a Go struct as the bad value (`%#v`), the simulator prints it
 as JSON.
@@ -496,8 +499,8 @@ def admit(res: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None)
 def check_claim_status(name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
     """`validateResourceClaimStatusUpdate` on a write of `resourceclaims/status`."""
     status, old_status = _dict(new.get("status")), _dict(old.get("status"))
-    status = _default_results(status)
-    if status:
+    status = dra_fields.drop_deallocated_devices(_default_results(status), old_status)
+    if status or new.get("status"):
         new["status"] = status
     causes: list[Cause] = []
     reserved = _list(status.get("reservedFor"))

@@ -28,7 +28,7 @@ strategies' `dropDisabledFields`: they are all validated.
 - `distinctAttribute` / `matchAttribute` constraints (`validateDeviceConstraint`, `validateFullyQualifiedName`).
 - Allocation results' `shareID` and `status.devices[].shareID` (`validateUID`); `status.devices`
   (`validateDeviceStatus`): driver, pool and device named, an allocated device (with its share), unique, at most 8
-  conditions.
+  conditions; entries of devices a status write deallocates are dropped first (`dropDeallocatedStatusDevices`).
 """
 
 from __future__ import annotations
@@ -748,10 +748,29 @@ def result_fields(result: dict[str, Any], path: str) -> list[Cause]:
     return causes
 
 
+def _result_ids(status: dict[str, Any]) -> set[str]:
+    results = as_list(as_dict(as_dict(status.get("allocation")).get("devices")).get("results"))
+    return {_device_id(as_dict(r)) for r in results}
+
+
+def drop_deallocated_devices(status: dict[str, Any], old_status: dict[str, Any]) -> dict[str, Any]:
+    """`dropDeallocatedStatusDevices` (the resourceclaim strategy, `PrepareForUpdate` of the status): entries of
+    `status.devices` for devices (or shares) the old allocation had and the new one has not are removed, so a
+    client that deallocates need not know of them. Returns the status (a new dict when something went)."""
+    gone = _result_ids(old_status) - _result_ids(status)
+    devices = status.get("devices")
+    if not gone or not isinstance(devices, list):
+        return status
+    kept = [d for d in devices if _device_id(as_dict(d)) not in gone]
+    if len(kept) == len(devices):
+        return status
+    out = {k: v for k, v in status.items() if k != "devices"}
+    return {**out, "devices": kept} if kept else out
+
+
 def device_statuses(status: dict[str, Any]) -> list[Cause]:
     """`status.devices` (`validateDeviceStatus`, each entry keyed by driver, pool, device and shareID)."""
-    results = as_list(as_dict(as_dict(status.get("allocation")).get("devices")).get("results"))
-    allocated = {_device_id(as_dict(r)) for r in results} if status.get("allocation") is not None else set()
+    allocated = _result_ids(status)
     causes: list[Cause] = []
     entries = [as_dict(e) for e in as_list(status.get("devices"))]
     for i, entry in enumerate(entries):

@@ -1108,3 +1108,18 @@ async def test_a_device_status_needs_an_allocation(cluster: Cluster) -> None:
     code, doc = await put_status(c, "d", {"devices": [device_status()]})
     assert code == 422
     assert [x["field"] for x in doc["details"]["causes"]] == ["status.devices[0]"]
+
+
+async def test_deallocating_drops_the_status_of_the_devices_that_went(cluster: Cluster) -> None:
+    """`dropDeallocatedStatusDevices` (pkg/registry/resource/resourceclaim/strategy.go): a status write that
+    removes the allocation also removes the device statuses of what it allocated, so a client unaware of
+    `status.devices` can deallocate."""
+    c = cluster
+    await c.create(claims(c), claim("g", exactly("foo", "class")))
+    status = allocated(device_result(), devices=[device_status(conditions=[])])
+    code, doc = await put_status(c, "g", status)
+    assert code == 200, doc
+    assert doc["status"]["devices"] == [device_status(conditions=[])]
+    code, doc = await put_status(c, "g", {"devices": doc["status"]["devices"]})
+    assert code == 200, doc
+    assert "devices" not in (doc.get("status") or {})
