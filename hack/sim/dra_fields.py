@@ -147,6 +147,11 @@ def too_long(path: str, most: int) -> Cause:
     return (path, "FieldValueTooLong", f"Too long: may not be more than {most} bytes")
 
 
+def key_of(value: Any) -> Any:
+    """A value to compare list entries by: itself, or its JSON for what a set cannot hold (a list, an object)."""
+    return value if isinstance(value, (str, int, float, bool, type(None))) else orjson.dumps(value)
+
+
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
@@ -178,13 +183,13 @@ def dns_subdomain(value: Any, path: str) -> list[Cause]:
     return [invalid_value(path, value, _SUBDOMAIN_MSG)]
 
 
-def unique_label(name: Any, seen: set[str], path: str) -> list[Cause]:
+def unique_label(name: Any, seen: set[Any], path: str) -> list[Cause]:
     """A list entry's name: required, not seen before in the list (then remembered), a DNS label."""
     if not name:
         return [required(path)]
-    if name in seen:
+    if key_of(name) in seen:
         return [duplicate(path, name)]
-    seen.add(name)
+    seen.add(key_of(name))
     return dns_label(name, path)
 
 
@@ -354,9 +359,9 @@ def _named_entries(
     seen: set[Any] = set()
     for i, entry in enumerate(entries):
         name = as_dict(entry).get(key, "")
-        if name in seen:
+        if key_of(name) in seen:
             causes.append(duplicate(f"{path}[{i}]", name))
-        seen.add(name)
+        seen.add(key_of(name))
     return causes
 
 
@@ -391,16 +396,16 @@ def binding_parameters(conditions: Any, failures: Any, path: str) -> list[Cause]
     wanted, failing = as_list(conditions), as_list(failures)
     seen: set[Any] = set()
     for i, condition in enumerate(wanted):
-        if condition in seen:
+        if key_of(condition) in seen:
             causes.append(duplicate(f"{path}.bindingConditions[{i}]", condition))
-        seen.add(condition)
+        seen.add(key_of(condition))
     seen_failures: set[Any] = set()
     for i, condition in enumerate(failing):
         where = f"{path}.bindingFailureConditions[{i}]"
-        if condition in seen_failures:
+        if key_of(condition) in seen_failures:
             causes.append(duplicate(where, condition))
-        seen_failures.add(condition)
-        if condition in seen:
+        seen_failures.add(key_of(condition))
+        if key_of(condition) in seen:
             causes.append(
                 invalid_value(
                     where, condition, "bindingFailureConditions must not overlap with bindingConditions"
@@ -716,14 +721,16 @@ def slice_devices(spec: dict[str, Any], old: dict[str, Any] | None) -> list[Caus
     if len(devices) > most:
         causes.append(too_many("spec.devices", len(devices), most))
     else:
-        old_devices = {as_dict(d).get("name"): as_dict(d) for d in as_list(as_dict(old).get("devices"))}
+        old_devices = {
+            key_of(as_dict(d).get("name")): as_dict(d) for d in as_list(as_dict(old).get("devices"))
+        }
         per_device = spec.get("perDeviceNodeSelection") is True
         seen: set[str] = set()
         for i, device in enumerate(devices):
             device = as_dict(device)
             where = f"spec.devices[{i}]"
             causes += unique_label(device.get("name"), seen, f"{where}.name")
-            causes += _device(device, old_devices.get(device.get("name")), per_device, where)
+            causes += _device(device, old_devices.get(key_of(device.get("name"))), per_device, where)
     causes += _named_entries(
         as_list(spec.get("sharedCounters")), "name", MAX_COUNTER_SETS, "spec.sharedCounters", _counter_set
     )
