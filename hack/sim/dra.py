@@ -27,6 +27,9 @@ Validation (`pkg/apis/resource/validation/validation.go`; the text of each messa
   `resourceClaimTemplateName`; a container's `resources.claims[].name` names one of them. Nothing checks that
   the claim exists, at create or at binding.
 
+The fields new in 1.34-1.36 (partitionable devices, device taints and tolerations, binding conditions, consumable
+capacity, shares and `status.devices`) are checked by `dra_fields.py`, called from here.
+
 Field errors are rendered as `field.Error.ErrorBody` does (`Required value`, `Invalid value: "x": ...`,
 `Forbidden: ...`); where the real server prints a Go struct as the bad value (`%#v`), the simulator prints it
 as JSON.
@@ -37,12 +40,23 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import re
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from . import dra_fields
+from .dra_fields import Cause
+from .dra_fields import as_dict as _dict
+from .dra_fields import as_list as _list
+from .dra_fields import dns_subdomain as _dns_subdomain
+from .dra_fields import duplicate as _duplicate
+from .dra_fields import forbidden as _forbidden
+from .dra_fields import invalid_value as _invalid
+from .dra_fields import not_supported as _not_supported
+from .dra_fields import required as _required
+from .dra_fields import show as _show
+from .dra_fields import unique_label as _unique_label
 from .errors import invalid
 from .loop import BackgroundLoop
 from .resources import BY_ID, CORE_EVENTS, PODS, Resource, resource
@@ -71,94 +85,10 @@ CEL_MAX_LENGTH = 10 * 1024
 #: `resource.ResourceClaimReservedForMaxSize`: how many consumers may reserve one claim.
 RESERVED_FOR_MAX = 256
 
-Cause = tuple[str, str, str]  # (field, reason, message), as errors.invalid takes them
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _REQUEST_REF = (
     "must be the name of a request in the claim or the name of a request and a subrequest separated by '/'"
 )
 _ALLOCATION_MODES = ("All", "ExactCount")
-
-
-# ---- field errors, worded as k8s.io/apimachinery/pkg/util/validation/field renders them ---------------------
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    return orjson.dumps(value).decode()
-
-
-def _required(path: str, detail: str = "") -> Cause:
-    return (path, "FieldValueRequired", "Required value" + (f": {detail}" if detail else ""))
-
-
-def _invalid(path: str, value: Any, detail: str) -> Cause:
-    return (path, "FieldValueInvalid", f"Invalid value: {_show(value)}: {detail}")
-
-
-def _forbidden(path: str, detail: str) -> Cause:
-    return (path, "FieldValueForbidden", f"Forbidden: {detail}")
-
-
-def _duplicate(path: str, value: Any) -> Cause:
-    return (path, "FieldValueDuplicate", f"Duplicate value: {_show(value)}")
-
-
-def _not_supported(path: str, value: Any, supported: tuple[str, ...]) -> Cause:
-    listed = ", ".join(_show(s) for s in supported)
-    return (path, "FieldValueNotSupported", f"Unsupported value: {_show(value)}: supported values: {listed}")
-
-
-def _dns_label(value: Any, path: str) -> list[Cause]:
-    if isinstance(value, str) and len(value) <= 63 and _DNS_LABEL.match(value):
-        return []
-    return [
-        _invalid(
-            path,
-            value,
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-            "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
-        )
-    ]
-
-
-def _dns_subdomain(value: Any, path: str) -> list[Cause]:
-    if isinstance(value, str) and len(value) <= 253 and _DNS_SUBDOMAIN.match(value):
-        return []
-    return [
-        _invalid(
-            path,
-            value,
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
-            "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
-            "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
-        )
-    ]
-
-
-def _unique_label(name: Any, seen: set[str], path: str) -> list[Cause]:
-    """A list entry's name: required, not seen before in the list (then remembered), a DNS label."""
-    if not name:
-        return [_required(path)]
-    if name in seen:
-        return [_duplicate(path, name)]
-    seen.add(name)
-    return _dns_label(name, path)
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 # ---- CEL selectors ------------------------------------------------------------------------------------------
@@ -340,6 +270,8 @@ def _default_request(request: Any) -> Any:
         out["allocationMode"] = "ExactCount"
     if out["allocationMode"] == "ExactCount" and not out.get("count"):
         out["count"] = 1
+    if "tolerations" in out:
+        out["tolerations"] = dra_fields.default_tolerations(out["tolerations"])
     return out
 
 
@@ -442,18 +374,31 @@ def _claim_spec(spec: Any, path: str) -> list[Cause]:
                 causes += _device_class_name(sub.get("deviceClassName"), f"{sub_path}.deviceClassName")
                 causes += _selectors(sub.get("selectors"), f"{sub_path}.selectors")
                 causes += _allocation_mode(sub, sub_path)
+                causes += dra_fields.tolerations(sub.get("tolerations"), f"{sub_path}.tolerations")
         else:
             exact = _dict(exactly)
             causes += _device_class_name(exact.get("deviceClassName"), f"{where}.exactly.deviceClassName")
             causes += _selectors(exact.get("selectors"), f"{where}.exactly.selectors")
             causes += _allocation_mode(exact, f"{where}.exactly")
+            causes += dra_fields.tolerations(exact.get("tolerations"), f"{where}.exactly.tolerations")
     names = _request_names(devices)
     for i, constraint in enumerate(_list(devices.get("constraints"))):
         constraint = _dict(constraint)
         where = f"{base}.constraints[{i}]"
         causes += _request_refs(constraint.get("requests"), f"{where}.requests", names)
-        if not constraint.get("matchAttribute") and not constraint.get("distinctAttribute"):
-            causes.append(_required(f"{where}.matchAttribute"))
+        if constraint.get("matchAttribute") is not None:
+            causes += dra_fields.fully_qualified_name(constraint["matchAttribute"], f"{where}.matchAttribute")
+        elif constraint.get("distinctAttribute") is not None:
+            causes += dra_fields.fully_qualified_name(
+                constraint["distinctAttribute"], f"{where}.distinctAttribute"
+            )
+        else:  # the message of the `DRAConsumableCapacity` gate, on in 1.36
+            causes.append(
+                _required(
+                    where,
+                    'exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set',
+                )
+            )
     for i, config in enumerate(_list(devices.get("config"))):
         config = _dict(config)
         where = f"{base}.config[{i}]"
@@ -516,10 +461,7 @@ def _slice_spec(spec: Any, old: dict[str, Any] | None) -> list[Cause]:
         causes.append(
             _invalid("spec", "{" + ", ".join(placed) + "}", which + ", but multiple fields are set")
         )
-    seen: set[str] = set()
-    for i, device in enumerate(_list(spec.get("devices"))):
-        causes += _unique_label(_dict(device).get("name"), seen, f"spec.devices[{i}].name")
-    return causes
+    return causes + dra_fields.slice_devices(spec, old)
 
 
 def _raise(res: Resource, name: str, causes: list[Cause]) -> None:
@@ -550,12 +492,16 @@ def admit(res: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None)
         if old is None or spec.get("selectors") != _dict(old.get("spec")).get("selectors"):
             _raise(res, name, _selectors(spec.get("selectors"), "spec.selectors"))
     elif res is RESOURCE_SLICES:
+        obj["spec"] = dra_fields.default_slice_spec(obj.get("spec"))
         _raise(res, name, _slice_spec(obj.get("spec"), None if old is None else _dict(old.get("spec"))))
 
 
 def check_claim_status(name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
     """`validateResourceClaimStatusUpdate` on a write of `resourceclaims/status`."""
     status, old_status = _dict(new.get("status")), _dict(old.get("status"))
+    status = dra_fields.drop_deallocated_devices(_default_results(status), old_status)
+    if status or new.get("status"):
+        new["status"] = status
     causes: list[Cause] = []
     reserved = _list(status.get("reservedFor"))
     uids: set[str] = set()
@@ -597,7 +543,25 @@ def check_claim_status(name: str, old: dict[str, Any], new: dict[str, Any]) -> N
             for key in ("driver", "pool", "device"):
                 if not result.get(key):
                     causes.append(_required(f"{where}.{key}"))
+            causes += dra_fields.result_fields(result, where)
+    causes += dra_fields.device_statuses(status)
     _raise(RESOURCE_CLAIMS, name, causes)
+
+
+def _default_results(status: dict[str, Any]) -> dict[str, Any]:
+    """The tolerations of allocation results default their operator to `Equal`, as decoding does."""
+    allocation = status.get("allocation")
+    results = _dict(_dict(allocation).get("devices")).get("results")
+    if not isinstance(results, list) or not any(isinstance(r, dict) and "tolerations" in r for r in results):
+        return status
+    results = [
+        {**r, "tolerations": dra_fields.default_tolerations(r["tolerations"])}
+        if isinstance(r, dict) and "tolerations" in r
+        else r
+        for r in results
+    ]
+    devices = {**_dict(allocation)["devices"], "results": results}
+    return {**status, "allocation": {**_dict(allocation), "devices": devices}}
 
 
 def check_pod_claims(name: str, spec: dict[str, Any]) -> None:

@@ -262,7 +262,9 @@ async def test_a_slice_names_exactly_one_kind_of_node_placement(cluster: Cluster
         "message": "Required value: " + PLACEMENT,
     }
     selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}
-    for placement in ({"allNodes": True}, {"nodeSelector": selector}, {"perDeviceNodeSelection": True}):
+    # with `perDeviceNodeSelection` each device says where it is (here: on every node)
+    per_device = {"perDeviceNodeSelection": True, "devices": [{"name": "gpu-0", "allNodes": True}]}
+    for placement in ({"allNodes": True}, {"nodeSelector": selector}, per_device):
         await c.create(
             path, resource_slice(c.name(f"one-{len(c.cleanup)}"), **placement), cluster_scoped=True
         )
