@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from caldera.hack.stats import percentile
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = "docs/performance.md"
 
@@ -41,6 +43,11 @@ class Plan:
     @property
     def command(self) -> str:
         return f"{self.program} {shlex.join(self.argv)}".strip()
+
+
+#: pods created per second in the streaming-latency runs (e2e-latency): well below what the binder
+#: takes at 5,000 nodes (the stream shape as fast as possible), so latency is not queueing
+LATENCY_RATE = "500"
 
 
 def plans(quick: bool, repeat: int) -> list[Plan]:
@@ -74,6 +81,7 @@ def plans(quick: bool, repeat: int) -> list[Plan]:
             for name, flags in (
                 ("e2e-topology", ("--topology",)),
                 ("e2e-ceiling", ("--shape", "backlog", "--ceiling")),
+                ("e2e-latency", ("--shape", "stream", "--rate", LATENCY_RATE)),
             )
         ),
         Plan("core", "caldera-sim", ("bench", "core", *core), "In process"),
@@ -82,7 +90,16 @@ def plans(quick: bool, repeat: int) -> list[Plan]:
     ]
 
 
-NAMES = ("e2e-small", "e2e-large", "e2e-topology", "e2e-ceiling", "core", "core-topology", "micro")
+NAMES = (
+    "e2e-small",
+    "e2e-large",
+    "e2e-topology",
+    "e2e-ceiling",
+    "e2e-latency",
+    "core",
+    "core-topology",
+    "micro",
+)
 
 
 @dataclass
@@ -259,7 +276,10 @@ ran (its /debug/scheduler). **--topology**: the nodes in leaves of 8 under a thr
 **--ceiling**: after each backlog run, a binder that makes no decision (lists the pending pods once,
 posts one Binding per pod, 64 in flight, in its own process: `hack/bench_ceiling.py`) binds the same
 workload on a fresh simulator: the most a scheduler writing one binding per pod reaches there; its
-row is "backlog, binding ceiling", and Caldera's pods/s are given as a fraction of it. Kubernetes'
+row is "backlog, binding ceiling", and Caldera's pods/s are given as a fraction of it.
+**--rate N**: the stream shape with pods created at N per second (below what the binder takes), so
+a pod's latency to bound is the scheduler's reaction (the schedule period, the cycle, the binding's
+round trip), not a queue. Kubernetes'
 scalability envelope (5,000 nodes, 150,000 pods) is not part of this report (both shapes took 6 to 7 minutes on
 2 shared CPUs); its command is `caldera-sim bench e2e --nodes 5000 --pods 150000`."""
 
@@ -368,6 +388,22 @@ def summary_rows(outcomes: list[Outcome]) -> list[list[str]]:
                 what = f"{first.nodes:,} nodes / {first.pods:,} pods" + (
                     " with topology" if first.topology else ""
                 )
+                if first.rate_limit:
+                    rows.append(
+                        [
+                            f"end to end, {what}, {shape} at {first.rate_limit:g} pods/s: latency from a"
+                            " pod's create to bound, p50 / p99; scheduler CPU per bound pod",
+                            command,
+                            "; ".join(
+                                f"{percentile(r.latencies, 50) * 1e3:.0f} / {percentile(r.latencies, 99) * 1e3:.0f} ms"
+                                for r in results
+                            )
+                            + "; "
+                            + ", ".join(f"{v:.3f}" for v in cpu)
+                            + " ms",
+                        ]
+                    )
+                    continue
                 rows.append(
                     [
                         f"end to end, {what}, {shape}: scheduler CPU per bound pod; pods/s"
@@ -561,6 +597,7 @@ def add_parser(sub: Any) -> None:
         metavar="NAME",
         help=f"run only this benchmark (repeatable; default all): {', '.join(NAMES)}"
         " (e2e-small: 1,000 nodes / 5,000 pods, e2e-large: 5,000 nodes / 10,000 pods, e2e-topology and"
-        " e2e-ceiling: e2e-large with --topology, and its backlog with --ceiling)",
+        " e2e-ceiling: e2e-large with --topology, and its backlog with --ceiling; e2e-latency: e2e-large's"
+        f" stream at --rate {LATENCY_RATE})",
     )
     p.set_defaults(func=run)

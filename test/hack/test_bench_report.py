@@ -75,6 +75,7 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
     assert sorted((args.topology, args.ceiling, args.shape) for args in parsed) == [
         (False, False, "both"),
         (False, False, "both"),
+        (False, False, "stream"),
         (False, True, "backlog"),
         (True, False, "both"),
     ]
@@ -84,6 +85,8 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
         if args.ceiling:  # each backlog run, then the decision-free binder's on the same workload
             assert [row["shape"] for row in rows] == ["backlog", "backlog, binding ceiling"]
             assert re.fullmatch(r"\d+\.\d\d", rows[0]["pods/s as a fraction of the binding ceiling"])
+        elif args.rate:  # the streaming-latency runs: pods created at a fixed rate
+            assert [row["shape"] for row in rows] == ["stream"]
         else:
             assert [row["shape"] for row in rows] == ["backlog", "stream"]
             assert "pods/s as a fraction of the binding ceiling" not in header
@@ -126,6 +129,8 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
     assert summary is not None
     for _figure, command, _measured in _table_rows(summary.group(1)):
         assert command.strip("`") in sections
+    (latency,) = [(f, m) for f, _c, m in _table_rows(summary.group(1)) if "latency from a pod's create" in f]
+    assert re.fullmatch(r"\d+ / \d+ ms; \d+\.\d{3} ms", latency[1]), latency
     assert re.search(
         r"^Measured .* commit `[0-9a-f]{7}`.*load average .* at the end\.$", summary.group(1), re.M
     )
