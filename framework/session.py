@@ -203,8 +203,9 @@ class Session(CallbackRegistry):
 
     def standing(self, key: object, build: Callable[[], T]) -> T:
         """State a plugin keeps for the life of the scheduler (the loop's, ``SchedulerLoop.standing``;
-        a lone session's own) and decides by: the rescheduling plugin's time of its last run, which
-        Volcano keeps in a package variable (``lastRescheduleTime``). Unlike ``carry`` it is no
+        a lone session's own) and decides by: the rescheduling plugin's time of its last run and
+        tdm's of its last victim search, which Volcano keeps in package variables
+        (``lastRescheduleTime``, ``lastEvictAt``). Unlike ``carry`` it is no
         reuse of something the session could compute afresh: without it the decisions differ, so
         it is neither dropped after a failed cycle nor checked by the twin harness. ``key`` as for
         :meth:`memo`; the value is the plugin's to change in place."""

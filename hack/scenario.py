@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from caldera.cache.store import ClusterCache
 from caldera.framework.model import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, TASK_SPEC_ANNOTATION
 from caldera.framework.objects import NativePodGroup, Node, Pod, PodGroup, PriorityClass, Queue, convert
 from caldera.framework.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from caldera.framework.plugin import Registry
 
 _uid = itertools.count(1)
 _clock = itertools.count(0)
@@ -598,14 +601,18 @@ class InProcessCluster:
     scheduler's cache and loop plus a pretend kubelet. Each ``cycle()`` runs the scheduler loop once, then
     binds its placements (pods become Running on their node) and deletes evicted pods."""
 
-    def __init__(self, conf_text: str | None = None, **objects: Any) -> None:
+    def __init__(
+        self, conf_text: str | None = None, registry: Registry | None = None, **objects: Any
+    ) -> None:
+        """``registry``: the scheduler's plugins and actions (default: the built-ins)."""
         from caldera.config.conf import DEFAULT_CONF, parse_conf
         from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
         from caldera.scheduler.registry import builtin_registry
 
         self.cache = load(ClusterCache(("caldera",)), **objects)
         self.pods: dict[str, Pod] = {p.metadata.uid: p for p in objects.get("pods", ())}
-        registry = builtin_registry()
+        if registry is None:
+            registry = builtin_registry()
         self.conf = parse_conf(conf_text or DEFAULT_CONF, registry)
         self.binder = RecordingBinder()
         self.loop = SchedulerLoop(self.cache, lambda: self.conf, registry, self.binder)

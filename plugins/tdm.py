@@ -37,8 +37,11 @@ an overnight window (``22:00-06:00``) is therefore open from 22:00 to midnight o
 always the one starting today. A window that does not parse keeps its nodes closed (one log line).
 
 Differences, none visible to a conf: the time is read once when the session opens (Volcano reads the
-clock at every call within the cycle); the time and the last victim search are per process, as
-Volcano's package-level ``lastEvictAt``, and the clock is injectable (``TIME``) for tests.
+clock at every call within the cycle); when the last victim search was (Volcano's package-level
+``lastEvictAt``) is the scheduler's standing state (``Session.standing``, key :class:`LastEvict`), so
+two schedulers in one process, or two tests, never share it. The clock is the plugin class's
+(:meth:`TdmPlugin.read_clock`, local wall time); a test registers ``with_clock(...)`` in a registry of
+its own.
 Because the answers depend on the clock, not on the snapshot alone, the plugin marks the session as
 answering from outside it (``Session.outside_answers``) when a revocable node is there, so that
 allocate does not take over last cycle's vain tries when a window opens.
@@ -50,7 +53,7 @@ import logging
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar
 
@@ -92,15 +95,12 @@ def _local_now() -> datetime:
 
 
 @dataclass
-class TdmTime:
-    """The plugin's clock and when it last looked for victims (Volcano's package-level
-    ``lastEvictAt``): one per process, replaced by tests."""
+class LastEvict:
+    """When the plugin last looked for victims, in epoch seconds: Volcano's package-level
+    ``lastEvictAt`` (tdm.go), its zero time (never) being -inf. The scheduler's standing state
+    (``Session.standing``): it changes what the next cycles evict, and lives as long as the scheduler."""
 
-    now: Callable[[], datetime] = _local_now
-    last_evict_at: float = field(default=-math.inf)
-
-
-TIME = TdmTime()
+    at: float = -math.inf
 
 
 def _clock_time(text: str) -> tuple[int, int]:
@@ -222,9 +222,10 @@ class TdmPlugin(Plugin):
                 log.warning(
                     "tdm: %s=%r is not a duration; evicting at most once a minute", EVICT_PERIOD, raw_period
                 )
-        now = TIME.now()
+        now = self.read_clock()
         self.now = now
         self.ssn = ssn
+        self.last_evict = ssn.standing(LastEvict, LastEvict)
         zone_of = [n.labels.get(REVOCABLE_ZONE, "") for n in ssn.node_list]
         closed = {z: zone_closed(self.zones, z, now) for z in set(zone_of) if z}
         self.node_zone = {n.name: z for n, z in zip(ssn.node_list, zone_of, strict=True)}
@@ -264,6 +265,10 @@ class TdmPlugin(Plugin):
         ssn.add_job_pipelined_fn(self.name, job_pipelined)
         ssn.add_job_starving_fn(self.name, job_starving)
 
+    def read_clock(self) -> datetime:
+        """The time the session decides by: local wall time (Volcano's ``time.Now()``)."""
+        return _local_now()
+
     def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
         """``preemptableFn``: the Running preemptable preemptees on nodes outside every zone."""
         if preemptor.preemptable or task_revocable(preemptor):
@@ -283,7 +288,7 @@ class TdmPlugin(Plugin):
         zones whose window is closed, within each job's budget (the candidates given are not read,
         as in Volcano)."""
         now = self.now.timestamp()
-        if TIME.last_evict_at + self.evict_period > now:
+        if self.last_evict.at + self.evict_period > now:
             return []
         victims: list[TaskInfo] = []
         for zone in self.zones:
@@ -298,8 +303,19 @@ class TdmPlugin(Plugin):
                     if task.preemptable and task.status == TaskStatus.RUNNING:
                         by_job.setdefault(task.job, []).append(task)
             victims.extend(max_victims(self.ssn, by_job))
-        TIME.last_evict_at = now
+        self.last_evict.at = now
         return victims
+
+
+def with_clock(now: Callable[[], datetime]) -> type[TdmPlugin]:
+    """The tdm plugin reading ``now`` instead of the wall clock, for a test to register in a
+    registry of its own (``Registry.register_plugin``): the clock is that scheduler's alone."""
+
+    class ClockedTdmPlugin(TdmPlugin):
+        def read_clock(self) -> datetime:
+            return now()
+
+    return ClockedTdmPlugin
 
 
 def job_order(left: JobInfo, right: JobInfo) -> int:

@@ -15,7 +15,26 @@ Before each request the evictor asks ``may_write`` (the leader lease still held:
 cache takes the pod back as running) and counted in ``caldera_writes_withheld_total{writer="eviction"}``.
 A replica that cannot prove it leads must not take pods away: another may lead by then.
 
-What each finished eviction came to (``done``) is kept for the last ``DONE_KEPT`` evictions only."""
+What each finished eviction came to (``done``) is kept for the last ``DONE_KEPT`` evictions only.
+
+The marks on the pod. Volcano's evictor (pkg/scheduler/cache/cache.go, ``defaultEvictor.Evict``)
+writes one status update, ``Ready`` False (reason ``Evict``, message ``Pod is evicted, because of
+<reason>``) and ``DisruptionTarget`` True (reason ``PreemptionByScheduler``, message ``<scheduler>:
+preempting to accommodate a higher priority pod``), then deletes the pod; when the update fails it
+does not delete (the cache re-reads the pod: ``SchedulerCache.Evict`` calls ``resyncTask``). Here:
+
+- through the eviction subresource, the API server itself writes ``DisruptionTarget`` (True,
+  ``EvictionByEvictionAPI``) as it deletes the pod, after its budget check (kube-apiserver
+  pkg/registry/core/pod/storage/eviction.go, ``addConditionAndDeletePod``, which replaces any such
+  condition already there): the evictor writes none of its own, so one eviction gets one. ``Ready``
+  False is written once the eviction is accepted, while the pod terminates, never before: the
+  subresource deletes a pod that is not ready without charging its PodDisruptionBudget
+  (``EvictionREST.Create``: ``!IsPodReady(pod) && CurrentHealthy >= DesiredHealthy``), so marking
+  it first would let every eviction past a spent budget. A failed write is logged; the eviction
+  stands;
+- by the delete it falls back to, Volcano's write exactly (both conditions, one status patch)
+  before the delete; when it fails, the pod is not deleted and the eviction is given up as a
+  refusal is (``on_abandoned``), as Volcano does."""
 
 from __future__ import annotations
 
@@ -26,8 +45,10 @@ from collections.abc import Callable
 
 from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.supervise import stop_workers, supervise
+from caldera.framework.model import TaskInfo
 from caldera.framework.result import Eviction
 from caldera.metrics import scheduler as m
+from caldera.scheduler.events import now_rfc3339
 from caldera.scheduler.leader import always
 
 log = logging.getLogger("caldera.evictor")
@@ -36,6 +57,43 @@ log = logging.getLogger("caldera.evictor")
 DONE_KEPT = 1000
 #: the outcome of an eviction the lease gate kept back
 WITHHELD = "withheld: the leader lease may no longer be held"
+#: the reason of the ``Ready`` condition Volcano writes on a pod it evicts, and of its
+#: ``DisruptionTarget`` (core/v1 ``PodReasonPreemptionByScheduler``)
+EVICT_REASON = "Evict"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+def evict_conditions(task: TaskInfo, reason: str, disruption: bool) -> list[dict[str, str]]:
+    """The conditions Volcano's ``defaultEvictor.Evict`` writes on a pod it evicts: ``Ready``
+    False, and with ``disruption`` ``DisruptionTarget`` True. As ``UpdatePodCondition``, a
+    condition whose status the pod already shows keeps its ``lastTransitionTime``."""
+    wanted = [("Ready", "False", EVICT_REASON, f"Pod is evicted, because of {reason}")]
+    if disruption:
+        wanted.append(
+            (
+                "DisruptionTarget",
+                "True",
+                PREEMPTION_BY_SCHEDULER,
+                f"{task.pod.spec.scheduler_name}: preempting to accommodate a higher priority pod",
+            )
+        )
+    shown = {c.type: c for c in task.pod.status.conditions}
+    now = now_rfc3339()
+    out = []
+    for type_, status, why, message in wanted:
+        old = shown.get(type_)
+        since = old.last_transition_time if old is not None and old.status == status else None
+        out.append(
+            {
+                "type": type_,
+                "status": status,
+                "reason": why,
+                "message": message,
+                "lastTransitionTime": since or now,
+            }
+        )
+    return out
 
 
 class Evictor:
@@ -122,6 +180,7 @@ class Evictor:
             "deleteOptions": {"preconditions": {"uid": task.uid}},
         }
         use_delete = False
+        marked = False
         attempt = 0
         budget_since: float | None = None
         while attempt < self.max_attempts:
@@ -132,6 +191,13 @@ class Evictor:
                 self._abandon(task.uid)
                 return WITHHELD
             try:
+                if use_delete and not marked:
+                    refused = await self._mark(eviction, disruption=True)
+                    if refused is not None:
+                        return refused
+                    marked = True
+                    attempt -= 1  # the mark spends no attempt; the lease is asked again first
+                    continue
                 if use_delete:
                     await self.client.request(
                         "DELETE",
@@ -145,6 +211,10 @@ class Evictor:
                     return "deleted"
                 await self.client.request("POST", base + "/eviction", body=body)
                 log.info("evicted %s: %s", task.key, eviction.reason)
+                if self.may_write():
+                    await self._mark(eviction, disruption=False)
+                else:
+                    m.WRITES_WITHHELD.labels("eviction").inc()
                 return "evicted"
             except ApiError as exc:
                 if exc.code in (404, 405, 501) and not use_delete:
@@ -181,6 +251,38 @@ class Evictor:
                 use_delete = True
         self._abandon(task.uid)
         return "failed: gave up after retries"
+
+    async def _mark(self, eviction: Eviction, disruption: bool) -> str | None:
+        """One status patch with Volcano's marks (``evict_conditions``). Before a delete
+        (``disruption``) a failure is the eviction's outcome: the pod gone, else given up (it is
+        not deleted, as Volcano does not); after an accepted eviction it is logged only. None when
+        written, or when the failure changes nothing."""
+        task = eviction.task
+        body = {
+            # the uid a precondition (the generic store's Update): never a same-named successor
+            "metadata": {"uid": task.uid},
+            "status": {"conditions": evict_conditions(task, eviction.reason, disruption)},
+        }
+        path = f"/api/v1/namespaces/{task.namespace}/pods/{task.name}/status"
+        try:
+            await self.client.request("PATCH", path, body=body, content_type=STRATEGIC)
+        except ApiError as exc:
+            if not disruption:
+                log.log(
+                    logging.DEBUG if exc.code == 404 else logging.WARNING,
+                    "marking evicted pod %s not ready failed: %s",
+                    task.key,
+                    exc,
+                )
+                return None
+            if exc.code == 404:
+                return "gone"
+            if exc.code == 409:
+                return "gone: replaced by another pod of the same name"
+            log.warning("marking %s for eviction failed: %s; not deleting it", task.key, exc)
+            self._abandon(task.uid)
+            return f"failed: marking the pod: {exc.message or exc}"
+        return None
 
     def _abandon(self, uid: str) -> None:
         if self.on_abandoned is not None:

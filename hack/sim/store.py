@@ -1617,7 +1617,32 @@ class Store:
             pdb_key, status = charge
             pdb_ns, pdb_name = pdb_key.split("/", 1)
             self.put_status(PDBS, pdb_ns, pdb_name, status)
+        self._disruption_target(namespace, name, entry.obj)
         self.delete(PODS, namespace, name, options)
+
+    def _disruption_target(self, namespace: str, name: str, pod: dict[str, Any]) -> None:
+        """kube-apiserver's ``addConditionAndDeletePod`` (pkg/registry/core/pod/storage/eviction.go):
+        before an evicted pod is deleted its ``DisruptionTarget`` condition becomes True
+        (``EvictionByEvictionAPI``), replacing one already there (``UpdatePodCondition``: the
+        transition time kept when the status was already True)."""
+        status = pod.get("status") or {}
+        conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+        mark = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "EvictionByEvictionAPI",
+            "message": "Eviction API: evicting",
+            "lastTransitionTime": rfc3339(),
+        }
+        for i, c in enumerate(conditions):
+            if c.get("type") == "DisruptionTarget":
+                if c.get("status") == "True" and c.get("lastTransitionTime"):
+                    mark["lastTransitionTime"] = c["lastTransitionTime"]
+                conditions[i] = mark
+                break
+        else:
+            conditions.append(mark)
+        self.put_status(PODS, namespace, name, {**status, "conditions": conditions})
 
     # ---- conveniences for controllers, seeds and tests ------------------------------------------------
 

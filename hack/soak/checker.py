@@ -335,9 +335,10 @@ class Checker:
         group = (pod["metadata"].get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
         return f"{ns}/{group}" if group else None
 
-    def podgroups(self) -> dict[str, tuple[int, str]]:
-        """Every PodGroup by ``group_key``: (its min member, its queue); collected once per check."""
-        if self._groups_now is None:
+    def podgroups(self, fresh: bool = False) -> dict[str, tuple[int, str]]:
+        """Every PodGroup by ``group_key``: (its min member, its queue); collected once per check
+        (``fresh``: again now)."""
+        if self._groups_now is None or fresh:
             self._groups_now = self._collect_podgroups()
         return self._groups_now
 

@@ -20,6 +20,8 @@ from caldera.hack.soak.timeline import Timeline
 from caldera.hack.workload.client import Api
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+#: the phases of a pod on a node whose task is Bound or Running (Volcano's getTaskStatus)
+ALLOCATED_PHASES = ("Pending", "Running")
 VGPU_LAG = 10.0  # seconds the vGPU gauges may trail the API outside fault windows
 
 
@@ -204,23 +206,37 @@ class MetricChecks:
         if what not in self.summary.metrics_skipped:
             self.summary.metrics_skipped.append(what)
 
-    def queue_allocated_truth(self, finished: bool = False) -> dict[str, float]:
-        """Millicores requested by the bound, unfinished pods of ours, per queue (from the API); with
-        `finished`, counting finished pods too (to tell a metric that forgets to drop them)."""
-        out: dict[str, float] = {}
+    def queue_allocated_truth(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Millicores per queue as Volcano counts a queue's allocated resources (proportion.go's
+        OnSessionOpen: the tasks in ``AllocatedStatus``, Allocated, Binding, Bound or Running, of the
+        session's jobs), from the API: the pods of ours on a node, in phase Pending or Running, not
+        being deleted, whose PodGroup exists. A pod being deleted is Releasing, a finished one
+        Succeeded or Failed, one in phase Unknown Unknown, and a pod without its PodGroup is in no
+        job of the session: none of them counts. What the API cannot show, a bind in flight
+        (Binding; none once the cluster settles) and the session's pipelined tasks (counted as
+        allocated: ``Statement.Pipeline`` fires ``AllocateFunc``), is left out.
+
+        Returned with it, per queue, the unfinished pods on a node that the figure leaves out: to
+        tell such pods from a metric that is wrong when the two differ."""
+        counted: dict[str, float] = {}
+        left_out: dict[str, float] = {}
+        groups = self.checker.podgroups(fresh=True)
         for pod in self.checker.pods.objects.values():
-            if not self.checker.ours(pod) or not pod["spec"].get("nodeName"):
+            phase = (pod.get("status") or {}).get("phase")
+            if not self.checker.ours(pod) or not pod["spec"].get("nodeName") or phase in TERMINAL_PHASES:
                 continue
-            if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES and not finished:
-                continue
-            cpu = pod_requests(pod["spec"]).get("cpu", 0)
-            queue = self.checker.queue_of(pod)
-            out[queue] = out.get(queue, 0.0) + float(cpu) * 1000
-        return out
+            group = groups.get(self.checker.group_key(pod) or "")
+            allocated = phase in ALLOCATED_PHASES and not pod["metadata"].get("deletionTimestamp")
+            into, queue = (
+                (counted, group[1]) if allocated and group else (left_out, self.checker.queue_of(pod))
+            )
+            into[queue] = into.get(queue, 0.0) + float(pod_requests(pod["spec"]).get("cpu", 0)) * 1000
+        return counted, left_out
 
     async def final_queue_check(self, api: Api, timeout: float = 5.0) -> None:
         """volcano_queue_allocated_milli_cpu is set each cycle from the session; on a settling cluster it
-        must come to equal what the API shows bound per queue (compared until it does, or `timeout`)."""
+        must come to equal Volcano's definition of it read from the API (``queue_allocated_truth``),
+        compared until it does, or `timeout`."""
         deadline = time.monotonic() + timeout
         diff: dict[str, tuple[float, float]] = {}
         cycles: list[float] = []
@@ -233,7 +249,7 @@ class MetricChecks:
                     return
                 exported = {lab.get("queue_name", ""): v for lab, v in m["volcano_queue_allocated_milli_cpu"]}
                 cycles.append(value(m, "caldera_cycle_duration_seconds_count") or 0.0)
-                truth = self.queue_allocated_truth()
+                truth, left_out = self.queue_allocated_truth()
                 diff = {
                     q: (exported.get(q, 0.0), truth.get(q, 0.0))
                     for q in set(exported) | set(truth)
@@ -241,7 +257,8 @@ class MetricChecks:
                 }
                 if not diff:
                     self.summary.notes.append(
-                        "volcano_queue_allocated_milli_cpu equals the bound pods' requests"
+                        "volcano_queue_allocated_milli_cpu equals the requests of the queue's pods that"
+                        " Volcano counts as allocated (bound or running, not being deleted, in a PodGroup)"
                     )
                     return
                 if time.monotonic() > deadline:
@@ -250,9 +267,11 @@ class MetricChecks:
         # Not a violation: the session's allocated share also counts pipelined tasks (placed on a node
         # that preemption is freeing), which the API cannot show; the difference is reported instead.
         self.summary.notes.append(
-            "volcano_queue_allocated_milli_cpu differs from the bound pods' requests: "
+            "volcano_queue_allocated_milli_cpu differs from the requests of the queue's pods Volcano counts"
+            " as allocated: "
             + "; ".join(
-                f"{q}: exported {e:g}m, bound {t:g}m (with finished pods {self.queue_allocated_truth(True).get(q, 0):g}m)"
+                f"{q}: exported {e:g}m, counted {t:g}m (on nodes but not counted: being deleted, Unknown"
+                f" or without a PodGroup, {left_out.get(q, 0):g}m)"
                 for q, (e, t) in sorted(diff.items())
             )
             + f"; {cycles[-1] - cycles[0]:g} cycles ran in the last {timeout:g}s"

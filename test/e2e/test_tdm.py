@@ -1,13 +1,14 @@
 """The tdm plugin end to end: a spot node of the revocable zone ``night`` takes preemptable pods only
 once the zone's window opens; the job that is not preemptable goes first, to the ordinary node.
 
-The plugin's clock (``caldera.plugins.tdm.TIME``) is moved from noon to the evening while the
-scheduler runs; nothing in the cluster changes, so the pending pods are placed because the window
+The plugin's clock (``tdm.with_clock``, registered in this scheduler's registry) is moved from noon
+to the evening while the scheduler runs; nothing in the cluster changes, so the pending pods are placed because the window
 opened."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -92,11 +93,11 @@ async def pod(api: Api, name: str, group: str, preemptable: bool) -> None:
 
 
 async def test_the_spot_node_takes_preemptable_pods_only_while_its_window_is_open(
-    api: Api, start_scheduler: Any, conf_file: Any, monkeypatch: pytest.MonkeyPatch
+    api: Api, start_scheduler: Any, conf_file: Any
 ) -> None:
-    clock = tdm.TdmTime(now=lambda: NOON)
-    monkeypatch.setattr(tdm, "TIME", clock)
-    _, path = conf_file
+    clock = SimpleNamespace(now=lambda: NOON)
+    registry, path = conf_file
+    registry.register_plugin(tdm.with_clock(lambda: clock.now()))
     path.write_text(CONF)
     await node(api, "plain", "1", {})
     await node(api, "spot", "4", {"volcano.sh/revocable-zone": "night"})

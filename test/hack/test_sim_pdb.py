@@ -74,6 +74,14 @@ async def test_a_budget_allows_exactly_its_disruptions_then_answers_429(sim: Sim
             }
 
         await client.request("POST", f"/api/v1/namespaces/{NS}/pods/db-0/eviction", body=eviction("db-0"))
+        # terminating (a 30 s grace period), marked by the eviction as kube-apiserver marks it
+        evicted = msgspec.json.decode(await client.request("GET", f"/api/v1/namespaces/{NS}/pods/db-0"))
+        assert evicted["metadata"]["deletionTimestamp"]
+        assert [
+            (c["status"], c["reason"], c["message"])
+            for c in evicted["status"]["conditions"]
+            if c["type"] == "DisruptionTarget"
+        ] == [("True", "EvictionByEvictionAPI", "Eviction API: evicting")]
         pdb = msgspec.json.decode(await client.request("GET", path))
         assert pdb["status"]["disruptionsAllowed"] == 0 and "db-0" in pdb["status"]["disruptedPods"]
         try:
@@ -84,5 +92,7 @@ async def test_a_budget_allows_exactly_its_disruptions_then_answers_429(sim: Sim
             assert "disruption budget" in exc.message
         pod = msgspec.json.decode(await client.request("GET", f"/api/v1/namespaces/{NS}/pods/db-1"))
         assert not pod["metadata"].get("deletionTimestamp")
+        # a refused eviction leaves no mark
+        assert all(c["type"] != "DisruptionTarget" for c in pod["status"].get("conditions") or [])
     finally:
         await client.close()

@@ -3,6 +3,7 @@ a job that is not preemptable preempts preemptable pods on ordinary nodes only; 
 closed, the preemptable pods on its nodes are the victims the shuffle action is handed."""
 
 from datetime import datetime
+from types import SimpleNamespace
 
 import pytest
 
@@ -34,15 +35,17 @@ SPOT = {"volcano.sh/revocable-zone": "night"}
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    state = tdm.TdmTime(now=lambda: DAY)
-    monkeypatch.setattr(tdm, "TIME", state)
-    return state
+def clock():
+    """The time the scheduler of ``cluster(clock)`` reads: set ``clock.now`` to move it."""
+    return SimpleNamespace(now=lambda: DAY)
 
 
-def cluster():
+def cluster(clock):
+    registry = builtin_registry()
+    registry.register_plugin(tdm.with_clock(lambda: clock.now()))
     return InProcessCluster(
         CONF,
+        registry=registry,
         nodes=[
             node("spot-1", cpu="4", labels=SPOT),
             node("spot-2", cpu="4", labels=SPOT),
@@ -65,7 +68,7 @@ def batch(name, n, preemptable, min_member=1, priority_class=""):
 
 
 def test_in_the_day_preemptable_pods_stay_off_the_spot_nodes(clock):
-    sim = cluster()
+    sim = cluster(clock)
     sim.add(**batch("spare", 3, preemptable=True))
     result = sim.cycle()
     # two fit the ordinary node; the third waits, with the reason
@@ -79,7 +82,7 @@ def test_in_the_day_preemptable_pods_stay_off_the_spot_nodes(clock):
 
 def test_at_night_preemptable_pods_go_to_the_spot_nodes_and_others_never(clock):
     clock.now = lambda: NIGHT
-    sim = cluster()
+    sim = cluster(clock)
     sim.add(**batch("spare", 3, preemptable=True))
     sim.add(**batch("steady", 3, preemptable=False, min_member=3))
     sim.cycle()
@@ -91,7 +94,7 @@ def test_at_night_preemptable_pods_go_to_the_spot_nodes_and_others_never(clock):
 
 
 def test_a_steady_job_preempts_preemptable_pods_on_ordinary_nodes_only(clock):
-    sim = cluster()
+    sim = cluster(clock)
     sim.add(**batch("spare", 2, preemptable=True, priority_class="low"))
     sim.cycle()
     assert sorted(sim.running_on().values()) == ["plain", "plain"]
@@ -102,7 +105,7 @@ def test_a_steady_job_preempts_preemptable_pods_on_ordinary_nodes_only(clock):
 
 
 def test_a_preemptable_preemptor_preempts_nobody(clock):
-    sim = cluster()
+    sim = cluster(clock)
     sim.add(**batch("spare", 2, preemptable=True, priority_class="low"))
     sim.cycle()
     sim.add(**batch("greedy", 1, preemptable=True, priority_class="high"))
@@ -116,7 +119,7 @@ def test_when_the_window_closes_shuffle_evicts_the_pods_on_its_nodes(clock):
     shuffle in the conf, once the night window has closed the preemptable pods on the spot nodes
     are evicted, one per evict period (no disruption budget: Volcano's default of one)."""
     clock.now = lambda: NIGHT
-    sim = cluster()
+    sim = cluster(clock)
     sim.conf = parse_conf(
         CONF.replace('"enqueue, allocate, preempt"', '"enqueue, allocate, shuffle"'), REGISTRY
     )
@@ -128,3 +131,21 @@ def test_when_the_window_closes_shuffle_evicts_the_pods_on_its_nodes(clock):
     assert len(evicted) == 1 and evicted[0].task.node_name.startswith("spot-")
     # within the evict period (default 1m) nobody else goes
     assert sim.cycle().evictions == []
+
+
+def test_two_schedulers_keep_their_own_evict_period(clock):
+    """Volcano keeps when tdm last looked for victims in a package variable, one per scheduler
+    process; here it is each scheduler's standing state: one scheduler's eviction does not hold
+    back another's in the same process."""
+    clock.now = lambda: NIGHT
+    conf = CONF.replace('"enqueue, allocate, preempt"', '"enqueue, allocate, shuffle"')
+    first, second = cluster(clock), cluster(clock)
+    for sim in (first, second):
+        sim.conf = parse_conf(conf, REGISTRY)
+        sim.add(**batch("spare", 2, preemptable=True))
+        sim.cycle()
+    clock.now = lambda: NEXT_MORNING
+    assert len(first.cycle().evictions) == 1
+    assert len(second.cycle().evictions) == 1
+    # and each remembers its own: within the period neither evicts again
+    assert first.cycle().evictions == [] and second.cycle().evictions == []

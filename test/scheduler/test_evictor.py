@@ -1,4 +1,6 @@
-"""Evictions: the eviction subresource first, else a delete guarded by the pod's uid."""
+"""Evictions: the eviction subresource first, else a delete guarded by the pod's uid; the pod
+marked as Volcano's evictor marks it (``Ready`` False, and ``DisruptionTarget`` where no API server
+writes one)."""
 
 from __future__ import annotations
 
@@ -11,15 +13,24 @@ from aiohttp import web
 
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.framework.model import TaskInfo
+from caldera.framework.objects import PodCondition
 from caldera.framework.result import Eviction
 from caldera.hack.scenario import pod
-from caldera.scheduler.evictor import Evictor
+from caldera.scheduler.evictor import Evictor, evict_conditions
 
 
 class Server:
-    def __init__(self, eviction_code: int) -> None:
+    def __init__(self, eviction_code: int, status_code: int = 200) -> None:
         self.eviction_code = eviction_code
+        self.status_code = status_code
         self.calls: list[tuple[str, str, Any]] = []
+
+    async def patch_status(self, request: web.Request) -> web.Response:
+        self.calls.append(("PATCH", request.path, await request.json()))
+        if self.status_code == 200:
+            return web.Response(status=200, body=b"{}")
+        status = {"kind": "Status", "code": self.status_code, "reason": "Forbidden", "message": "no"}
+        return web.Response(status=self.status_code, body=msgspec.json.encode(status))
 
     async def evict(self, request: web.Request) -> web.Response:
         self.calls.append(("POST", request.path, await request.json()))
@@ -43,11 +54,12 @@ async def make() -> AsyncIterator[Any]:
     runners: list[web.AppRunner] = []
     clients: list[ApiClient] = []
 
-    async def start(code: int) -> tuple[Server, Evictor]:
-        srv = Server(code)
+    async def start(code: int, status_code: int = 200, **kw: Any) -> tuple[Server, Evictor]:
+        srv = Server(code, status_code)
         app = web.Application()
         app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/eviction", srv.evict)
         app.router.add_delete("/api/v1/namespaces/{ns}/pods/{name}", srv.delete)
+        app.router.add_patch("/api/v1/namespaces/{ns}/pods/{name}/status", srv.patch_status)
         runner = web.AppRunner(app)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -56,7 +68,7 @@ async def make() -> AsyncIterator[Any]:
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
         clients.append(client)
-        return srv, Evictor(client)
+        return srv, Evictor(client, **kw)
 
     yield start
     for c in clients:
@@ -69,19 +81,75 @@ def victim() -> Eviction:
     return Eviction(TaskInfo.from_pod(pod("victim", node_name="n1", phase="Running")), "preempted")
 
 
-async def test_eviction_through_the_subresource(make) -> None:
+def marks(call: tuple[str, str, Any]) -> dict[str, tuple[str, str, str]]:
+    """The conditions a status patch writes: type -> (status, reason, message)."""
+    method, path, body = call
+    assert method == "PATCH" and path.endswith("/status")
+    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in body["status"]["conditions"]}
+
+
+async def test_eviction_through_the_subresource_then_the_pod_marked_not_ready(make) -> None:
+    """The API server writes DisruptionTarget itself as it evicts: the evictor adds Volcano's Ready
+    False only, after the eviction was accepted (never before: an unready pod is evicted without
+    charging its budget)."""
     srv, evictor = await make(201)
-    assert await evictor.evict_one(victim()) == "evicted"
-    assert [c[0] for c in srv.calls] == ["POST"]
+    v = victim()
+    assert await evictor.evict_one(v) == "evicted"
+    assert [c[0] for c in srv.calls] == ["POST", "PATCH"]
     assert srv.calls[0][2]["kind"] == "Eviction"
+    assert marks(srv.calls[1]) == {"Ready": ("False", "Evict", "Pod is evicted, because of preempted")}
+    assert srv.calls[1][2]["metadata"] == {"uid": v.task.uid}
 
 
-async def test_without_the_subresource_a_uid_checked_delete(make) -> None:
+async def test_an_accepted_eviction_stands_when_the_mark_fails(make) -> None:
+    srv, evictor = await make(201, status_code=403)
+    assert await evictor.evict_one(victim()) == "evicted"
+    assert [c[0] for c in srv.calls] == ["POST", "PATCH"]
+
+
+async def test_without_the_subresource_volcanos_marks_then_a_uid_checked_delete(make) -> None:
+    """As Volcano's defaultEvictor.Evict: one status write with both conditions, then the delete."""
     srv, evictor = await make(404)
     v = victim()
     assert await evictor.evict_one(v) == "deleted"
+    assert [c[0] for c in srv.calls] == ["POST", "PATCH", "DELETE"]
+    assert marks(srv.calls[1]) == {
+        "Ready": ("False", "Evict", "Pod is evicted, because of preempted"),
+        "DisruptionTarget": (
+            "True",
+            "PreemptionByScheduler",
+            "caldera: preempting to accommodate a higher priority pod",
+        ),
+    }
     method, _, body = srv.calls[-1]
     assert method == "DELETE" and body["preconditions"] == {"uid": v.task.uid}
+
+
+async def test_a_pod_that_cannot_be_marked_is_not_deleted_and_the_eviction_given_up(make) -> None:
+    """Volcano's Evict returns the status update's error without deleting (the cache resyncs the
+    task): the eviction is given up, the pod taken back as running."""
+    abandoned: list[str] = []
+    srv, evictor = await make(404, status_code=403, on_abandoned=abandoned.append)
+    v = victim()
+    outcome = await evictor.evict_one(v)
+    assert outcome.startswith("failed: marking the pod")
+    assert [c[0] for c in srv.calls] == ["POST", "PATCH"]
+    assert abandoned == [v.task.uid]
+
+
+def test_a_condition_already_false_keeps_its_transition_time() -> None:
+    """UpdatePodCondition: the time changes only with the status."""
+    since = "2026-01-02T03:04:05Z"
+    p = pod("victim", node_name="n1", phase="Running")
+    p = msgspec.structs.replace(
+        p,
+        status=msgspec.structs.replace(
+            p.status, conditions=[PodCondition(type="Ready", status="False", last_transition_time=since)]
+        ),
+    )
+    ready, disruption = evict_conditions(TaskInfo.from_pod(p), "reclaim", disruption=True)
+    assert ready["lastTransitionTime"] == since
+    assert disruption["lastTransitionTime"] != since
 
 
 class Budget(Server):

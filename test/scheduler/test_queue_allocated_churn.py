@@ -9,7 +9,10 @@ API). After every cycle each queue's allocated CPU, in the session's ``queue_sha
 exported ``volcano_queue_allocated_milli_cpu`` gauge, must equal the figure recomputed from the pods:
 requests of the pods that hold a node (bound, or bind in flight) and are neither finished nor being
 deleted, in a PodGroup that exists — plus what the cycle itself reserved and not yet handed over
-(tasks of pipelined gangs), minus what it evicted.
+(tasks of pipelined gangs), minus what it evicted. That is Volcano's figure (proportion.go: the tasks
+in ``AllocatedStatus`` of the session's jobs at open, then ``AllocateFunc`` for each task allocated or
+pipelined and ``DeallocateFunc`` for each evicted); test/metrics/test_queue_allocated_states.py holds
+one pod in each state, and the soak compares the leader's gauge with the same definition.
 """
 
 from __future__ import annotations

@@ -8,13 +8,16 @@ Test_TDM_victimsFn: how many pods ``VictimTasks`` gives when rz1's window is clo
 by the jobs' disruption budgets.
 
 Volcano's tests read the wall clock: the "0:00-0:01" window is closed except in that minute. Here
-the plugin's clock (``tdm.TIME``) is set to noon, local time, so each case means what it was
-written to mean; the evict period's ``time.Sleep`` is the clock moved on by it.
+the plugin's clock (``tdm.with_clock``) is set to noon, local time, so each case means what it was
+written to mean; the evict period's ``time.Sleep`` is the clock moved on by it. The sessions of one
+test share the standing state of one scheduler (``Session.standing``), where tdm keeps Volcano's
+``lastEvictAt``.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 
@@ -32,12 +35,11 @@ MAX_UNAVAILABLE = "volcano.sh/jdb-max-unavailable"
 MIN_AVAILABLE = "volcano.sh/jdb-min-available"
 
 
-@pytest.fixture(autouse=True)
-def clock(monkeypatch):
-    """The plugin's clock at noon; no victim search made yet."""
-    state = tdm.TdmTime(now=lambda: NOON)
-    monkeypatch.setattr(tdm, "TIME", state)
-    return state
+@pytest.fixture
+def scheduler():
+    """One scheduler: its tdm's clock (``now``) at noon, its standing state with no victim search
+    made yet."""
+    return SimpleNamespace(now=lambda: NOON, standing={})
 
 
 @pytest.mark.parametrize(
@@ -81,10 +83,12 @@ def tdm_conf(arguments, switches=""):
     return f'actions: "allocate"\ntiers:\n- plugins:\n  - name: tdm\n{switches}    arguments:\n{args}'
 
 
-def session(conf, pods, podgroups, queues, node_list):
+def session(scheduler, conf, pods, podgroups, queues, node_list):
+    """A session of ``scheduler``: its tdm reads ``scheduler.now``, its standing state is kept."""
     parsed = parse_conf(conf, REGISTRY)
     snap = scenario.cluster(nodes=node_list, pods=pods, podgroups=podgroups, queues=queues)
-    return open_session(snap, parsed.tiers, REGISTRY.plugins, parsed.configurations)
+    plugins = {**REGISTRY.plugins, "tdm": tdm.with_clock(lambda: scheduler.now())}
+    return open_session(snap, parsed.tiers, plugins, parsed.configurations, standing=scheduler.standing)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +111,7 @@ def session(conf, pods, podgroups, queues, node_list):
         ),
     ],
 )
-def test_tdm(case, name, annotations, passing, scores):
+def test_tdm(scheduler, case, name, annotations, passing, scores):
     """Test_TDM, case ``case`` (``name``): rz1 "0:00-0:00" (all day), rz2 "0:00-0:01" (closed at noon)."""
     conf = tdm_conf(
         {"tdm.revocable-zone.rz1": "0:00-0:00", "tdm.revocable-zone.rz2": "0:00-0:01"},
@@ -115,7 +119,7 @@ def test_tdm(case, name, annotations, passing, scores):
     )
     p = build_pod("c1", f"p{case + 1}", "", "Pending", res("1", "1Gi"), "pg1", annotations=annotations)
     pg = build_podgroup("pg1", "c1", "c1", 0, None, "Pending")
-    ssn = session(conf, [p], [pg], [build_queue("c1", 1)], nodes())
+    ssn = session(scheduler, conf, [p], [pg], [build_queue("c1", 1)], nodes())
     (task,) = ssn.jobs["c1/pg1"].tasks.values()
     found = {n.name for n in ssn.node_list if ssn.predicate(task, n) is None}
     assert found == passing, name
@@ -153,7 +157,7 @@ def preemptable_pods():
         (8, {"pg2": {MIN_AVAILABLE: "2"}, "pg1": {MAX_UNAVAILABLE: "3"}}, "0:00-0:01", "1s", 6),
     ],
 )
-def test_tdm_victims_fn(clock, case, budgets, window, period, want):
+def test_tdm_victims_fn(scheduler, case, budgets, window, period, want):
     """Test_TDM_victimsFn, case ``case``: the jobs named in ``budgets`` (with those annotations),
     their pods and nodes; rz1's window ``window``; after the evict period, VictimTasks."""
     groups = {"pg1": ("c1", "n1"), "pg2": ("c2", "n2")}
@@ -168,24 +172,24 @@ def test_tdm_victims_fn(clock, case, budgets, window, period, want):
     queues = [build_queue(groups[g][0], 1) for g in budgets]
     conf = tdm_conf({"tdm.revocable-zone.rz1": window, "tdm.evict.period": period})
     # the test sleeps for the period before asking; the last search was at start
-    clock.last_evict_at = NOON.timestamp() - tdm.parse_duration(period)
-    ssn = session(conf, pods, podgroups, queues, node_list)
+    scheduler.standing[tdm.LastEvict] = tdm.LastEvict(NOON.timestamp() - tdm.parse_duration(period))
+    ssn = session(scheduler, conf, pods, podgroups, queues, node_list)
     victims = ssn.victim_tasks([])
     assert len(victims) == want
     assert all(v.preemptable and v.status == TaskStatus.RUNNING for v in victims)
 
 
-def test_victims_are_searched_at_most_once_per_evict_period(clock):
+def test_victims_are_searched_at_most_once_per_evict_period(scheduler):
     """``victimsFn``'s ``lastEvictAt``: a second session within the period finds none, one after it
-    finds them again (the period is per process, as Volcano's package-level variable)."""
+    finds them again (the period is the scheduler's, as Volcano's package-level variable is its process's)."""
     conf = tdm_conf({"tdm.revocable-zone.rz1": "0:00-0:01", "tdm.evict.period": "1m"})
     pods = preemptable_pods()[5:]
     pg = build_podgroup("pg2", "c2", "c2", 0, None, "Running", annotations={MAX_UNAVAILABLE: "2"})
     node_list = [build_node("n2", res("16", "64Gi", pods="10"), {RZ: "rz1"})]
 
     def victims_at(at):
-        clock.now = lambda: at
-        return len(session(conf, pods, [pg], [build_queue("c2", 1)], node_list).victim_tasks([]))
+        scheduler.now = lambda: at
+        return len(session(scheduler, conf, pods, [pg], [build_queue("c2", 1)], node_list).victim_tasks([]))
 
     assert victims_at(NOON) == 2
     assert victims_at(NOON + timedelta(seconds=59)) == 0
