@@ -318,22 +318,28 @@ class Topology:
 class TierLayout:
     """The groups of some tiers laid end to end (group ``i``'s member rows are
     ``rows[starts[i]:starts[i + 1]]``), so that per-group sums over all of them are one
-    ``np.add.reduceat``, with two lookups: ``own[t, row]``, the row's own group at the ``t``-th tier
-    (the first by name holding it; ``count`` when none does), and ``row_groups[row_ptr[r]:row_ptr[r + 1]]``,
-    every group holding row ``r`` (to move per-group sums along with a few rows' changes)."""
+    ``np.add.reduceat``, with three lookups:
+
+    - ``row_groups[row_ptr[r]:row_ptr[r + 1]]``: every group holding row ``r`` (to move per-group
+      sums along with a few rows' changes);
+    - ``cell_of[r]``: row ``r``'s cell, the rows sharing its own group at every tier (the first by
+      name holding it);
+    - ``cell_groups[c, t]``: cell ``c``'s own group at the ``t``-th tier, ``count`` when none holds it.
+    """
 
     tiers: tuple[int, ...]
     count: int
     rows: np.ndarray
     starts: np.ndarray
-    own: np.ndarray
     row_ptr: np.ndarray
     row_groups: np.ndarray
+    cell_of: np.ndarray
+    cell_groups: np.ndarray
 
     @classmethod
     def of(cls, topo: Topology, tiers: tuple[int, ...]) -> TierLayout:
         n = len(topo.cluster.rows)
-        own = np.full((len(tiers), n), -1, dtype=np.intp)
+        own = np.full((n, len(tiers)), -1, dtype=np.intp)
         rows: list[np.ndarray] = []
         ids: list[np.ndarray] = []
         starts: list[np.ndarray] = []
@@ -342,7 +348,7 @@ class TierLayout:
             segs = topo.segments(tier)
             groups = segs.groups
             for i in range(len(groups) - 1, -1, -1):  # the first by name overwrites
-                own[t, groups[i].rows] = count + i
+                own[groups[i].rows, t] = count + i
             rows.append(segs.rows)
             ids.append(np.repeat(np.arange(count, count + len(groups), dtype=np.intp), segs.sizes))
             starts.append(segs.starts + placed)
@@ -354,14 +360,16 @@ class TierLayout:
         order = np.argsort(member_rows, kind="stable")
         row_ptr = np.zeros(n + 1, dtype=np.intp)
         np.cumsum(np.bincount(member_rows, minlength=n), out=row_ptr[1:])
+        cell_groups, cell_of = np.unique(own, axis=0, return_inverse=True)
         return cls(
             tiers,
             count,
             member_rows,
             np.concatenate(starts) if starts else np.zeros(0, dtype=np.intp),
-            own,
             row_ptr,
             member_ids[order],
+            np.asarray(cell_of, dtype=np.intp).reshape(n),
+            np.asarray(cell_groups, dtype=np.intp).reshape(-1, len(tiers)),
         )
 
     def memberships(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -662,15 +670,16 @@ class NormalPodBinpack:
         self._seen = np.zeros((0, 0))
         #: the same summed per group of the layout
         self._sums = np.zeros((0, 0))
+        #: each cell's score for the last request asked, and (table version, request) it is for
+        self._cells = np.zeros(0)
+        self._cells_key: tuple[object, ...] = ()
 
-    def _values(self, rows: np.ndarray | slice) -> np.ndarray:
+    def _values(self, rows: np.ndarray) -> np.ndarray:
         table, k = self.table, len(self.names)
-        cols = self._cols
-        alloc = table.allocatable[rows][:, cols]
-        used = table.used[rows][:, cols] + table.pipelined[rows][:, cols]
-        out = np.zeros((len(alloc), 2 * k))
-        out[:, self._present] = alloc
-        out[:, k + self._present] = used
+        at = np.ix_(rows, self._cols)
+        out = np.zeros((len(rows), 2 * k))
+        out[:, self._present] = table.allocatable[at]
+        out[:, k + self._present] = table.used[at] + table.pipelined[at]
         return out
 
     def _sync(self) -> None:
@@ -681,12 +690,20 @@ class NormalPodBinpack:
             return
         log = table.log
         n = table.rows
-        if width == self._width and log is not None and 0 < behind <= min(len(log), max(8, n // 16)):
+        layout = self.layout
+        if width == self._width and log is not None and behind == 1 and log:
+            row = log[-1]  # (one write, the common case: a row holds no group twice)
+            now = self._values(np.asarray([row], dtype=np.intp))[0]
+            self._sums[layout.row_groups[layout.row_ptr[row] : layout.row_ptr[row + 1]]] += (
+                now - self._seen[row]
+            )
+            self._seen[row] = now
+        elif width == self._width and log is not None and 0 < behind <= min(len(log), max(8, n // 16)):
             changed = np.fromiter(sorted(set(log[len(log) - behind :])), dtype=np.intp)
             now = self._values(changed)
             delta = now - self._seen[changed]
             self._seen[changed] = now
-            which, groups = self.layout.memberships(changed)
+            which, groups = layout.memberships(changed)
             if len(groups):
                 np.add.at(self._sums, groups, delta[which])
         else:
@@ -695,8 +712,7 @@ class NormalPodBinpack:
                 [i for i, name in enumerate(self.names) if name in dims], dtype=np.intp
             )
             self._cols = np.asarray([dims[self.names[i]] for i in self._present], dtype=np.intp)
-            self._seen = self._values(slice(0, n))
-            layout = self.layout
+            self._seen = self._values(np.arange(n, dtype=np.intp))
             self._sums = (
                 np.add.reduceat(self._seen[layout.rows], layout.starts, axis=0)
                 if layout.count
@@ -709,29 +725,39 @@ class NormalPodBinpack:
         """Every group's bin-packing score for the pod, then 1 (a node in no group of a tier)."""
         count, k = self.layout.count, len(self.names)
         out = np.ones(count + 1)
-        request = np.asarray([max(0.0, task.resreq.get(name)) for name in self.names])
+        request = np.asarray([task.resreq.get(name) for name in self.names])
         asked = request >= MIN_RESOURCE
-        factors = self.factors[asked]
-        if not asked.any() or factors.sum() <= 0:
+        every = bool(asked.all())
+        factors = self.factors if every else self.factors[asked]
+        total = float(factors.sum())
+        if not len(factors) or total <= 0:
             out[:count] = 0.0
             return out
         self._sync()
-        alloc = self._sums[:, :k][:, asked]
-        used = self._sums[:, k:][:, asked] + request[asked]
-        overflow = ((used > alloc + MIN_RESOURCE) | (alloc <= 0)).any(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            scores = (used / alloc) @ factors / factors.sum()
-        scores[overflow] = 0.0
+        alloc, used = self._sums[:, :k], self._sums[:, k:]
+        if not every:
+            alloc, used, request = alloc[:, asked], used[:, asked], request[asked]
+        used = used + request
+        ratio = np.divide(used, alloc, out=np.zeros_like(used), where=alloc > 0)
+        scores = ratio @ factors
+        scores /= total
+        scores[((used > alloc + MIN_RESOURCE) | (alloc <= 0)).any(axis=1)] = 0.0
         out[:count] = scores
         return out
 
     def scores(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
-        """Each of ``rows``' score for the pod, 0..1."""
+        """Each of ``rows``' score for the pod, 0..1: each cell's (``TierLayout``) weighted mean
+        over the tiers, read out per row."""
         weights = self.tier_weights
         if weights is None or not len(rows):
             return np.zeros(len(rows))
-        per_group = self.group_scores(task)
-        return np.asarray(weights @ per_group[self.layout.own[:, rows]], dtype=np.float64)
+        request = task.resreq
+        key = (self.table.version, tuple(request.get(name) for name in self.names))
+        if key != self._cells_key:
+            per_group = self.group_scores(task)
+            self._cells = per_group[self.layout.cell_groups] @ weights
+            self._cells_key = key
+        return self._cells[self.layout.cell_of[rows]]
 
 
 # ------------------------------------------------------------------------------------------------

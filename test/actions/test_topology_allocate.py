@@ -532,3 +532,60 @@ def test_over_a_hypernode_tree_the_fast_choice_is_the_exhaustive_one(tier):
         if decision.statement is not None:
             decision.statement.discard()
     assert chosen_at[tier] > 0  # the seeds reach the tier under test
+
+
+# ------------------------------------------------------------------------------------------------
+# pods without a network topology: HyperNode bin-packing (hypernode.binpack.normal-pod.*)
+# ------------------------------------------------------------------------------------------------
+def normal_pod_conf(arguments: str) -> str:
+    return f"""actions: "allocate"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: nodeorder
+  - name: network-topology-aware
+    arguments:
+      weight: 10
+{arguments}"""
+
+
+def two_leaves_one_in_use():
+    """HyperNodes leaf-a (a0, a1) and leaf-b (b0, b1) of 8 cpu nodes under one spine; a pod of
+    another scheduler holds 2 cpu on a0; four single pods of 1 cpu, without a network topology,
+    wait."""
+    nodes = [node(n, cpu="8") for n in ("a0", "a1", "b0", "b1")]
+    pods = [filler("a0", "2")]
+    pgs = []
+    for i in range(4):
+        pg, ps = gang_pods(f"web-{i}", 1, "1")
+        pgs.append(pg)
+        pods += ps
+    snap = cluster(nodes=nodes, pods=pods, podgroups=pgs)
+    exact = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in ("a0", "a1", "b0", "b1")]
+    leaf = [{"type": "HyperNode", "selector": {"exactMatch": {"name": n}}} for n in ("leaf-a", "leaf-b")]
+    snap.hypernodes = {
+        "leaf-a": hypernode("leaf-a", 1, exact[:2]),
+        "leaf-b": hypernode("leaf-b", 1, exact[2:]),
+        "spine": hypernode("spine", 2, leaf),
+    }
+    return snap
+
+
+def test_pods_without_topology_fill_the_hypernode_in_use_when_normal_pod_binpacking_is_on():
+    on = placed(run_session(two_leaves_one_in_use(), normal_pod_conf(""))[1])
+    assert len(on) == 4
+    assert set(on.values()) <= {"a0", "a1"}  # all in leaf-a, which was in use; leaf-b left whole
+    explicit = (
+        "      hypernode.binpack.normal-pod.enable: true\n      hypernode.binpack.normal-pod.fading: 0.8\n"
+    )
+    assert (
+        placed(run_session(two_leaves_one_in_use(), normal_pod_conf(explicit))[1]) == on
+    )  # Volcano's defaults
+
+    off = "      hypernode.binpack.normal-pod.enable: false\n"
+    spread = placed(run_session(two_leaves_one_in_use(), normal_pod_conf(off))[1])
+    assert len(spread) == 4
+    assert {"b0", "b1"} <= set(spread.values())  # nodeorder's least-requested spreads them
