@@ -22,8 +22,11 @@ LEAF, SPINE = "example.com/leaf", "example.com/spine"
 NO_SCHEDULE = [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]
 
 
-def conf(default_mode: str = "", highest: int | None = None, policy: str = "", keys=(LEAF, SPINE)) -> str:
+def conf(
+    default_mode: str = "", highest: int | None = None, policy: str = "", keys=(LEAF, SPINE), extra=()
+) -> str:
     args = [f"topologyKeys: [{', '.join(keys)}]"] if keys else []
+    args.extend(extra)
     if default_mode:
         args.append(f"defaultMode: {default_mode}")
     if highest is not None:
@@ -537,19 +540,8 @@ def test_over_a_hypernode_tree_the_fast_choice_is_the_exhaustive_one(tier):
 # ------------------------------------------------------------------------------------------------
 # pods without a network topology: HyperNode bin-packing (hypernode.binpack.normal-pod.*)
 # ------------------------------------------------------------------------------------------------
-def normal_pod_conf(arguments: str) -> str:
-    return f"""actions: "allocate"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: nodeorder
-  - name: network-topology-aware
-    arguments:
-      weight: 10
-{arguments}"""
+def normal_pod_conf(*arguments: str) -> str:
+    return conf(keys=(), extra=("weight: 10", *arguments))
 
 
 def two_leaves_one_in_use():
@@ -575,17 +567,16 @@ def two_leaves_one_in_use():
 
 
 def test_pods_without_topology_fill_the_hypernode_in_use_when_normal_pod_binpacking_is_on():
-    on = placed(run_session(two_leaves_one_in_use(), normal_pod_conf(""))[1])
+    on = placed(run_session(two_leaves_one_in_use(), normal_pod_conf())[1])
     assert len(on) == 4
     assert set(on.values()) <= {"a0", "a1"}  # all in leaf-a, which was in use; leaf-b left whole
-    explicit = (
-        "      hypernode.binpack.normal-pod.enable: true\n      hypernode.binpack.normal-pod.fading: 0.8\n"
+    # Volcano's defaults: the same as the arguments left out
+    explicit = normal_pod_conf(
+        "hypernode.binpack.normal-pod.enable: true", "hypernode.binpack.normal-pod.fading: 0.8"
     )
-    assert (
-        placed(run_session(two_leaves_one_in_use(), normal_pod_conf(explicit))[1]) == on
-    )  # Volcano's defaults
+    assert placed(run_session(two_leaves_one_in_use(), explicit)[1]) == on
 
-    off = "      hypernode.binpack.normal-pod.enable: false\n"
-    spread = placed(run_session(two_leaves_one_in_use(), normal_pod_conf(off))[1])
+    off = normal_pod_conf("hypernode.binpack.normal-pod.enable: false")
+    spread = placed(run_session(two_leaves_one_in_use(), off)[1])
     assert len(spread) == 4
     assert {"b0", "b1"} <= set(spread.values())  # nodeorder's least-requested spreads them
