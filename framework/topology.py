@@ -636,7 +636,8 @@ class NormalPodBinpack:
 
     A group's used is what its nodes hold plus what is pipelined on them, so this session's
     placements count as they are made (the plugin's allocate and deallocate event handlers keep
-    its ``hyperNodeResourceCache`` so); the sums follow the node table's write log, so a placement
+    its ``hyperNodeResourceCache`` so; a pod evicted this session still counts here until it is
+    gone, where Volcano's ``Statement.Evict`` fires the deallocate handler); the sums follow the node table's write log, so a placement
     costs the groups of the rows it wrote, not a pass over every node. Caldera's label tiers
     (``topologyKeys``) are groups here as HyperNodes are."""
 
