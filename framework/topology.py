@@ -41,7 +41,9 @@ __all__ = [
     "SOFT",
     "GradientRequest",
     "NodeGroup",
+    "NormalPodBinpack",
     "Requirement",
+    "TierLayout",
     "Topology",
     "TopologySettings",
     "build_topology",
@@ -186,6 +188,7 @@ class Topology:
         self.unknown_names_logged: set[tuple[str, str, str]] = set()
         self._segments: dict[int, Segments] = {}
         self._leaves: tuple[np.ndarray, list[NodeGroup]] | None = None
+        self._layouts: dict[tuple[int, ...], TierLayout] = {}
         self._link_parents()
 
     @property
@@ -286,6 +289,15 @@ class Topology:
             self._leaves = (of, groups)
         return self._leaves
 
+    def tier_layout(self, tiers: Sequence[int]) -> TierLayout:
+        """The groups of ``tiers`` as one :class:`TierLayout`, made on first use (shared, as
+        :meth:`segments`, by the sessions sharing this topology)."""
+        key = tuple(tiers)
+        made = self._layouts.get(key)
+        if made is None:
+            made = self._layouts[key] = TierLayout.of(self, key)
+        return made
+
     def tier_score(self, tier: int) -> float:
         """network-topology-aware's ``scoreHyperNodeWithTier``: 1 for the lowest tier, 0 for the
         cluster's (the top tier, Volcano's ``ClusterTopHyperNode``), linear between."""
@@ -300,6 +312,74 @@ class Topology:
     def describe(self) -> str:
         parts = [f"tier {t} ({self.tier_label(t)}): {len(self.by_tier[t])} groups" for t in self.tiers]
         return "; ".join(parts) or "no topology tiers"
+
+
+@dataclass(frozen=True)
+class TierLayout:
+    """The groups of some tiers laid end to end (group ``i``'s member rows are
+    ``rows[starts[i]:starts[i + 1]]``), so that per-group sums over all of them are one
+    ``np.add.reduceat``, with three lookups:
+
+    - ``row_groups[row_ptr[r]:row_ptr[r + 1]]``: every group holding row ``r`` (to move per-group
+      sums along with a few rows' changes);
+    - ``cell_of[r]``: row ``r``'s cell, the rows sharing its own group at every tier (the first by
+      name holding it);
+    - ``cell_groups[c, t]``: cell ``c``'s own group at the ``t``-th tier, ``count`` when none holds it.
+    """
+
+    tiers: tuple[int, ...]
+    count: int
+    rows: np.ndarray
+    starts: np.ndarray
+    row_ptr: np.ndarray
+    row_groups: np.ndarray
+    cell_of: np.ndarray
+    cell_groups: np.ndarray
+
+    @classmethod
+    def of(cls, topo: Topology, tiers: tuple[int, ...]) -> TierLayout:
+        n = len(topo.cluster.rows)
+        own = np.full((n, len(tiers)), -1, dtype=np.intp)
+        rows: list[np.ndarray] = []
+        ids: list[np.ndarray] = []
+        starts: list[np.ndarray] = []
+        count = placed = 0
+        for t, tier in enumerate(tiers):
+            segs = topo.segments(tier)
+            groups = segs.groups
+            for i in range(len(groups) - 1, -1, -1):  # the first by name overwrites
+                own[groups[i].rows, t] = count + i
+            rows.append(segs.rows)
+            ids.append(np.repeat(np.arange(count, count + len(groups), dtype=np.intp), segs.sizes))
+            starts.append(segs.starts + placed)
+            count += len(groups)
+            placed += len(segs.rows)
+        own[own < 0] = count
+        member_rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.intp)
+        member_ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.intp)
+        order = np.argsort(member_rows, kind="stable")
+        row_ptr = np.zeros(n + 1, dtype=np.intp)
+        np.cumsum(np.bincount(member_rows, minlength=n), out=row_ptr[1:])
+        cell_groups, cell_of = np.unique(own, axis=0, return_inverse=True)
+        return cls(
+            tiers,
+            count,
+            member_rows,
+            np.concatenate(starts) if starts else np.zeros(0, dtype=np.intp),
+            row_ptr,
+            member_ids[order],
+            np.asarray(cell_of, dtype=np.intp).reshape(n),
+            np.asarray(cell_groups, dtype=np.intp).reshape(-1, len(tiers)),
+        )
+
+    def memberships(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For ``rows``: (the index into ``rows`` of each membership, the group it is in)."""
+        begin, end = self.row_ptr[rows], self.row_ptr[rows + 1]
+        lengths = end - begin
+        total = int(lengths.sum())
+        which = np.repeat(np.arange(len(rows), dtype=np.intp), lengths)
+        offsets = np.arange(total, dtype=np.intp) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return which, self.row_groups[np.repeat(begin, lengths) + offsets]
 
 
 def tier_allowed(spec: NetworkTopologySpec, topo: Topology) -> tuple[int | None, str]:
@@ -529,6 +609,156 @@ def network_aware_scores(
         counts[0] = len(placed_rows)  # a node in no group: its own is the cluster, holding every pod
         out[tied] += counts[own[tied] + 1] / tasks
     return out
+
+
+#: network-topology-aware's ``DefaultNormalPodEnable`` and ``DefaultNormalPodFading``
+#: (``hypernode.binpack.normal-pod.enable`` / ``.fading``)
+DEFAULT_NORMAL_POD_ENABLE = True
+DEFAULT_NORMAL_POD_FADING = 0.8
+
+
+class NormalPodBinpack:
+    """network-topology-aware's node order for pods without a network topology
+    (``batchNodeOrderFnForNormalPods`` with ``getPodHyperNodeBinPackingScore``,
+    pkg/scheduler/plugins/network-topology-aware/network_topology_aware.go), before its scaling:
+    HyperNode-level bin-packing, so that such pods fill the HyperNodes already in use and leave
+    whole HyperNodes free for jobs that need one.
+
+    Each of ``tiers`` (default: every tier from the lowest to the cluster's, Volcano's
+    ``hyperNodesTier`` from ``ssn.HyperNodesTiers``, whose top is ``ClusterTopHyperNode``) weighs
+    ``fading ** (tier - 1)`` (``0 ** 0`` is 1: fading 0 leaves tier 1 alone). At a tier a node
+    scores its own group's bin-packing score for the pod: the mean, weighted by ``weights``
+    (``getBinPackWeight``), over the weighted resources the pod asks (at least ``MIN_RESOURCE``,
+    Volcano's ``Resource.ResourceNames``) of (the group's used + the pod's request) / the group's
+    allocatable; 0 when the request overflows any of them or none has a weight; 1 where the node is
+    in no group of that tier (Volcano prefers nodes outside every HyperNode). The node's score is
+    the weighted mean over the tiers, 0..1.
+
+    A group's used is what its nodes hold plus what is pipelined on them, so this session's
+    placements count as they are made (the plugin's allocate and deallocate event handlers keep
+    its ``hyperNodeResourceCache`` so; a pod evicted this session still counts here until it is
+    gone, where Volcano's ``Statement.Evict`` fires the deallocate handler); the sums follow the node table's write log, so a placement
+    costs the groups of the rows it wrote, not a pass over every node. Caldera's label tiers
+    (``topologyKeys``) are groups here as HyperNodes are."""
+
+    def __init__(
+        self,
+        topo: Topology,
+        table: NodeTable,
+        weights: Mapping[str, float] = BINPACK_WEIGHTS,
+        fading: float = DEFAULT_NORMAL_POD_FADING,
+        tiers: Sequence[int] | None = None,
+    ) -> None:
+        if tiers is None:
+            low = topo.tiers[0] if topo.tiers else topo.top_tier
+            tiers = range(low, topo.top_tier + 1)
+        self.layout = topo.tier_layout(tiers)
+        with np.errstate(over="ignore", divide="ignore"):
+            power = np.power(float(fading), np.asarray(self.layout.tiers, dtype=float) - 1.0)
+        total = float(power.sum())
+        #: each tier's share of a node's score; None when the weights are no numbers (a tier below
+        #: 1 with fading 0, or a fading so large the powers overflow): then no node scores
+        self.tier_weights: np.ndarray | None = power / total if total > 0 and np.isfinite(total) else None
+        # (Volcano's task request has no pod count among its resource names)
+        self.names = [name for name in weights if name != "pods"]
+        self.factors = np.asarray([float(weights[name]) for name in self.names])
+        self.table = table
+        self._version = -1
+        self._width = -1
+        self._present = np.zeros(0, dtype=np.intp)
+        self._cols = np.zeros(0, dtype=np.intp)
+        #: per row: allocatable then used + pipelined of each weighted resource, as last read
+        self._seen = np.zeros((0, 0))
+        #: the same summed per group of the layout
+        self._sums = np.zeros((0, 0))
+        #: each cell's score for the last request asked, and (table version, request) it is for
+        self._cells = np.zeros(0)
+        self._cells_key: tuple[object, ...] = ()
+
+    def _values(self, rows: np.ndarray) -> np.ndarray:
+        table, k = self.table, len(self.names)
+        at = np.ix_(rows, self._cols)
+        out = np.zeros((len(rows), 2 * k))
+        out[:, self._present] = table.allocatable[at]
+        out[:, k + self._present] = table.used[at] + table.pipelined[at]
+        return out
+
+    def _sync(self) -> None:
+        table = self.table
+        behind = table.version - self._version
+        width = len(table.dims)
+        if behind == 0 and width == self._width:
+            return
+        log = table.log
+        n = table.rows
+        layout = self.layout
+        if width == self._width and log is not None and behind == 1 and log:
+            row = log[-1]  # (one write, the common case: a row holds no group twice)
+            now = self._values(np.asarray([row], dtype=np.intp))[0]
+            self._sums[layout.row_groups[layout.row_ptr[row] : layout.row_ptr[row + 1]]] += (
+                now - self._seen[row]
+            )
+            self._seen[row] = now
+        elif width == self._width and log is not None and 0 < behind <= min(len(log), max(8, n // 16)):
+            changed = np.fromiter(sorted(set(log[len(log) - behind :])), dtype=np.intp)
+            now = self._values(changed)
+            delta = now - self._seen[changed]
+            self._seen[changed] = now
+            which, groups = layout.memberships(changed)
+            if len(groups):
+                np.add.at(self._sums, groups, delta[which])
+        else:
+            dims = table.dims
+            self._present = np.asarray(
+                [i for i, name in enumerate(self.names) if name in dims], dtype=np.intp
+            )
+            self._cols = np.asarray([dims[self.names[i]] for i in self._present], dtype=np.intp)
+            self._seen = self._values(np.arange(n, dtype=np.intp))
+            self._sums = (
+                np.add.reduceat(self._seen[layout.rows], layout.starts, axis=0)
+                if layout.count
+                else np.zeros((0, 2 * len(self.names)))
+            )
+            self._width = width
+        self._version = table.version
+
+    def group_scores(self, task: TaskInfo) -> np.ndarray:
+        """Every group's bin-packing score for the pod, then 1 (a node in no group of a tier)."""
+        count, k = self.layout.count, len(self.names)
+        out = np.ones(count + 1)
+        request = np.asarray([task.resreq.get(name) for name in self.names])
+        asked = request >= MIN_RESOURCE
+        every = bool(asked.all())
+        factors = self.factors if every else self.factors[asked]
+        total = float(factors.sum())
+        if not len(factors) or total <= 0:
+            out[:count] = 0.0
+            return out
+        self._sync()
+        alloc, used = self._sums[:, :k], self._sums[:, k:]
+        if not every:
+            alloc, used, request = alloc[:, asked], used[:, asked], request[asked]
+        used = used + request
+        ratio = np.divide(used, alloc, out=np.zeros_like(used), where=alloc > 0)
+        scores = ratio @ factors
+        scores /= total
+        scores[((used > alloc + MIN_RESOURCE) | (alloc <= 0)).any(axis=1)] = 0.0
+        out[:count] = scores
+        return out
+
+    def scores(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        """Each of ``rows``' score for the pod, 0..1: each cell's (``TierLayout``) weighted mean
+        over the tiers, read out per row."""
+        weights = self.tier_weights
+        if weights is None or not len(rows):
+            return np.zeros(len(rows))
+        request = task.resreq
+        key = (self.table.version, tuple(request.get(name) for name in self.names))
+        if key != self._cells_key:
+            per_group = self.group_scores(task)
+            self._cells = per_group[self.layout.cell_groups] @ weights
+            self._cells_key = key
+        return self._cells[self.layout.cell_of[rows]]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -17,8 +17,14 @@ only the allocate action has (see actions/topology.py and actions/subjobs.py). A
   ``enabledHyperNodeOrder: false`` leaves every group unscored: the first that fits, by name, is
   taken (for whole jobs too, instead of the ``scorePolicy`` fit);
 - a node order for the pods of sub-groups with a ``networkTopology``
-  (``batchNodeOrderFnForNetworkAwarePods``): toward the group the sub-group's placed pods share.
-  ``weight`` (default 1) scales it and the HyperNode order.
+  (``batchNodeOrderFnForNetworkAwarePods``): toward the group the sub-group's placed pods share;
+- a node order for the pods without one (``batchNodeOrderFnForNormalPods``;
+  ``framework.topology.NormalPodBinpack``): HyperNode-level bin-packing, each tier's group scored by
+  how full it would be, tier ``t`` weighing ``hypernode.binpack.normal-pod.fading ** (t - 1)``
+  (default 0.8), so that such pods fill the HyperNodes in use and leave whole ones free. On by
+  default, as in Volcano (``hypernode.binpack.normal-pod.enable``, default true); with no tier but
+  the cluster's it would score every node the same, and is not registered.
+  ``weight`` (default 1) scales both node orders and the HyperNode order.
 
 Arguments:
 - ``topologyKeys``: node label keys, one per tier from narrowest to widest, e.g.
@@ -34,19 +40,23 @@ Arguments:
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from caldera.framework.model import ALLOCATED_STATUSES, TaskInfo, TaskStatus
-from caldera.framework.plugin import ArgumentError, Arguments, Plugin, unsupported
+from caldera.framework.plugin import ArgumentError, Arguments, Plugin
 from caldera.framework.subjobs import SubJob, sub_jobs
 from caldera.framework.topology import (
     DEFAULT_EVICT_MAX_GROUPS,
+    DEFAULT_NORMAL_POD_ENABLE,
+    DEFAULT_NORMAL_POD_FADING,
     HARD,
     MAX_NODE_SCORE,
     SOFT,
     NodeGroup,
+    NormalPodBinpack,
     Topology,
     TopologySettings,
     binpack_scores,
@@ -80,14 +90,9 @@ class NetworkTopologyAwarePlugin(Plugin):
         "hypernode.binpack.memory": int,
         "hypernode.binpack.resources": str,
         "hypernode.binpack.resources.*": int,
-        "hypernode.binpack.normal-pod.enable": unsupported(
-            bool,
-            "hypernode binpacking of pods without a network topology is not implemented (set it false)",
-            accepted=False,
-        ),
-        "hypernode.binpack.normal-pod.fading": unsupported(
-            float, "hypernode binpacking of normal pods is not implemented"
-        ),
+        # getNormalPodConfig: HyperNode bin-packing of pods without a network topology
+        "hypernode.binpack.normal-pod.enable": bool,
+        "hypernode.binpack.normal-pod.fading": float,
         "hypernode.gradient.evict.max-hypernodes": int,
     }
 
@@ -98,6 +103,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         # Volcano's getMaxHyperNodesForEviction: not positive means the default
         cap = arguments.int("hypernode.gradient.evict.max-hypernodes", DEFAULT_EVICT_MAX_GROUPS)
         self.evict_cap = cap if cap > 0 else DEFAULT_EVICT_MAX_GROUPS
+        self.normal_pods, self.fading = normal_pod_config(arguments)
 
     def on_session_open(self, ssn: Session) -> None:
         s = self.settings
@@ -112,10 +118,35 @@ class NetworkTopologyAwarePlugin(Plugin):
             return binpack_scores(table, list(sub.tasks.values()), groups, weights, weight)
 
         ssn.add_hypernode_order_fn(self.name, order)
-        if weight and _with_sub_groups(ssn):
-            aware = _NetworkAware(ssn, topo, weight)
-            ssn.add_template_qualifier(self.name, aware.qualifier)
-            ssn.add_bulk_node_order_fn(self.name, aware.score, part="network-aware", applies=aware.applies)
+        if not weight:
+            return
+        kinds = _PodKinds(ssn, s)
+        scored = False
+        if _with_sub_groups(ssn):
+            aware = _NetworkAware(ssn, topo, weight, kinds)
+            ssn.add_bulk_node_order_fn(self.name, aware.score, part="network-aware", applies=kinds.aware)
+            scored = True
+        # With no tier but the cluster's every node would score the same: nothing to register.
+        if self.normal_pods and not topo.empty:
+            normal = NormalPodBinpack(topo, table, weights, self.fading)
+            if normal.tier_weights is None:
+                log.warning(
+                    "plugin %s: hypernode.binpack.normal-pod.fading %g weighs tiers %s with no finite "
+                    "total; pods without a network topology are not bin-packed",
+                    self.name,
+                    self.fading,
+                    list(normal.layout.tiers),
+                )
+            else:
+                scale = MAX_NODE_SCORE * weight
+
+                def normal_score(task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+                    return scale * normal.scores(task, rows)
+
+                ssn.add_bulk_node_order_fn(self.name, normal_score, part="normal-pod", applies=kinds.normal)
+                scored = True
+        if scored:
+            ssn.add_template_qualifier(self.name, kinds.qualifier)
 
 
 def _with_sub_groups(ssn: Session) -> bool:
@@ -126,6 +157,49 @@ def _with_sub_groups(ssn: Session) -> bool:
     return any((job := jobs.get(uid)) is not None and job.sub_groups is not None for uid in uids)
 
 
+class _PodKinds:
+    """Which of the plugin's node orders a pod gets (Volcano's ``batchNodeOrderFn``, by the pod's
+    sub-job: ``job.TaskToSubJob``): the pods of a sub-group with a ``networkTopology`` the
+    network-aware one (``_NetworkAware``, jobs with sub-group policies only); the pods of a
+    sub-group without one, or of a job without one (its default sub-group), HyperNode bin-packing
+    (``batchNodeOrderFnForNormalPods``). Caldera's own requirements count as a job's
+    ``networkTopology``: a Kubernetes PodGroup's topology keys and the conf's ``defaultMode`` for
+    gangs (such a job is placed in one group by actions/topology.py, as one with a
+    ``networkTopology``). Stable for the session, as ``applies`` must be."""
+
+    def __init__(self, ssn: Session, settings: TopologySettings) -> None:
+        self.ssn = ssn
+        self.default_mode = settings.default_mode
+
+    def sub_job(self, task: TaskInfo) -> SubJob | None:
+        """The task's sub-group, for a job with sub-group policies."""
+        job = self.ssn.jobs.get(task.job)
+        if job is None or job.sub_groups is None:
+            return None
+        return sub_jobs(self.ssn, job).of(task)
+
+    def aware(self, task: TaskInfo) -> bool:
+        sub = self.sub_job(task)
+        return sub is not None and sub.network_topology is not None
+
+    def normal(self, task: TaskInfo) -> bool:
+        job = self.ssn.jobs.get(task.job)
+        if job is None:  # (Volcano: no scores for a task whose job is gone)
+            return False
+        sub = self.sub_job(task)
+        if sub is not None and sub.policy:
+            return sub.network_topology is None
+        return not (
+            job.topology_keys
+            or job.network_topology is not None
+            or (self.default_mode and job.min_available > 1)
+        )
+
+    def qualifier(self, task: TaskInfo) -> bytes:
+        """Pods of one template scored by different parts (or none) are not interchangeable."""
+        return b"a" if self.aware(task) else b"n" if self.normal(task) else b""
+
+
 class _NetworkAware:
     """network-topology-aware's node order for the pods of a sub-group with a ``networkTopology``
     (``batchNodeOrderFnForNetworkAwarePods``, ``framework.topology.network_aware_scores``): nodes
@@ -134,28 +208,15 @@ class _NetworkAware:
     together. Volcano scores the job's default sub-group too; here only jobs with sub-group
     policies are scored this way (a whole job is placed by actions/topology.py's group choice)."""
 
-    def __init__(self, ssn: Session, topo: Topology, weight: float) -> None:
+    def __init__(self, ssn: Session, topo: Topology, weight: float, kinds: _PodKinds) -> None:
         self.ssn = ssn
         self.topo = topo
         self.scale = MAX_NODE_SCORE * weight
-
-    def sub_job(self, task: TaskInfo) -> SubJob | None:
-        job = self.ssn.jobs.get(task.job)
-        if job is None or job.sub_groups is None:
-            return None
-        sub = sub_jobs(self.ssn, job).of(task)
-        return sub if sub is not None and sub.network_topology is not None else None
-
-    def applies(self, task: TaskInfo) -> bool:
-        return self.sub_job(task) is not None
-
-    def qualifier(self, task: TaskInfo) -> bytes:
-        """Pods of one template in and out of such sub-groups are scored differently."""
-        return b"1" if self.sub_job(task) is not None else b""
+        self.kinds = kinds
 
     def score(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
-        sub = self.sub_job(task)
-        if sub is None:
+        sub = self.kinds.sub_job(task)
+        if sub is None or sub.network_topology is None:
             return np.zeros(len(rows))
         nodes = self.ssn.nodes
         placed = np.asarray(
@@ -189,6 +250,23 @@ def settings_from(arguments: Arguments) -> TopologySettings:
     if policy not in SCORE_POLICIES:
         raise ArgumentError(f"argument 'scorePolicy' of {owner} must be binpack or spread, got {policy!r}")
     return TopologySettings(tuple(keys), mode, highest, policy)
+
+
+def normal_pod_config(arguments: Arguments) -> tuple[bool, float]:
+    """Volcano's ``getNormalPodConfig``: ``hypernode.binpack.normal-pod.enable`` (default true) and
+    ``.fading`` (default 0.8; 0 counts tier 1 alone). A negative fading is taken as the default, as
+    Volcano does; so is one that is no finite number (logged)."""
+    enable = arguments.bool("hypernode.binpack.normal-pod.enable", DEFAULT_NORMAL_POD_ENABLE)
+    fading = arguments.float("hypernode.binpack.normal-pod.fading", DEFAULT_NORMAL_POD_FADING)
+    if not math.isfinite(fading) or fading < 0:
+        log.warning(
+            "plugin %r: hypernode.binpack.normal-pod.fading is %s; using %g",
+            NetworkTopologyAwarePlugin.name,
+            fading,
+            DEFAULT_NORMAL_POD_FADING,
+        )
+        fading = DEFAULT_NORMAL_POD_FADING
+    return enable, fading
 
 
 def weights_from(arguments: Arguments) -> tuple[int, dict[str, float]]:

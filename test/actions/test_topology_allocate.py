@@ -22,8 +22,11 @@ LEAF, SPINE = "example.com/leaf", "example.com/spine"
 NO_SCHEDULE = [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]
 
 
-def conf(default_mode: str = "", highest: int | None = None, policy: str = "", keys=(LEAF, SPINE)) -> str:
+def conf(
+    default_mode: str = "", highest: int | None = None, policy: str = "", keys=(LEAF, SPINE), extra=()
+) -> str:
     args = [f"topologyKeys: [{', '.join(keys)}]"] if keys else []
+    args.extend(extra)
     if default_mode:
         args.append(f"defaultMode: {default_mode}")
     if highest is not None:
@@ -532,3 +535,48 @@ def test_over_a_hypernode_tree_the_fast_choice_is_the_exhaustive_one(tier):
         if decision.statement is not None:
             decision.statement.discard()
     assert chosen_at[tier] > 0  # the seeds reach the tier under test
+
+
+# ------------------------------------------------------------------------------------------------
+# pods without a network topology: HyperNode bin-packing (hypernode.binpack.normal-pod.*)
+# ------------------------------------------------------------------------------------------------
+def normal_pod_conf(*arguments: str) -> str:
+    return conf(keys=(), extra=("weight: 10", *arguments))
+
+
+def two_leaves_one_in_use():
+    """HyperNodes leaf-a (a0, a1) and leaf-b (b0, b1) of 8 cpu nodes under one spine; a pod of
+    another scheduler holds 2 cpu on a0; four single pods of 1 cpu, without a network topology,
+    wait."""
+    nodes = [node(n, cpu="8") for n in ("a0", "a1", "b0", "b1")]
+    pods = [filler("a0", "2")]
+    pgs = []
+    for i in range(4):
+        pg, ps = gang_pods(f"web-{i}", 1, "1")
+        pgs.append(pg)
+        pods += ps
+    snap = cluster(nodes=nodes, pods=pods, podgroups=pgs)
+    exact = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in ("a0", "a1", "b0", "b1")]
+    leaf = [{"type": "HyperNode", "selector": {"exactMatch": {"name": n}}} for n in ("leaf-a", "leaf-b")]
+    snap.hypernodes = {
+        "leaf-a": hypernode("leaf-a", 1, exact[:2]),
+        "leaf-b": hypernode("leaf-b", 1, exact[2:]),
+        "spine": hypernode("spine", 2, leaf),
+    }
+    return snap
+
+
+def test_pods_without_topology_fill_the_hypernode_in_use_when_normal_pod_binpacking_is_on():
+    on = placed(run_session(two_leaves_one_in_use(), normal_pod_conf())[1])
+    assert len(on) == 4
+    assert set(on.values()) <= {"a0", "a1"}  # all in leaf-a, which was in use; leaf-b left whole
+    # Volcano's defaults: the same as the arguments left out
+    explicit = normal_pod_conf(
+        "hypernode.binpack.normal-pod.enable: true", "hypernode.binpack.normal-pod.fading: 0.8"
+    )
+    assert placed(run_session(two_leaves_one_in_use(), explicit)[1]) == on
+
+    off = normal_pod_conf("hypernode.binpack.normal-pod.enable: false")
+    spread = placed(run_session(two_leaves_one_in_use(), off)[1])
+    assert len(spread) == 4
+    assert {"b0", "b1"} <= set(spread.values())  # nodeorder's least-requested spreads them

@@ -1,12 +1,15 @@
 """The topology tree: groups per tier from label keys and from HyperNode objects, their nodes,
 their parents, and the group a job already runs in."""
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 
 from caldera.framework.objects import HyperNode, convert
-from caldera.framework.topology import CLUSTER_GROUP, build_topology
+from caldera.framework.resource import Resource
+from caldera.framework.topology import CLUSTER_GROUP, NormalPodBinpack, build_topology
 from caldera.hack.scenario import cluster, node, pod, podgroup
 
 LEAF, SPINE = "example.com/leaf", "example.com/spine"
@@ -158,3 +161,94 @@ def test_containing_lists_groups_narrowest_first():
     found = topo.containing(np.asarray([row]))
     assert [g.name for g in found] == ["s2-b", "s2", CLUSTER_GROUP]
     assert [g.name for g in topo.containing(np.asarray([row]), max_tier=2)] == ["s2-b", "s2"]
+
+
+# -- HyperNode bin-packing of pods without a network topology (NormalPodBinpack) ------------------
+GI = 2**30
+
+
+def _use(table, row: int, cpu_m: float, pipelined_m: float = 0.0) -> None:
+    """Set a node's used (and pipelined) cpu, in millicores; the rest of it idle."""
+    alloc = table.allocatable[row]
+    used = Resource(cpu_m, 0.0)
+    idle = Resource(alloc[0] - cpu_m, alloc[1])
+    table.write_usage(row, idle, used, Resource(), Resource(pipelined_m, 0.0))
+
+
+def test_normal_pod_binpack_prefers_the_fuller_group_and_a_node_in_no_group():
+    """Two tiers (leaf, spine) and the cluster, fading 1: a node's score is the mean of its leaf's,
+    its spine's and the cluster's fill with the pod; "loner" is in no leaf or spine, which count 1
+    for it (Volcano prefers nodes outside every HyperNode); a leaf the pod would overflow counts 0."""
+    snap = fabric()
+    table = snap.table
+    row = {n.name: n.row for n in snap.node_list}
+    topo = build_topology(snap.node_list, [LEAF, SPINE])
+    _use(table, row["s1a0"], 4000)  # leaf s1-a: 4 of 16 cpu used
+    _use(table, row["s2b0"], 8000)
+    _use(table, row["s2b1"], 7500)  # leaf s2-b: 15.5 of 16 cpu used: a 1-cpu pod overflows it
+    pod_ = SimpleNamespace(resreq=Resource(1000, 0.0))
+    got = dict(
+        zip(
+            table.names,
+            NormalPodBinpack(topo, table, {"cpu": 1}, 1.0).scores(pod_, table.all_rows),
+            strict=True,
+        )
+    )
+    cluster_fill = (4000 + 15500 + 1000) / 72000
+    assert got["s1a0"] == pytest.approx(((5000 / 16000) + (5000 / 32000) + cluster_fill) / 3)
+    assert got["s1b0"] == pytest.approx(((1000 / 16000) + (5000 / 32000) + cluster_fill) / 3)
+    assert got["s2b0"] == pytest.approx((0.0 + (16500 / 32000) + cluster_fill) / 3)
+    assert got["loner"] == pytest.approx((1.0 + 1.0 + cluster_fill) / 3)
+    # fading 0: tier 1 alone
+    alone = NormalPodBinpack(topo, table, {"cpu": 1}, 0.0).scores(pod_, table.all_rows)
+    assert dict(zip(table.names, alone, strict=True))["s1a0"] == pytest.approx(5000 / 16000)
+
+
+def _hypernode_fabric():
+    """Leaves a (n0, n1, n2) and b (n2, n3): n2 is in both; spine s over them; n4 in none."""
+    snap = cluster(nodes=[node(f"n{i}") for i in range(5)])
+    hns = {
+        "a": hypernode("a", 1, exact("n0"), exact("n1"), exact("n2")),
+        "b": hypernode("b", 1, exact("n2"), exact("n3")),
+        "s": hypernode("s", 2, exact("a", "HyperNode"), exact("b", "HyperNode")),
+    }
+    return snap, build_topology(snap.node_list, (), hns)
+
+
+@pytest.mark.parametrize("fabric_of", [fabric, _hypernode_fabric])
+def test_normal_pod_binpack_follows_placements_as_a_fresh_count_does(fabric_of):
+    """The per-group sums follow the node table's write log (a few rows rewritten: only their
+    groups move; many: all recounted); the scores always equal those of a scorer made afresh, and
+    a node in two groups of a tier moves both."""
+    got = fabric_of()
+    snap, topo = got if isinstance(got, tuple) else (got, build_topology(got.node_list, [LEAF, SPINE]))
+    table = snap.table
+    table.log = []
+    pod_ = SimpleNamespace(resreq=Resource(1000, GI))
+    kept = NormalPodBinpack(topo, table)
+    before = kept.scores(pod_, table.all_rows)
+    steps = [
+        [(2, 3000, 0.0)],
+        [(0, 1000, 500.0), (3, 6000, 0.0)],
+        [(r, 2000, 0.0) for r in range(table.rows)],
+    ]
+    for step in steps:
+        for r, cpu_m, pipelined_m in step:
+            _use(table, r, cpu_m, pipelined_m)
+        now = kept.scores(pod_, table.all_rows)
+        assert now == pytest.approx(NormalPodBinpack(topo, table).scores(pod_, table.all_rows))
+        assert not np.allclose(now, before)
+        before = now
+
+
+def test_normal_pod_binpack_scores_nothing_for_a_pod_asking_no_weighted_resource():
+    """Volcano's getPodHyperNodeBinPackingScore: no weighted resource asked, every group scores 0;
+    a node outside a tier's groups still counts 1 there."""
+    snap, topo = _hypernode_fabric()
+    table = snap.table
+    empty = SimpleNamespace(resreq=Resource(0.0, 0.0, 1.0, {"example.com/foo": 2}))
+    got = dict(
+        zip(table.names, NormalPodBinpack(topo, table, fading=1.0).scores(empty, table.all_rows), strict=True)
+    )
+    assert got["n0"] == 0.0
+    assert got["n4"] == pytest.approx(2 / 3)  # in no leaf and no spine; the cluster scores 0

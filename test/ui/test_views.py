@@ -47,6 +47,9 @@ tiers:
   - name: network-topology-aware
     arguments:
       topologyKeys: [{LEAF}, {SPINE}, {IB}]
+      # (Volcano's default HyperNode bin-packing of pods without a network topology would pack the
+      # scene's small pods into the fullest leaf, the gpu one, and keep train-llm from running)
+      hypernode.binpack.normal-pod.enable: false
 """
 CONF_PLAIN = """
 actions: "enqueue, allocate, backfill"

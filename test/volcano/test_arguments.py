@@ -166,6 +166,15 @@ COVERED_ELSEWHERE = {
     ("network-topology-aware", "scorePolicy"): "test/actions/test_topology_allocate.py",
     ("network-topology-aware", "weight"): "test/volcano/test_network_topology_aware_test.py",
     ("network-topology-aware", "hypernode.binpack.cpu"): "test/volcano/test_network_topology_aware_test.py",
+    # getNormalPodConfig (TestNew) and the scores they switch (TestBatchNodeOrderFn)
+    (
+        "network-topology-aware",
+        "hypernode.binpack.normal-pod.enable",
+    ): "test/volcano/test_network_topology_aware_test.py",
+    (
+        "network-topology-aware",
+        "hypernode.binpack.normal-pod.fading",
+    ): "test/volcano/test_network_topology_aware_test.py",
     (
         "network-topology-aware",
         "hypernode.binpack.memory",

@@ -2,11 +2,10 @@
 (volcano-sh/volcano ed72c7c8), its sub-job and node-score parts as data; each case is named by Go
 test and ``name``.
 
-- TestNew: the arguments read (``getPriorityWeight``): ``weight`` and the ``hypernode.binpack.*``
-  weights, negatives taken as the default. Caldera refuses a value of the wrong type when the conf
-  is read, so the Go case that passes ``"a"`` for a bool is left out of its data; the
-  ``hypernode.binpack.normal-pod.*`` keys are left out too (normal-pod bin-packing is not
-  implemented; ``normal-pod.enable: false`` is accepted).
+- TestNew: the arguments read (``getPriorityWeight``, ``getNormalPodConfig``): ``weight``, the
+  ``hypernode.binpack.*`` weights and ``hypernode.binpack.normal-pod.enable`` / ``.fading``,
+  negatives taken as the default. Caldera refuses a value of the wrong type when the conf is read,
+  so the Go case's ``"a"`` for the bool ``normal-pod.enable`` is left out of its data.
 - TestNetworkTopologyAwareNodeScore_Hard / _Soft: ``batchNodeOrderFnForNetworkAwarePods``, checked
   on ``framework.topology.network_aware_scores`` times 100 times ``weight`` (what the plugin's
   node-order part returns): the job's allocated HyperNode (Go: the PodGroup's annotation) is the
@@ -18,29 +17,46 @@ test and ``name``.
 - TestReverseAndCapEvictionGradients, TestHyperNodeGradientPreFiltering (``isEligibleHyperNode``,
   allocation and eviction) and TestHyperNodeGradientForSubJobFn_NoSubJobPolicyRespectsHardTopology:
   ``framework.topology.gradients``.
-- TestBatchNodeOrderFn: its first case only (no score for a pod without a network topology when
-  normal-pod bin-packing is off).
+- TestBatchNodeOrderFn: its four cases of pods without a network topology (none, or HyperNode
+  bin-packing, ``batchNodeOrderFnForNormalPods``), through the session's node-order parts of the
+  plugin, the only one in the conf.
+- Test_batchNodeOrderFnForNormalPods: ``framework.topology.NormalPodBinpack`` over tiers 1 to 4, as
+  the Go test sets ``hyperNodesTier`` by hand (no cluster tier), unscaled.
 
-Not passing, for want of HyperNode bin-packing of pods without a network topology
-(``hypernode.binpack.normal-pod.*``, refused when enabled): TestBatchNodeOrderFn's other four cases
-and Test_batchNodeOrderFnForNormalPods. Not ported: Test_initHyperNodeResourceCache (the plugin's
-per-HyperNode sums, which Caldera reads from the node table when scoring).
+Not passing: TestBatchNodeOrderFn's "score nodes for tasks with network topology": the Go test
+gives the pending pod a ``JobAllocatedHyperNode`` of s1 (from the PodGroup's annotation; in
+Volcano's allocate, the HyperNode being tried), where Caldera takes the narrowest group holding the
+sub-group's placed pods (s4), so s4's nodes score 150 where Go expects 116.7 (the ranking is the
+same). Not ported: Test_initHyperNodeResourceCache (the plugin's per-HyperNode sums, which Caldera
+keeps in ``NormalPodBinpack`` from the node table, checked through the scores above).
 """
 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from caldera.config.conf import parse_conf
+from caldera.framework.nodetable import NodeTable
 from caldera.framework.objects import HyperNode, convert
+from caldera.framework.resource import Resource
 from caldera.framework.session import close_session, open_session
 from caldera.framework.subjobs import sub_jobs
-from caldera.framework.topology import CLUSTER_GROUP, build_topology, network_aware_scores
+from caldera.framework.topology import (
+    CLUSTER_GROUP,
+    NormalPodBinpack,
+    build_topology,
+    network_aware_scores,
+)
 from caldera.hack import scenario
-from caldera.plugins.network_topology_aware import NetworkTopologyAwarePlugin, weights_from
+from caldera.plugins.network_topology_aware import (
+    NetworkTopologyAwarePlugin,
+    normal_pod_config,
+    weights_from,
+)
 from volcano.port import REGISTRY, T0, build_node, build_pod, build_queue, res
 
 EPS = 1e-1  # the Go test's eps
@@ -66,8 +82,9 @@ TWO_TIERS = {"s0": (2, ["s1", "s2"]), "s1": (1, ["s1-n1", "s1-n2"]), "s2": (1, [
 ONE_TIER = {"s1": (1, ["s1-n1", "s1-n2"]), "s2": (1, ["s2-n1", "s2-n2"])}
 
 # -- TestNew --------------------------------------------------------------------------------------
+#: name → (arguments, weight, binpack weights, (normal-pod enable, fading))
 NEW_CASES = {
-    "build plugin with no arguments": ({}, 1, {"cpu": 1, "memory": 1}),
+    "build plugin with no arguments": ({}, 1, {"cpu": 1, "memory": 1}, (True, 0.8)),
     "build plugin with customized valid arguments": (
         {
             "weight": 2,
@@ -77,9 +94,11 @@ NEW_CASES = {
             "hypernode.binpack.resources.nvidia.com/gpuxxx": 5,
             "hypernode.binpack.resources.example.com/foo": 6,
             "hypernode.binpack.normal-pod.enable": False,
+            "hypernode.binpack.normal-pod.fading": 0,
         },
         2,
         {"cpu": 3, "memory": 4, "nvidia.com/gpu": 1, "example.com/foo": 6},
+        (False, 0.0),
     ),
     "build plugin with customized invalid arguments": (
         {
@@ -89,9 +108,11 @@ NEW_CASES = {
             "hypernode.binpack.resources": "nvidia.com/gpuxxx, example.com/foo",
             "hypernode.binpack.resources.nvidia.com/gpu": -1,
             "hypernode.binpack.resources.example.com/foo": -1,
+            "hypernode.binpack.normal-pod.fading": -1,
         },
         1,
         {"cpu": 1, "memory": 1, "nvidia.com/gpuxxx": 1, "example.com/foo": 1},
+        (True, 0.8),
     ),
 }
 
@@ -116,10 +137,12 @@ def _arguments(args: dict):
 
 @pytest.mark.parametrize("name", list(NEW_CASES))
 def test_new(name):
-    args, weight, weights = NEW_CASES[name]
+    args, weight, weights, normal = NEW_CASES[name]
     plugin = NetworkTopologyAwarePlugin(_arguments(args))
     assert (plugin.weight, plugin.weights) == (weight, weights)
     assert weights_from(_arguments(args)) == (weight, weights)
+    assert (plugin.normal_pods, plugin.fading) == normal
+    assert normal_pod_config(_arguments(args)) == normal
 
 
 # -- TestNetworkTopologyAwareNodeScore_Hard / _Soft ----------------------------------------------
@@ -367,26 +390,137 @@ def test_hypernode_gradient_for_sub_job_no_sub_job_policy_respects_hard_topology
         close_session(ssn)
 
 
-def test_batch_node_order_without_network_topology_and_normal_pod_binpacking_off():
-    """TestBatchNodeOrderFn / "score empty nodes for single task with no network topology and no
-    hypernode-level binpacking": a pod without a network topology gets no score from the plugin
-    (with ``hypernode.binpack.normal-pod.enable: false``; the other four cases score such pods by
-    HyperNode bin-packing, which Caldera does not implement)."""
+# -- TestBatchNodeOrderFn ------------------------------------------------------------------------
+CUSTOM = {
+    "weight": 10,
+    "hypernode.binpack.cpu": 1,
+    "hypernode.binpack.memory": 4,
+    "hypernode.binpack.resources": "nvidia.com/gpu, example.com/foo",
+    "hypernode.binpack.resources.nvidia.com/gpu": 2,
+    "hypernode.binpack.resources.example.com/foo": 3,
+    "hypernode.binpack.normal-pod.enable": True,
+    "hypernode.binpack.normal-pod.fading": 0,
+}
+#: each leaf's nodes (cpu, memory) as in every case; the foo devices where a case has them
+LEAF_SHAPES = {
+    "s3": ("2", "4G", "8"),
+    "s4": ("4", "4G", "8"),
+    "s5": ("2", "8G", "16"),
+    "s6": ("4", "8G", "16"),
+}
+#: name → (arguments, nodes have foo, the pending pod asks foo, running pods' nodes, expected)
+BATCH_CASES = {
+    "score empty nodes for single task with no network topology and no hypernode-level binpacking": (
+        {"hypernode.binpack.normal-pod.enable": False},
+        False,
+        False,
+        [],
+        {},
+    ),
+    "score empty nodes for single task with no network topology and default plugin arguments": (
+        {},
+        False,
+        False,
+        [],
+        {"s3": 25.8, "s4": 21.6, "s5": 19.9, "s6": 15.7},
+    ),
+    "score empty nodes for single task with no network topology and customized plugin arguments": (
+        CUSTOM,
+        True,
+        True,
+        [],
+        {"s3": 500.0, "s4": 468.75, "s5": 281.3, "s6": 250.0},
+    ),
+    "score non-empty nodes for single task with no network topology and customized plugin arguments": (
+        CUSTOM,
+        True,
+        True,
+        ["s3-n1", "s3-n2"],
+        {"s3": 0.0, "s4": 468.8, "s5": 281.3, "s6": 250.0},
+    ),
+}
+
+
+def plugin_node_scores(ssn, task) -> dict[str, float]:
+    """What the session's node-order parts give ``task`` on every node (the plugin is the only one
+    in the conf); empty when no part applies to it (Go: an empty score map)."""
+    local, other = ssn.split_scores(task)
+    if not local and not other:
+        return {}
+    rows = ssn.table.all_rows
+    total = sum((fn(task, rows) for fn in local + other), np.zeros(len(rows)))
+    return dict(zip(ssn.table.names, total.tolist(), strict=True))
+
+
+@pytest.mark.parametrize("name", list(BATCH_CASES))
+def test_batch_node_order_fn(name):
+    args, foo_nodes, foo_pod, running, expected = BATCH_CASES[name]
+    nodes = []
+    for leaf, (cpu, mem, foo) in LEAF_SHAPES.items():
+        extra = {FOO: foo} if foo_nodes else {}
+        nodes += [build_node(f"{leaf}-n{j}", res(cpu, mem, pods="10", **extra)) for j in (1, 2)]
+    ask = res("2", "4G", **({FOO: "8"} if foo_pod else {}))
+    pods = [build_pod("ns1", "p1", "", "Pending", ask, "pg1")]
+    pods += [build_pod("ns1", f"p{i}", n, "Running", ask, "pg1") for i, n in enumerate(running, start=2)]
     pg = scenario.podgroup_dict(
         "pg1", min_member=1, queue="q1", namespace="ns1", phase="Inqueue", uid="ns1-pg1"
     )
     pg["metadata"]["creationTimestamp"] = T0
     snap = scenario.cluster(
-        nodes=[build_node(f"s{i}-n{j}", res("2", "4G", pods="10")) for i in (3, 4, 5, 6) for j in (1, 2)],
-        pods=[build_pod("ns1", "p1", "", "Pending", res("2", "4G"), "pg1")],
-        podgroups=[convert(scenario.PodGroup, pg)],
-        queues=[build_queue("q1", 1)],
+        nodes=nodes, pods=pods, podgroups=[convert(scenario.PodGroup, pg)], queues=[build_queue("q1", 1)]
     )
     snap.hypernodes = hypernodes(THREE_TIERS)
-    ssn = opened(snap, {"hypernode.binpack.normal-pod.enable": False})
+    ssn = opened(snap, args)
     try:
-        task = next(iter(ssn.jobs["ns1/pg1"].tasks.values()))
-        local, other = ssn.split_scores(task)
-        assert not local and not other
+        task = next(t for t in ssn.jobs["ns1/pg1"].tasks.values() if t.name == "p1")
+        got = plugin_node_scores(ssn, task)
     finally:
         close_session(ssn)
+    want = {f"{leaf}-n{j}": score for leaf, score in expected.items() for j in (1, 2)}
+    assert set(got) == set(want)
+    for node, score in want.items():
+        assert abs(got[node] - score) <= EPS, (node, got[node], score)
+
+
+# -- Test_batchNodeOrderFnForNormalPods -----------------------------------------------------------
+def test_batch_node_order_fn_for_normal_pods():
+    """2000 nodes of 100 cpu, 8000 memory and 10 foo, each half used; HyperNodes of tiers 1-4
+    (200, 40, 5 and 1 of them) holding node i in their (i mod count)-th; a pod asking half a node
+    scores 0.515375 on every node (fading 1: the mean of 0.55, 0.51, 0.50125 and 0.50025)."""
+    counts = [200, 40, 5, 1]
+    names = [f"node-{i}" for i in range(2000)]
+    table = NodeTable(len(names))
+    half = Resource(50_000, 4000, scalars={FOO: 5})
+    for name in names:
+        row = table.add_row(name)
+        table.write_node(
+            row, Resource(100_000, 8000, scalars={FOO: 10}), half, half, Resource(), Resource(), True, False
+        )
+    tree: dict[str, tuple[int, list[str]]] = {}
+    for tier, count in enumerate(counts, start=1):
+        for j in range(count):
+            if tier == 1:
+                members = [n for i, n in enumerate(names) if i % count == j]
+            else:  # the HyperNodes of the tier below whose index is j modulo this tier's count
+                members = [f"hn-{tier - 1}-{k}" for k in range(counts[tier - 2]) if k % count == j]
+            tree[f"hn-{tier}-{j}"] = (tier, members)
+    node_list = [SimpleNamespace(name=n, row=i, labels={}) for i, n in enumerate(names)]
+    topo = build_topology(node_list, (), hypernodes(tree))
+    assert topo.tiers == [1, 2, 3, 4]
+    arguments = _arguments(
+        {
+            "weight": 10,
+            "hypernode.binpack.cpu": 5,
+            "hypernode.binpack.memory": 5,
+            "hypernode.binpack.resources": FOO,
+            f"hypernode.binpack.resources.{FOO}": 5,
+            "hypernode.binpack.normal-pod.enable": True,
+            "hypernode.binpack.normal-pod.fading": 1,
+        }
+    )
+    plugin = NetworkTopologyAwarePlugin(arguments)
+    scorer = NormalPodBinpack(topo, table, plugin.weights, plugin.fading, tiers=range(1, 5))
+    task = SimpleNamespace(resreq=Resource(50_000, 4000, scalars={FOO: 5}))
+    got = scorer.scores(task, table.all_rows)
+    assert len(got) == 2000
+    assert np.abs(got - 0.515375).max() <= EPS
