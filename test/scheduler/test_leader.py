@@ -166,11 +166,15 @@ async def test_a_replica_past_its_renew_deadline_evicts_nothing_and_gives_the_po
         clock.now = 11.9  # 9.9 s since the renewal: still ours
         evictor.evict([Eviction(victims[0], "preempted")])
         await asyncio.wait_for(evictor._queue.join(), 5)
-        assert api.writes == [("POST", f"/api/v1/namespaces/default/pods/{victims[0].name}/eviction")]
+        # the eviction, then Volcano's Ready=False mark on the terminating pod
+        assert api.writes == [
+            ("POST", f"/api/v1/namespaces/default/pods/{victims[0].name}/eviction"),
+            ("PATCH", f"/api/v1/namespaces/default/pods/{victims[0].name}/status"),
+        ]
         clock.now = 12.0  # the renew deadline; the renewal still hangs
         evictor.evict([Eviction(victims[1], "preempted")])
         await asyncio.wait_for(evictor._queue.join(), 5)
-        assert len(api.writes) == 1  # not sent: another replica may lead 3 s from now
+        assert len(api.writes) == 2  # nothing sent: another replica may lead 3 s from now
         assert evictor.done[victims[1].uid].startswith("withheld")
         assert given_back == [victims[1].uid]  # the cache holds the pod as running again
     finally:
