@@ -242,13 +242,46 @@ class _Gang:
     """The job's pending pods as vectors over the node table's columns."""
 
     def __init__(self, ssn: Session, job: JobInfo) -> None:
-        table = ssn.table
         self.tasks = _pending(ssn, job)
+        self.index = {t.uid: i for i, t in enumerate(self.tasks)}
+        self.need = max(0, job.min_available - job.ready_task_num() - job.waiting_task_num())
+        # the vectors depend on nothing but the pods' templates (in order) and the need: made once
+        # per session for gangs alike
+        templates = tuple(t.template for t in self.tasks)
+        known: dict[tuple[object, ...], _Requests] = ssn.memo(_Requests, dict)
+        key = (len(ssn.table.dims), self.need, templates) if all(templates) else None
+        vectors = known.get(key) if key is not None else None
+        if vectors is None:
+            vectors = _Requests(ssn, self.tasks, self.need)
+            if key is not None:
+                known[(vectors.width, self.need, templates)] = vectors
+        #: each pending pod's request over the table's columns (row ``index[uid]``)
+        self.req = vectors.req
+        self.width = vectors.width
+        self.full = vectors.full
+        self.minimum = vectors.minimum
+        self.smallest = vectors.smallest
+        self.weight = vectors.weight
+        # one representative per pod template: the static predicates depend on nothing else
+        reps: dict[bytes, TaskInfo] = {}
+        for t in self.tasks:
+            reps.setdefault(t.template or t.uid.encode(), t)
+        self.templates = list(reps.values())
+        self.one_per_node = bool(self.templates) and all(_one_per_node(t) for t in self.templates)
+
+
+class _Requests:
+    """A gang's pods' requests over the node table's columns and what ``run_tier`` bounds by."""
+
+    __slots__ = ("full", "minimum", "req", "smallest", "weight", "width")
+
+    def __init__(self, ssn: Session, tasks: list[TaskInfo], need: int) -> None:
+        table = ssn.table
         # request_vector may add a column for a scalar no node has: size after asking. Pods of one
         # template ask alike: asked once per template.
         vectors = []
         by_template: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-        for t in self.tasks:
+        for t in tasks:
             got = by_template.get(t.template) if t.template else None
             if got is None:
                 got = table.request_vector(t.resreq)
@@ -256,19 +289,16 @@ class _Gang:
                     by_template[t.template] = got
             vectors.append(got)
         width = len(table.dims)
-        req = np.zeros((len(self.tasks), width))
+        req = np.zeros((len(tasks), width))
         for i, (cols, vals) in enumerate(vectors):
             req[i, cols] = vals
-        #: each pending pod's request over the table's columns (row ``index[uid]``)
         self.req = req
-        self.index = {t.uid: i for i, t in enumerate(self.tasks)}
         self.width = width
         self.full = req.sum(axis=0)
-        self.need = max(0, job.min_available - job.ready_task_num() - job.waiting_task_num())
         # a lower bound of what any satisfying placement takes: the `need` smallest, per dimension
-        self.minimum = np.sort(req, axis=0)[: self.need].sum(axis=0) if self.need else np.zeros(width)
+        self.minimum = np.sort(req, axis=0)[:need].sum(axis=0) if need else np.zeros(width)
         # no pod of the gang takes less than this, per dimension: bounds how many fit on a node
-        self.smallest = req.min(axis=0) if len(self.tasks) else np.zeros(width)
+        self.smallest = req.min(axis=0) if len(tasks) else np.zeros(width)
         # dimensions that count for fit scores: what the gang asks for, except the pod count
         dims: np.ndarray = np.asarray(req.any(axis=0), dtype=bool)
         pods_col = table.dims.get("pods")
@@ -279,12 +309,6 @@ class _Gang:
         ok = dims & (total > 0)
         weight[ok] = 1.0 / total[ok]
         self.weight = weight
-        # one representative per pod template: the static predicates depend on nothing else
-        reps: dict[bytes, TaskInfo] = {}
-        for t in self.tasks:
-            reps.setdefault(t.template or t.uid.encode(), t)
-        self.templates = list(reps.values())
-        self.one_per_node = bool(self.templates) and all(_one_per_node(t) for t in self.templates)
 
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -328,19 +352,19 @@ def _one_per_node(task: TaskInfo) -> bool:
     )
 
 
-def _usable_rows_mask(ssn: Session, gang: _Gang) -> np.ndarray:
-    """Rows where at least one of the job's pod templates can go now, by every predicate, computed
-    once over all nodes (static parts come from the session's per-template cache). Placing more of
-    the gang only takes room, ports and anti-affinity away, so a row that fails now stays failed;
+def _usable_rows_mask(ssn: Session, gang: _Gang, rows: np.ndarray | None = None) -> np.ndarray:
+    """Rows (of ``rows``, default every row) where at least one of the job's pod templates can go
+    now, by every predicate (static parts come from the session's per-template cache). Placing more
+    of the gang only takes room, ports and anti-affinity away, so a row that fails now stays failed;
     required pod affinity is the exception (the gang's own pods may satisfy it), so for such
     templates only the static predicates count."""
     static = ssn.static_mask
-    mask = np.zeros(ssn.table.rows, dtype=bool)
+    mask = np.zeros(ssn.table.rows if rows is None else len(rows), dtype=bool)
     for t in gang.templates:
         if _needs_pod_affinity(t):
-            mask |= static(t)
+            mask |= static(t) if rows is None else static(t)[rows]
         else:
-            mask |= ssn.feasible_mask(t)
+            mask |= ssn.feasible_mask(t, rows)
     return mask
 
 
@@ -394,6 +418,189 @@ class _Room:
         self.idle_all[rows] = idle * schedulable[:, None]
 
 
+def _group_sums(per_row: np.ndarray, segments: Segments) -> np.ndarray:
+    """Each group's sum of a per-row array (rows along axis 0), one ``np.add.reduceat`` over the
+    groups' rows laid end to end. The groups' slices are summed one by one, each by the same
+    operation on a contiguous copy of the same values, whichever other groups are laid out with it:
+    a group's sum computed alone (:meth:`_GangRows.refresh`) is the very float of the full pass."""
+    return np.add.reduceat(np.ascontiguousarray(segments.laid_out(per_row)), segments.starts, axis=0)
+
+
+class _TierSums:
+    """One tier's per-group sums for a gang shape: room on usable rows, slots, room on schedulable
+    rows (``run_tier``'s pruning and bounds), and which group each row is in (-1: none)."""
+
+    __slots__ = ("agg_all", "agg_usable", "group_of", "segments", "slots")
+
+    def __init__(self, segments: Segments, rows: _GangRows, n: int) -> None:
+        self.segments = segments
+        self.agg_usable = _group_sums(rows.idle_usable, segments)
+        self.slots = _group_sums(rows.slots, segments).astype(np.int64)
+        # (every row usable and schedulable: the two rooms are the same values)
+        self.agg_all = self.agg_usable.copy() if rows.everywhere else _group_sums(rows.idle_all, segments)
+        group_of = np.full(n, -1, dtype=np.intp)
+        group_of[segments.rows] = np.repeat(np.arange(len(segments.groups), dtype=np.intp), segments.sizes)
+        #: a row in two groups of the tier (overlapping HyperNodes): no per-row map, summed afresh
+        self.group_of: np.ndarray | None = (
+            group_of if int(np.count_nonzero(group_of >= 0)) == len(segments.rows) else None
+        )
+
+    def refresh(self, rows: _GangRows, changed: np.ndarray) -> None:
+        """Re-sum the groups holding ``changed`` rows, from ``rows``' (already refreshed) arrays,
+        group by group (in place: ``run_tier`` hands a copy of what a decision keeps)."""
+        if self.group_of is None:
+            self.__init__(self.segments, rows, len(rows.usable))  # type: ignore[misc]
+            return
+        dirty = self.group_of[changed]
+        groups = self.segments.groups
+        idle_usable, slots, idle_all = rows.idle_usable, rows.slots, rows.idle_all
+        for i in set(dirty.tolist()):
+            if i < 0:
+                continue
+            members = groups[i].rows
+            self.agg_usable[i] = np.add.reduceat(idle_usable[members], _FIRST, axis=0)[0]
+            self.slots[i] = np.add.reduceat(slots[members], _FIRST)[0]
+            self.agg_all[i] = np.add.reduceat(idle_all[members], _FIRST, axis=0)[0]
+
+
+#: ``np.add.reduceat``'s indices for one segment from the start: the same summation as the group's
+#: in a full pass (``_group_sums``), on the group alone
+_FIRST = np.zeros(1, dtype=np.intp)
+
+
+class _GangRows:
+    """Per row, what ``run_tier`` prunes and bounds groups by, for one gang shape: whether one of the
+    gang's pod templates can go there (``usable``), an upper bound of how many of its pods fit there
+    (``slots``), its room if usable (``idle_usable``), its room if schedulable (``idle_all``); and
+    the per-group sums of the tiers asked (``tier_sums``).
+
+    Made afresh for every gang, these cost work over every node (some 0.1 ms at 5,000 nodes, per
+    gang whatever its size). So for gangs whose every predicate is vectorised and node-local
+    (``PlacementEngine.row_local``: a row's answer changes only when that row is written), they are
+    kept per session and shape (the set of the gang's pods' placement keys, at one table width) and
+    brought up to date through the node table's write log: the rows written since (the nodes the
+    previous gang took, a discarded dry run's) are recomputed by the same per-row operations, the
+    groups holding them re-summed; every other row and group is reused. ``usable`` and ``slots`` are
+    replaced, not written, on refresh (a decision's trials read them later)."""
+
+    __slots__ = (
+        "everywhere",
+        "gang",
+        "idle_all",
+        "idle_usable",
+        "kept",
+        "slots",
+        "sums",
+        "usable",
+        "version",
+    )
+
+    def __init__(self, ssn: Session, gang: _Gang, room: _Room, kept: bool) -> None:
+        w = gang.width
+        self.gang = gang
+        #: kept in the session and refreshed (else made for one gang: views, nothing owned)
+        self.kept = kept
+        self.version = ssn.table.version
+        self.sums: dict[int, _TierSums] = {}
+        idle = room.idle[:, :w]
+        self.idle_all = room.idle_all[:, :w]
+        self.usable = _usable_rows_mask(ssn, gang)
+        #: (made for one gang) every row usable and schedulable: the room on usable rows is the
+        #: room on schedulable rows, no copy made
+        self.everywhere = not kept and room.all_schedulable and bool(self.usable.all())
+        if self.everywhere:
+            self.idle_usable = idle
+        else:
+            self.idle_usable = idle * self.usable[:, None]
+        self.slots = self._slots(idle, self.usable)
+
+    def _slots(self, idle: np.ndarray, usable: np.ndarray) -> np.ndarray:
+        """Per row (of ``idle``), an upper bound of how many of the gang's pods fit there (node-by-node
+        fit, which aggregate room alone does not see: 8 nodes with 3 cpu free hold no 4-cpu pod)."""
+        gang = self.gang
+        dims = np.flatnonzero(gang.smallest > 0)
+        if len(dims):
+            per_dim = np.floor((idle[:, dims] + MIN_RESOURCE) / gang.smallest[dims])
+            # column by column: numpy's min along a short axis costs 30 times as much
+            slots = per_dim[:, 0].copy()
+            for j in range(1, per_dim.shape[1]):
+                np.minimum(slots, per_dim[:, j], out=slots)
+            slots = slots * usable
+        else:
+            slots = np.where(usable, float(len(gang.tasks)), 0.0)
+        if gang.one_per_node:
+            np.minimum(slots, 1.0, out=slots)
+        return slots
+
+    @classmethod
+    def of(cls, ssn: Session, gang: _Gang) -> _GangRows:
+        """The gang's rows: the session's kept ones for its shape, refreshed, when its predicates
+        allow; else made for it alone."""
+        room = ssn.memo(_Room, _Room).of(ssn.table)
+        key = _shape_key(ssn, gang)
+        if key is None:
+            return cls(ssn, gang, room, kept=False)
+        kept: dict[tuple[object, ...], _GangRows] = ssn.memo(_GangRows, dict)
+        rows = kept.get(key)
+        if rows is None or not rows.refresh(ssn, gang, room):
+            rows = kept[key] = cls(ssn, gang, room, kept=True)
+        return rows
+
+    def refresh(self, ssn: Session, gang: _Gang, room: _Room) -> bool:
+        """Bring the rows up to the table's version from its write log; False when the log does not
+        reach back far enough (or the table changed shape): then the caller makes them afresh."""
+        table = ssn.table
+        n = table.rows
+        behind = table.version - self.version
+        log = table.log
+        if len(self.usable) != n or self.idle_all.shape[1] != gang.width:
+            return False
+        self.gang = gang
+        if behind == 0:
+            return True
+        if log is None or behind > max(8, n // 16) or behind > len(log):
+            return False
+        changed = np.fromiter(sorted(set(log[len(log) - behind :])), dtype=np.intp)
+        w = gang.width
+        idle = room.idle[changed, :w]
+        usable = _usable_rows_mask(ssn, gang, changed)
+        self.idle_all = room.idle_all[:, :w]
+        self.idle_usable[changed] = idle * usable[:, None]
+        self.usable = self.usable.copy()
+        self.usable[changed] = usable
+        self.slots = self.slots.copy()
+        self.slots[changed] = self._slots(idle, usable)
+        for sums in self.sums.values():
+            sums.refresh(self, changed)
+        self.version = table.version
+        return True
+
+    def tier_sums(self, segments: Segments) -> _TierSums:
+        """The per-group sums over ``segments`` (kept, for a tier's own segments, with the rows)."""
+        if not self.kept:
+            return _TierSums(segments, self, len(self.usable))
+        sums = self.sums.get(id(segments))
+        if sums is None or sums.segments is not segments:
+            sums = self.sums[id(segments)] = _TierSums(segments, self, len(self.usable))
+        return sums
+
+
+def _shape_key(ssn: Session, gang: _Gang) -> tuple[object, ...] | None:
+    """What a gang's ``_GangRows`` depend on: its pods' placement keys (as a set: ``usable`` is any
+    of them, ``slots`` their smallest request) at the table's width, and the count of its pods
+    where no request bounds the slots. None when they may not be kept: a pod without a template,
+    or a predicate that is not node-local for it (one pod placed changes other rows' answers)."""
+    keys = set()
+    row_local = ssn.placement.row_local
+    for t in gang.templates:
+        key = ssn.placement_key(t)
+        if not key or not row_local(t):
+            return None
+        keys.add(key)
+    bounded = bool((gang.smallest > 0).any())
+    return (gang.width, tuple(sorted(keys)), 0 if bounded else len(gang.tasks))
+
+
 class _Selector:
     def __init__(
         self,
@@ -412,28 +619,9 @@ class _Selector:
         #: groups are not scored, the first that fits (by name) is taken
         self.scored = ssn.hypernode_order_on()
         self.gang = _Gang(ssn, job)
-        w = self.gang.width
-        room = ssn.memo(_Room, _Room).of(ssn.table)
-        idle = room.idle[:, :w]
-        self.idle_all = room.idle_all[:, :w]
-        self.usable = _usable_rows_mask(ssn, self.gang)
-        #: every node usable and schedulable: the aggregates over usable and over all rows are one
-        self.everywhere = room.all_schedulable and bool(self.usable.all())
-        self.idle_usable = idle if self.everywhere else idle * self.usable[:, None]
-        # per node, an upper bound of how many of the gang's pods fit there (node-by-node fit, which
-        # aggregate room alone does not see: 8 nodes with 3 cpu free hold no 4-cpu pod)
-        dims = np.flatnonzero(self.gang.smallest > 0)
-        if len(dims):
-            per_dim = np.floor((idle[:, dims] + MIN_RESOURCE) / self.gang.smallest[dims])
-            # column by column: numpy's min along a short axis costs 30 times as much
-            slots = per_dim[:, 0].copy()
-            for j in range(1, per_dim.shape[1]):
-                np.minimum(slots, per_dim[:, j], out=slots)
-            self.slots = slots * self.usable
-        else:
-            self.slots = np.where(self.usable, float(len(self.gang.tasks)), 0.0)
-        if self.gang.one_per_node:
-            np.minimum(self.slots, 1.0, out=self.slots)
+        rows = self.rows = _GangRows.of(ssn, self.gang)
+        self.usable = rows.usable
+        self.slots = rows.slots
         #: what each tier tried (see ``trials``)
         self._tiers: list[_TierTrials] = []
 
@@ -511,8 +699,10 @@ class _Selector:
             return None
         starts = segments.starts
         laid_out = segments.laid_out
-        agg_usable = np.add.reduceat(laid_out(self.idle_usable), starts, axis=0)
-        slots = np.add.reduceat(laid_out(self.slots), starts).astype(np.int64)
+        # (kept for the tier's own segments, re-summed only where rows changed: _GangRows)
+        sums = self.rows.tier_sums(segments)
+        agg_usable = sums.agg_usable
+        slots = sums.slots.copy()  # (the trials keep it: the kept sums change with the next gang)
         short = gang.minimum - agg_usable
         pruned = slots < gang.need
         for j in range(short.shape[1]):  # (column by column, as above)
@@ -524,10 +714,7 @@ class _Selector:
         kept = np.flatnonzero(~pruned)
         if len(kept) == 0:
             return None
-        if self.everywhere:
-            agg_all = agg_usable[kept]
-        else:
-            agg_all = np.add.reduceat(laid_out(self.idle_all), starts, axis=0)[kept]
+        agg_all = sums.agg_all[kept]
         target = gang.minimum if self.spread else gang.full
         raw = ((agg_all - target) * gang.weight).sum(axis=1)
         bounds = np.round(raw if self.spread else -raw, 9) if self.scored else np.zeros(len(kept))
