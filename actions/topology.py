@@ -255,6 +255,7 @@ class _Gang:
             vectors = _Requests(ssn, self.tasks, self.need)
             if key is not None:
                 known[(vectors.width, self.need, templates)] = vectors
+        self.vectors = vectors
         #: each pending pod's request over the table's columns (row ``index[uid]``)
         self.req = vectors.req
         self.width = vectors.width
@@ -273,7 +274,7 @@ class _Gang:
 class _Requests:
     """A gang's pods' requests over the node table's columns and what ``run_tier`` bounds by."""
 
-    __slots__ = ("full", "minimum", "req", "smallest", "weight", "width")
+    __slots__ = ("full", "minimum", "need", "req", "smallest", "weight", "width")
 
     def __init__(self, ssn: Session, tasks: list[TaskInfo], need: int) -> None:
         table = ssn.table
@@ -294,6 +295,7 @@ class _Requests:
             req[i, cols] = vals
         self.req = req
         self.width = width
+        self.need = need
         self.full = req.sum(axis=0)
         # a lower bound of what any satisfying placement takes: the `need` smallest, per dimension
         self.minimum = np.sort(req, axis=0)[:need].sum(axis=0) if need else np.zeros(width)
@@ -428,9 +430,10 @@ def _group_sums(per_row: np.ndarray, segments: Segments) -> np.ndarray:
 
 class _TierSums:
     """One tier's per-group sums for a gang shape: room on usable rows, slots, room on schedulable
-    rows (``run_tier``'s pruning and bounds), and which group each row is in (-1: none)."""
+    rows (``run_tier``'s pruning and bounds), which group each row is in (-1: none), and the groups'
+    rankings for the gangs' requests (``ranking``)."""
 
-    __slots__ = ("agg_all", "agg_usable", "group_of", "segments", "slots")
+    __slots__ = ("agg_all", "agg_usable", "group_of", "rankings", "segments", "slots")
 
     def __init__(self, segments: Segments, rows: _GangRows, n: int) -> None:
         self.segments = segments
@@ -444,23 +447,79 @@ class _TierSums:
         self.group_of: np.ndarray | None = (
             group_of if int(np.count_nonzero(group_of >= 0)) == len(segments.rows) else None
         )
+        self.rankings: dict[tuple[int, bool, bool], _Ranking] = {}
+
+    def ranking(self, vectors: _Requests, spread: bool, scored: bool, keep: bool) -> _Ranking:
+        """Every group's shortfall, pruning and bound for gangs of these requests (``keep``: kept
+        with the sums and brought up to date with them)."""
+        if not keep:
+            return _Ranking(vectors, spread, scored, self)
+        key = (id(vectors), spread, scored)
+        got = self.rankings.get(key)
+        if got is None or got.vectors is not vectors:
+            got = self.rankings[key] = _Ranking(vectors, spread, scored, self)
+        return got
 
     def refresh(self, rows: _GangRows, changed: np.ndarray) -> None:
         """Re-sum the groups holding ``changed`` rows, from ``rows``' (already refreshed) arrays,
-        group by group (in place: ``run_tier`` hands a copy of what a decision keeps)."""
+        group by group; the rankings follow."""
         if self.group_of is None:
             self.__init__(self.segments, rows, len(rows.usable))  # type: ignore[misc]
             return
-        dirty = self.group_of[changed]
+        dirty = sorted(i for i in set(self.group_of[changed].tolist()) if i >= 0)
+        if not dirty:
+            return
         groups = self.segments.groups
         idle_usable, slots, idle_all = rows.idle_usable, rows.slots, rows.idle_all
-        for i in set(dirty.tolist()):
-            if i < 0:
-                continue
+        self.slots = self.slots.copy()  # (replaced, not written: a decision's trials keep it)
+        for i in dirty:
             members = groups[i].rows
             self.agg_usable[i] = np.add.reduceat(idle_usable[members], _FIRST, axis=0)[0]
             self.slots[i] = np.add.reduceat(slots[members], _FIRST)[0]
             self.agg_all[i] = np.add.reduceat(idle_all[members], _FIRST, axis=0)[0]
+        at = np.asarray(dirty, dtype=np.intp)
+        for ranking in self.rankings.values():
+            ranking.refresh(self, at)
+
+
+class _Ranking:
+    """Per group, for gangs of one request shape: how far its usable room falls short of the least
+    the gang takes (``short``), whether it is pruned (short of room or of slots), and an upper bound
+    of its score (``bounds``: room left after the whole gang, tightest first, or after the least it
+    takes for ``spread``). Each group's figures are its own row's (no sum across groups), so the
+    groups whose sums changed are recomputed alone."""
+
+    __slots__ = ("bounds", "pruned", "scored", "short", "spread", "vectors")
+
+    def __init__(self, vectors: _Requests, spread: bool, scored: bool, sums: _TierSums) -> None:
+        self.vectors = vectors
+        self.spread = spread
+        self.scored = scored
+        self.short, self.pruned, self.bounds = self._of(sums.agg_usable, sums.slots, sums.agg_all)
+
+    def _of(
+        self, agg_usable: np.ndarray, slots: np.ndarray, agg_all: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        vectors = self.vectors
+        short = vectors.minimum - agg_usable
+        pruned = slots < vectors.need
+        for j in range(short.shape[1]):  # (column by column: numpy's any along a short axis is slow)
+            pruned |= short[:, j] > MIN_RESOURCE
+        if not self.scored:
+            return short, pruned, np.zeros(len(slots))
+        target = vectors.minimum if self.spread else vectors.full
+        raw = ((agg_all - target) * vectors.weight).sum(axis=1)
+        return short, pruned, np.round(raw if self.spread else -raw, 9)
+
+    def refresh(self, sums: _TierSums, dirty: np.ndarray) -> None:
+        """Recompute the ``dirty`` groups' figures (the arrays replaced: a decision's trials keep them)."""
+        short, pruned, bounds = self._of(sums.agg_usable[dirty], sums.slots[dirty], sums.agg_all[dirty])
+        self.short = self.short.copy()
+        self.short[dirty] = short
+        self.pruned = self.pruned.copy()
+        self.pruned[dirty] = pruned
+        self.bounds = self.bounds.copy()
+        self.bounds[dirty] = bounds
 
 
 #: ``np.add.reduceat``'s indices for one segment from the start: the same summation as the group's
@@ -701,36 +760,27 @@ class _Selector:
         laid_out = segments.laid_out
         # (kept for the tier's own segments, re-summed only where rows changed: _GangRows)
         sums = self.rows.tier_sums(segments)
-        agg_usable = sums.agg_usable
-        slots = sums.slots.copy()  # (the trials keep it: the kept sums change with the next gang)
-        short = gang.minimum - agg_usable
-        pruned = slots < gang.need
-        for j in range(short.shape[1]):  # (column by column, as above)
-            pruned |= short[:, j] > MIN_RESOURCE
+        rank = sums.ranking(gang.vectors, self.spread, self.scored, keep=self.rows.kept)
+        pruned, bounds = rank.pruned, rank.bounds
         usable = self.usable
         record.pruned(
-            pruned, short, slots, lambda: np.add.reduceat(laid_out(usable).astype(np.int64), starts)
+            pruned, rank.short, sums.slots, lambda: np.add.reduceat(laid_out(usable).astype(np.int64), starts)
         )
-        kept = np.flatnonzero(~pruned)
-        if len(kept) == 0:
-            return None
-        agg_all = sums.agg_all[kept]
-        target = gang.minimum if self.spread else gang.full
-        raw = ((agg_all - target) * gang.weight).sum(axis=1)
-        bounds = np.round(raw if self.spread else -raw, 9) if self.scored else np.zeros(len(kept))
-        # by bound, best first; ties by name (candidates come sorted by name)
-        order = np.lexsort((kept, -bounds))
-
+        # by bound, best first; ties by name (candidates come sorted by name): the best bound left,
+        # its first group, one at a time (the order of the groups never reached is not needed)
+        left = np.where(pruned, -np.inf, bounds)
         best: tuple[float, NodeGroup, Statement | None] | None = None
-        for position in range(len(order)):
-            k = int(order[position])
-            g = groups[int(kept[k])]
-            bound = float(bounds[k])
+        while True:
+            i = int(left.argmax())
+            if left[i] == -np.inf:
+                break  # (every group not pruned was dry-run)
+            g = groups[i]
+            bound = float(bounds[i])
             if best is not None and (bound < best[0] or (bound == best[0] and g.name > best[1].name)):
                 # every later group's bound is no better: none can win
-                rest = order[position:]
-                record.skipped(kept[rest], bounds[rest])
+                record.skipped(left)
                 break
+            left[i] = -np.inf
             if best is not None and best[2] is not None:
                 # only one dry run can be live at a time: the best one is re-run if it stays best
                 best[2].discard()
@@ -739,7 +789,7 @@ class _Selector:
             if stmt is None:
                 record.trials.append(GroupTrial(g, "infeasible", bound=bound, placed=placed, detail=detail))
                 continue
-            score, count = self._score(agg_all[k], stmt)
+            score, count = self._score(sums.agg_all[i], stmt)
             record.trials.append(GroupTrial(g, "feasible", bound=bound, score=score, placed=count))
             if best is None or score > best[0] or (score == best[0] and g.name < best[1].name):
                 best = (score, g, stmt)
@@ -801,7 +851,7 @@ class _TierTrials:
         self.groups = groups
         self._pruned: tuple[np.ndarray, np.ndarray, np.ndarray, Callable[[], np.ndarray]] | None = None
         self.trials: list[GroupTrial] = []
-        self._skipped: tuple[np.ndarray, np.ndarray] | None = None
+        self._skipped: np.ndarray | None = None
 
     def pruned(
         self, mask: np.ndarray, short: np.ndarray, slots: np.ndarray, usable: Callable[[], np.ndarray]
@@ -809,9 +859,10 @@ class _TierTrials:
         """``usable``: each group's count of usable nodes, counted when the trials are read."""
         self._pruned = (mask, short, slots, usable)
 
-    def skipped(self, indices: np.ndarray, bounds: np.ndarray) -> None:
-        """The groups (indices into ``groups``) whose bounds could not beat the best, in order."""
-        self._skipped = (indices, bounds)
+    def skipped(self, left: np.ndarray) -> None:
+        """The groups whose bounds could not beat the best: those whose bound in ``left`` (by index
+        into ``groups``) is above -inf (ordered when read: by bound, best first, then name)."""
+        self._skipped = left
 
     def all(self) -> list[GroupTrial]:
         out: list[GroupTrial] = []
@@ -831,10 +882,13 @@ class _TierTrials:
                 )
         out.extend(self.trials)
         if self._skipped is not None:
-            indices, bounds = self._skipped
+            left = self._skipped
+            indices = np.flatnonzero(left > -np.inf)
+            bounds = left[indices]
+            order = np.lexsort((indices, -bounds))
             out.extend(
                 GroupTrial(self.groups[i], "skipped", bound=b)
-                for i, b in zip(indices.tolist(), bounds.tolist(), strict=True)
+                for i, b in zip(indices[order].tolist(), bounds[order].tolist(), strict=True)
             )
         return out
 
