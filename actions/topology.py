@@ -274,7 +274,7 @@ class _Gang:
 class _Requests:
     """A gang's pods' requests over the node table's columns and what ``run_tier`` bounds by."""
 
-    __slots__ = ("full", "minimum", "need", "req", "smallest", "weight", "width")
+    __slots__ = ("bounding", "full", "minimum", "need", "req", "smallest", "weight", "width")
 
     def __init__(self, ssn: Session, tasks: list[TaskInfo], need: int) -> None:
         table = ssn.table
@@ -301,6 +301,9 @@ class _Requests:
         self.minimum = np.sort(req, axis=0)[:need].sum(axis=0) if need else np.zeros(width)
         # no pod of the gang takes less than this, per dimension: bounds how many fit on a node
         self.smallest = req.min(axis=0) if len(tasks) else np.zeros(width)
+        asked = np.flatnonzero(self.smallest > 0)
+        #: the dimensions every pod asks for, and the least one asks there (what bounds the slots)
+        self.bounding = (asked, self.smallest[asked])
         # dimensions that count for fit scores: what the gang asks for, except the pod count
         dims: np.ndarray = np.asarray(req.any(axis=0), dtype=bool)
         pods_col = table.dims.get("pods")
@@ -421,26 +424,30 @@ class _Room:
 
 
 def _group_sums(per_row: np.ndarray, segments: Segments) -> np.ndarray:
-    """Each group's sum of a per-row array (rows along axis 0), one ``np.add.reduceat`` over the
+    """Each group's sums of a per-row array (rows along axis 0), one ``np.add.reduceat`` over the
     groups' rows laid end to end. The groups' slices are summed one by one, each by the same
-    operation on a contiguous copy of the same values, whichever other groups are laid out with it:
-    a group's sum computed alone (:meth:`_GangRows.refresh`) is the very float of the full pass."""
+    operation on a contiguous copy of the same values, whichever other groups are laid out with it
+    and whichever other columns lie beside: a group's sums computed alone (``_TierSums.refresh``)
+    are the very floats of the full pass."""
     return np.add.reduceat(np.ascontiguousarray(segments.laid_out(per_row)), segments.starts, axis=0)
 
 
+#: ``np.add.reduceat``'s indices for one segment from the start (one group's sums, alone)
+_FIRST = np.zeros(1, dtype=np.intp)
+
+
 class _TierSums:
-    """One tier's per-group sums for a gang shape: room on usable rows, slots, room on schedulable
-    rows (``run_tier``'s pruning and bounds), which group each row is in (-1: none), and the groups'
+    """One tier's per-group sums for a gang shape (the columns of ``_GangRows.packed``: room on usable
+    rows, room on schedulable rows, slots), which group each row is in (-1: none), and the groups'
     rankings for the gangs' requests (``ranking``)."""
 
-    __slots__ = ("agg_all", "agg_usable", "group_of", "rankings", "segments", "slots")
+    __slots__ = ("group_of", "packed", "rankings", "segments", "width")
 
-    def __init__(self, segments: Segments, rows: _GangRows, n: int) -> None:
+    def __init__(self, segments: Segments, rows: _GangRows) -> None:
         self.segments = segments
-        self.agg_usable = _group_sums(rows.idle_usable, segments)
-        self.slots = _group_sums(rows.slots, segments).astype(np.int64)
-        # (every row usable and schedulable: the two rooms are the same values)
-        self.agg_all = self.agg_usable.copy() if rows.everywhere else _group_sums(rows.idle_all, segments)
+        self.width = rows.width
+        self.packed = _group_sums(rows.packed, segments)
+        n = len(rows.usable)
         group_of = np.full(n, -1, dtype=np.intp)
         group_of[segments.rows] = np.repeat(np.arange(len(segments.groups), dtype=np.intp), segments.sizes)
         #: a row in two groups of the tier (overlapping HyperNodes): no per-row map, summed afresh
@@ -449,37 +456,50 @@ class _TierSums:
         )
         self.rankings: dict[tuple[int, bool, bool], _Ranking] = {}
 
+    @property
+    def agg_usable(self) -> np.ndarray:
+        """Each group's room on its usable rows."""
+        return self.packed[:, : self.width]
+
+    @property
+    def agg_all(self) -> np.ndarray:
+        """Each group's room on its schedulable rows."""
+        return self.packed[:, self.width : 2 * self.width]
+
+    @property
+    def slots(self) -> np.ndarray:
+        """Each group's bound of how many of the gang's pods its nodes take one by one."""
+        return self.packed[:, 2 * self.width]
+
     def ranking(self, vectors: _Requests, spread: bool, scored: bool, keep: bool) -> _Ranking:
         """Every group's shortfall, pruning and bound for gangs of these requests (``keep``: kept
         with the sums and brought up to date with them)."""
         if not keep:
-            return _Ranking(vectors, spread, scored, self)
+            return _Ranking(vectors, spread, scored, self.packed, self.width)
         key = (id(vectors), spread, scored)
         got = self.rankings.get(key)
         if got is None or got.vectors is not vectors:
-            got = self.rankings[key] = _Ranking(vectors, spread, scored, self)
+            got = self.rankings[key] = _Ranking(vectors, spread, scored, self.packed, self.width)
         return got
 
     def refresh(self, rows: _GangRows, changed: np.ndarray) -> None:
-        """Re-sum the groups holding ``changed`` rows, from ``rows``' (already refreshed) arrays,
-        group by group; the rankings follow."""
+        """Re-sum the groups holding ``changed`` rows from ``rows``' (already refreshed) per-row
+        columns, group by group (the sums replaced, not written: a decision's trials keep them);
+        the rankings follow."""
         if self.group_of is None:
-            self.__init__(self.segments, rows, len(rows.usable))  # type: ignore[misc]
+            self.__init__(self.segments, rows)  # type: ignore[misc]
             return
         dirty = sorted(i for i in set(self.group_of[changed].tolist()) if i >= 0)
         if not dirty:
             return
         groups = self.segments.groups
-        idle_usable, slots, idle_all = rows.idle_usable, rows.slots, rows.idle_all
-        self.slots = self.slots.copy()  # (replaced, not written: a decision's trials keep it)
+        per_row = rows.packed
+        packed = self.packed = self.packed.copy()
         for i in dirty:
-            members = groups[i].rows
-            self.agg_usable[i] = np.add.reduceat(idle_usable[members], _FIRST, axis=0)[0]
-            self.slots[i] = np.add.reduceat(slots[members], _FIRST)[0]
-            self.agg_all[i] = np.add.reduceat(idle_all[members], _FIRST, axis=0)[0]
+            packed[i] = np.add.reduceat(per_row[groups[i].rows], _FIRST, axis=0)[0]
         at = np.asarray(dirty, dtype=np.intp)
         for ranking in self.rankings.values():
-            ranking.refresh(self, at)
+            ranking.refresh(packed, at)
 
 
 class _Ranking:
@@ -489,31 +509,33 @@ class _Ranking:
     takes for ``spread``). Each group's figures are its own row's (no sum across groups), so the
     groups whose sums changed are recomputed alone."""
 
-    __slots__ = ("bounds", "pruned", "scored", "short", "spread", "vectors")
+    __slots__ = ("bounds", "pruned", "scored", "short", "spread", "vectors", "width")
 
-    def __init__(self, vectors: _Requests, spread: bool, scored: bool, sums: _TierSums) -> None:
+    def __init__(
+        self, vectors: _Requests, spread: bool, scored: bool, packed: np.ndarray, width: int
+    ) -> None:
         self.vectors = vectors
         self.spread = spread
         self.scored = scored
-        self.short, self.pruned, self.bounds = self._of(sums.agg_usable, sums.slots, sums.agg_all)
+        self.width = width
+        self.short, self.pruned, self.bounds = self._of(packed)
 
-    def _of(
-        self, agg_usable: np.ndarray, slots: np.ndarray, agg_all: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        vectors = self.vectors
-        short = vectors.minimum - agg_usable
-        pruned = slots < vectors.need
-        for j in range(short.shape[1]):  # (column by column: numpy's any along a short axis is slow)
+    def _of(self, packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The figures of the groups whose sums are ``packed``'s rows."""
+        vectors, w = self.vectors, self.width
+        short = vectors.minimum - packed[:, :w]
+        pruned = packed[:, 2 * w] < vectors.need
+        for j in range(w):  # (column by column: numpy's any along a short axis is slow)
             pruned |= short[:, j] > MIN_RESOURCE
         if not self.scored:
-            return short, pruned, np.zeros(len(slots))
+            return short, pruned, np.zeros(len(packed))
         target = vectors.minimum if self.spread else vectors.full
-        raw = ((agg_all - target) * vectors.weight).sum(axis=1)
-        return short, pruned, np.round(raw if self.spread else -raw, 9)
+        raw = ((packed[:, w : 2 * w] - target) * vectors.weight).sum(axis=1)
+        return short, pruned, (raw if self.spread else -raw).round(9)  # (np.round's own, less a call)
 
-    def refresh(self, sums: _TierSums, dirty: np.ndarray) -> None:
+    def refresh(self, packed: np.ndarray, dirty: np.ndarray) -> None:
         """Recompute the ``dirty`` groups' figures (the arrays replaced: a decision's trials keep them)."""
-        short, pruned, bounds = self._of(sums.agg_usable[dirty], sums.slots[dirty], sums.agg_all[dirty])
+        short, pruned, bounds = self._of(packed[dirty])
         self.short = self.short.copy()
         self.short[dirty] = short
         self.pruned = self.pruned.copy()
@@ -522,16 +544,11 @@ class _Ranking:
         self.bounds[dirty] = bounds
 
 
-#: ``np.add.reduceat``'s indices for one segment from the start: the same summation as the group's
-#: in a full pass (``_group_sums``), on the group alone
-_FIRST = np.zeros(1, dtype=np.intp)
-
-
 class _GangRows:
     """Per row, what ``run_tier`` prunes and bounds groups by, for one gang shape: whether one of the
-    gang's pod templates can go there (``usable``), an upper bound of how many of its pods fit there
-    (``slots``), its room if usable (``idle_usable``), its room if schedulable (``idle_all``); and
-    the per-group sums of the tiers asked (``tier_sums``).
+    gang's pod templates can go there (``usable``); and side by side in ``packed``, its room if
+    usable, its room if schedulable, and an upper bound of how many of the gang's pods fit there
+    (slots); and the per-group sums of those of the tiers asked (``tier_sums``).
 
     Made afresh for every gang, these cost work over every node (some 0.1 ms at 5,000 nodes, per
     gang whatever its size). So for gangs whose every predicate is vectorised and node-local
@@ -539,47 +556,33 @@ class _GangRows:
     kept per session and shape (the set of the gang's pods' placement keys, at one table width) and
     brought up to date through the node table's write log: the rows written since (the nodes the
     previous gang took, a discarded dry run's) are recomputed by the same per-row operations, the
-    groups holding them re-summed; every other row and group is reused. ``usable`` and ``slots`` are
-    replaced, not written, on refresh (a decision's trials read them later)."""
+    groups holding them re-summed; every other row and group is reused. ``usable`` is replaced, not
+    written, on refresh (a decision's trials read it later)."""
 
-    __slots__ = (
-        "everywhere",
-        "gang",
-        "idle_all",
-        "idle_usable",
-        "kept",
-        "slots",
-        "sums",
-        "usable",
-        "version",
-    )
+    __slots__ = ("gang", "kept", "packed", "sums", "usable", "version", "width")
 
     def __init__(self, ssn: Session, gang: _Gang, room: _Room, kept: bool) -> None:
-        w = gang.width
+        w = self.width = gang.width
         self.gang = gang
-        #: kept in the session and refreshed (else made for one gang: views, nothing owned)
+        #: kept in the session and refreshed (else made for one gang)
         self.kept = kept
         self.version = ssn.table.version
         self.sums: dict[int, _TierSums] = {}
-        idle = room.idle[:, :w]
-        self.idle_all = room.idle_all[:, :w]
         self.usable = _usable_rows_mask(ssn, gang)
-        #: (made for one gang) every row usable and schedulable: the room on usable rows is the
-        #: room on schedulable rows, no copy made
-        self.everywhere = not kept and room.all_schedulable and bool(self.usable.all())
-        if self.everywhere:
-            self.idle_usable = idle
-        else:
-            self.idle_usable = idle * self.usable[:, None]
-        self.slots = self._slots(idle, self.usable)
+        self.packed = self._packed(room.idle[:, :w], room.idle_all[:, :w], self.usable)
 
-    def _slots(self, idle: np.ndarray, usable: np.ndarray) -> np.ndarray:
-        """Per row (of ``idle``), an upper bound of how many of the gang's pods fit there (node-by-node
-        fit, which aggregate room alone does not see: 8 nodes with 3 cpu free hold no 4-cpu pod)."""
+    def _packed(self, idle: np.ndarray, idle_all: np.ndarray, usable: np.ndarray) -> np.ndarray:
+        """Per row (of ``idle``): its room if usable, its room if schedulable, and an upper bound of
+        how many of the gang's pods fit there (node-by-node fit, which aggregate room alone does not
+        see: 8 nodes with 3 cpu free hold no 4-cpu pod)."""
         gang = self.gang
-        dims = np.flatnonzero(gang.smallest > 0)
+        w = self.width
+        out = np.empty((len(idle), 2 * w + 1))
+        np.multiply(idle, usable[:, None], out=out[:, :w])
+        out[:, w : 2 * w] = idle_all
+        dims, smallest = gang.vectors.bounding
         if len(dims):
-            per_dim = np.floor((idle[:, dims] + MIN_RESOURCE) / gang.smallest[dims])
+            per_dim = np.floor((idle[:, dims] + MIN_RESOURCE) / smallest)
             # column by column: numpy's min along a short axis costs 30 times as much
             slots = per_dim[:, 0].copy()
             for j in range(1, per_dim.shape[1]):
@@ -589,7 +592,8 @@ class _GangRows:
             slots = np.where(usable, float(len(gang.tasks)), 0.0)
         if gang.one_per_node:
             np.minimum(slots, 1.0, out=slots)
-        return slots
+        out[:, 2 * w] = slots
+        return out
 
     @classmethod
     def of(cls, ssn: Session, gang: _Gang) -> _GangRows:
@@ -612,7 +616,7 @@ class _GangRows:
         n = table.rows
         behind = table.version - self.version
         log = table.log
-        if len(self.usable) != n or self.idle_all.shape[1] != gang.width:
+        if len(self.usable) != n or self.width != gang.width:
             return False
         self.gang = gang
         if behind == 0:
@@ -620,15 +624,11 @@ class _GangRows:
         if log is None or behind > max(8, n // 16) or behind > len(log):
             return False
         changed = np.fromiter(sorted(set(log[len(log) - behind :])), dtype=np.intp)
-        w = gang.width
-        idle = room.idle[changed, :w]
+        w = self.width
         usable = _usable_rows_mask(ssn, gang, changed)
-        self.idle_all = room.idle_all[:, :w]
-        self.idle_usable[changed] = idle * usable[:, None]
         self.usable = self.usable.copy()
         self.usable[changed] = usable
-        self.slots = self.slots.copy()
-        self.slots[changed] = self._slots(idle, usable)
+        self.packed[changed] = self._packed(room.idle[changed, :w], room.idle_all[changed, :w], usable)
         for sums in self.sums.values():
             sums.refresh(self, changed)
         self.version = table.version
@@ -637,10 +637,10 @@ class _GangRows:
     def tier_sums(self, segments: Segments) -> _TierSums:
         """The per-group sums over ``segments`` (kept, for a tier's own segments, with the rows)."""
         if not self.kept:
-            return _TierSums(segments, self, len(self.usable))
+            return _TierSums(segments, self)
         sums = self.sums.get(id(segments))
         if sums is None or sums.segments is not segments:
-            sums = self.sums[id(segments)] = _TierSums(segments, self, len(self.usable))
+            sums = self.sums[id(segments)] = _TierSums(segments, self)
         return sums
 
 
@@ -656,7 +656,7 @@ def _shape_key(ssn: Session, gang: _Gang) -> tuple[object, ...] | None:
         if not key or not row_local(t):
             return None
         keys.add(key)
-    bounded = bool((gang.smallest > 0).any())
+    bounded = bool(len(gang.vectors.bounding[0]))
     return (gang.width, tuple(sorted(keys)), 0 if bounded else len(gang.tasks))
 
 
@@ -680,7 +680,6 @@ class _Selector:
         self.gang = _Gang(ssn, job)
         rows = self.rows = _GangRows.of(ssn, self.gang)
         self.usable = rows.usable
-        self.slots = rows.slots
         #: what each tier tried (see ``trials``)
         self._tiers: list[_TierTrials] = []
 

@@ -593,12 +593,15 @@ class PlacementEngine:
         if not preds and not extra_scores:
             # Everything is in the cache: the rows' ranked scores of those that fit now; the best,
             # ties to the name that sorts first (the lowest rank). Only when one of them scores
-            # above -inf (else the general reading below, which also reads pipelining).
+            # above -inf (else the general reading below, which also reads pipelining). (argmax and
+            # argmin: a group's rows are few, and numpy's max and min reductions cost several times
+            # as much on a few values)
             ranks = self.name_rank[rows]
             ranked = entry.best_now[ranks]
-            top = ranked.max()
+            top = ranked[ranked.argmax()]
             if top > -np.inf:
-                return int(self.name_order[ranks[ranked == top].min()]), True
+                tied = ranks[ranked == top]
+                return int(self.name_order[tied[tied.argmin()]]), True
         feasible = entry.feasible[rows]
         for bp in preds:
             if not feasible.any():

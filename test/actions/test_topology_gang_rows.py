@@ -48,14 +48,15 @@ def _assert_rows_as_fresh(ssn, job):
     assert kept.kept
     fresh = _GangRows(ssn, gang, ssn.memo(_Room, _Room).of(ssn.table), kept=False)
     assert np.array_equal(kept.usable, fresh.usable)
-    assert np.array_equal(kept.slots, fresh.slots)
-    assert np.array_equal(kept.idle_usable, fresh.idle_usable)
-    assert np.array_equal(kept.idle_all, fresh.idle_all)
+    assert np.array_equal(kept.packed, fresh.packed)  # room if usable, room if schedulable, slots
     for sums in kept.sums.values():
-        again = _TierSums(sums.segments, fresh, len(fresh.usable))
-        assert np.array_equal(sums.agg_usable, again.agg_usable)
-        assert np.array_equal(sums.slots, again.slots)
-        assert np.array_equal(sums.agg_all, again.agg_all)
+        again = _TierSums(sums.segments, fresh)
+        assert np.array_equal(sums.packed, again.packed)
+        for ranking in sums.rankings.values():
+            anew = again.ranking(ranking.vectors, ranking.spread, ranking.scored, keep=False)
+            assert np.array_equal(ranking.short, anew.short)
+            assert np.array_equal(ranking.pruned, anew.pruned)
+            assert np.array_equal(ranking.bounds, anew.bounds)
 
 
 def _scenario(seed: int):
@@ -190,23 +191,20 @@ def test_the_group_sums_of_changed_rows_are_the_floats_of_a_full_pass():
     ]
     segments = Segments.of(groups)  # type: ignore[arg-type]
     rows = types.SimpleNamespace(
-        idle_usable=rng.random((n, width)) * 1e3,
-        idle_all=rng.random((n, width)) * 1e6,
-        slots=np.floor(rng.random(n) * 9),
+        packed=np.hstack(
+            [rng.random((n, width)) * 1e3, rng.random((n, width)) * 1e6, np.floor(rng.random((n, 1)) * 9)]
+        ),
         usable=np.ones(n, dtype=bool),
-        everywhere=False,
+        width=width,
     )
-    sums = _TierSums(segments, rows, n)  # type: ignore[arg-type]
+    sums = _TierSums(segments, rows)  # type: ignore[arg-type]
     for _ in range(20):
         changed = np.unique(rng.choice(n, size=rng.integers(1, 6)))
-        rows.idle_usable[changed] = rng.random((len(changed), width)) * 1e3
-        rows.idle_all[changed] = rng.random((len(changed), width)) * 1e6
-        rows.slots[changed] = np.floor(rng.random(len(changed)) * 9)
+        rows.packed[changed, : 2 * width] = rng.random((len(changed), 2 * width)) * 1e4
+        rows.packed[changed, 2 * width] = np.floor(rng.random(len(changed)) * 9)
         sums.refresh(rows, changed)  # type: ignore[arg-type]
-        full = _TierSums(segments, rows, n)  # type: ignore[arg-type]
-        assert np.array_equal(sums.agg_usable, full.agg_usable)
-        assert np.array_equal(sums.agg_all, full.agg_all)
-        assert np.array_equal(sums.slots, full.slots)
+        full = _TierSums(segments, rows)  # type: ignore[arg-type]
+        assert np.array_equal(sums.packed, full.packed)
 
 
 def test_a_gang_whose_predicates_are_not_node_local_keeps_no_rows():
