@@ -28,6 +28,7 @@ allowed tier:
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -254,6 +255,8 @@ class _Gang:
         if vectors is None:
             vectors = _Requests(ssn, self.tasks, self.need)
             if key is not None:
+                if len(known) >= 1024:
+                    known.clear()  # (a backlog of gangs of a shape each: kept small)
                 known[(vectors.width, self.need, templates)] = vectors
         self.vectors = vectors
         #: each pending pod's request over the table's columns (row ``index[uid]``)
@@ -435,25 +438,44 @@ def _group_sums(per_row: np.ndarray, segments: Segments) -> np.ndarray:
 #: ``np.add.reduceat``'s indices for one segment from the start (one group's sums, alone)
 _FIRST = np.zeros(1, dtype=np.intp)
 
+#: gang shapes (and request shapes per tier) whose rows a session keeps, the most recently used:
+#: each is a few arrays over every row, and most gangs of a real cluster have a shape of their own
+_KEPT = 16
+
+
+def _group_of(ssn: Session, segments: Segments) -> np.ndarray | None:
+    """Each row's group in ``segments`` (-1: none), made once per session and segments; None when a
+    row is in two groups (overlapping HyperNodes of one tier: no per-row map)."""
+    made: dict[int, tuple[Segments, np.ndarray | None]] = ssn.memo(_group_of, dict)
+    got = made.get(id(segments))
+    if got is not None and got[0] is segments:
+        return got[1]
+    group_of: np.ndarray | None = np.full(ssn.table.rows, -1, dtype=np.intp)
+    assert group_of is not None
+    group_of[segments.rows] = np.repeat(np.arange(len(segments.groups), dtype=np.intp), segments.sizes)
+    if int(np.count_nonzero(group_of >= 0)) != len(segments.rows):
+        group_of = None
+    made[id(segments)] = (segments, group_of)
+    return group_of
+
 
 class _TierSums:
     """One tier's per-group sums for a gang shape (the columns of ``_GangRows.packed``: room on usable
     rows, room on schedulable rows, slots), which group each row is in (-1: none), and the groups'
     rankings for the gangs' requests (``ranking``)."""
 
-    __slots__ = ("group_of", "packed", "rankings", "segments", "width")
+    __slots__ = ("group_of", "kept", "packed", "rankings", "segments", "width")
 
-    def __init__(self, segments: Segments, rows: _GangRows) -> None:
+    def __init__(
+        self, segments: Segments, rows: _GangRows, kept: bool = False, group_of: np.ndarray | None = None
+    ) -> None:
         self.segments = segments
         self.width = rows.width
         self.packed = _group_sums(rows.packed, segments)
-        n = len(rows.usable)
-        group_of = np.full(n, -1, dtype=np.intp)
-        group_of[segments.rows] = np.repeat(np.arange(len(segments.groups), dtype=np.intp), segments.sizes)
-        #: a row in two groups of the tier (overlapping HyperNodes): no per-row map, summed afresh
-        self.group_of: np.ndarray | None = (
-            group_of if int(np.count_nonzero(group_of >= 0)) == len(segments.rows) else None
-        )
+        #: kept with the rows and refreshed with them (so are the rankings)
+        self.kept = kept
+        #: (kept) each row's group; None: summed afresh on every refresh
+        self.group_of = group_of
         self.rankings: dict[tuple[int, bool, bool], _Ranking] = {}
 
     @property
@@ -471,14 +493,16 @@ class _TierSums:
         """Each group's bound of how many of the gang's pods its nodes take one by one."""
         return self.packed[:, 2 * self.width]
 
-    def ranking(self, vectors: _Requests, spread: bool, scored: bool, keep: bool) -> _Ranking:
-        """Every group's shortfall, pruning and bound for gangs of these requests (``keep``: kept
-        with the sums and brought up to date with them)."""
-        if not keep:
+    def ranking(self, vectors: _Requests, spread: bool, scored: bool) -> _Ranking:
+        """Every group's shortfall, pruning and bound for gangs of these requests (for kept sums:
+        kept with them and brought up to date with them)."""
+        if not self.kept:
             return _Ranking(vectors, spread, scored, self.packed, self.width)
         key = (id(vectors), spread, scored)
         got = self.rankings.get(key)
         if got is None or got.vectors is not vectors:
+            if len(self.rankings) >= _KEPT:
+                self.rankings.clear()  # (gangs of many sizes: the arrays kept stay bounded)
             got = self.rankings[key] = _Ranking(vectors, spread, scored, self.packed, self.width)
         return got
 
@@ -487,7 +511,8 @@ class _TierSums:
         columns, group by group (the sums replaced, not written: a decision's trials keep them);
         the rankings follow."""
         if self.group_of is None:
-            self.__init__(self.segments, rows)  # type: ignore[misc]
+            self.packed = _group_sums(rows.packed, self.segments)
+            self.rankings = {}
             return
         dirty = sorted(i for i in set(self.group_of[changed].tolist()) if i >= 0)
         if not dirty:
@@ -603,10 +628,15 @@ class _GangRows:
         key = _shape_key(ssn, gang)
         if key is None:
             return cls(ssn, gang, room, kept=False)
-        kept: dict[tuple[object, ...], _GangRows] = ssn.memo(_GangRows, dict)
+        kept: OrderedDict[tuple[object, ...], _GangRows] = ssn.memo(_GangRows, OrderedDict)
         rows = kept.get(key)
-        if rows is None or not rows.refresh(ssn, gang, room):
-            rows = kept[key] = cls(ssn, gang, room, kept=True)
+        if rows is not None and rows.refresh(ssn, gang, room):
+            kept.move_to_end(key)
+            return rows
+        rows = kept[key] = cls(ssn, gang, room, kept=True)
+        kept.move_to_end(key)
+        while len(kept) > _KEPT:
+            kept.popitem(last=False)
         return rows
 
     def refresh(self, ssn: Session, gang: _Gang, room: _Room) -> bool:
@@ -634,13 +664,14 @@ class _GangRows:
         self.version = table.version
         return True
 
-    def tier_sums(self, segments: Segments) -> _TierSums:
-        """The per-group sums over ``segments`` (kept, for a tier's own segments, with the rows)."""
-        if not self.kept:
+    def tier_sums(self, ssn: Session, segments: Segments, keep: bool) -> _TierSums:
+        """The per-group sums over ``segments`` (``keep``, for a tier's own segments: kept with the
+        rows, when they are kept)."""
+        if not (keep and self.kept):
             return _TierSums(segments, self)
         sums = self.sums.get(id(segments))
         if sums is None or sums.segments is not segments:
-            sums = self.sums[id(segments)] = _TierSums(segments, self)
+            sums = self.sums[id(segments)] = _TierSums(segments, self, True, _group_of(ssn, segments))
         return sums
 
 
@@ -746,10 +777,8 @@ class _Selector:
         end to end, ``Topology.segments``: per-job work does not loop over groups in Python), then
         dry-run in bound order until no bound can beat the best group found."""
         gang = self.gang
-        if candidates is self.topo.groups(tier):
-            segments = self.topo.segments(tier)
-        else:
-            segments = Segments.of(candidates)
+        whole = candidates is self.topo.groups(tier)
+        segments = self.topo.segments(tier) if whole else Segments.of(candidates)
         groups = segments.groups
         record = _TierTrials(self, groups)
         self._tiers.append(record)
@@ -758,8 +787,8 @@ class _Selector:
         starts = segments.starts
         laid_out = segments.laid_out
         # (kept for the tier's own segments, re-summed only where rows changed: _GangRows)
-        sums = self.rows.tier_sums(segments)
-        rank = sums.ranking(gang.vectors, self.spread, self.scored, keep=self.rows.kept)
+        sums = self.rows.tier_sums(self.ssn, segments, keep=whole)
+        rank = sums.ranking(gang.vectors, self.spread, self.scored)
         pruned, bounds = rank.pruned, rank.bounds
         usable = self.usable
         record.pruned(

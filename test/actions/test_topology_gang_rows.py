@@ -12,7 +12,15 @@ import pytest
 
 from caldera.actions import topology as topology_module
 from caldera.actions.allocate import allocate_job
-from caldera.actions.topology import _Gang, _GangRows, _Room, _TierSums, allocate_in_topology
+from caldera.actions.topology import (
+    _KEPT,
+    _Gang,
+    _GangRows,
+    _group_of,
+    _Room,
+    _TierSums,
+    allocate_in_topology,
+)
 from caldera.framework.model import TaskStatus
 from caldera.framework.topology import Segments
 from caldera.hack.bench_hypernodes import LEAF_LABEL, leaf_name, tree
@@ -53,7 +61,7 @@ def _assert_rows_as_fresh(ssn, job):
         again = _TierSums(sums.segments, fresh)
         assert np.array_equal(sums.packed, again.packed)
         for ranking in sums.rankings.values():
-            anew = again.ranking(ranking.vectors, ranking.spread, ranking.scored, keep=False)
+            anew = again.ranking(ranking.vectors, ranking.spread, ranking.scored)
             assert np.array_equal(ranking.short, anew.short)
             assert np.array_equal(ranking.pruned, anew.pruned)
             assert np.array_equal(ranking.bounds, anew.bounds)
@@ -177,17 +185,21 @@ def test_kept_rows_decide_as_rows_made_afresh_gang_after_gang(seed):
     assert any(behind > 0 and done for behind, done in refreshed), refreshed
 
 
-def test_the_group_sums_of_changed_rows_are_the_floats_of_a_full_pass():
+@pytest.mark.parametrize("overlapping", [False, True], ids=["groups", "overlapping groups"])
+def test_the_group_sums_of_changed_rows_are_the_floats_of_a_full_pass(overlapping):
     """Fractional room (no sum exact in floating point) on rows of groups laid out of row order, some
-    rows in no group: re-summing only the groups of changed rows gives, bit for bit, the sums of a
-    full pass over every group."""
+    rows in no group (and, for overlapping HyperNodes of one tier, some in two groups): re-summing
+    only the groups of changed rows gives, bit for bit, the sums of a full pass over every group."""
     rng = np.random.default_rng(3)
     n, width = 200, 4
     perm = rng.permutation(n)[:180]
     cuts = np.sort(rng.choice(np.arange(1, 180), size=24, replace=False))
+    parts = np.split(perm, cuts)
+    if overlapping:
+        parts.append(np.concatenate([parts[0][:2], parts[5][:3]]))
     groups = [
-        types.SimpleNamespace(rows=np.sort(part).astype(np.intp), size=len(part), name=str(i))
-        for i, part in enumerate(np.split(perm, cuts))
+        types.SimpleNamespace(rows=np.sort(part).astype(np.intp), size=len(part), name=f"{i:02d}")
+        for i, part in enumerate(parts)
     ]
     segments = Segments.of(groups)  # type: ignore[arg-type]
     rows = types.SimpleNamespace(
@@ -197,7 +209,10 @@ def test_the_group_sums_of_changed_rows_are_the_floats_of_a_full_pass():
         usable=np.ones(n, dtype=bool),
         width=width,
     )
-    sums = _TierSums(segments, rows)  # type: ignore[arg-type]
+    ssn = types.SimpleNamespace(memo=lambda key, build: build(), table=types.SimpleNamespace(rows=n))
+    group_of = _group_of(ssn, segments)  # type: ignore[arg-type]
+    assert (group_of is None) == overlapping
+    sums = _TierSums(segments, rows, True, group_of)  # type: ignore[arg-type]
     for _ in range(20):
         changed = np.unique(rng.choice(n, size=rng.integers(1, 6)))
         rows.packed[changed, : 2 * width] = rng.random((len(changed), 2 * width)) * 1e4
@@ -205,6 +220,28 @@ def test_the_group_sums_of_changed_rows_are_the_floats_of_a_full_pass():
         sums.refresh(rows, changed)  # type: ignore[arg-type]
         full = _TierSums(segments, rows)  # type: ignore[arg-type]
         assert np.array_equal(sums.packed, full.packed)
+
+
+def test_a_session_keeps_the_rows_of_its_most_recent_shapes_only():
+    """Gangs of as many shapes as pods have cpu requests: the session keeps the rows of the last
+    ``_KEPT`` shapes (each is arrays over every row), and a shape seen again is made afresh."""
+    nodes, hypernodes, _ = tree(16, leaf=4, spine=2)
+    groups, pods = [], []
+    for j in range(_KEPT + 4):
+        pg, ps = gang_pods(f"g{j}", 2, f"{100 + j}m", HARD1)
+        groups.append(pg)
+        pods.extend(ps)
+    snap = cluster(nodes=nodes, pods=pods, podgroups=groups)
+    snap.hypernodes = {hn.metadata.name: hn for hn in hypernodes}
+    ssn = _session(snap, conf(keys=()))
+    made = []
+    for j in range(_KEPT + 4):
+        made.append(_GangRows.of(ssn, _Gang(ssn, ssn.jobs[f"default/g{j}"])))
+    kept = ssn.memo(_GangRows, dict)
+    assert len(kept) == _KEPT
+    assert list(kept.values()) == made[4:]
+    again = _GangRows.of(ssn, _Gang(ssn, ssn.jobs["default/g0"]))
+    assert again is not made[0] and again.kept
 
 
 def test_a_gang_whose_predicates_are_not_node_local_keeps_no_rows():
