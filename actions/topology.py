@@ -418,12 +418,16 @@ class _Room:
         return self
 
     def _fill(self, table: NodeTable, rows: np.ndarray) -> None:
-        w = self.idle.shape[1]
-        idle = table.idle[rows, :w] + table.releasing[rows, :w] - table.pipelined[rows, :w]
-        np.maximum(idle, 0.0, out=idle)
-        schedulable = table.ready[rows] & ~table.unschedulable[rows]
-        self.idle[rows] = idle
-        self.idle_all[rows] = idle * schedulable[:, None]
+        self.idle[rows], self.idle_all[rows] = _room_rows(table, rows, self.idle.shape[1])
+
+
+def _room_rows(table: NodeTable, rows: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """The room of ``rows`` for a gang (idle plus releasing less pipelined, never below zero, over
+    the first ``w`` columns), and the same where the node is schedulable (zero elsewhere)."""
+    idle = table.idle[rows, :w] + table.releasing[rows, :w] - table.pipelined[rows, :w]
+    np.maximum(idle, 0.0, out=idle)
+    schedulable = table.ready[rows] & ~table.unschedulable[rows]
+    return idle, idle * schedulable[:, None]
 
 
 def _group_sums(per_row: np.ndarray, segments: Segments) -> np.ndarray:
@@ -624,22 +628,21 @@ class _GangRows:
     def of(cls, ssn: Session, gang: _Gang) -> _GangRows:
         """The gang's rows: the session's kept ones for its shape, refreshed, when its predicates
         allow; else made for it alone."""
-        room = ssn.memo(_Room, _Room).of(ssn.table)
         key = _shape_key(ssn, gang)
         if key is None:
-            return cls(ssn, gang, room, kept=False)
+            return cls(ssn, gang, ssn.memo(_Room, _Room).of(ssn.table), kept=False)
         kept: OrderedDict[tuple[object, ...], _GangRows] = ssn.memo(_GangRows, OrderedDict)
         rows = kept.get(key)
-        if rows is not None and rows.refresh(ssn, gang, room):
+        if rows is not None and rows.refresh(ssn, gang):
             kept.move_to_end(key)
             return rows
-        rows = kept[key] = cls(ssn, gang, room, kept=True)
+        rows = kept[key] = cls(ssn, gang, ssn.memo(_Room, _Room).of(ssn.table), kept=True)
         kept.move_to_end(key)
         while len(kept) > _KEPT:
             kept.popitem(last=False)
         return rows
 
-    def refresh(self, ssn: Session, gang: _Gang, room: _Room) -> bool:
+    def refresh(self, ssn: Session, gang: _Gang) -> bool:
         """Bring the rows up to the table's version from its write log; False when the log does not
         reach back far enough (or the table changed shape): then the caller makes them afresh."""
         table = ssn.table
@@ -658,7 +661,10 @@ class _GangRows:
         usable = _usable_rows_mask(ssn, gang, changed)
         self.usable = self.usable.copy()
         self.usable[changed] = usable
-        self.packed[changed] = self._packed(room.idle[changed, :w], room.idle_all[changed, :w], usable)
+        # (the rows' room read from the table as _Room reads it: the session's _Room, kept for
+        # gangs made afresh, is not brought up to date for a kept shape's gangs)
+        idle, idle_all = _room_rows(table, changed, w)
+        self.packed[changed] = self._packed(idle, idle_all, usable)
         for sums in self.sums.values():
             sums.refresh(self, changed)
         self.version = table.version

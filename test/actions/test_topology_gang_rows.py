@@ -150,9 +150,9 @@ def test_kept_rows_decide_as_rows_made_afresh_gang_after_gang(seed):
     refreshed = []
     refresh = _GangRows.refresh
 
-    def counting(self, ssn, gang, room):
+    def counting(self, ssn, gang):
         behind = ssn.table.version - self.version
-        done = refresh(self, ssn, gang, room)
+        done = refresh(self, ssn, gang)
         refreshed.append((behind, done))
         return done
 
