@@ -454,13 +454,11 @@ def _group_of(ssn: Session, segments: Segments) -> np.ndarray | None:
     got = made.get(id(segments))
     if got is not None and got[0] is segments:
         return got[1]
-    group_of: np.ndarray | None = np.full(ssn.table.rows, -1, dtype=np.intp)
-    assert group_of is not None
+    group_of = np.full(ssn.table.rows, -1, dtype=np.intp)
     group_of[segments.rows] = np.repeat(np.arange(len(segments.groups), dtype=np.intp), segments.sizes)
-    if int(np.count_nonzero(group_of >= 0)) != len(segments.rows):
-        group_of = None
-    made[id(segments)] = (segments, group_of)
-    return group_of
+    one_each = int(np.count_nonzero(group_of >= 0)) == len(segments.rows)
+    made[id(segments)] = (segments, group_of if one_each else None)
+    return made[id(segments)][1]
 
 
 class _TierSums:
