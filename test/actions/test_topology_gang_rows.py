@@ -68,9 +68,9 @@ def _assert_rows_as_fresh(ssn, job):
 
 
 def _scenario(seed: int):
-    """64 nodes of 32 cpu (leaves of 4, spines of 4 leaves) with random room taken; gangs of three
-    shapes: 4-cpu pods at tier 1, the same pods kept to two leaves by a node selector, and gangs
-    that need a spine; and a few single pods of no gang."""
+    """64 nodes of 32 cpu (leaves of 4, spines of 4 leaves) with random room taken; gangs of four
+    shapes: 4-cpu pods at tier 1, the same pods kept to one leaf by a node selector or to two leaves
+    by node affinity, and gangs that need a spine; and a few single pods of no gang."""
     rng = random.Random(seed)
     nodes, hypernodes, _ = tree(64, leaf=4, spine=4)
     # running pods of this scheduler (one may be evicted between gangs)
@@ -83,13 +83,16 @@ def _scenario(seed: int):
     ]
     groups, pods, order = [podgroup("fill", min_member=1)], [], []
     for j in range(14):
-        kind = rng.choice(["plain", "plain", "selector", "spine"])
+        kind = rng.choice(["plain", "plain", "selector", "affinity", "spine"])
         name = f"{kind}-{j}"
         if kind == "spine":
             pg, ps = gang_pods(name, rng.choice([20, 24]), "4", HARD2)
         else:
             pg, ps = gang_pods(name, rng.randint(2, 3), "4", HARD1)
-            if kind == "selector":
+            if kind == "selector":  # a node selector: the nodes of one leaf
+                selected = {LEAF_LABEL: leaf_name(3)}
+                ps = [pod(p.metadata.name, cpu="4", group=name, node_selector=selected) for p in ps]
+            if kind == "affinity":
                 leaves = {leaf_name(1), leaf_name(2)}
                 selector = {"key": LEAF_LABEL, "operator": "In", "values": sorted(leaves)}
                 affinity = {
@@ -140,7 +143,7 @@ def _step(ssn, step):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_kept_rows_decide_as_rows_made_afresh_gang_after_gang(seed):
-    """Two sessions of one cluster take the same steps (gangs of three shapes, a node's running pod
+    """Two sessions of one cluster take the same steps (gangs of four shapes, a node's running pod
     evicted, a pod of no gang bound to a node), one keeping each shape's rows, one computing them
     afresh for every gang: every decision, trial and reason is the same, the kept rows equal fresh
     ones before every gang, and the group chosen is the best of dry runs of every group."""
