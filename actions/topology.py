@@ -28,6 +28,7 @@ allowed tier:
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -242,13 +243,49 @@ class _Gang:
     """The job's pending pods as vectors over the node table's columns."""
 
     def __init__(self, ssn: Session, job: JobInfo) -> None:
-        table = ssn.table
         self.tasks = _pending(ssn, job)
+        self.index = {t.uid: i for i, t in enumerate(self.tasks)}
+        self.need = max(0, job.min_available - job.ready_task_num() - job.waiting_task_num())
+        # the vectors depend on nothing but the pods' templates (in order) and the need: made once
+        # per session for gangs alike
+        templates = tuple(t.template for t in self.tasks)
+        known: dict[tuple[object, ...], _Requests] = ssn.memo(_Requests, dict)
+        key = (len(ssn.table.dims), self.need, templates) if all(templates) else None
+        vectors = known.get(key) if key is not None else None
+        if vectors is None:
+            vectors = _Requests(ssn, self.tasks, self.need)
+            if key is not None:
+                if len(known) >= 1024:
+                    known.clear()  # (a backlog of gangs of a shape each: kept small)
+                known[(vectors.width, self.need, templates)] = vectors
+        self.vectors = vectors
+        #: each pending pod's request over the table's columns (row ``index[uid]``)
+        self.req = vectors.req
+        self.width = vectors.width
+        self.full = vectors.full
+        self.minimum = vectors.minimum
+        self.smallest = vectors.smallest
+        self.weight = vectors.weight
+        # one representative per pod template: the static predicates depend on nothing else
+        reps: dict[bytes, TaskInfo] = {}
+        for t in self.tasks:
+            reps.setdefault(t.template or t.uid.encode(), t)
+        self.templates = list(reps.values())
+        self.one_per_node = bool(self.templates) and all(_one_per_node(t) for t in self.templates)
+
+
+class _Requests:
+    """A gang's pods' requests over the node table's columns and what ``run_tier`` bounds by."""
+
+    __slots__ = ("bounding", "full", "minimum", "need", "req", "smallest", "weight", "width")
+
+    def __init__(self, ssn: Session, tasks: list[TaskInfo], need: int) -> None:
+        table = ssn.table
         # request_vector may add a column for a scalar no node has: size after asking. Pods of one
         # template ask alike: asked once per template.
         vectors = []
         by_template: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-        for t in self.tasks:
+        for t in tasks:
             got = by_template.get(t.template) if t.template else None
             if got is None:
                 got = table.request_vector(t.resreq)
@@ -256,19 +293,20 @@ class _Gang:
                     by_template[t.template] = got
             vectors.append(got)
         width = len(table.dims)
-        req = np.zeros((len(self.tasks), width))
+        req = np.zeros((len(tasks), width))
         for i, (cols, vals) in enumerate(vectors):
             req[i, cols] = vals
-        #: each pending pod's request over the table's columns (row ``index[uid]``)
         self.req = req
-        self.index = {t.uid: i for i, t in enumerate(self.tasks)}
         self.width = width
+        self.need = need
         self.full = req.sum(axis=0)
-        self.need = max(0, job.min_available - job.ready_task_num() - job.waiting_task_num())
         # a lower bound of what any satisfying placement takes: the `need` smallest, per dimension
-        self.minimum = np.sort(req, axis=0)[: self.need].sum(axis=0) if self.need else np.zeros(width)
+        self.minimum = np.sort(req, axis=0)[:need].sum(axis=0) if need else np.zeros(width)
         # no pod of the gang takes less than this, per dimension: bounds how many fit on a node
-        self.smallest = req.min(axis=0) if len(self.tasks) else np.zeros(width)
+        self.smallest = req.min(axis=0) if len(tasks) else np.zeros(width)
+        asked = np.flatnonzero(self.smallest > 0)
+        #: the dimensions every pod asks for, and the least one asks there (what bounds the slots)
+        self.bounding = (asked, self.smallest[asked])
         # dimensions that count for fit scores: what the gang asks for, except the pod count
         dims: np.ndarray = np.asarray(req.any(axis=0), dtype=bool)
         pods_col = table.dims.get("pods")
@@ -279,12 +317,6 @@ class _Gang:
         ok = dims & (total > 0)
         weight[ok] = 1.0 / total[ok]
         self.weight = weight
-        # one representative per pod template: the static predicates depend on nothing else
-        reps: dict[bytes, TaskInfo] = {}
-        for t in self.tasks:
-            reps.setdefault(t.template or t.uid.encode(), t)
-        self.templates = list(reps.values())
-        self.one_per_node = bool(self.templates) and all(_one_per_node(t) for t in self.templates)
 
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -328,19 +360,19 @@ def _one_per_node(task: TaskInfo) -> bool:
     )
 
 
-def _usable_rows_mask(ssn: Session, gang: _Gang) -> np.ndarray:
-    """Rows where at least one of the job's pod templates can go now, by every predicate, computed
-    once over all nodes (static parts come from the session's per-template cache). Placing more of
-    the gang only takes room, ports and anti-affinity away, so a row that fails now stays failed;
+def _usable_rows_mask(ssn: Session, gang: _Gang, rows: np.ndarray | None = None) -> np.ndarray:
+    """Rows (of ``rows``, default every row) where at least one of the job's pod templates can go
+    now, by every predicate (static parts come from the session's per-template cache). Placing more
+    of the gang only takes room, ports and anti-affinity away, so a row that fails now stays failed;
     required pod affinity is the exception (the gang's own pods may satisfy it), so for such
     templates only the static predicates count."""
     static = ssn.static_mask
-    mask = np.zeros(ssn.table.rows, dtype=bool)
+    mask = np.zeros(ssn.table.rows if rows is None else len(rows), dtype=bool)
     for t in gang.templates:
         if _needs_pod_affinity(t):
-            mask |= static(t)
+            mask |= static(t) if rows is None else static(t)[rows]
         else:
-            mask |= ssn.feasible_mask(t)
+            mask |= ssn.feasible_mask(t, rows)
     return mask
 
 
@@ -386,12 +418,281 @@ class _Room:
         return self
 
     def _fill(self, table: NodeTable, rows: np.ndarray) -> None:
-        w = self.idle.shape[1]
-        idle = table.idle[rows, :w] + table.releasing[rows, :w] - table.pipelined[rows, :w]
-        np.maximum(idle, 0.0, out=idle)
-        schedulable = table.ready[rows] & ~table.unschedulable[rows]
-        self.idle[rows] = idle
-        self.idle_all[rows] = idle * schedulable[:, None]
+        self.idle[rows], self.idle_all[rows] = _room_rows(table, rows, self.idle.shape[1])
+
+
+def _room_rows(table: NodeTable, rows: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """The room of ``rows`` for a gang (idle plus releasing less pipelined, never below zero, over
+    the first ``w`` columns), and the same where the node is schedulable (zero elsewhere)."""
+    idle = table.idle[rows, :w] + table.releasing[rows, :w] - table.pipelined[rows, :w]
+    np.maximum(idle, 0.0, out=idle)
+    schedulable = table.ready[rows] & ~table.unschedulable[rows]
+    return idle, idle * schedulable[:, None]
+
+
+def _group_sums(per_row: np.ndarray, segments: Segments) -> np.ndarray:
+    """Each group's sums of a per-row array (rows along axis 0), one ``np.add.reduceat`` over the
+    groups' rows laid end to end. The groups' slices are summed one by one, each by the same
+    operation on a contiguous copy of the same values, whichever other groups are laid out with it
+    and whichever other columns lie beside: a group's sums computed alone (``_TierSums.refresh``)
+    are the very floats of the full pass."""
+    return np.add.reduceat(np.ascontiguousarray(segments.laid_out(per_row)), segments.starts, axis=0)
+
+
+#: ``np.add.reduceat``'s indices for one segment from the start (one group's sums, alone)
+_FIRST = np.zeros(1, dtype=np.intp)
+
+#: gang shapes (and request shapes per tier) whose rows a session keeps, the most recently used:
+#: each is a few arrays over every row, and most gangs of a real cluster have a shape of their own
+_KEPT = 16
+
+
+def _group_of(ssn: Session, segments: Segments) -> np.ndarray | None:
+    """Each row's group in ``segments`` (-1: none), made once per session and segments; None when a
+    row is in two groups (overlapping HyperNodes of one tier: no per-row map)."""
+    made: dict[int, tuple[Segments, np.ndarray | None]] = ssn.memo(_group_of, dict)
+    got = made.get(id(segments))
+    if got is not None and got[0] is segments:
+        return got[1]
+    group_of = np.full(ssn.table.rows, -1, dtype=np.intp)
+    group_of[segments.rows] = np.repeat(np.arange(len(segments.groups), dtype=np.intp), segments.sizes)
+    one_each = int(np.count_nonzero(group_of >= 0)) == len(segments.rows)
+    made[id(segments)] = (segments, group_of if one_each else None)
+    return made[id(segments)][1]
+
+
+class _TierSums:
+    """One tier's per-group sums for a gang shape (the columns of ``_GangRows.packed``: room on usable
+    rows, room on schedulable rows, slots), which group each row is in (-1: none), and the groups'
+    rankings for the gangs' requests (``ranking``)."""
+
+    __slots__ = ("group_of", "kept", "packed", "rankings", "segments", "width")
+
+    def __init__(
+        self, segments: Segments, rows: _GangRows, kept: bool = False, group_of: np.ndarray | None = None
+    ) -> None:
+        self.segments = segments
+        self.width = rows.width
+        self.packed = _group_sums(rows.packed, segments)
+        #: kept with the rows and refreshed with them (so are the rankings)
+        self.kept = kept
+        #: (kept) each row's group; None: summed afresh on every refresh
+        self.group_of = group_of
+        self.rankings: dict[tuple[int, bool, bool], _Ranking] = {}
+
+    @property
+    def agg_usable(self) -> np.ndarray:
+        """Each group's room on its usable rows."""
+        return self.packed[:, : self.width]
+
+    @property
+    def agg_all(self) -> np.ndarray:
+        """Each group's room on its schedulable rows."""
+        return self.packed[:, self.width : 2 * self.width]
+
+    @property
+    def slots(self) -> np.ndarray:
+        """Each group's bound of how many of the gang's pods its nodes take one by one."""
+        return self.packed[:, 2 * self.width]
+
+    def ranking(self, vectors: _Requests, spread: bool, scored: bool) -> _Ranking:
+        """Every group's shortfall, pruning and bound for gangs of these requests (for kept sums:
+        kept with them and brought up to date with them)."""
+        if not self.kept:
+            return _Ranking(vectors, spread, scored, self.packed, self.width)
+        key = (id(vectors), spread, scored)
+        got = self.rankings.get(key)
+        if got is None or got.vectors is not vectors:
+            if len(self.rankings) >= _KEPT:
+                self.rankings.clear()  # (gangs of many sizes: the arrays kept stay bounded)
+            got = self.rankings[key] = _Ranking(vectors, spread, scored, self.packed, self.width)
+        return got
+
+    def refresh(self, rows: _GangRows, changed: np.ndarray) -> None:
+        """Re-sum the groups holding ``changed`` rows from ``rows``' (already refreshed) per-row
+        columns, group by group (the sums replaced, not written: a decision's trials keep them);
+        the rankings follow."""
+        if self.group_of is None:
+            self.packed = _group_sums(rows.packed, self.segments)
+            self.rankings = {}
+            return
+        dirty = sorted(i for i in set(self.group_of[changed].tolist()) if i >= 0)
+        if not dirty:
+            return
+        groups = self.segments.groups
+        per_row = rows.packed
+        packed = self.packed = self.packed.copy()
+        for i in dirty:
+            packed[i] = np.add.reduceat(per_row[groups[i].rows], _FIRST, axis=0)[0]
+        at = np.asarray(dirty, dtype=np.intp)
+        for ranking in self.rankings.values():
+            ranking.refresh(packed, at)
+
+
+class _Ranking:
+    """Per group, for gangs of one request shape: how far its usable room falls short of the least
+    the gang takes (``short``), whether it is pruned (short of room or of slots), and an upper bound
+    of its score (``bounds``: room left after the whole gang, tightest first, or after the least it
+    takes for ``spread``). Each group's figures are its own row's (no sum across groups), so the
+    groups whose sums changed are recomputed alone."""
+
+    __slots__ = ("bounds", "pruned", "scored", "short", "spread", "vectors", "width")
+
+    def __init__(
+        self, vectors: _Requests, spread: bool, scored: bool, packed: np.ndarray, width: int
+    ) -> None:
+        self.vectors = vectors
+        self.spread = spread
+        self.scored = scored
+        self.width = width
+        self.short, self.pruned, self.bounds = self._of(packed)
+
+    def _of(self, packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The figures of the groups whose sums are ``packed``'s rows."""
+        vectors, w = self.vectors, self.width
+        short = vectors.minimum - packed[:, :w]
+        pruned = packed[:, 2 * w] < vectors.need
+        for j in range(w):  # (column by column: numpy's any along a short axis is slow)
+            pruned |= short[:, j] > MIN_RESOURCE
+        if not self.scored:
+            return short, pruned, np.zeros(len(packed))
+        target = vectors.minimum if self.spread else vectors.full
+        raw = ((packed[:, w : 2 * w] - target) * vectors.weight).sum(axis=1)
+        return short, pruned, (raw if self.spread else -raw).round(9)  # (np.round's own, less a call)
+
+    def refresh(self, packed: np.ndarray, dirty: np.ndarray) -> None:
+        """Recompute the ``dirty`` groups' figures (the arrays replaced: a decision's trials keep them)."""
+        short, pruned, bounds = self._of(packed[dirty])
+        self.short = self.short.copy()
+        self.short[dirty] = short
+        self.pruned = self.pruned.copy()
+        self.pruned[dirty] = pruned
+        self.bounds = self.bounds.copy()
+        self.bounds[dirty] = bounds
+
+
+class _GangRows:
+    """Per row, what ``run_tier`` prunes and bounds groups by, for one gang shape: whether one of the
+    gang's pod templates can go there (``usable``); and side by side in ``packed``, its room if
+    usable, its room if schedulable, and an upper bound of how many of the gang's pods fit there
+    (slots); and the per-group sums of those of the tiers asked (``tier_sums``).
+
+    Made afresh for every gang, these cost work over every node (some 0.1 ms at 5,000 nodes, per
+    gang whatever its size). So for gangs whose every predicate is vectorised and node-local
+    (``PlacementEngine.row_local``: a row's answer changes only when that row is written), they are
+    kept per session and shape (the set of the gang's pods' placement keys, at one table width) and
+    brought up to date through the node table's write log: the rows written since (the nodes the
+    previous gang took, a discarded dry run's) are recomputed by the same per-row operations, the
+    groups holding them re-summed; every other row and group is reused. ``usable`` is replaced, not
+    written, on refresh (a decision's trials read it later)."""
+
+    __slots__ = ("gang", "kept", "packed", "sums", "usable", "version", "width")
+
+    def __init__(self, ssn: Session, gang: _Gang, room: _Room, kept: bool) -> None:
+        w = self.width = gang.width
+        self.gang = gang
+        #: kept in the session and refreshed (else made for one gang)
+        self.kept = kept
+        self.version = ssn.table.version
+        self.sums: dict[int, _TierSums] = {}
+        self.usable = _usable_rows_mask(ssn, gang)
+        self.packed = self._packed(room.idle[:, :w], room.idle_all[:, :w], self.usable)
+
+    def _packed(self, idle: np.ndarray, idle_all: np.ndarray, usable: np.ndarray) -> np.ndarray:
+        """Per row (of ``idle``): its room if usable, its room if schedulable, and an upper bound of
+        how many of the gang's pods fit there (node-by-node fit, which aggregate room alone does not
+        see: 8 nodes with 3 cpu free hold no 4-cpu pod)."""
+        gang = self.gang
+        w = self.width
+        out = np.empty((len(idle), 2 * w + 1))
+        np.multiply(idle, usable[:, None], out=out[:, :w])
+        out[:, w : 2 * w] = idle_all
+        dims, smallest = gang.vectors.bounding
+        if len(dims):
+            per_dim = np.floor((idle[:, dims] + MIN_RESOURCE) / smallest)
+            # column by column: numpy's min along a short axis costs 30 times as much
+            slots = per_dim[:, 0].copy()
+            for j in range(1, per_dim.shape[1]):
+                np.minimum(slots, per_dim[:, j], out=slots)
+            slots = slots * usable
+        else:
+            slots = np.where(usable, float(len(gang.tasks)), 0.0)
+        if gang.one_per_node:
+            np.minimum(slots, 1.0, out=slots)
+        out[:, 2 * w] = slots
+        return out
+
+    @classmethod
+    def of(cls, ssn: Session, gang: _Gang) -> _GangRows:
+        """The gang's rows: the session's kept ones for its shape, refreshed, when its predicates
+        allow; else made for it alone."""
+        key = _shape_key(ssn, gang)
+        if key is None:
+            return cls(ssn, gang, ssn.memo(_Room, _Room).of(ssn.table), kept=False)
+        kept: OrderedDict[tuple[object, ...], _GangRows] = ssn.memo(_GangRows, OrderedDict)
+        rows = kept.get(key)
+        if rows is not None and rows.refresh(ssn, gang):
+            kept.move_to_end(key)
+            return rows
+        rows = kept[key] = cls(ssn, gang, ssn.memo(_Room, _Room).of(ssn.table), kept=True)
+        kept.move_to_end(key)
+        while len(kept) > _KEPT:
+            kept.popitem(last=False)
+        return rows
+
+    def refresh(self, ssn: Session, gang: _Gang) -> bool:
+        """Bring the rows up to the table's version from its write log; False when the log does not
+        reach back far enough (or the table changed shape): then the caller makes them afresh."""
+        table = ssn.table
+        n = table.rows
+        behind = table.version - self.version
+        log = table.log
+        if len(self.usable) != n or self.width != gang.width:
+            return False
+        self.gang = gang
+        if behind == 0:
+            return True
+        if log is None or behind > max(8, n // 16) or behind > len(log):
+            return False
+        changed = np.fromiter(sorted(set(log[len(log) - behind :])), dtype=np.intp)
+        w = self.width
+        usable = _usable_rows_mask(ssn, gang, changed)
+        self.usable = self.usable.copy()
+        self.usable[changed] = usable
+        # (the rows' room read from the table as _Room reads it: the session's _Room, kept for
+        # gangs made afresh, is not brought up to date for a kept shape's gangs)
+        idle, idle_all = _room_rows(table, changed, w)
+        self.packed[changed] = self._packed(idle, idle_all, usable)
+        for sums in self.sums.values():
+            sums.refresh(self, changed)
+        self.version = table.version
+        return True
+
+    def tier_sums(self, ssn: Session, segments: Segments, keep: bool) -> _TierSums:
+        """The per-group sums over ``segments`` (``keep``, for a tier's own segments: kept with the
+        rows, when they are kept)."""
+        if not (keep and self.kept):
+            return _TierSums(segments, self)
+        sums = self.sums.get(id(segments))
+        if sums is None or sums.segments is not segments:
+            sums = self.sums[id(segments)] = _TierSums(segments, self, True, _group_of(ssn, segments))
+        return sums
+
+
+def _shape_key(ssn: Session, gang: _Gang) -> tuple[object, ...] | None:
+    """What a gang's ``_GangRows`` depend on: its pods' placement keys (as a set: ``usable`` is any
+    of them, ``slots`` their smallest request) at the table's width, and the count of its pods
+    where no request bounds the slots. None when they may not be kept: a pod without a template,
+    or a predicate that is not node-local for it (one pod placed changes other rows' answers)."""
+    keys = set()
+    row_local = ssn.placement.row_local
+    for t in gang.templates:
+        key = ssn.placement_key(t)
+        if not key or not row_local(t):
+            return None
+        keys.add(key)
+    bounded = bool(len(gang.vectors.bounding[0]))
+    return (gang.width, tuple(sorted(keys)), 0 if bounded else len(gang.tasks))
 
 
 class _Selector:
@@ -412,28 +713,8 @@ class _Selector:
         #: groups are not scored, the first that fits (by name) is taken
         self.scored = ssn.hypernode_order_on()
         self.gang = _Gang(ssn, job)
-        w = self.gang.width
-        room = ssn.memo(_Room, _Room).of(ssn.table)
-        idle = room.idle[:, :w]
-        self.idle_all = room.idle_all[:, :w]
-        self.usable = _usable_rows_mask(ssn, self.gang)
-        #: every node usable and schedulable: the aggregates over usable and over all rows are one
-        self.everywhere = room.all_schedulable and bool(self.usable.all())
-        self.idle_usable = idle if self.everywhere else idle * self.usable[:, None]
-        # per node, an upper bound of how many of the gang's pods fit there (node-by-node fit, which
-        # aggregate room alone does not see: 8 nodes with 3 cpu free hold no 4-cpu pod)
-        dims = np.flatnonzero(self.gang.smallest > 0)
-        if len(dims):
-            per_dim = np.floor((idle[:, dims] + MIN_RESOURCE) / self.gang.smallest[dims])
-            # column by column: numpy's min along a short axis costs 30 times as much
-            slots = per_dim[:, 0].copy()
-            for j in range(1, per_dim.shape[1]):
-                np.minimum(slots, per_dim[:, j], out=slots)
-            self.slots = slots * self.usable
-        else:
-            self.slots = np.where(self.usable, float(len(self.gang.tasks)), 0.0)
-        if self.gang.one_per_node:
-            np.minimum(self.slots, 1.0, out=self.slots)
+        rows = self.rows = _GangRows.of(ssn, self.gang)
+        self.usable = rows.usable
         #: what each tier tried (see ``trials``)
         self._tiers: list[_TierTrials] = []
 
@@ -500,10 +781,8 @@ class _Selector:
         end to end, ``Topology.segments``: per-job work does not loop over groups in Python), then
         dry-run in bound order until no bound can beat the best group found."""
         gang = self.gang
-        if candidates is self.topo.groups(tier):
-            segments = self.topo.segments(tier)
-        else:
-            segments = Segments.of(candidates)
+        whole = candidates is self.topo.groups(tier)
+        segments = self.topo.segments(tier) if whole else Segments.of(candidates)
         groups = segments.groups
         record = _TierTrials(self, groups)
         self._tiers.append(record)
@@ -511,39 +790,29 @@ class _Selector:
             return None
         starts = segments.starts
         laid_out = segments.laid_out
-        agg_usable = np.add.reduceat(laid_out(self.idle_usable), starts, axis=0)
-        slots = np.add.reduceat(laid_out(self.slots), starts).astype(np.int64)
-        short = gang.minimum - agg_usable
-        pruned = slots < gang.need
-        for j in range(short.shape[1]):  # (column by column, as above)
-            pruned |= short[:, j] > MIN_RESOURCE
+        # (kept for the tier's own segments, re-summed only where rows changed: _GangRows)
+        sums = self.rows.tier_sums(self.ssn, segments, keep=whole)
+        rank = sums.ranking(gang.vectors, self.spread, self.scored)
+        pruned, bounds = rank.pruned, rank.bounds
         usable = self.usable
         record.pruned(
-            pruned, short, slots, lambda: np.add.reduceat(laid_out(usable).astype(np.int64), starts)
+            pruned, rank.short, sums.slots, lambda: np.add.reduceat(laid_out(usable).astype(np.int64), starts)
         )
-        kept = np.flatnonzero(~pruned)
-        if len(kept) == 0:
-            return None
-        if self.everywhere:
-            agg_all = agg_usable[kept]
-        else:
-            agg_all = np.add.reduceat(laid_out(self.idle_all), starts, axis=0)[kept]
-        target = gang.minimum if self.spread else gang.full
-        raw = ((agg_all - target) * gang.weight).sum(axis=1)
-        bounds = np.round(raw if self.spread else -raw, 9) if self.scored else np.zeros(len(kept))
-        # by bound, best first; ties by name (candidates come sorted by name)
-        order = np.lexsort((kept, -bounds))
-
+        # by bound, best first; ties by name (candidates come sorted by name): the best bound left,
+        # its first group, one at a time (the order of the groups never reached is not needed)
+        left = np.where(pruned, -np.inf, bounds)
         best: tuple[float, NodeGroup, Statement | None] | None = None
-        for position in range(len(order)):
-            k = int(order[position])
-            g = groups[int(kept[k])]
-            bound = float(bounds[k])
+        while True:
+            i = int(left.argmax())
+            if left[i] == -np.inf:
+                break  # (every group not pruned was dry-run)
+            g = groups[i]
+            bound = float(bounds[i])
             if best is not None and (bound < best[0] or (bound == best[0] and g.name > best[1].name)):
                 # every later group's bound is no better: none can win
-                rest = order[position:]
-                record.skipped(kept[rest], bounds[rest])
+                record.skipped(left)
                 break
+            left[i] = -np.inf
             if best is not None and best[2] is not None:
                 # only one dry run can be live at a time: the best one is re-run if it stays best
                 best[2].discard()
@@ -552,7 +821,7 @@ class _Selector:
             if stmt is None:
                 record.trials.append(GroupTrial(g, "infeasible", bound=bound, placed=placed, detail=detail))
                 continue
-            score, count = self._score(agg_all[k], stmt)
+            score, count = self._score(sums.agg_all[i], stmt)
             record.trials.append(GroupTrial(g, "feasible", bound=bound, score=score, placed=count))
             if best is None or score > best[0] or (score == best[0] and g.name < best[1].name):
                 best = (score, g, stmt)
@@ -614,7 +883,7 @@ class _TierTrials:
         self.groups = groups
         self._pruned: tuple[np.ndarray, np.ndarray, np.ndarray, Callable[[], np.ndarray]] | None = None
         self.trials: list[GroupTrial] = []
-        self._skipped: tuple[np.ndarray, np.ndarray] | None = None
+        self._skipped: np.ndarray | None = None
 
     def pruned(
         self, mask: np.ndarray, short: np.ndarray, slots: np.ndarray, usable: Callable[[], np.ndarray]
@@ -622,9 +891,10 @@ class _TierTrials:
         """``usable``: each group's count of usable nodes, counted when the trials are read."""
         self._pruned = (mask, short, slots, usable)
 
-    def skipped(self, indices: np.ndarray, bounds: np.ndarray) -> None:
-        """The groups (indices into ``groups``) whose bounds could not beat the best, in order."""
-        self._skipped = (indices, bounds)
+    def skipped(self, left: np.ndarray) -> None:
+        """The groups whose bounds could not beat the best: those whose bound in ``left`` (by index
+        into ``groups``) is above -inf (ordered when read: by bound, best first, then name)."""
+        self._skipped = left
 
     def all(self) -> list[GroupTrial]:
         out: list[GroupTrial] = []
@@ -644,10 +914,13 @@ class _TierTrials:
                 )
         out.extend(self.trials)
         if self._skipped is not None:
-            indices, bounds = self._skipped
+            left = self._skipped
+            indices = np.flatnonzero(left > -np.inf)
+            bounds = left[indices]
+            order = np.lexsort((indices, -bounds))
             out.extend(
                 GroupTrial(self.groups[i], "skipped", bound=b)
-                for i, b in zip(indices.tolist(), bounds.tolist(), strict=True)
+                for i, b in zip(indices[order].tolist(), bounds[order].tolist(), strict=True)
             )
         return out
 

@@ -170,6 +170,7 @@ class PlacementEngine:
         self._static_masks: dict[bytes, np.ndarray] = {}
         self._placements: dict[bytes, _Placement] = {}
         self._incremental: dict[bytes, bool] = {}
+        self._row_local: dict[bytes, bool] = {}
         self._overlays: dict[bytes, tuple[bytes, list[BulkPred], list[BulkScore]]] = {}
         self._score_split: dict[bytes, tuple[list[BulkScore], list[BulkScore]]] = {}
         #: each row's rank by node name: ties between equal scores go to the name that sorts first
@@ -276,6 +277,21 @@ class PlacementEngine:
             and applies_to(bp.applies, task)
             and (not local_only or is_local(bp.local, task))
         ]
+
+    def row_local(self, task: TaskInfo) -> bool:
+        """Whether the task's answer on a row (:meth:`feasible_mask`) changes only when that row is
+        written in the node table: every enabled predicate is vectorised and node-local for it (no
+        inter-pod term across a topology domain, no per-node Python predicate). Then a mask of it
+        over every row may be kept in step with the table's write log."""
+        key = self.callbacks.placement_key(task)
+        ok = self._row_local.get(key) if key else None
+        if ok is None:
+            ok = not self.callbacks.predicate_fns.flat() and all(
+                is_local(bp.local, task) for bp in self._dynamic(task, resources=True, local_only=False)
+            )
+            if key:
+                self._row_local[key] = ok
+        return ok
 
     def releasable_applies(self, task: TaskInfo) -> bool:
         """Whether a predicate that may fail for want of what evictions release applies to the task."""
@@ -574,6 +590,18 @@ class PlacementEngine:
         """:meth:`best_placement` on ``rows`` from the template's cached node-local results: the
         non-local predicates and scores evaluated on those rows only, as the full evaluation does."""
         rows = np.asarray(rows, dtype=np.intp)
+        if not preds and not extra_scores:
+            # Everything is in the cache: the rows' ranked scores of those that fit now; the best,
+            # ties to the name that sorts first (the lowest rank). Only when one of them scores
+            # above -inf (else the general reading below, which also reads pipelining). (argmax and
+            # argmin: a group's rows are few, and numpy's max and min reductions cost several times
+            # as much on a few values)
+            ranks = self.name_rank[rows]
+            ranked = entry.best_now[ranks]
+            top = ranked[ranked.argmax()]
+            if top > -np.inf:
+                tied = ranks[ranked == top]
+                return int(self.name_order[tied[tied.argmin()]]), True
         feasible = entry.feasible[rows]
         for bp in preds:
             if not feasible.any():

@@ -426,6 +426,29 @@ def test_groups_that_cannot_hold_the_gang_are_pruned_before_any_dry_run():
     assert decision.group.name == "ok"
 
 
+def test_the_groups_never_dry_run_are_listed_best_bound_first_then_by_name():
+    """Five leaves of one 16-cpu node with 8, 0, 8, 12 and 4 cpu free, a gang of two 2-cpu pods: the
+    leaf without room is pruned; the tightest fit (e, 4 free) is dry-run and wins; no other bound
+    can beat it, so the rest are never dry-run and are listed tightest first (a and c, 8 free,
+    by name), then d."""
+    taken = {"a": 8, "b": 16, "c": 8, "d": 4, "e": 12}
+    nodes = [n for leaf in taken for n in leaf_nodes(leaf, "s", 1, cpu="16")]
+    fillers = [filler(f"{leaf}-n0", str(cpu)) for leaf, cpu in taken.items()]
+    pg, pods = gang_pods("g", 2, "2", HARD1)
+    ssn = _session(cluster(nodes=nodes, pods=fillers + pods, podgroups=[pg]), conf())
+    decision = allocate_in_topology(ssn, ssn.jobs["default/g"], allocate_job)
+    assert decision.group.name == "e"
+    assert [(t.group.name, t.outcome) for t in decision.trials] == [
+        ("b", "pruned"),
+        ("e", "feasible"),
+        ("a", "skipped"),
+        ("c", "skipped"),
+        ("d", "skipped"),
+    ]
+    bounds = [t.bound for t in decision.trials if t.outcome == "skipped"]
+    assert bounds[0] == bounds[1] > bounds[2]
+
+
 def test_no_requirement_leaves_the_job_to_the_usual_allocate():
     snap = cluster(nodes=leaf_nodes("l1", "s1", 1), pods=[pod("p", group="pg")], podgroups=[podgroup("pg")])
     ssn = _session(snap, conf())

@@ -74,9 +74,12 @@ def test_incremental_choice_equals_full_evaluation_through_many_placements(conf_
             fast = ssn.best_placement(task)
             full = ssn.placement.full_placement(task)  # every predicate and score afresh
             assert fast == full, (task.name, fast, full)
-            # a node group's rows (the topology-aware allocate's dry runs): the cache read on them
+            # a node group's rows (the topology-aware allocate's dry runs): the cache read on them,
+            # in row order and in any order (ties still go to the name that sorts first)
             group = np.asarray(sorted(rng.sample(range(len(nodes)), 8)), dtype=np.intp)
             assert ssn.best_placement(task, rows=group) == ssn.placement.full_placement(task, group)
+            shuffled = group[::-1].copy()
+            assert ssn.best_placement(task, rows=shuffled) == ssn.placement.full_placement(task, group)
             checked += 1
             if fast is None:
                 continue
