@@ -47,11 +47,10 @@ as its ``assumecache`` does).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -595,28 +594,26 @@ class Binder:
     ) -> str | None:
         """Allocate and reserve each of the placement's claims for its pod (``bindClaim``); None when
         all are written, else why not. ``written`` gets each claim written."""
+        locks = self._claim_locks
         for ca in placement.claims or ():
-            async with self._claim_turn(ca.key):
-                failure = await self._write_claim(placement.task, ca, deadline, written)
+            # Writes to one claim one after another (see the module's docstring): a lock per claim
+            # while binds hold or wait for it (an async context manager cost a generator per write)
+            key = ca.key
+            entry = locks.get(key)
+            if entry is None:
+                entry = locks[key] = (asyncio.Lock(), [0])
+            lock, users = entry
+            users[0] += 1
+            try:
+                async with lock:
+                    failure = await self._write_claim(placement.task, ca, deadline, written)
+            finally:
+                users[0] -= 1
+                if not users[0]:
+                    del locks[key]
             if failure is not None:
                 return failure
         return None
-
-    @contextlib.asynccontextmanager
-    async def _claim_turn(self, key: str) -> AsyncIterator[None]:
-        """Writes to one claim one after another (see the module's docstring)."""
-        entry = self._claim_locks.get(key)
-        if entry is None:
-            entry = self._claim_locks[key] = (asyncio.Lock(), [0])
-        lock, users = entry
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if not users[0]:
-                del self._claim_locks[key]
 
     def _freshest(self, key: str) -> ResourceClaim | None:
         """The claim as the watch shows it, or as our last write returned it when that is newer."""
