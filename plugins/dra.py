@@ -355,6 +355,9 @@ class DraPart:
     def passes(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """The claims exist and may be used, allocated ones reach the node, and the node reaches a
         device at all when there are claims to allocate (``devices_pass`` asks the allocator)."""
+        if self._counted(task) is not None:
+            # (one claim to allocate, usable, with requests: what the plan would say, without it)
+            return self.device_rows()[rows]
         plan = self.plan(task)
         if plan.reason:
             return np.zeros(len(rows), dtype=bool)
@@ -371,6 +374,9 @@ class DraPart:
         error aborts the pod's cycle in kube-scheduler (``dynamicresources.go`` Filter; the
         "CEL-runtime-error-for-one-of-two-nodes" case of its TestPlugin): a broken selector is the
         user's to fix, not a reason to land on whichever node it happens not to trip on."""
+        fast = self._counted(task)
+        if fast is not None and not self.claim_cel:
+            return fast.fits(rows)  # what the plan's one claim to allocate gets below
         plan = self.plan(task)
         if plan.reason:
             return np.zeros(len(rows), dtype=bool)
