@@ -85,6 +85,8 @@ def has_claims(task: TaskInfo) -> bool:
 
 
 _spec_encoder = msgspec.json.Encoder()
+#: the ``Session.node_memo`` key of ``DraPart.device_rows``'s (inventory, rows)
+_DEVICE_ROWS = "dra.device_rows"
 
 
 @dataclass(slots=True, eq=False)
@@ -337,12 +339,21 @@ class DraPart:
 
     # -- the predicate -------------------------------------------------------------------------------
     def device_rows(self) -> np.ndarray:
-        """Per node row, whether any device is reachable from the node (found once per session)."""
+        """Per node row, whether any device is reachable from the node (read-only). It depends on
+        the nodes' names and labels and on the inventory alone: kept across sessions while both
+        stand (``Session.node_memo`` for the nodes, with the inventory it was found for)."""
         if self._device_rows is None:
             inventory = self.view.inventory
-            self._device_rows = np.array(
-                [bool(inventory.devices_for(n.name, n.labels)) for n in self.ssn.node_list], dtype=bool
-            )
+            kept = self.ssn.node_memo(_DEVICE_ROWS, lambda: None)
+            if kept is not None and kept[0] is inventory:
+                self._device_rows = kept[1]
+            else:
+                rows = np.array(
+                    [bool(inventory.devices_for(n.name, n.labels)) for n in self.ssn.node_list], dtype=bool
+                )
+                rows.flags.writeable = False
+                self.ssn.node_memo_replace(_DEVICE_ROWS, (inventory, rows))
+                self._device_rows = rows
         return self._device_rows
 
     def _candidates(self, plan: _Plan, rows: np.ndarray) -> np.ndarray:
