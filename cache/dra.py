@@ -109,12 +109,7 @@ class DraCache(Indexes):
                 uid = consumer.uid if consumer is not None else pod_uid
                 if not any(r.uid == uid for r in reserved):
                     reserved.append(
-                        ResourceClaimConsumerReference(
-                            api_group=consumer.api_group,
-                            resource=consumer.resource,
-                            name=consumer.name,
-                            uid=uid,
-                        )
+                        consumer.reference()
                         if consumer is not None
                         else ResourceClaimConsumerReference(resource="pods", name=pod_name, uid=pod_uid)
                     )

@@ -89,6 +89,8 @@ def has_claims(task: TaskInfo) -> bool:
 
 
 _spec_encoder = msgspec.json.Encoder()
+#: the ``Session.node_memo`` key of ``DraPart.device_rows``'s (inventory, rows)
+_DEVICE_ROWS = "dra.device_rows"
 
 
 @dataclass(slots=True, eq=False)
@@ -100,6 +102,11 @@ class _Fit:
     shared: int
     #: the allocations found per row (equal specs, equal devices in use: equal allocations)
     results: list[list[AllocationResult] | None]
+
+
+#: one claim of a task as the session's view decides it (``DraPart._claim_checks``): its key, the
+#: claim, why it cannot be used at all, its allocation in the view, why that cannot be reserved
+_Check = tuple[str, ResourceClaim | None, str, AllocationResult | None, str]
 
 
 @dataclass(slots=True)
@@ -138,14 +145,15 @@ class DraPart:
         self._epoch = np.zeros(len(ssn.node_list), dtype=np.int64)
         self._shared_epoch = 0
         #: the counting fast path per claim (framework/dra/freeindex.py): its index, None where the
-        #: full allocator answers; indexes by shape
+        #: full allocator answers; the same per claim spec (the claims of one template); indexes by shape
         self._fast: dict[str, FreeIndex | None] = {}
+        self._fast_by_spec: dict[bytes, FreeIndex | None] = {}
         self._indexes: dict[object, FreeIndex | None] = {}
         #: per task uid: its one claim and the index that answers for it while the session has not
         #: allocated that claim (``_counted``)
         self._counted_by: dict[str, tuple[str, FreeIndex | None]] = {}
-        #: per task uid: its claims' keys, or why it waits (the pod does not change in a session)
-        self._claim_keys: dict[str, tuple[list[str], str]] = {}
+        #: per task uid: what the view decides of its claims (``_claim_checks``)
+        self._checks: dict[str, tuple[list[str], str, list[_Check]]] = {}
         #: per task uid: the keys of its claims that are its PodGroup's, and that PodGroup
         self._group_keys: dict[str, tuple[frozenset[str], Consumer | None]] = {}
         #: the first selector error met for each claim this session (named in its reasons)
@@ -204,60 +212,93 @@ class DraPart:
         return got
 
     def plan(self, task: TaskInfo) -> _Plan:
-        got = self._claim_keys.get(task.uid)
-        if got is None:
-            got = self._claim_keys[task.uid] = pod_claims(task.pod)
-        keys, reason = got
+        """The task's claims as the session stands (``_Plan``): what the view decides of them is
+        found once per task (``_claim_checks``); what moves in the session (claims it allocated,
+        claims its evictions release) is read on each call."""
+        keys, reason, checks = self._claim_checks(task)
         plan = _Plan(keys, [], [], [])
         if reason:
             plan.reason = reason
             return plan
+        released = self.released
+        session_allocs = self.session_allocs
+        for key, claim, before, allocation, after in checks:
+            if before:
+                plan.reason = before
+                return plan
+            if key in released:
+                plan.reason = f"ResourceClaim {key} is being released: the pods reserving it are evicted"
+                return plan
+            assert claim is not None  # (a missing claim has its reason)
+            plan.claims.append(claim)
+            if allocation is not None:
+                if after:
+                    plan.reason = after
+                    return plan
+                plan.allocated.append((key, allocation))
+            elif key in session_allocs:
+                plan.allocated.append((key, session_allocs[key][0]))
+            else:
+                plan.unallocated.append(claim)
+        return plan
+
+    def _claim_checks(self, task: TaskInfo) -> tuple[list[str], str, list[_Check]]:
+        """What the session's view decides of the task's claims, in ``spec.resourceClaims`` order
+        (found once per task: neither the pod nor the view changes in a session): the claims' keys,
+        or why the pod waits for them; then per claim up to the first that fails: the claim (None
+        where it is missing), why it cannot be used whatever the session does (kube-scheduler's
+        PreFilter: missing, being deleted, a template's claim that is not the pod's own, nor its
+        PodGroup's), its allocation in the view, and why that allocation cannot be reserved for the
+        pod (``reservedFor`` full). :meth:`plan` lays the session's moves over it."""
+        got = self._checks.get(task.uid)
+        if got is not None:
+            return got
+        keys, reason = pod_claims(task.pod)
+        checks: list[_Check] = []
+        got = self._checks[task.uid] = (keys, reason, checks)
+        if reason:
+            return got
         claims = self.view.claims
         templated = template_claims(task.pod) if task.pod.status.resource_claim_statuses else frozenset()
         shared, group = self.group_of(task)
         for key in keys:
             claim = claims.get(key)
+            before = ""
             if claim is None:
-                plan.reason = f"waiting for ResourceClaim {key} to be created"
-                return plan
-            if claim.metadata.deletion_timestamp:
-                plan.reason = f"ResourceClaim {key} is being deleted"
-                return plan
+                before = f"waiting for ResourceClaim {key} to be created"
+            elif claim.metadata.deletion_timestamp:
+                before = f"ResourceClaim {key} is being deleted"
             consumer = task.uid
-            if group is not None and key in shared:
-                consumer = group.uid
-                if key in templated and not is_for_pod(claim, group.uid):
-                    plan.reason = (
-                        f"ResourceClaim {key} was not created for PodGroup {task.namespace}/{group.name}"
-                    )
-                    return plan
-            elif key in templated and not is_for_pod(claim, task.uid):
-                # kube-scheduler's PreFilter: a template's claim must be the pod's own
-                plan.reason = f"ResourceClaim {key} was not created for pod {task.key} (pod is not owner)"
-                return plan
-            if key in self.released:
-                plan.reason = f"ResourceClaim {key} is being released: the pods reserving it are evicted"
-                return plan
-            plan.claims.append(claim)
+            if claim is not None and not before:
+                if group is not None and key in shared:
+                    consumer = group.uid
+                    if key in templated and not is_for_pod(claim, group.uid):
+                        before = (
+                            f"ResourceClaim {key} was not created for PodGroup {task.namespace}/{group.name}"
+                        )
+                elif key in templated and not is_for_pod(claim, task.uid):
+                    # kube-scheduler's PreFilter: a template's claim must be the pod's own
+                    before = f"ResourceClaim {key} was not created for pod {task.key} (pod is not owner)"
+            if before or claim is None:
+                checks.append((key, claim, before, None, ""))
+                break
             allocation = claim.status.allocation
+            after = ""
             if allocation is not None:
                 status = claim.status
                 if not reserved_for(claim, consumer) and len(status.reserved_for) >= RESERVED_FOR_MAX_SIZE:
-                    plan.reason = (
+                    after = (
                         f"ResourceClaim {key} is in use by {len(status.reserved_for)} pods, the most allowed"
                     )
-                    return plan
-                blocked = binding_blocked(claim, self.now)
-                if blocked:
-                    # Filter: "resourceclaim not available on the node", on every node alike
-                    plan.reason = f"ResourceClaim {key} is not available: {blocked}"
-                    return plan
-                plan.allocated.append((key, allocation))
-            elif key in self.session_allocs:
-                plan.allocated.append((key, self.session_allocs[key][0]))
-            else:
-                plan.unallocated.append(claim)
-        return plan
+                else:
+                    blocked = binding_blocked(claim, self.now)
+                    if blocked:
+                        # Filter: "resourceclaim not available on the node", on every node alike
+                        after = f"ResourceClaim {key} is not available: {blocked}"
+            checks.append((key, claim, "", allocation, after))
+            if after:
+                break
+        return got
 
     def _on_node(self, plan: _Plan, node: NodeInfo) -> str:
         """Why the task's claims cannot be had on the node ("" when they can)."""
@@ -309,12 +350,21 @@ class DraPart:
 
     # -- the predicate -------------------------------------------------------------------------------
     def device_rows(self) -> np.ndarray:
-        """Per node row, whether any device is reachable from the node (found once per session)."""
+        """Per node row, whether any device is reachable from the node (read-only). It depends on
+        the nodes' names and labels and on the inventory alone: kept across sessions while both
+        stand (``Session.node_memo`` for the nodes, with the inventory it was found for)."""
         if self._device_rows is None:
             inventory = self.view.inventory
-            self._device_rows = np.array(
-                [bool(inventory.devices_for(n.name, n.labels)) for n in self.ssn.node_list], dtype=bool
-            )
+            kept = self.ssn.node_memo(_DEVICE_ROWS, lambda: None)
+            if kept is not None and kept[0] is inventory:
+                self._device_rows = kept[1]
+            else:
+                rows = np.array(
+                    [bool(inventory.devices_for(n.name, n.labels)) for n in self.ssn.node_list], dtype=bool
+                )
+                rows.flags.writeable = False
+                self.ssn.node_memo_replace(_DEVICE_ROWS, (inventory, rows))
+                self._device_rows = rows
         return self._device_rows
 
     def _candidates(self, plan: _Plan, rows: np.ndarray) -> np.ndarray:
@@ -327,6 +377,9 @@ class DraPart:
     def passes(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """The claims exist and may be used, allocated ones reach the node, and the node reaches a
         device at all when there are claims to allocate (``devices_pass`` asks the allocator)."""
+        if self._counted(task) is not None:
+            # (one claim to allocate, usable, with requests: what the plan would say, without it)
+            return self.device_rows()[rows]
         plan = self.plan(task)
         if plan.reason:
             return np.zeros(len(rows), dtype=bool)
@@ -343,6 +396,9 @@ class DraPart:
         error aborts the pod's cycle in kube-scheduler (``dynamicresources.go`` Filter; the
         "CEL-runtime-error-for-one-of-two-nodes" case of its TestPlugin): a broken selector is the
         user's to fix, not a reason to land on whichever node it happens not to trip on."""
+        fast = self._counted(task)
+        if fast is not None and not self.claim_cel:
+            return fast.fits(rows)  # what the plan's one claim to allocate gets below
         plan = self.plan(task)
         if plan.reason:
             return np.zeros(len(rows), dtype=bool)
@@ -361,6 +417,12 @@ class DraPart:
         key = f"{claim.metadata.namespace}/{claim.metadata.name}"
         if key in self._fast:
             return self._fast[key]
+        # Claims made from one template have equal specs (a claim's spec never changes): the shape is
+        # found once per spec, the others' is a lookup
+        spec = _spec_encoder.encode(claim.spec)
+        if spec in self._fast_by_spec:
+            index = self._fast[key] = self._fast_by_spec[spec]
+            return index
         view = self.view
         shape = simple_shape(claim, view.classes, view.inventory)
         index = None
@@ -372,7 +434,7 @@ class DraPart:
                 if devices is not None:
                     index = FreeIndex(shape, devices, [n.name for n in self.ssn.node_list], self.ledger)
                 self._indexes[shape] = index
-        self._fast[key] = index
+        self._fast[key] = self._fast_by_spec[spec] = index
         return index
 
     def _counted(self, task: TaskInfo) -> FreeIndex | None:

@@ -47,11 +47,10 @@ as its ``assumecache`` does).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -62,7 +61,11 @@ from caldera.cache.client import ApiClient, ApiError, backoff_delay
 from caldera.cache.http1 import RequestShape
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
-from caldera.framework.dra.objects import ResourceClaim
+from caldera.framework.dra.objects import (
+    AllocationResult,
+    ResourceClaim,
+    ResourceClaimConsumerReference,
+)
 from caldera.framework.dra.view import (
     BINDING_TIMEOUT,
     ClaimAllocation,
@@ -106,6 +109,43 @@ class _Versioned(msgspec.Struct):
 
 #: reads an object's resourceVersion alone (the rest of the answer is skipped, not decoded)
 _VERSION = msgspec.json.Decoder(_Versioned)
+
+
+# The binder's ResourceClaim merge patches, encoded from structs straight to bytes (the claim's
+# allocation and references as decoded, no dicts built per write): the same JSON the dicts gave.
+class _PatchMeta(msgspec.Struct, rename="camel"):
+    uid: str
+    resource_version: str
+
+
+class _StatusPart(msgspec.Struct, rename="camel", omit_defaults=True):
+    reserved_for: list[ResourceClaimConsumerReference]
+    #: only when the write allocates (absent, not null, otherwise: a merge patch's null deletes)
+    allocation: AllocationResult | None = None
+
+
+class _StatusPatch(msgspec.Struct):
+    """``PATCH resourceclaims/NAME/status``: allocation and reservation, the claim's uid and
+    resourceVersion as preconditions."""
+
+    metadata: _PatchMeta
+    status: _StatusPart
+
+
+class _FinalizerMeta(msgspec.Struct, rename="camel"):
+    uid: str
+    resource_version: str
+    finalizers: list[str]
+
+
+class _FinalizerPatch(msgspec.Struct):
+    """``PATCH resourceclaims/NAME``: the finalizers with ours added (uid and resourceVersion as
+    preconditions)."""
+
+    metadata: _FinalizerMeta
+
+
+_claim_encoder = msgspec.json.Encoder()
 
 
 def _rv(claim: ResourceClaim) -> int:
@@ -211,6 +251,9 @@ class Binder:
         self._written: dict[str, ResourceClaim | bytes] = {}
         #: ``POST pods/NAME/binding``: the request's fixed parts, encoded once (made at the first bind)
         self._binding_shape: RequestShape | None = None
+        #: ``PATCH resourceclaims/NAME`` (the finalizer) and ``.../status`` (allocation and reservation)
+        #: as merge patches: their fixed parts, encoded once (made at the first write of each)
+        self._claim_shapes: dict[str, RequestShape] = {}
 
     # -- objects that go ---------------------------------------------------------------------------
     def pod_gone(self, pod: Pod) -> None:
@@ -561,28 +604,26 @@ class Binder:
     ) -> str | None:
         """Allocate and reserve each of the placement's claims for its pod (``bindClaim``); None when
         all are written, else why not. ``written`` gets each claim written."""
+        locks = self._claim_locks
         for ca in placement.claims or ():
-            async with self._claim_turn(ca.key):
-                failure = await self._write_claim(placement.task, ca, deadline, written)
+            # Writes to one claim one after another (see the module's docstring): a lock per claim
+            # while binds hold or wait for it (an async context manager cost a generator per write)
+            key = ca.key
+            entry = locks.get(key)
+            if entry is None:
+                entry = locks[key] = (asyncio.Lock(), [0])
+            lock, users = entry
+            users[0] += 1
+            try:
+                async with lock:
+                    failure = await self._write_claim(placement.task, ca, deadline, written)
+            finally:
+                users[0] -= 1
+                if not users[0]:
+                    del locks[key]
             if failure is not None:
                 return failure
         return None
-
-    @contextlib.asynccontextmanager
-    async def _claim_turn(self, key: str) -> AsyncIterator[None]:
-        """Writes to one claim one after another (see the module's docstring)."""
-        entry = self._claim_locks.get(key)
-        if entry is None:
-            entry = self._claim_locks[key] = (asyncio.Lock(), [0])
-        lock, users = entry
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if not users[0]:
-                del self._claim_locks[key]
 
     def _freshest(self, key: str) -> ResourceClaim | None:
         """The claim as the watch shows it, or as our last write returned it when that is newer."""
@@ -605,6 +646,19 @@ class Binder:
         if len(self._written) >= WRITTEN_CLAIMS_MAX and key not in self._written:
             self._written.clear()  # a bound on memory: the watch's copies are as good, if older
         self._written[key] = claim
+
+    def _claim_shape(self, suffix: str) -> RequestShape:
+        """The merge patch ``PATCH resourceclaims/NAME`` + ``suffix``, its fixed parts encoded once."""
+        shape = self._claim_shapes.get(suffix)
+        if shape is None:
+            shape = self._claim_shapes[suffix] = self.client.shape(
+                "PATCH", suffix, "application/merge-patch+json"
+            )
+        return shape
+
+    @staticmethod
+    def _claim_path(ca: ClaimAllocation) -> str:
+        return f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}"
 
     async def _write_claim(
         self, task: TaskInfo, ca: ClaimAllocation, deadline: float, written: list[ClaimAllocation]
@@ -642,31 +696,33 @@ class Binder:
                     continue
                 claim = added
                 self._remember(ca.key, claim)
-            reserved = [msgspec.to_builtins(r) for r in status.reserved_for]
-            reserved.append(
-                consumer.ref()
+            reserved = [
+                *status.reserved_for,
+                consumer.reference()
                 if consumer is not None
-                else {"resource": "pods", "name": task.name, "uid": task.uid}
-            )
-            patch: dict[str, Any] = {
-                "metadata": {"uid": ca.uid, "resourceVersion": claim.metadata.resource_version},
-                "status": {"reservedFor": reserved},
-            }
-            allocating = status.allocation is None
-            if allocating:
+                else ResourceClaimConsumerReference(resource="pods", name=task.name, uid=task.uid),
+            ]
+            allocation = None
+            if status.allocation is None:
                 # allocation and reservation in one write: reservedFor alone is refused (422)
-                patch["status"]["allocation"] = msgspec.to_builtins(ca.allocation)
-                if has_binding_conditions(ca.allocation) and ca.allocation.allocation_timestamp is None:
+                allocation = ca.allocation
+                if has_binding_conditions(allocation) and allocation.allocation_timestamp is None:
                     # bindClaim: the binding timeout counts from allocationTimestamp
-                    patch["status"]["allocation"]["allocationTimestamp"] = _now_rfc3339()
+                    allocation = msgspec.structs.replace(allocation, allocation_timestamp=_now_rfc3339())
+            body = _claim_encoder.encode(
+                _StatusPatch(
+                    _PatchMeta(ca.uid, claim.metadata.resource_version),
+                    _StatusPart(reserved, allocation),
+                )
+            )
             answer: list[bytes] = []
             failure = await self._with_retries(
                 task,
                 "PATCH",
-                f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}/status",
-                patch,
+                self._claim_path(ca),
+                body,
                 deadline,
-                "application/merge-patch+json",
+                shape=self._claim_shape("/status"),
                 answer=answer,
             )
             _claim_writes("status", failure is None).inc()
@@ -688,32 +744,24 @@ class Binder:
         self, task: TaskInfo, ca: ClaimAllocation, claim: ResourceClaim, deadline: float
     ) -> ResourceClaim | ApiError:
         """The claim with ``CLAIM_FINALIZER`` added (its resourceVersion a precondition)."""
-        patch = {
-            "metadata": {
-                "uid": ca.uid,
-                "resourceVersion": claim.metadata.resource_version,
-                "finalizers": [*claim.metadata.finalizers, CLAIM_FINALIZER],
-            }
-        }
-        path = f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}"
+        finalizers = [*claim.metadata.finalizers, CLAIM_FINALIZER]
+        body = _claim_encoder.encode(
+            _FinalizerPatch(_FinalizerMeta(ca.uid, claim.metadata.resource_version, finalizers))
+        )
+        path = self._claim_path(ca)
+        shape = self._claim_shape("")
         attempt = 0
         while True:
             try:
                 self.requests += 1
-                raw = await self.client.request(
-                    "PATCH",
-                    path,
-                    body=patch,
-                    content_type="application/merge-patch+json",
-                    timeout=self.request_timeout,
-                )
+                raw = await self.client.send(shape, path, body, timeout=self.request_timeout)
                 _claim_writes("finalizer", True).inc()
                 # The write changed the metadata alone (the status is another subresource): the
                 # claim as read, with the finalizer and the answer's resourceVersion, without decoding
                 # the whole answer.
                 version = _VERSION.decode(raw).metadata.resource_version
                 meta = msgspec.structs.replace(
-                    claim.metadata, resource_version=version, finalizers=patch["metadata"]["finalizers"]
+                    claim.metadata, resource_version=version, finalizers=finalizers
                 )
                 return msgspec.structs.replace(claim, metadata=meta)
             except msgspec.DecodeError as exc:
@@ -807,7 +855,8 @@ class Binder:
         success, else the final error (``retried`` set when it was not the first attempt). With a
         ``shape`` (whose method and content type it has), the request is ``path`` + the shape's
         suffix and ``body`` is bytes: its fixed parts were encoded once (``ApiClient.send``). ``answer``
-        gets the response body of a ``body`` write that succeeded."""
+        gets the response body of a write that succeeded (one through a shape, or of a ``body`` to
+        encode)."""
         attempt = 0
         while True:
             if not self.may_write():
@@ -816,7 +865,9 @@ class Binder:
             try:
                 self.requests += 1
                 if shape is not None:
-                    await self.client.send(shape, path, body, timeout=self.request_timeout)
+                    raw = await self.client.send(shape, path, body, timeout=self.request_timeout)
+                    if answer is not None:
+                        answer.append(raw)
                 elif isinstance(body, bytes):
                     await self.client.request(
                         method, path, data=body, content_type=content_type, timeout=self.request_timeout

@@ -25,7 +25,7 @@ from caldera.actions.subjobs import job_tier, narrowest_group, outcomes, sub_job
 from caldera.actions.topology import TopologyDecision, session_topology
 from caldera.framework.carry import JobGeneration, carry_user, job_generation
 from caldera.framework.dra import summary as dra_summary
-from caldera.framework.dra.view import pod_claims
+from caldera.framework.dra.view import DraView, pod_claims
 from caldera.framework.model import ALLOCATED_STATUSES, JobInfo, TaskInfo, TaskStatus
 from caldera.framework.quantity import format_quantity
 from caldera.framework.resource import MIN_RESOURCE, Resource
@@ -385,7 +385,20 @@ def _devices(ssn: Session, job: JobInfo) -> dict[str, Any] | None:
                 classes |= dra_summary.requested_classes(claim)
     if not with_claims:
         return None
-    held = dra_summary.in_use(view, (ca.allocation for p in ssn.placements for ca in p.claims or ()))
+    # The same for every job asking for these classes, once the session's actions are done: found
+    # once per session (a job waiting for its claims' devices is explained each cycle, and each
+    # summary walks every device of the cluster)
+    summary: dict[str, Any] = ssn.memo(
+        (_devices, frozenset(classes)), lambda: _device_summary(ssn, view, classes)
+    )
+    return dict(summary)
+
+
+def _device_summary(ssn: Session, view: DraView, classes: set[str]) -> dict[str, Any]:
+    held = ssn.memo(
+        _device_summary,
+        lambda: dra_summary.in_use(view, (ca.allocation for p in ssn.placements for ca in p.claims or ())),
+    )
     summary: dict[str, Any] = dra_summary.cluster_summary(view, classes, held)
     summary["summary"] = dra_summary.summary_line(summary)
     return summary

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -501,13 +500,25 @@ class DeviceLedger:
                 e for e in self._log if not (e in gone if not isinstance(e, _Share) else e.share_id in shares)
             ]
 
-    def in_use_of(self, devices: AbstractSet[DeviceID]) -> AbstractSet[DeviceID]:
-        """Those of the devices that are in use (set operations: no loop over them in Python): as
-        :meth:`in_use` answers each, so devices an eviction released (``free``) are not."""
-        allocated = devices & self._allocated
-        if self._freed:
-            allocated -= self._freed
-        return allocated | (devices & self._taken.keys())
+    def in_use_among(self, devices: Mapping[DeviceID, int]) -> list[int]:
+        """The values (a free index's rows) of those of ``devices`` that are in use, one per device,
+        as :meth:`in_use` answers each (devices an eviction released are not). It walks the smaller
+        side, the devices asked about or those the ledger holds: one lookup each, where set
+        operations over the devices asked about hashed each of them three times."""
+        allocated, freed, taken = self._allocated, self._freed, self._taken
+        if len(devices) <= len(allocated) + len(taken):
+            in_use = self.in_use
+            return [row for device, row in devices.items() if in_use(device)]
+        out = []
+        for device in allocated:
+            row = devices.get(device)
+            if row is not None and device not in freed:
+                out.append(row)
+        for device in taken:
+            row = devices.get(device)
+            if row is not None and (device not in allocated or device in freed):
+                out.append(row)  # (one held in both is counted once, above)
+        return out
 
     def mark(self) -> int:
         return len(self._log)

@@ -183,8 +183,7 @@ class FreeIndex:
         self._row_of = laid.row_of
         self._matching = laid.matching
         self.free = laid.counts.copy()
-        device_rows = laid.device_rows
-        in_use = [device_rows[d] for d in ledger.in_use_of(device_rows.keys())]
+        in_use = ledger.in_use_among(laid.device_rows)
         if in_use:
             self.free -= np.bincount(in_use, minlength=len(self.free))
 

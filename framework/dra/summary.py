@@ -86,16 +86,29 @@ def cluster_summary(
         ids = class_devices(view.inventory, device_class)
         drivers.update(d[0] for d in ids)
         out_classes.append({"class": name, "devices": len(ids), "allocated": len(ids & held)})
-    per_driver: dict[str, list[int]] = {d: [0, 0] for d in drivers}
-    for d in usable_devices(view.inventory):
-        c = per_driver.get(d.id[0])
-        if c is not None:
-            c[0] += 1
-            c[1] += d.id in held
+    by_driver = driver_devices(view.inventory)
     return {
         "classes": out_classes,
-        "drivers": [{"driver": d, "devices": n, "allocated": a} for d, (n, a) in sorted(per_driver.items())],
+        "drivers": [
+            {"driver": d, "devices": len(by_driver[d]), "allocated": len(by_driver[d] & held)}
+            for d in sorted(drivers)
+        ],
     }
+
+
+def driver_devices(inventory: Inventory) -> dict[str, frozenset[DeviceID]]:
+    """The usable devices of each driver; kept with the inventory (the allocated ones among them are
+    then a set intersection, no walk over every device of the cluster)."""
+    key = ("summary.driver_devices",)
+    cached = inventory.derived.get(key)
+    if isinstance(cached, dict):
+        return cached
+    out: dict[str, set[DeviceID]] = {}
+    for d in usable_devices(inventory):
+        out.setdefault(d.id[0], set()).add(d.id)
+    frozen = {driver: frozenset(ids) for driver, ids in out.items()}
+    inventory.derived[key] = frozen
+    return frozen
 
 
 def requested_classes(claim: ResourceClaim) -> set[str]:

@@ -30,7 +30,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from caldera.framework.dra.allocator import DeviceID, Inventory
-from caldera.framework.dra.objects import AllocationResult, DeviceClass, ResourceClaim
+from caldera.framework.dra.objects import (
+    AllocationResult,
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimConsumerReference,
+)
 from caldera.framework.objects import NativePodGroup, Pod, parse_timestamp
 from caldera.framework.quantity import QuantityError, parse_quantity
 
@@ -200,8 +205,11 @@ class Consumer:
     name: str
     uid: str
 
-    def ref(self) -> dict[str, str]:
-        return {"apiGroup": self.api_group, "resource": self.resource, "name": self.name, "uid": self.uid}
+    def reference(self) -> ResourceClaimConsumerReference:
+        """Its ``reservedFor`` entry."""
+        return ResourceClaimConsumerReference(
+            api_group=self.api_group, resource=self.resource, name=self.name, uid=self.uid
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -472,3 +472,76 @@ def test_a_best_effort_pod_placed_by_backfill_gets_its_device_too() -> None:
     _, result = run_session(snap)
     [placement] = result.placements
     assert placement.node == "n2" and devices_of(placement.claims) == ["gpu-0"]
+
+
+def test_claims_of_one_spec_share_the_counts_and_a_claim_of_another_spec_is_counted_for_its_own() -> None:
+    """The counts are kept per claim spec (the claims of one template share them): a claim asking for
+    two devices is not answered from the counts of the one-device claims placed before it."""
+    snap = world(
+        nodes=[node("n1")],
+        pods=[claim_pod("a-small", "c-small"), claim_pod("b-small", "c-small2"), claim_pod("c-big", "c-big")],
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0", "gpu-1", "gpu-2"]),
+            resource_claim("c-small", GPU),
+            resource_claim("c-small2", GPU),
+            resource_claim("c-big", GPU, count=2),
+        ],
+    )
+    _, result = run_session(snap)
+    # two of the three devices go to the one-device claims; one device is left, too few for two
+    assert placed(result) == {"a-small": "n1", "b-small": "n1"}
+    assert sorted(d for p in result.placements for d in devices_of(p.claims)) == ["gpu-0", "gpu-1"]
+
+
+def test_across_cycles_a_device_taken_by_another_claim_is_not_handed_out_until_that_claim_is_gone() -> None:
+    from caldera.hack.scenario import InProcessCluster
+
+    p = claim_pod("p", "c0")
+    taken = {
+        "allocation": {
+            "devices": {"results": [{"request": "req", "driver": GPU, "pool": "n1", "device": "gpu-0"}]}
+        },
+        "reservedFor": [{"resource": "pods", "name": "other", "uid": "u-other"}],
+    }
+    other = resource_claim("other", GPU, status=taken)
+    sim = InProcessCluster(
+        nodes=[node("n1")],
+        pods=[p],
+        podgroups=groups(p),
+        dra=[device_class(GPU), resource_claim("c0", GPU)],
+    )
+    sim.cycle()  # no device anywhere yet
+    assert sim.running_on() == {}
+    # the node's slice appears, its one device already held by another claim
+    sim.add(dra=[resource_slice("n1", GPU, ["gpu-0"]), other])
+    sim.cycle()
+    assert sim.running_on() == {}
+    sim.cache.delete_resource_claim(other)
+    sim.cycle()
+    assert sim.running_on() == {"p": "n1"}
+
+
+def test_across_cycles_a_slice_changed_and_a_claim_deleted_are_seen_by_the_next_cycle() -> None:
+    from caldera.hack.scenario import InProcessCluster
+
+    p, q = claim_pod("p", "c0"), claim_pod("q", "c1")
+    sim = InProcessCluster(
+        nodes=[node("n1"), node("n2")],
+        pods=[p, q],
+        podgroups=groups(p, q),
+        dra=[
+            device_class(GPU),
+            resource_slice("n1", GPU, ["gpu-0"]),
+            resource_claim("c0", GPU, count=2),
+            resource_claim("c1", GPU, count=2),
+        ],
+    )
+    sim.cycle()  # one device, two asked for by each
+    assert sim.running_on() == {}
+    # n1's slice now has two devices; q's claim is deleted: p lands, q waits for its claim
+    sim.cache.delete_resource_claim(resource_claim("c1", GPU, count=2))
+    sim.add(dra=[resource_slice("n1", GPU, ["gpu-0", "gpu-1"])])
+    result = sim.cycle()
+    assert sim.running_on() == {"p": "n1"}
+    assert "waiting for ResourceClaim default/c1 to be created" in str(result)

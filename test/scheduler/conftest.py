@@ -24,6 +24,8 @@ class DraServer:
         self.claims: dict[str, dict[str, Any]] = {}
         self.log: list[tuple[str, str]] = []
         self.patches: list[dict[str, Any]] = []
+        #: the Content-Type of each claim write (finalizer or status), in order
+        self.content_types: list[str] = []
         self.accepted: list[dict[str, Any]] = []
         self.bind_codes: dict[str, int] = {}
         self.claim_codes: list[int] = []
@@ -42,6 +44,7 @@ class DraServer:
         name = request.match_info["name"]
         patch = await request.json()
         self.patches.append(patch)
+        self.content_types.append(request.content_type)
         self.log.append(("claim", name))
         claim = self.claims[name]
         if self.interfere is not None:
@@ -69,6 +72,7 @@ class DraServer:
         """A merge patch of the claim itself (the finalizer), resourceVersion a precondition."""
         name = request.match_info["name"]
         patch = await request.json()
+        self.content_types.append(request.content_type)
         self.log.append(("finalizer", name))
         claim = self.claims[name]
         if patch["metadata"].get("resourceVersion") != claim["metadata"]["resourceVersion"]:

@@ -72,6 +72,34 @@ async def test_the_claim_is_allocated_and_reserved_in_one_write_before_the_bindi
     assert cache.task(placement.task.uid).status == TaskStatus.BOUND  # type: ignore[union-attr]
 
 
+async def test_the_claim_writes_are_merge_patches_that_leave_an_allocation_alone_when_only_reserving(
+    server,
+) -> None:
+    """Both writes are JSON merge patches (the API server reads another patch type differently); a
+    write that only reserves an allocated claim carries no ``allocation`` at all (in a merge patch a
+    null would remove it)."""
+    srv, client = server
+    cache = ClusterCache()
+    first = placed(srv, cache, "a", "shared")
+    await run(Binder(client, cache), [first])
+    after_first = srv.claims["shared"]["metadata"]["resourceVersion"]
+    second = placed(srv, cache, "b", "shared")
+    await run(Binder(client, cache), [second])
+    assert srv.log == [
+        ("finalizer", "shared"),
+        ("claim", "shared"),
+        ("bind", "a"),
+        ("claim", "shared"),
+        ("bind", "b"),
+    ]
+    assert srv.content_types == ["application/merge-patch+json"] * 3
+    assert "allocation" in srv.patches[0]["status"]
+    assert "allocation" not in srv.patches[1]["status"]
+    # the claim's uid and the resourceVersion the first write left are the preconditions
+    assert srv.patches[1]["metadata"] == {"uid": first.claims[0].uid, "resourceVersion": after_first}
+    assert [r["name"] for r in srv.claims["shared"]["status"]["reservedFor"]] == ["a", "b"]
+
+
 async def test_a_conflict_is_retried_on_a_fresh_read(server) -> None:
     srv, client = server
     cache = ClusterCache()

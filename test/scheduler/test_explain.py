@@ -190,3 +190,47 @@ def test_a_missing_podgroup_renders_as_such_not_as_an_empty_gang():
     assert text.splitlines()[0] == "PodGroup default/ghost (does not exist)"
     assert "Pods:       ghost-0, ghost-1" in text and "To fix:     create PodGroup ghost" in text
     assert "minMember" not in text
+
+
+def test_jobs_waiting_for_devices_each_get_the_summary_of_their_classes_with_this_cycles_placements():
+    """The device summary is found once per session for a set of classes and shared by the jobs that
+    ask for them: it counts the devices this cycle's placements took, and a job asking for another
+    class gets that class's."""
+    from caldera.hack.scenario import claim_pod_spec, device_class, resource_claim, resource_slice
+
+    gpu, fpga = "gpu.example.com", "fpga.example.com"
+
+    def claiming(name, claim, size):
+        pg = podgroup(name, min_member=size)
+        pods = [
+            pod(f"{name}-{i}", group=name, spec_extra=claim_pod_spec(f"{claim}-{i}")) for i in range(size)
+        ]
+        return pg, pods
+
+    jobs = [
+        claiming("placed", "g", 2),
+        claiming("big", "b", 3),
+        claiming("big2", "b2", 3),
+        claiming("f", "f", 1),
+    ]
+    claims = [resource_claim(f"{c}-{i}", gpu) for c, n in (("g", 2), ("b", 3), ("b2", 3)) for i in range(n)]
+    snap = cluster(
+        nodes=[node("n1")],
+        pods=[p for _, pods in jobs for p in pods],
+        podgroups=[pg for pg, _ in jobs],
+        dra=[
+            device_class(gpu),
+            device_class(fpga),
+            resource_slice("n1", gpu, ["gpu-0", "gpu-1", "gpu-2"]),
+            *claims,
+            resource_claim("f-0", fpga),
+        ],
+    )
+    ssn, result = run_session(snap)
+    assert {p.task.job for p in result.placements} == {"default/placed"}
+    docs = explain_session(ssn)
+    gpus = f"3 devices of class {gpu}, 2 allocated; driver {gpu}: 3 devices, 2 allocated"
+    assert docs["default/big"]["devices"]["summary"] == gpus
+    assert docs["default/big2"]["devices"]["summary"] == gpus
+    assert docs["default/big"]["devices"] is not docs["default/big2"]["devices"]
+    assert docs["default/f"]["devices"]["summary"] == f"0 devices of class {fpga}, 0 allocated"

@@ -272,3 +272,32 @@ def test_devices_an_eviction_frees_are_counted_free_by_an_index_built_before_or_
     assert allocator.allocate([claim], "n1", {}).allocations is None
     for index in (before, after, FreeIndex(shape, devices, ["n1"], ledger)):
         assert index.fits(rows).tolist() == [False]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_rows_in_use_are_the_devices_in_use_whichever_side_is_walked(seed: int) -> None:
+    """``DeviceLedger.in_use_among`` (what a new index counts as taken) names, once each, exactly the
+    devices ``in_use`` says are: allocated ones not freed by an eviction, and those the session took
+    (freed ones among them), whether the devices asked about or those held are fewer."""
+    rng = random.Random(seed)
+    universe = [("a.example.com", "p", f"d{i}") for i in range(30)]
+
+    def result(ids: list[tuple[str, str, str]]) -> AllocationResult:
+        doc = {
+            "devices": {"results": [{"request": "r", "driver": d, "pool": p, "device": n} for d, p, n in ids]}
+        }
+        got = _decode(AllocationResult, doc)
+        assert isinstance(got, AllocationResult)
+        return got
+
+    allocated = rng.sample(universe, rng.randint(0, 20))
+    ledger = DeviceLedger(allocated)
+    if allocated:
+        ledger.free(result(rng.sample(allocated, rng.randint(0, len(allocated)))))
+    free_now = [d for d in universe if not ledger.in_use(d)]
+    if free_now:
+        ledger.take(result(rng.sample(free_now, rng.randint(0, min(5, len(free_now))))), "c")
+    for size in (1, 3, 10, 30):
+        asked = {d: row for row, d in enumerate(rng.sample(universe, size))}
+        expected = sorted(row for d, row in asked.items() if ledger.in_use(d))
+        assert sorted(ledger.in_use_among(asked)) == expected
