@@ -46,7 +46,8 @@ class Eviction:
 
 @dataclass
 class QueueShare:
-    """A queue's figures at session close (proportion); resources as ``Resource.to_dict`` gives them."""
+    """A queue's figures at session close (proportion or capacity); resources as ``Resource.to_dict``
+    gives them. The queue metrics are set from them (metrics/cycle.py)."""
 
     deserved: dict[str, float] = field(default_factory=dict)
     allocated: dict[str, float] = field(default_factory=dict)
@@ -56,6 +57,12 @@ class QueueShare:
     share: float = 0.0
     weight: float = 0.0
     overused: bool = False
+    #: the capability exported (``volcano_queue_capacity_*``) as the plugin computes it (capacity);
+    #: None: the queue's spec.capability, where it has one
+    capability: dict[str, float] | None = None
+    #: the real capability exported (``volcano_queue_real_capacity_*``; capacity): None, none is.
+    #: Volcano's capacity plugin sets these gauges, its proportion plugin does not
+    real_capacity: dict[str, float] | None = None
 
 
 @dataclass
@@ -71,7 +78,7 @@ class SessionReport:
     sub_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the topology the session placed against (plugins/network_topology_aware.py or actions/topology.py)
     topology: tuple[Topology, TopologySettings] | None = None
-    #: queue → share at session close (proportion)
+    #: queue → share at session close (proportion, capacity; the one later in the conf when both run)
     queue_shares: dict[str, QueueShare] = field(default_factory=dict)
     #: job uid → dominant share (drf)
     job_shares: dict[str, float] = field(default_factory=dict)

@@ -68,6 +68,9 @@ class CycleMetrics:
         self.deserved = _Resources(m.QUEUE_DESERVED_CPU, m.QUEUE_DESERVED_MEMORY, m.QUEUE_DESERVED_SCALAR)
         self.capacity = _Resources(m.QUEUE_CAPACITY_CPU, m.QUEUE_CAPACITY_MEMORY, m.QUEUE_CAPACITY_SCALAR)
         self.inqueue = _Resources(m.QUEUE_INQUEUE_CPU, m.QUEUE_INQUEUE_MEMORY, m.QUEUE_INQUEUE_SCALAR)
+        self.real_capacity = _Resources(
+            m.QUEUE_REAL_CAPACITY_CPU, m.QUEUE_REAL_CAPACITY_MEMORY, m.QUEUE_REAL_CAPACITY_SCALAR
+        )
         self.queues: set[str] = set()
         #: per queue, what its series were last set from (weight, share figures, capability)
         self.queue_values: dict[str, tuple[float, QueueShare, dict[str, float] | None]] = {}
@@ -146,13 +149,18 @@ class CycleMetrics:
 
     def _queues(self, queues: dict[str, QueueInfo], shares: dict[str, QueueShare]) -> None:
         """Every queue's series, each set only when its value moved since it was last set (a cycle
-        moves one or two figures of a queue, if any): what they read is the same."""
+        moves one or two figures of a queue, if any): what they read is the same. The capability
+        series are the plugin's (capacity's) where it reports them, else the queue's spec.capability
+        where it has one; the real capability series are capacity's only (Volcano's proportion sets
+        neither)."""
         last = self.queue_values
         now: dict[str, tuple[float, QueueShare, dict[str, float] | None]] = {}
         for name, queue in queues.items():
             s = shares.get(name) or QueueShare()
-            cap = queue.capability
-            capability = cap.to_dict() if cap is not None and not cap.is_empty() else None
+            capability = s.capability
+            if capability is None:
+                cap = queue.capability
+                capability = cap.to_dict() if cap is not None and not cap.is_empty() else None
             values = now[name] = (queue.weight, s, capability)
             was = last.get(name)
             if was == values:
@@ -175,11 +183,20 @@ class CycleMetrics:
                 self.inqueue.set(name, s.inqueue)
             if fresh or old_capability != capability:
                 self.capacity.set(name, capability)
+            if old is None or old.real_capacity != s.real_capacity:
+                self.real_capacity.set(name, s.real_capacity)
         self.queue_values = now
         for gone in self.queues - queues.keys():
             for gauge in (m.QUEUE_WEIGHT, m.QUEUE_SHARE, m.QUEUE_OVERUSED):
                 _remove(gauge, gone)
-            for family in (self.allocated, self.request, self.deserved, self.inqueue, self.capacity):
+            for family in (
+                self.allocated,
+                self.request,
+                self.deserved,
+                self.inqueue,
+                self.capacity,
+                self.real_capacity,
+            ):
                 family.remove(gone)
         self.queues = set(queues)
 

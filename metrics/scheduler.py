@@ -133,6 +133,34 @@ QUEUE_CAPACITY_SCALAR = Gauge(
     "Capability scalar resources of one queue.",
     ["queue_name", "resource"],
 )
+QUEUE_REAL_CAPACITY_CPU = Gauge(
+    "volcano_queue_real_capacity_milli_cpu", "Real capability CPU of one queue (capacity).", ["queue_name"]
+)
+QUEUE_REAL_CAPACITY_MEMORY = Gauge(
+    "volcano_queue_real_capacity_memory_bytes",
+    "Real capability memory of one queue (capacity).",
+    ["queue_name"],
+)
+QUEUE_REAL_CAPACITY_SCALAR = Gauge(
+    "volcano_queue_real_capacity_scalar_resources",
+    "Real capability scalar resources of one queue (capacity).",
+    ["queue_name", "resource"],
+)
+QUEUE_INQUEUE_CPU = Gauge(
+    "volcano_queue_inqueue_milli_cpu",
+    "Inqueue CPU for admitted but not yet running jobs in one queue.",
+    ["queue_name"],
+)
+QUEUE_INQUEUE_MEMORY = Gauge(
+    "volcano_queue_inqueue_memory_bytes",
+    "Inqueue memory for admitted but not yet running jobs in one queue.",
+    ["queue_name"],
+)
+QUEUE_INQUEUE_SCALAR = Gauge(
+    "volcano_queue_inqueue_scalar_resources",
+    "Inqueue scalar resources for admitted but not yet running jobs in one queue.",
+    ["queue_name", "resource"],
+)
 QUEUE_SHARE = Gauge("volcano_queue_share", "Share of one queue (allocated over deserved).", ["queue_name"])
 QUEUE_WEIGHT = Gauge("volcano_queue_weight", "Weight of one queue.", ["queue_name"])
 QUEUE_OVERUSED = Gauge("volcano_queue_overused", "1 if one queue is overused.", ["queue_name"])
@@ -142,17 +170,6 @@ NAMESPACE_SHARE = Gauge(
 )
 
 # -- Caldera's own ---------------------------------------------------------------------------------
-QUEUE_INQUEUE_CPU = Gauge(
-    "caldera_queue_inqueue_milli_cpu", "Minimum CPU of the queue's Inqueue jobs.", ["queue_name"]
-)
-QUEUE_INQUEUE_MEMORY = Gauge(
-    "caldera_queue_inqueue_memory_bytes", "Minimum memory of the queue's Inqueue jobs.", ["queue_name"]
-)
-QUEUE_INQUEUE_SCALAR = Gauge(
-    "caldera_queue_inqueue_scalar_resources",
-    "Minimum scalar resources of the queue's Inqueue jobs.",
-    ["queue_name", "resource"],
-)
 CYCLES_FAILED = Counter("caldera_cycles_failed", "Scheduling cycles that failed (nothing of them was bound).")
 BIND_DURATION = Histogram(
     "caldera_bind_duration_seconds",

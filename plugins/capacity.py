@@ -12,15 +12,18 @@ count as dimensions in reclaim (plugins/dra_quota.py).
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, ClassVar
 
 from caldera.framework.callbacks import GANG_RECLAIM, EvictionContext
+from caldera.framework.carry import carry_user
 from caldera.framework.model import JobInfo, QueueInfo, TaskInfo
 from caldera.framework.plugin import Plugin, unsupported
 from caldera.framework.resource import MIN_RESOURCE, Resource
+from caldera.framework.result import QueueShare
 from caldera.plugins.dra_quota import DraQuota, quota_name
 from caldera.plugins.helpers import safe_sub
-from caldera.plugins.proportion import QueueAttr, dims_of, queue_share, scale_guarantees
+from caldera.plugins.proportion import QueueAttr, QueueSums, dims_of, scale_guarantees, sum_queue_jobs
 
 if TYPE_CHECKING:
     from caldera.framework.result import Event
@@ -29,6 +32,29 @@ if TYPE_CHECKING:
 PERMIT = 1
 REJECT = -1
 ROOT = "root"
+#: what Volcano's capacity exports for a capability dimension it takes as unlimited: cpu or memory
+#: left out of a capability (``math.MaxFloat64``), a root queue's scalars (``math.MaxInt64``)
+MAX_FLOAT = sys.float_info.max
+MAX_INT = float(2**63 - 1)
+
+
+class CapacitySums(QueueSums):
+    """capacity's own sums (``framework.carry``), apart from proportion's: both plugins may run."""
+
+    __slots__ = ()
+
+
+carry_user(CapacitySums, "capacity: each queue's allocated, requested and inqueue sums, by job part")
+
+
+def capacity_share(allocated: Resource, deserved: Resource) -> float:
+    """A queue's share: its allocated over its deserved, on the dimensions it deserves, the largest;
+    a queue that deserves nothing is best-effort and has share 1 (goes after every queue below its
+    deserved share). Volcano: ``updateQueueAttrShare`` of pkg/scheduler/plugins/capacity/capacity.go
+    (``Resource.ResourceNames``: the dimensions at ``minResource`` or above)."""
+    if deserved.is_empty():
+        return 1.0
+    return max((allocated.get(n) / want for n, want in deserved.items() if want >= MIN_RESOURCE), default=0.0)
 
 
 class CapacityPlugin(Plugin):
@@ -70,18 +96,24 @@ class CapacityPlugin(Plugin):
                     parent = q.parent or ROOT
                     self.parent[q.name] = parent if parent in attrs else ROOT
         self.attrs = attrs
-        for job in ssn.jobs.values():
-            if job.queue not in attrs:
-                continue
-            alloc = job.allocated  # kept by the job for its allocated statuses (read only here)
-            inq = (
-                safe_sub(job.min_resources, job.allocated)
-                if job.phase == "Inqueue" and job.min_resources is not None
-                else Resource()
-            )
-            for name in self.chain(job.queue):
-                attrs[name].allocated.add(alloc)
-                attrs[name].inqueue.add(inq)
+        # Each queue's allocated (tasks in allocated statuses), request (those and the pending ones)
+        # and inqueue (an Inqueue job's minimum less what it has allocated), summed over its jobs
+        # and, in a hierarchy, added to every ancestor's. Volcano: ``buildQueueAttrs`` and
+        # ``buildHierarchicalQueueAttrs`` of pkg/scheduler/plugins/capacity/capacity.go. The sums
+        # are kept from cycle to cycle, as proportion's: only changed jobs are read again.
+        self.job_counts = sum_queue_jobs(ssn, attrs, CapacitySums)
+        if self.parent:
+            own = [
+                (name, a.allocated.clone(), a.request.clone(), a.inqueue.clone())
+                for name, a in attrs.items()
+                if self.job_counts.get(name) and name in self.parent
+            ]
+            for name, allocated, request, inqueue in own:
+                for ancestor in self.chain(name)[1:]:
+                    attr = attrs[ancestor]
+                    attr.allocated.add(allocated)
+                    attr.request.add(request)
+                    attr.inqueue.add(inqueue)
 
         # Guarantees are checked among siblings (top level: against the cluster).
         scaled = (
@@ -109,7 +141,7 @@ class CapacityPlugin(Plugin):
             attr.real_capability = real if self.cluster_known else Resource()
             attr.deserved.set_max(attr.guarantee)
             attr.deserved.min_dimension(attr.real_capability, "infinity")
-            attr.update_share()
+            attr.share = capacity_share(attr.allocated, attr.deserved)
 
         self.dra: DraQuota | None = None
         if ssn.snapshot.dra is not None and self.arguments.bool(
@@ -134,6 +166,67 @@ class CapacityPlugin(Plugin):
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Every queue's figures for the queue metrics, as Volcano's capacity sets them
+        (pkg/scheduler/plugins/capacity/capacity.go, ``metrics.UpdateQueue*``): deserved, allocated,
+        request, inqueue, capability and real capability of every queue, share, and overused as a
+        share above 1 (``OnSessionClose``). The figures are the session's last: allocated and share
+        as the allocate and deallocate events leave them (Volcano updates its leaf queue's gauges
+        there, and an ancestor's at the next session's open), inqueue with the jobs let in during
+        the session (Volcano's at open), as proportion reports them. Without a hierarchy, a queue
+        with no job has no attributes in Volcano: its deserved is its spec's and its capability
+        series is its spec's, where it has one."""
+        capability = self.exported_capability(ssn)
+        shares: dict[str, QueueShare] = {}
+        for name, queue in ssn.queues.items():
+            a = self.attrs.get(name)
+            if a is None:
+                continue
+            bare = not self.hierarchy and not self.job_counts.get(name)
+            deserved = (queue.deserved.to_dict() if queue.deserved is not None else {}) if bare else None
+            real = a.real_capability.to_dict()
+            shares[name] = QueueShare(
+                deserved=deserved if deserved is not None else a.deserved.to_dict(),
+                allocated=a.allocated.to_dict(),
+                request=a.request.to_dict(),
+                inqueue=a.inqueue.to_dict(),
+                real_capability=real,
+                share=a.share,
+                weight=a.weight,
+                overused=a.share > 1,
+                capability=None if bare else capability.get(name),
+                real_capacity=real,
+            )
+        ssn.report.queue_shares = shares
+
+    def exported_capability(self, ssn: Session) -> dict[str, dict[str, float]]:
+        """Each queue's capability as Volcano's capacity exports it (``volcano_queue_capacity_*``).
+        Without a hierarchy (``buildQueueAttrs``): the spec's, cpu or memory left out of it at
+        ``MaxFloat64``; none: zero. In a hierarchy (``newQueueAttr``, ``checkHierarchicalQueue``):
+        the root's, or unlimited (cpu and memory at ``MaxFloat64``, every scalar the cluster has at
+        ``MaxInt64``); a child's cpu, memory or scalar left out of its spec is its parent's."""
+        out: dict[str, dict[str, float]] = {}
+        for name in self._top_down() if self.hierarchy else self.attrs:
+            queue = ssn.queues.get(name)
+            spec = queue.capability if queue is not None else None
+            cap = {k: v for k, v in spec.to_dict().items() if k != "pods"} if spec is not None else {}
+            parent = out.get(self.parent[name]) if self.hierarchy and name in self.parent else None
+            if not self.hierarchy:
+                if spec is not None:
+                    for k in ("cpu", "memory"):
+                        if cap[k] <= 0:
+                            cap[k] = MAX_FLOAT
+            elif parent is None:
+                if not cap or all(v < MIN_RESOURCE for v in cap.values()):
+                    cap = {"cpu": MAX_FLOAT, "memory": MAX_FLOAT}
+                    cap.update(dict.fromkeys(ssn.total_resource.scalars, MAX_INT))
+            else:
+                for k, v in parent.items():
+                    if k not in cap or (k in ("cpu", "memory") and cap[k] <= 0):
+                        cap[k] = v
+            out[name] = cap
+        return out
 
     def chain(self, name: str) -> list[str]:
         """The queue and its ancestors, leaf first."""
@@ -354,4 +447,4 @@ class CapacityPlugin(Plugin):
                 attr.allocated.add(task.resreq)
             else:
                 attr.allocated = safe_sub(attr.allocated, task.resreq)
-            attr.share = queue_share(attr.allocated, attr.deserved)
+            attr.share = capacity_share(attr.allocated, attr.deserved)

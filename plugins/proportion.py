@@ -184,22 +184,27 @@ class _JobPart:
             self.inqueue = safe_sub(job.min_resources, job.allocated)
 
 
-class _QueueSums:
+class QueueSums:
     """Proportion's sums at a session's open (``framework.carry``): each job's part, by uid, and
-    each queue's (allocated, request, inqueue) summed over its jobs' parts."""
+    each queue's (allocated, request, inqueue) summed over its jobs' parts, and its number of jobs."""
 
-    __slots__ = ("parts", "seq", "sums")
+    __slots__ = ("counts", "parts", "seq", "sums")
 
     def __init__(
-        self, parts: dict[str, _JobPart], sums: dict[str, tuple[Resource, Resource, Resource]], seq: int
+        self,
+        parts: dict[str, _JobPart],
+        sums: dict[str, tuple[Resource, Resource, Resource]],
+        counts: dict[str, int],
+        seq: int,
     ) -> None:
         self.parts = parts
         self.sums = sums
+        self.counts = counts
         #: the snapshot the parts were read from
         self.seq = seq
 
 
-carry_user(_QueueSums, "proportion: each queue's allocated, requested and inqueue sums, by job part")
+carry_user(QueueSums, "proportion: each queue's allocated, requested and inqueue sums, by job part")
 
 
 def _put(sums: tuple[Resource, Resource, Resource], part: _JobPart) -> None:
@@ -231,6 +236,83 @@ def _settle(sums: dict[str, tuple[Resource, Resource, Resource]]) -> bool:
     return exact
 
 
+def sum_queue_jobs(ssn: Session, attrs: dict[str, QueueAttr], key: type[QueueSums]) -> dict[str, int]:
+    """Each queue's allocated, requested and inqueue resources, summed over its jobs (set on its
+    attributes); returns each queue's number of jobs. ``key`` is the caller's carry key (each plugin
+    keeps its own sums: proportion and capacity may both run).
+
+    Last cycle's sums are kept (``framework.carry``) with each job's part in them: a job copy
+    of the same generation (``framework.carry.job_generation``) keeps its part, a changed job's
+    old part is taken out and its new one put in, a job gone has its part taken out. When this
+    session's snapshot follows the last one's, only the jobs it names as changed are looked at
+    (``Session.jobs_changed_since``); otherwise every job's generation is. The figures are whole numbers
+    (``EXACT_BELOW``), so the sums equal those made afresh over every job, which is what the
+    first cycle does and any cycle whose figures leave the exact range."""
+    carried = ssn.carry.carried(key)
+    previous = carried if type(carried) is key else None
+    jobs = ssn.jobs
+    parts: dict[str, _JobPart] = {}
+    sums: dict[str, tuple[Resource, Resource, Resource]] = {}
+    counts: dict[str, int] = {}
+    if previous is not None:
+        counts = {name: previous.counts.get(name, 0) for name in attrs}
+        for name in attrs:
+            kept = previous.sums.get(name)
+            sums[name] = (
+                (kept[0].clone(), kept[1].clone(), kept[2].clone())
+                if kept is not None
+                else (Resource(), Resource(), Resource())
+            )
+        old_parts = previous.parts
+        changed = ssn.jobs_changed_since(previous.seq)
+        if changed is not None and attrs.keys() == previous.sums.keys():
+            # Only the jobs named as changed since the last snapshot (the same queues: every
+            # job the parts leave out is still out).
+            parts = dict(old_parts)
+            redo: Iterable[str] = changed | (old_parts.keys() - jobs.keys())
+        else:
+            redo = itertools.chain(jobs.keys(), old_parts.keys() - jobs.keys())
+        for uid in redo:
+            job = jobs.get(uid)
+            old = old_parts.get(uid)
+            if job is not None and job.queue in attrs:
+                if (
+                    old is not None
+                    and old.queue == job.queue
+                    and old.token is not None
+                    and old.token == job_generation(job)
+                ):
+                    parts[uid] = old
+                    continue
+                parts[uid] = part = _JobPart(job)
+                _put(sums[job.queue], part)
+                counts[job.queue] += 1
+            else:
+                parts.pop(uid, None)
+            if old is not None and old.queue in sums:
+                _take(sums[old.queue], old)
+                counts[old.queue] -= 1
+        if not _settle(sums):
+            previous = None
+    if previous is None:
+        parts = {}
+        sums = {name: (Resource(), Resource(), Resource()) for name in attrs}
+        counts = dict.fromkeys(attrs, 0)
+        for job in jobs.values():
+            if job.queue in attrs:
+                parts[job.uid] = part = _JobPart(job)
+                _put(sums[job.queue], part)
+                counts[job.queue] += 1
+        if not _settle(sums):
+            parts = {}  # beyond the exact range: every cycle sums afresh, in job order
+    for name, attr in attrs.items():
+        allocated, request, inqueue = sums[name]
+        attr.allocated, attr.request, attr.inqueue = allocated.clone(), request.clone(), inqueue.clone()
+    if parts or not ssn.jobs:
+        ssn.carry.keep(key, key(parts, sums, counts, ssn.snapshot.seq))
+    return counts
+
+
 class ProportionPlugin(Plugin):
     name: ClassVar[str] = "proportion"
 
@@ -245,7 +327,7 @@ class ProportionPlugin(Plugin):
         self.attrs = attrs
         #: (queue, request) -> allocatable's answer, while no queue's allocation has moved
         self._answers: dict[tuple[object, ...], bool] = {}
-        self._sum_jobs(ssn, attrs)
+        sum_queue_jobs(ssn, attrs, QueueSums)
 
         self.cluster_known = not total.is_empty()
         ssn.report.cluster_empty = not self.cluster_known
@@ -278,74 +360,6 @@ class ProportionPlugin(Plugin):
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
-
-    @staticmethod
-    def _sum_jobs(ssn: Session, attrs: dict[str, QueueAttr]) -> None:
-        """Each queue's allocated, requested and inqueue resources, summed over its jobs.
-
-        Last cycle's sums are kept (``framework.carry``) with each job's part in them: a job copy
-        of the same generation (``framework.carry.job_generation``) keeps its part, a changed job's
-        old part is taken out and its new one put in, a job gone has its part taken out. When this
-        session's snapshot follows the last one's, only the jobs it names as changed are looked at
-        (``Session.jobs_changed_since``); otherwise every job's generation is. The figures are whole numbers
-        (``EXACT_BELOW``), so the sums equal those made afresh over every job, which is what the
-        first cycle does and any cycle whose figures leave the exact range."""
-        carried = ssn.carry.carried(_QueueSums)
-        previous = carried if isinstance(carried, _QueueSums) else None
-        jobs = ssn.jobs
-        parts: dict[str, _JobPart] = {}
-        sums: dict[str, tuple[Resource, Resource, Resource]] = {}
-        if previous is not None:
-            for name in attrs:
-                kept = previous.sums.get(name)
-                sums[name] = (
-                    (kept[0].clone(), kept[1].clone(), kept[2].clone())
-                    if kept is not None
-                    else (Resource(), Resource(), Resource())
-                )
-            old_parts = previous.parts
-            changed = ssn.jobs_changed_since(previous.seq)
-            if changed is not None and attrs.keys() == previous.sums.keys():
-                # Only the jobs named as changed since the last snapshot (the same queues: every
-                # job the parts leave out is still out).
-                parts = dict(old_parts)
-                redo: Iterable[str] = changed | (old_parts.keys() - jobs.keys())
-            else:
-                redo = itertools.chain(jobs.keys(), old_parts.keys() - jobs.keys())
-            for uid in redo:
-                job = jobs.get(uid)
-                old = old_parts.get(uid)
-                if job is not None and job.queue in attrs:
-                    if (
-                        old is not None
-                        and old.queue == job.queue
-                        and old.token is not None
-                        and old.token == job_generation(job)
-                    ):
-                        parts[uid] = old
-                        continue
-                    parts[uid] = part = _JobPart(job)
-                    _put(sums[job.queue], part)
-                else:
-                    parts.pop(uid, None)
-                if old is not None and old.queue in sums:
-                    _take(sums[old.queue], old)
-            if not _settle(sums):
-                previous = None
-        if previous is None:
-            parts = {}
-            sums = {name: (Resource(), Resource(), Resource()) for name in attrs}
-            for job in jobs.values():
-                if job.queue in attrs:
-                    parts[job.uid] = part = _JobPart(job)
-                    _put(sums[job.queue], part)
-            if not _settle(sums):
-                parts = {}  # beyond the exact range: every cycle sums afresh, in job order
-        for name, attr in attrs.items():
-            allocated, request, inqueue = sums[name]
-            attr.allocated, attr.request, attr.inqueue = allocated.clone(), request.clone(), inqueue.clone()
-        if parts or not ssn.jobs:
-            ssn.carry.keep(_QueueSums, _QueueSums(parts, sums, ssn.snapshot.seq))
 
     def _report_scaling(self, scaled: dict[str, dict[str, float]]) -> None:
         ssn = self.ssn
@@ -479,8 +493,15 @@ class ProportionPlugin(Plugin):
         attr.update_share()
 
     def on_session_close(self, ssn: Session) -> None:
-        ssn.report.queue_shares = {
-            name: QueueShare(
+        """The queue figures for the queue metrics. With capacity also in the conf (both set the same
+        gauges in Volcano), the plugin later in the conf wins, as in Volcano where each sets them at
+        session open and on every allocate and deallocate event, in conf order; but capacity's
+        capability, real capability and overused stay, which proportion never sets in Volcano
+        (capacity sets overused at session close, after proportion's ``OverusedFn`` calls)."""
+        earlier = ssn.report.queue_shares
+        shares: dict[str, QueueShare] = {}
+        for name, a in self.attrs.items():
+            share = shares[name] = QueueShare(
                 deserved=a.deserved.to_dict(),
                 allocated=a.allocated.to_dict(),
                 share=a.share,
@@ -490,5 +511,8 @@ class ProportionPlugin(Plugin):
                 real_capability=a.real_capability.to_dict(),
                 overused=a.deserved.less_equal(a.allocated, "zero"),
             )
-            for name, a in self.attrs.items()
-        }
+            before = earlier.get(name)
+            if before is not None and before.real_capacity is not None:
+                share.capability, share.real_capacity = before.capability, before.real_capacity
+                share.overused = before.overused
+        ssn.report.queue_shares = shares

@@ -8,11 +8,14 @@ situation to the stream (or a conf that enables it)."""
 
 from __future__ import annotations
 
+from caldera.config.conf import DEFAULT_CONF
 from caldera.framework.carry import USERS
 from caldera.hack.scenario import gang, node, pod, queue
 from caldera.hack.twins import Twins
 
 GATE = {"schedulingGates": [{"name": "example.com/quota"}]}
+#: the default conf with capacity in proportion's place (capacity keeps its own queue sums)
+CAPACITY_CONF = DEFAULT_CONF.replace("name: proportion", "name: capacity")
 
 
 def stream(twins: Twins, cycles: int = 8) -> set[object]:
@@ -55,10 +58,14 @@ def test_a_stream_decides_explains_shares_and_writes_the_same_with_and_without_r
     stream(Twins())
 
 
+def test_capacity_decides_and_shares_the_same_with_and_without_reuse():
+    stream(Twins(CAPACITY_CONF))
+
+
 def test_every_registered_user_is_checked_by_the_twin_harness():
     product_users = {key for key in USERS if getattr(key, "__module__", "").startswith("caldera.")}
     assert product_users, "no product user registered: the registry is not being read"
-    kept = stream(Twins())
+    kept = stream(Twins()) | stream(Twins(CAPACITY_CONF))
     missing = {getattr(key, "__qualname__", repr(key)) for key in product_users - kept}
     assert not missing, f"carry users never exercised by the twin harness: {sorted(missing)}"
 

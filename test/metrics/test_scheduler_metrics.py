@@ -125,7 +125,7 @@ async def test_queue_job_and_unschedulable_series_follow_the_cluster():
             "volcano_queue_allocated_milli_cpu",
             "volcano_queue_request_milli_cpu",
             "volcano_queue_deserved_memory_bytes",
-            "caldera_queue_inqueue_milli_cpu",
+            "volcano_queue_inqueue_milli_cpu",
         ):
             assert (("queue_name", "mq-b"),) not in series(got, name), name
             assert (("queue_name", "mq-a"),) in series(got, name), name

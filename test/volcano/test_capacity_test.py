@@ -1,10 +1,13 @@
 """Volcano's pkg/scheduler/plugins/capacity/capacity_test.go, Test_capacityPlugin_OnSessionOpenWithoutHierarchy:
 allocate then reclaim, one tier of capacity (allocatable, preemptive, reclaimable, queue order),
 predicates and gang (job starving only). Queues are BuildQueueWithResourcesQuantity(name, deserved,
-capability). The hierarchical, DRA and internal-helper tests of that file are not ported (README)."""
+capability). Test_updateQueueAttrShare (the queue share, exported as volcano_queue_share) is ported
+below; the hierarchical, DRA and other internal-helper tests of that file are not (README)."""
 
 import pytest
 
+from caldera.framework.resource import Resource
+from caldera.plugins.capacity import capacity_share
 from volcano.port import build_node, build_pod, build_podgroup, build_queue, registry_with_rejecter, res, run
 
 CONF = """
@@ -319,3 +322,37 @@ def test_job_enqueued_on_other_plugins_reject():
         registry=registry,
     )
     assert out.phases["ns1/pgB"] == "Inqueue"
+
+
+def _r(cpu: str, memory: str) -> Resource:
+    return Resource.from_resource_list(res(cpu, memory))
+
+
+EMPTY = Resource()
+# name: (deserved, allocated, want); Volcano's cases also give a request, which never counts
+SHARE_CASES = {
+    "best-effort queue with allocated resources": (EMPTY, _r("1", "1Gi"), 1.0),
+    "best-effort queue with pending requests only (no allocated)": (EMPTY, EMPTY, 1.0),
+    "best-effort queue with both allocated and request": (EMPTY, _r("1", "1Gi"), 1.0),
+    "best-effort queue completely idle": (EMPTY, EMPTY, 1.0),
+    "queue with deserved but no allocated": (_r("2", "2Gi"), EMPTY, 0.0),
+    "queue with deserved, allocated < deserved (CPU dimension)": (_r("2", "2Gi"), _r("1", "1Gi"), 0.5),
+    "queue with deserved, allocated = deserved": (_r("2", "2Gi"), _r("2", "2Gi"), 1.0),
+    "queue with deserved, allocated > deserved (CPU dimension)": (_r("2", "2Gi"), _r("3", "2Gi"), 1.5),
+    "queue with deserved, memory is dominant resource": (_r("2", "4Gi"), _r("1", "3Gi"), 0.75),
+    "queue with deserved, CPU is dominant resource": (_r("2", "4Gi"), _r("1.5", "2Gi"), 0.75),
+    "queue with deserved, allocated exceeds on both dimensions": (_r("2", "2Gi"), _r("3", "3Gi"), 1.5),
+    "queue with deserved, request should not affect share calculation": (_r("2", "2Gi"), _r("1", "1Gi"), 0.5),
+    "queue with deserved but zero values": (_r("0", "0Gi"), _r("1", "1Gi"), 1.0),
+    "queue with deserved, allocated is zero": (_r("2", "2Gi"), _r("0", "0Gi"), 0.0),
+    "best-effort queue with only CPU allocated": (EMPTY, _r("1", "0Gi"), 1.0),
+    "best-effort queue with only memory allocated": (EMPTY, _r("0", "1Gi"), 1.0),
+    "best-effort queue with only CPU request (no allocated)": (EMPTY, EMPTY, 1.0),
+}
+
+
+@pytest.mark.parametrize("case", list(SHARE_CASES))
+def test_update_queue_attr_share(case):
+    """capacity Test_updateQueueAttrShare: the queue's share from its deserved and allocated."""
+    deserved, allocated, want = SHARE_CASES[case]
+    assert capacity_share(allocated, deserved) == want
