@@ -20,3 +20,20 @@ def test_the_cel_library_is_imported_when_a_selector_is_first_compiled_not_at_st
     at_start, after_compile = out.stdout.splitlines()
     assert at_start == "[]"
     assert after_compile == "['cel']"
+
+
+BLAS_PROBE = """
+import os
+os.environ.pop("OPENBLAS_NUM_THREADS", None)
+from caldera.scheduler.cli import main
+code = main(["--listen-address", "no-port"])  # a usage error, found after the endpoints' module (numpy) is imported
+import sys
+print(code, "numpy" in sys.modules, os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task")))
+"""
+
+
+def test_the_binary_imports_numpy_with_one_blas_thread() -> None:
+    """OpenBLAS's threads spin at numpy's import (about 0.1 s of CPU on 2 cores) and the scheduler
+    calls no BLAS routine: the binary runs it single-threaded, so its process has just one thread."""
+    out = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["2", "True", "1", "1"]
