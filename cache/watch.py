@@ -101,6 +101,29 @@ def _typed_event_decoder(kind: type) -> msgspec.json.Decoder[Any] | None:
     return decoder
 
 
+#: list pages decoded in one pass, items included, per kind (see ``_typed_list_decoder``)
+_typed_list_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
+
+
+def _typed_list_decoder(kind: type) -> msgspec.json.Decoder[Any] | None:
+    """A decoder of a whole list page of ``kind`` objects: the items are decoded in the same pass as
+    the page, instead of kept raw and each decoded again (about a quarter of the decoding time of a
+    page of pods or nodes). Same structs, same decoding rules as :func:`decode`, so the same objects
+    come out; a page with an item that does not decode goes the two-pass way, where that item is
+    logged and skipped."""
+    if not (isinstance(kind, type) and issubclass(kind, msgspec.Struct)):
+        return None
+    decoder = _typed_list_decoders.get(kind)
+    if decoder is None:
+        page = msgspec.defstruct(
+            f"_{kind.__name__}List",
+            [("metadata", _ListMeta, _ListMeta()), ("items", list[kind] | None, None)],  # type: ignore[valid-type]
+            frozen=True,
+        )
+        decoder = _typed_list_decoders[kind] = msgspec.json.Decoder(page)
+    return decoder
+
+
 _list_decoder = msgspec.json.Decoder(_List)
 _event_decoder = msgspec.json.Decoder(_Event)
 _meta_decoder = msgspec.json.Decoder(_MetaOnly)
@@ -164,6 +187,7 @@ class Reflector(Generic[T]):
         self.watch_timeout = watch_timeout
         self._decode = decode_fn or decode  # type: ignore[assignment]
         self._typed = _typed_event_decoder(kind) if decode_fn is None else None
+        self._typed_list = _typed_list_decoder(kind) if decode_fn is None else None
         self.on_event = on_event
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -213,14 +237,7 @@ class Reflector(Generic[T]):
             if cont:
                 params["continue"] = cont
             raw = await self.client.request("GET", self.path, params=params, timeout=60)
-            try:
-                page = _list_decoder.decode(raw)
-            except _UNDECODABLE as exc:
-                raise ApiError(0, "BadList", f"{self.name}: undecodable list: {exc}") from None
-            for item in page.items or ():
-                obj = self._decode_obj(item)
-                if obj is not None:
-                    objects.append(obj)
+            page = self._decode_page(raw, objects)
             version = page.metadata.resource_version or version
             cont = page.metadata.continue_
             if not cont:
@@ -235,6 +252,28 @@ class Reflector(Generic[T]):
         self.synced.set()
         self._connected()
         log.debug("%s: listed %d objects at resourceVersion %s", self.name, len(objects), version)
+
+    def _decode_page(self, raw: bytes, objects: list[T]) -> Any:
+        """Decode one list page, appending its objects to ``objects``; returns the page (its metadata
+        says where the list goes on). One pass when every item decodes, else item by item."""
+        typed = self._typed_list
+        if typed is not None:
+            try:
+                whole = typed.decode(raw)
+            except _UNDECODABLE:
+                whole = None
+            if whole is not None:
+                objects.extend(whole.items or ())
+                return whole
+        try:
+            page = _list_decoder.decode(raw)
+        except _UNDECODABLE as exc:
+            raise ApiError(0, "BadList", f"{self.name}: undecodable list: {exc}") from None
+        for item in page.items or ():
+            obj = self._decode_obj(item)
+            if obj is not None:
+                objects.append(obj)
+        return page
 
     async def watch(self) -> None:
         """Watch until the stream ends; raises :class:`Expired` on 410."""
