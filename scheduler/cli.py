@@ -10,7 +10,6 @@ import os
 import signal
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from caldera.config.duration import parse_duration
@@ -20,6 +19,9 @@ EXIT_USAGE = 2
 
 
 def package_version() -> str:
+    # here, not at the top: importlib.metadata (with email, zipfile, ...) is ~15 ms of start-up
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("caldera")
     except PackageNotFoundError:

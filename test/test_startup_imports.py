@@ -37,3 +37,19 @@ def test_the_binary_imports_numpy_with_one_blas_thread() -> None:
     calls no BLAS routine: the binary runs it single-threaded, so its process has just one thread."""
     out = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["2", "True", "1", "1"]
+
+
+METADATA_PROBE = """
+import sys
+import caldera.scheduler.app, caldera.scheduler.cli, caldera.scheduler.memory, caldera.scheduler.registry
+print("importlib.metadata" in sys.modules)
+from caldera.scheduler.cli import package_version
+print(package_version() != "", "importlib.metadata" in sys.modules)
+"""
+
+
+def test_the_package_metadata_is_read_for_the_version_not_at_start() -> None:
+    """importlib.metadata (and the zipfile, csv and email modules it brings) is ~15 ms of start-up;
+    only ``--version`` needs it."""
+    out = subprocess.run([sys.executable, "-c", METADATA_PROBE], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "True"]
