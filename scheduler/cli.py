@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def usage_error(args: argparse.Namespace) -> str | None:
     """A flag value that parses but cannot work, as one line saying what to do; None when all is well."""
-    from caldera.scheduler.http import parse_listen_address
+    from caldera.config.address import parse_listen_address
 
     try:
         parse_listen_address(args.listen_address)
@@ -299,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"caldera-scheduler: {problem}", file=sys.stderr)
         return EXIT_USAGE
     setup_logging(args.log_format, args.log_level)
+    from caldera.scheduler.memory import set_thresholds
+
+    set_thresholds()  # before the scheduler's imports (in _serve)
     try:
         import uvloop
 
