@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -237,7 +237,8 @@ class Reflector(Generic[T]):
             if cont:
                 params["continue"] = cont
             raw = await self.client.request("GET", self.path, params=params, timeout=60)
-            page = self._decode_page(raw, objects)
+            page, items = self._decode_page(raw)
+            objects += items
             version = page.metadata.resource_version or version
             cont = page.metadata.continue_
             if not cont:
@@ -253,9 +254,9 @@ class Reflector(Generic[T]):
         self._connected()
         log.debug("%s: listed %d objects at resourceVersion %s", self.name, len(objects), version)
 
-    def _decode_page(self, raw: bytes, objects: list[T]) -> Any:
-        """Decode one list page, appending its objects to ``objects``; returns the page (its metadata
-        says where the list goes on). One pass when every item decodes, else item by item."""
+    def _decode_page(self, raw: bytes) -> tuple[Any, Sequence[T]]:
+        """One list page and its objects (the page's metadata says where the list goes on). One pass
+        when every item decodes, else item by item."""
         typed = self._typed_list
         if typed is not None:
             try:
@@ -263,17 +264,13 @@ class Reflector(Generic[T]):
             except _UNDECODABLE:
                 whole = None
             if whole is not None:
-                objects.extend(whole.items or ())
-                return whole
+                return whole, whole.items or ()
         try:
             page = _list_decoder.decode(raw)
         except _UNDECODABLE as exc:
             raise ApiError(0, "BadList", f"{self.name}: undecodable list: {exc}") from None
-        for item in page.items or ():
-            obj = self._decode_obj(item)
-            if obj is not None:
-                objects.append(obj)
-        return page
+        decoded = (self._decode_obj(item) for item in page.items or ())
+        return page, [obj for obj in decoded if obj is not None]
 
     async def watch(self) -> None:
         """Watch until the stream ends; raises :class:`Expired` on 410."""
