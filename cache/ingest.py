@@ -343,20 +343,22 @@ class Ingest(NumaCache):
             info = self.nodes.get(name)
             previous = info.node if info is not None else None
             if info is None:
+                # A row of its own (a deleted node's, else a new one), written once below with the
+                # rest (``NodeInfo(...)`` would write it a first time, and copy labels and taints).
                 if self._free_rows:
                     row = self._free_rows.pop()
-                    info = NodeInfo.__new__(NodeInfo)
-                    info.name = name
-                    info.table = self.table
-                    info.row = row
                     self.table.names[row] = name
-                    info.used = Resource()
-                    info.releasing = Resource()
-                    info.pipelined = Resource()
-                    info._tasks = {}
-                    info._tasks_loader = None
                 else:
-                    info = NodeInfo(name, alloc, self.table, node)
+                    row = self.table.add_row(name)
+                info = NodeInfo.__new__(NodeInfo)
+                info.name = name
+                info.table = self.table
+                info.row = row
+                info.used = Resource()
+                info.releasing = Resource()
+                info.pipelined = Resource()
+                info._tasks = {}
+                info._tasks_loader = None
                 self.nodes[name] = info
                 self._layout += 1
             else:

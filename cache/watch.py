@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -78,27 +78,43 @@ class _Status(msgspec.Struct, frozen=True):
 #: RecursionError for JSON nested deeper than it decodes)
 _UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
-#: watch events decoded in one pass, object included, per kind (see ``_typed_event_decoder``)
-_typed_event_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
+#: watch events ("Event") and list pages ("List") decoded in one pass, per kind (``_one_pass``)
+_one_pass_decoders: dict[tuple[type, str], msgspec.json.Decoder[Any]] = {}
 #: the event types the one-pass decoding serves; any other goes the two-pass way
 _OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
+def _one_pass(kind: type, whole: str) -> msgspec.json.Decoder[Any] | None:
+    """A decoder of a whole watch event (``whole`` "Event") or list page ("List") of ``kind``
+    objects, the objects decoded in the same pass (None for a kind that is not a struct)."""
+    if not (isinstance(kind, type) and issubclass(kind, msgspec.Struct)):
+        return None
+    decoder = _one_pass_decoders.get((kind, whole))
+    if decoder is None:
+        fields = (
+            [("type", str, ""), ("object", kind | None, None)]
+            if whole == "Event"
+            else [("metadata", _ListMeta, _ListMeta()), ("items", list[kind] | None, None)]  # type: ignore[valid-type]
+        )
+        struct = msgspec.defstruct(f"_{kind.__name__}{whole}", fields, frozen=True)
+        decoder = _one_pass_decoders[(kind, whole)] = msgspec.json.Decoder(struct)
+    return decoder
 
 
 def _typed_event_decoder(kind: type) -> msgspec.json.Decoder[Any] | None:
     """A decoder of a whole watch event of ``kind`` objects: the object is decoded in the same pass as
     the event, instead of kept raw and decoded again (about 30% of the decoding time of a pod
     event). Same struct, same decoding rules as :func:`decode`, so the same object comes out."""
-    if not (isinstance(kind, type) and issubclass(kind, msgspec.Struct)):
-        return None
-    decoder = _typed_event_decoders.get(kind)
-    if decoder is None:
-        event = msgspec.defstruct(
-            f"_{kind.__name__}Event",
-            [("type", str, ""), ("object", kind | None, None)],
-            frozen=True,
-        )
-        decoder = _typed_event_decoders[kind] = msgspec.json.Decoder(event)
-    return decoder
+    return _one_pass(kind, "Event")
+
+
+def _typed_list_decoder(kind: type) -> msgspec.json.Decoder[Any] | None:
+    """A decoder of a whole list page of ``kind`` objects: the items are decoded in the same pass as
+    the page, instead of kept raw and each decoded again (about a quarter of the decoding time of a
+    page of pods or nodes). Same structs, same decoding rules as :func:`decode`, so the same objects
+    come out; a page with an item that does not decode goes the two-pass way, where that item is
+    logged and skipped."""
+    return _one_pass(kind, "List")
 
 
 _list_decoder = msgspec.json.Decoder(_List)
@@ -164,6 +180,7 @@ class Reflector(Generic[T]):
         self.watch_timeout = watch_timeout
         self._decode = decode_fn or decode  # type: ignore[assignment]
         self._typed = _typed_event_decoder(kind) if decode_fn is None else None
+        self._typed_list = _typed_list_decoder(kind) if decode_fn is None else None
         self.on_event = on_event
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -213,14 +230,8 @@ class Reflector(Generic[T]):
             if cont:
                 params["continue"] = cont
             raw = await self.client.request("GET", self.path, params=params, timeout=60)
-            try:
-                page = _list_decoder.decode(raw)
-            except _UNDECODABLE as exc:
-                raise ApiError(0, "BadList", f"{self.name}: undecodable list: {exc}") from None
-            for item in page.items or ():
-                obj = self._decode_obj(item)
-                if obj is not None:
-                    objects.append(obj)
+            page, items = self._decode_page(raw)
+            objects += items
             version = page.metadata.resource_version or version
             cont = page.metadata.continue_
             if not cont:
@@ -235,6 +246,24 @@ class Reflector(Generic[T]):
         self.synced.set()
         self._connected()
         log.debug("%s: listed %d objects at resourceVersion %s", self.name, len(objects), version)
+
+    def _decode_page(self, raw: bytes) -> tuple[Any, Sequence[T]]:
+        """One list page and its objects (the page's metadata says where the list goes on). One pass
+        when every item decodes, else item by item."""
+        typed = self._typed_list
+        if typed is not None:
+            try:
+                whole = typed.decode(raw)
+            except _UNDECODABLE:
+                whole = None
+            if whole is not None:
+                return whole, whole.items or ()
+        try:
+            page = _list_decoder.decode(raw)
+        except _UNDECODABLE as exc:
+            raise ApiError(0, "BadList", f"{self.name}: undecodable list: {exc}") from None
+        decoded = (self._decode_obj(item) for item in page.items or ())
+        return page, [obj for obj in decoded if obj is not None]
 
     async def watch(self) -> None:
         """Watch until the stream ends; raises :class:`Expired` on 410."""

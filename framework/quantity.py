@@ -81,9 +81,11 @@ def parse_quantity(value: str | int | float) -> Decimal:
     return _parse_str(value)
 
 
+@lru_cache(maxsize=4096, typed=True)  # typed: True is no quantity, 1 is
 def _rounded_up(value: str | int | float, scale: int) -> float:
     """``value`` times ``scale``, rounded up to a whole number; a QuantityError if a float cannot
-    hold it."""
+    hold it. Remembered: a cluster's nodes (and a gang's pods) repeat the same few quantities, and
+    the Decimal arithmetic is most of reading a node's allocatable."""
     try:
         amount = float((parse_quantity(value) * scale).to_integral_value(rounding="ROUND_CEILING"))
     except ArithmeticError:

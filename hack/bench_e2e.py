@@ -60,7 +60,15 @@ import yaml
 from prometheus_client.registry import Collector
 
 from caldera.hack import bench_e2e_dra
-from caldera.hack.soak.procs import ROOT, SchedulerProcess, SimProcess, child_env, cpu_seconds, rss_bytes
+from caldera.hack.soak.procs import (
+    ROOT,
+    SchedulerProcess,
+    SimProcess,
+    child_env,
+    compile_checkout,
+    cpu_seconds,
+    rss_bytes,
+)
 from caldera.hack.stats import percentile
 from caldera.hack.workload.client import Api, podgroups_path, pods_path
 from caldera.hack.workload.manifests import pod_manifest, podgroup_manifest
@@ -630,6 +638,7 @@ def bench(
     if topology and gang_size <= 1:
         raise ValueError("--topology places gangs: the gang size must be at least 2")
     node_pods = max(110, -(-pods // max(1, nodes)) + 10)
+    compile_checkout()  # the scheduler's start-up as installed, not with its edited modules compiled
     with tempfile.TemporaryDirectory(prefix="caldera-bench-e2e-") as workdir:
         cluster: dict[str, Any] = {"nodes": nodes, "node_pods": node_pods}
         if topology:

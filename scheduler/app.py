@@ -24,6 +24,7 @@ from caldera.cache.informer import Informers
 from caldera.cache.store import ClusterCache
 from caldera.cache.supervise import stop_workers, supervise
 from caldera.cache.usage import UsagePoller
+from caldera.config.address import parse_listen_address
 from caldera.config.conf import ConfError
 from caldera.framework.plugin import Registry
 from caldera.framework.result import SessionResult
@@ -35,7 +36,7 @@ from caldera.scheduler.confsource import ConfSource
 from caldera.scheduler.controllers import Controllers
 from caldera.scheduler.debug import DebugApi, Observatory
 from caldera.scheduler.evictor import Evictor
-from caldera.scheduler.http import HttpServer, ListenError, parse_listen_address
+from caldera.scheduler.http import HttpServer, ListenError
 from caldera.scheduler.leader import ElectionConfig, LeaderElector
 from caldera.scheduler.loop import SchedulerLoop
 from caldera.scheduler.memory import CollectorPolicy

@@ -10,7 +10,6 @@ import os
 import signal
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from caldera.config.duration import parse_duration
@@ -20,6 +19,9 @@ EXIT_USAGE = 2
 
 
 def package_version() -> str:
+    # here, not at the top: importlib.metadata (with email, zipfile, ...) is ~15 ms of start-up
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("caldera")
     except PackageNotFoundError:
@@ -193,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def usage_error(args: argparse.Namespace) -> str | None:
     """A flag value that parses but cannot work, as one line saying what to do; None when all is well."""
-    from caldera.scheduler.http import parse_listen_address
+    from caldera.config.address import parse_listen_address
 
     try:
         parse_listen_address(args.listen_address)
@@ -273,7 +275,16 @@ async def _serve(args: argparse.Namespace) -> int:
     return await app.run(stop)
 
 
+#: numpy's OpenBLAS starts a thread per core when numpy is imported, and its threads spin a while
+#: waiting for work: about 0.1 s of CPU at start on 2 cores. The scheduler calls no BLAS routine
+#: (its arrays are summed and compared element-wise), so the binary runs it with one thread unless
+#: the environment says otherwise.
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    for name, value in BLAS_THREADS.items():
+        os.environ.setdefault(name, value)  # before numpy's first import (caldera.scheduler.http's)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "explain":
         from caldera.scheduler.explain_cli import main as explain_main
@@ -288,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"caldera-scheduler: {problem}", file=sys.stderr)
         return EXIT_USAGE
     setup_logging(args.log_format, args.log_level)
+    from caldera.scheduler.memory import set_thresholds
+
+    set_thresholds()  # before the scheduler's imports (in _serve)
     try:
         import uvloop
 

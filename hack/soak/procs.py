@@ -29,6 +29,21 @@ RENEW_DEADLINE = 3.0
 RETRY_PERIOD = 0.5
 
 
+#: the checkout's packages (hack/install.sh compiles the same)
+PACKAGES = ("cmd", "scheduler", "cache", "framework", "plugins", "actions", "metrics", "config", "hack")
+
+
+def compile_checkout() -> None:
+    """Bring the checkout's bytecode up to date, as hack/install.sh does at install: with
+    PYTHONDONTWRITEBYTECODE set, a module edited since would be compiled again at every scheduler
+    start, and counted in the start-up and CPU a benchmark reports (an installed package is compiled
+    once). Only what changed is compiled."""
+    import compileall
+
+    for package in PACKAGES:
+        compileall.compile_dir(str(ROOT / package), quiet=1)
+
+
 def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 

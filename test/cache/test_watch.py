@@ -119,6 +119,41 @@ async def test_list_pages_then_watch_events_bookmarks_and_malformed_objects(fake
         task.cancel()
 
 
+async def test_a_list_page_with_a_malformed_item_keeps_the_others_and_skips_that_one(fake) -> None:
+    api, client = fake
+    malformed = {"metadata": {"name": "bad", "resourceVersion": "5"}, "status": {"allocatable": "not-a-map"}}
+    api.nodes = [node_obj("n0", "5"), malformed, node_obj("n2", "5"), node_obj("n3", "5")]
+    cache = ClusterCache()
+    reflector = Reflector(
+        client, "/api/v1/nodes", Node, KindHandler(cache.upsert_node, cache.delete_node), page_size=2
+    )
+    await reflector.list()
+    assert sorted(cache.nodes) == ["n0", "n2", "n3"] and reflector.stats.skipped == 1
+    assert reflector.synced.is_set() and reflector.resource_version == "10"
+
+
+def test_a_list_page_decoded_in_one_pass_holds_the_objects_the_two_pass_decoding_gives() -> None:
+    from caldera.cache.watch import _list_decoder, _typed_list_decoder
+    from caldera.framework.objects import Pod, decode
+    from caldera.hack.scenario import pod_dict
+
+    running = pod_dict("p", cpu="250m", group="g", node_name="n1", phase="Running")
+    running["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+    pending = pod_dict("q", cpu="1", memory="1Gi", group="g")
+    raw = enc(
+        {
+            "kind": "PodList",
+            "metadata": {"resourceVersion": "7", "continue": "c"},
+            "items": [running, pending],
+        }
+    )
+    whole = _typed_list_decoder(Pod).decode(raw)
+    two_pass = _list_decoder.decode(raw)
+    assert whole.items == [decode(Pod, item) for item in two_pass.items]
+    assert [p.metadata.name for p in whole.items] == ["p", "q"]
+    assert (whole.metadata.resource_version, whole.metadata.continue_) == ("7", "c")
+
+
 async def test_410_relists_and_notices_deletes_made_meanwhile(fake) -> None:
     api, client = fake
     api.nodes = [node_obj("keep", "5"), node_obj("gone", "5")]

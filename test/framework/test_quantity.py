@@ -62,3 +62,13 @@ def test_memory_in_bytes():
     assert parse_bytes("128974848") == 128974848
     assert parse_bytes("129e6") == 129_000_000
     assert parse_bytes("123Mi") == 123 * 2**20
+
+
+def test_a_remembered_quantity_is_not_taken_for_a_boolean_of_equal_value() -> None:
+    """Quantities read once are remembered; True equals 1 in Python, yet it is still refused."""
+    assert parse_cpu_millis(1) == 1000.0 and parse_bytes(1) == 1.0
+    with pytest.raises(QuantityError):
+        parse_cpu_millis(True)
+    with pytest.raises(QuantityError):
+        parse_bytes(True)
+    assert parse_cpu_millis(1.0) == 1000.0 and parse_cpu_millis("1") == 1000.0
