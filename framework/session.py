@@ -28,7 +28,7 @@ from caldera.framework.model import JobInfo, NodeInfo, QueueInfo, TaskInfo, Task
 from caldera.framework.nodetable import NodeTable
 from caldera.framework.placement import PlacementEngine
 from caldera.framework.plugin import Plugin
-from caldera.framework.result import Event, Eviction, Placement, SessionReport, SessionResult
+from caldera.framework.result import Event, Eviction, Placement, QueueShare, SessionReport, SessionResult
 from caldera.framework.snapshot import Snapshot
 from caldera.framework.tier_rules import (
     ABSTAIN,
@@ -128,6 +128,9 @@ class Session(CallbackRegistry):
         #: dropped in its deallocate handler); a committed placement carries them
         self.task_numa: dict[str, dict[str, frozenset[int]]] = {}
         self.evictions: list[Eviction] = []
+        #: the plugins that keep queue figures (proportion, capacity), in conf order: each gives the
+        #: figures as they stand, from those of the ones before it (``queue_shares_now``)
+        self.queue_figures_fns: list[Callable[[dict[str, QueueShare]], dict[str, QueueShare]]] = []
         # Every ready node's allocatable, summed over the table's column (not a loop over nodes).
         self.total_resource = self.table.total(self.table.allocatable, self.table.ready)
         self.plugin_errors: list[str] = []
@@ -214,6 +217,20 @@ class Session(CallbackRegistry):
         except KeyError:
             value = self._standing[key] = build()
             return value
+
+    def add_queue_figures_fn(self, fn: Callable[[dict[str, QueueShare]], dict[str, QueueShare]]) -> None:
+        """A plugin that keeps queue figures: ``fn`` gives them as they stand now, given those of
+        the plugins before it in the conf (it may keep some of theirs)."""
+        self.queue_figures_fns.append(fn)
+
+    def queue_shares_now(self) -> dict[str, QueueShare]:
+        """Every queue's figures as the plugins that keep them have them now (what they put in
+        ``report.queue_shares`` at the session's close): for a reader before the close, such as the
+        explanation of a job its queue's quota held."""
+        shares: dict[str, QueueShare] = {}
+        for fn in self.queue_figures_fns:
+            shares = fn(shares)
+        return shares
 
     def placements_committed(self) -> None:
         """A statement appended placements: hand the ones not yet handed over to ``dispatch``, at

@@ -166,8 +166,12 @@ class CapacityPlugin(Plugin):
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
+        ssn.add_queue_figures_fn(lambda _earlier: self.queue_figures(ssn))
 
     def on_session_close(self, ssn: Session) -> None:
+        ssn.report.queue_shares = self.queue_figures(ssn)
+
+    def queue_figures(self, ssn: Session) -> dict[str, QueueShare]:
         """Every queue's figures for the queue metrics, as Volcano's capacity sets them
         (pkg/scheduler/plugins/capacity/capacity.go, ``metrics.UpdateQueue*``): deserved, allocated,
         request, inqueue, capability and real capability of every queue, share, and overused as a
@@ -198,7 +202,7 @@ class CapacityPlugin(Plugin):
                 capability=None if bare else capability.get(name),
                 real_capacity=real,
             )
-        ssn.report.queue_shares = shares
+        return shares
 
     def exported_capability(self, ssn: Session) -> dict[str, dict[str, float]]:
         """Each queue's capability as Volcano's capacity exports it (``volcano_queue_capacity_*``).

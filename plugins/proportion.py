@@ -360,6 +360,7 @@ class ProportionPlugin(Plugin):
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(allocate=self._on_allocate, deallocate=self._on_deallocate))
+        ssn.add_queue_figures_fn(self.queue_figures)
 
     def _report_scaling(self, scaled: dict[str, dict[str, float]]) -> None:
         ssn = self.ssn
@@ -493,12 +494,15 @@ class ProportionPlugin(Plugin):
         attr.update_share()
 
     def on_session_close(self, ssn: Session) -> None:
-        """The queue figures for the queue metrics. With capacity also in the conf (both set the same
+        ssn.report.queue_shares = self.queue_figures(ssn.report.queue_shares)
+
+    def queue_figures(self, earlier: dict[str, QueueShare]) -> dict[str, QueueShare]:
+        """The queue figures for the queue metrics, as they stand (``earlier``: those of the plugins
+        before this one in the conf). With capacity also in the conf (both set the same
         gauges in Volcano), the plugin later in the conf wins, as in Volcano where each sets them at
         session open and on every allocate and deallocate event, in conf order; but capacity's
         capability, real capability and overused stay, which proportion never sets in Volcano
         (capacity sets overused at session close, after proportion's ``OverusedFn`` calls)."""
-        earlier = ssn.report.queue_shares
         shares: dict[str, QueueShare] = {}
         for name, a in self.attrs.items():
             share = shares[name] = QueueShare(
@@ -515,4 +519,4 @@ class ProportionPlugin(Plugin):
             if before is not None and before.real_capacity is not None:
                 share.capability, share.real_capacity = before.capability, before.real_capacity
                 share.overused = before.overused
-        ssn.report.queue_shares = shares
+        return shares

@@ -181,6 +181,20 @@ def explain_session(
     return out
 
 
+def queue_shares(ssn: Session) -> dict[str, QueueShare]:
+    """The queues' figures: the closed session's report, or (explaining runs before the close) as
+    the plugins that keep them have them now, found once per session."""
+    return ssn.report.queue_shares or ssn.memo(queue_shares, ssn.queue_shares_now)
+
+
+def quota_refused(error: str, queue: str) -> bool:
+    """Whether a job's fit error is its queue's quota: proportion's "queue resource quota
+    insufficient", capacity's "queue NAME resource quota insufficient"."""
+    return (
+        "queue resource quota insufficient" in error or f"queue {queue} resource quota insufficient" in error
+    )
+
+
 def _reads_queue_figures(job: JobInfo, fit_in: tuple[str, dict[str, str]]) -> bool:
     """Whether explaining the job reads its queue's figures (share, overuse): a job the actions
     left without a failure is asked whether its queue holds it (``_queue_hold``); a failure that
@@ -190,7 +204,7 @@ def _reads_queue_figures(job: JobInfo, fit_in: tuple[str, dict[str, str]]) -> bo
         return True
     error = job.job_fit_error
     return (
-        "queue resource quota insufficient" in error
+        quota_refused(error, job.queue)
         or f"queue {job.queue} is at its share" in error
         or f"queue {job.queue} is overused" in error
     )
@@ -257,7 +271,9 @@ class _ExactReuse:
             context = self._contexts[name] = (
                 None
                 if state is None
-                else (state, ssn.report.queue_shares.get(name), ssn.report.queue_guarantee_scaled.get(name))
+                # (not the queue's figures: they move with every placement in the queue, and an
+                # explanation that only quotes them is reused for up to max_age all the same)
+                else (state, ssn.report.queue_guarantee_scaled.get(name))
             )
             return context
 
@@ -418,8 +434,8 @@ def _queue_state(ssn: Session, job: JobInfo) -> dict[str, Any]:
         state.update(held=True, message=f"queue {queue.name} is {queue.state}: nothing is scheduled from it")
         return state
     error = job.job_fit_error
-    shares = ssn.report.queue_shares.get(queue.name) or QueueShare()
-    if "queue resource quota insufficient" in error:
+    shares = queue_shares(ssn).get(queue.name) or QueueShare()
+    if quota_refused(error, queue.name):
         need = job.min_resources or Resource()
         cap = Resource.from_resource_list(None)
         for name, value in shares.real_capability.items():

@@ -2,7 +2,7 @@
 
 import json
 
-from caldera.hack.scenario import cluster, gang, node, pod, podgroup, queue, run_session
+from caldera.hack.scenario import InProcessCluster, cluster, gang, node, pod, podgroup, queue, run_session
 from caldera.scheduler.explain import explain_session, one_line
 from caldera.scheduler.explain_cli import render
 from test.actions.test_topology_allocate import LEAF, conf, filler, gang_pods, leaf_nodes
@@ -234,3 +234,45 @@ def test_jobs_waiting_for_devices_each_get_the_summary_of_their_classes_with_thi
     assert docs["default/big2"]["devices"]["summary"] == gpus
     assert docs["default/big"]["devices"] is not docs["default/big2"]["devices"]
     assert docs["default/f"]["devices"]["summary"] == f"0 devices of class {fpga}, 0 allocated"
+
+
+CAPACITY_CONF = (
+    'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n'
+    "- plugins:\n  - name: predicates\n  - name: capacity\n"
+)
+
+
+def queue_held_in_a_cycle(conf_text):
+    """Queue small (capability 4 cpu) runs a pod of 3 cpu; a job of 2 cpu waits. Explained by the
+    scheduler's own cycle, which explains before the plugins close the session."""
+    sim = InProcessCluster(
+        conf_text,
+        nodes=[node("n1", cpu="16")],
+        queues=[queue("small", capability={"cpu": "4", "memory": "8Gi"})],
+        podgroups=[
+            podgroup("busy", queue="small", phase="Running"),
+            podgroup("job", queue="small", phase="Pending", min_resources={"cpu": "2"}),
+        ],
+        pods=[
+            pod("busy-0", cpu="3", group="busy", node_name="n1", phase="Running"),
+            pod("job-0", cpu="2", group="job"),
+        ],
+    )
+    return sim.cycle().report.explanations["default/job"]["queue_state"]
+
+
+def test_a_job_its_queue_holds_is_told_what_the_queue_has_allocated_with_proportion():
+    state = queue_held_in_a_cycle(None)
+    assert state["held"] is True
+    assert state["message"] == (
+        "queue small cannot take the job's minimum (2 cpu): 3 cpu and 1Gi memory allocated and no"
+        " resources inqueue, capability 4 cpu and 8Gi memory"
+    )
+
+
+def test_a_job_its_queue_holds_is_told_so_with_capacity():
+    state = queue_held_in_a_cycle(CAPACITY_CONF)
+    assert state["held"] is True
+    assert state["message"].startswith(
+        "queue small cannot take the job's minimum (2 cpu): 3 cpu and 1Gi memory allocated"
+    )
