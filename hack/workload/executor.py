@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,16 +71,18 @@ class Executor:
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}}
         )
 
-    async def _guard(self, what: str, coro: Any) -> None:
+    async def _guard(self, what: str, make: Callable[[], Awaitable[None]]) -> None:
+        # The coroutine is made once the work may start: a task cancelled before that (the run
+        # ending, or waiting for the semaphore) leaves no coroutine behind that was never awaited.
         try:
             async with self.sem:
-                await coro
+                await make()
         except Exception as exc:
             self.stats.errors += 1
             self.on_error(f"{what}: {exc}")
 
-    def _spawn(self, what: str, coro: Any) -> None:
-        t = asyncio.create_task(self._guard(what, coro))
+    def _spawn(self, what: str, make: Callable[[], Awaitable[None]]) -> None:
+        t = asyncio.create_task(self._guard(what, make))
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 
@@ -167,7 +170,7 @@ class Executor:
                 if now - seen < self.finished_ttl or name in self._deleting:
                     continue
                 self._deleting.add(name)
-                self._spawn("janitor", self._delete_pod(name, group_of(p)))
+                self._spawn("janitor", functools.partial(self._delete_pod, name, group_of(p)))
         for name in list(self._finished_seen):
             if name not in finished and name not in self._deleting:
                 del self._finished_seen[name]
@@ -220,7 +223,9 @@ class Executor:
                         await asyncio.wait_for(stop.wait(), delay)
                 if stop.is_set():
                     break
-                self._spawn(f"{action.op} {action.target or action.workload}", self._apply(action))
+                self._spawn(
+                    f"{action.op} {action.target or action.workload}", functools.partial(self._apply, action)
+                )
             if self._tasks:
                 await asyncio.gather(*list(self._tasks))
         finally:
