@@ -36,6 +36,20 @@ def _key(meta: object) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
+def _same_for_decisions(before: ResourceClaim, after: ResourceClaim) -> bool:
+    """Whether two versions of a claim are the same to every decision made with it: the same claim
+    (uid, owners, not being deleted or deleted alike), the same request (spec) and the same status
+    (allocation, consumers, device conditions); its finalizers, labels and resourceVersion aside."""
+    b, a = before.metadata, after.metadata
+    return (
+        b.uid == a.uid
+        and b.deletion_timestamp == a.deletion_timestamp
+        and b.owner_references == a.owner_references
+        and before.spec == after.spec
+        and before.status == after.status
+    )
+
+
 class DraCache(Indexes):
     """The DRA kinds' watch handlers, the assumed allocations and the view (module docstring)."""
 
@@ -74,8 +88,9 @@ class DraCache(Indexes):
     def upsert_resource_claim(self, obj: ResourceClaim) -> None:
         with self._lock:
             key = _key(obj.metadata)
-            self.resource_claims[key] = obj
             assumed = self._assumed_claims.get(key)
+            before = assumed if assumed is not None else self.resource_claims.get(key)
+            self.resource_claims[key] = obj
             if assumed is not None and (
                 obj.status.allocation is not None or obj.metadata.uid != assumed.metadata.uid
             ):
@@ -83,6 +98,12 @@ class DraCache(Indexes):
                 # a new claim under the name: the API's word replaces the assumption.
                 del self._assumed_claims[key]
             self._dra_changed(claims=(key,))
+            after = self._assumed_claims.get(key, obj)
+            if before is not None and _same_for_decisions(before, after):
+                # The binder's own writes coming back (the finalizer; the allocation and reservation
+                # the cache already assumed): nothing a cycle decides by moved, so the loop may go on
+                # skipping periods (``decision_revision``)
+                self._settled_changes += 1
 
     def delete_resource_claim(self, obj: ResourceClaim) -> None:
         with self._lock:

@@ -153,3 +153,41 @@ def test_the_held_devices_follow_every_claim_change_as_a_rebuild_would() -> None
             expected = allocated_devices(view.claims)  # every claim the view has, assumed ones included
             assert view.allocated == frozenset(expected)
             assert set(view.holders) == set(expected)
+
+
+def test_the_binders_claim_writes_coming_back_change_no_decision_but_another_change_does() -> None:
+    p = pod("p", group="p", spec_extra=claim_pod_spec("c0"))
+    claim = resource_claim("c0", GPU)
+    cache = load(
+        ClusterCache(),
+        nodes=[node("n1")],
+        pods=[p],
+        podgroups=[podgroup("p")],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0", "gpu-1"]), claim],
+    )
+    snap = cache.snapshot()
+    task = snap.jobs["default/p"].tasks[p.metadata.uid]
+    ca = ClaimAllocation("default", "c0", claim.metadata.uid, _allocation("gpu-0"), True)
+    cache.apply(SessionResult(placements=[Placement(task, "n1", claims=[ca])], seq=snap.seq))
+    decided = cache.decision_revision
+
+    def version(rv: str, **status: object):
+        meta = msgspec.structs.replace(
+            claim.metadata, resource_version=rv, finalizers=["resource.kubernetes.io/delete-protection"]
+        )
+        return msgspec.structs.replace(
+            claim, metadata=meta, status=msgspec.structs.replace(claim.status, **status)
+        )
+
+    # the binder's finalizer, then its allocation and reservation, as the cache assumed them
+    cache.upsert_resource_claim(version("2"))
+    reserved = cache.snapshot().dra.claims["default/c0"].status.reserved_for
+    cache.upsert_resource_claim(version("3", allocation=_allocation("gpu-0"), reserved_for=reserved))
+    assert cache.decision_revision == decided
+    # the pod ends and its reservation goes: a decision may change (the claim is free to reserve)
+    cache.upsert_resource_claim(version("4", allocation=_allocation("gpu-0"), reserved_for=[]))
+    assert cache.decision_revision > decided
+    moved = cache.decision_revision
+    # allocated elsewhere by someone else: the devices held changed
+    cache.upsert_resource_claim(version("5", allocation=_allocation("gpu-1"), reserved_for=[]))
+    assert cache.decision_revision > moved
