@@ -50,9 +50,8 @@ class Assumptions(DraCache, NumaCache):
                         self._job_changed(key)
                         self.revision = before + 1
             # The first ``dispatched`` were assumed while the session ran (``assume_placements``).
-            if self._assume(
-                result.placements[result.dispatched :] if result.dispatched else result.placements, assumed
-            ):
+            self._assume(result.undispatched, assumed)
+            if assumed:
                 self.revision = before + 1
             for eviction in result.evictions:
                 task = self.tasks.get(eviction.task.uid)
@@ -67,14 +66,14 @@ class Assumptions(DraCache, NumaCache):
         ``apply`` assumes the rest of them at its close. Returns the cache tasks assumed."""
         assumed: list[TaskInfo] = []
         with self._lock:
-            if self._assume(placements, assumed):
+            self._assume(placements, assumed)
+            if assumed:
                 self.revision += 1
         return assumed
 
-    def _assume(self, placements: list[Placement], assumed: list[TaskInfo]) -> bool:
-        """Each placement's task Binding on its node, with what the binder will write; whether any
-        was (placements whose pod vanished or that are no longer pending are dropped)."""
-        changed = False
+    def _assume(self, placements: list[Placement], assumed: list[TaskInfo]) -> None:
+        """Each placement's task Binding on its node, with what the binder will write, added to
+        ``assumed`` (placements whose pod vanished or that are no longer pending are dropped)."""
         for placement in placements:
             task = self.tasks.get(placement.task.uid)
             if task is None or task.status != TaskStatus.PENDING or placement.node not in self.nodes:
@@ -90,8 +89,6 @@ class Assumptions(DraCache, NumaCache):
                 # The NUMA sets the numa-aware plugin assigned: taken until the exporter says so.
                 meta = task.pod.metadata
                 self.assume_numa(placement.node, PodMeta(task.uid, meta.name, meta.namespace), placement.numa)
-            changed = True
-        return changed
 
     def _set_status(
         self, task: TaskInfo, status: TaskStatus, node_name: str, pod: Pod | None = None

@@ -136,3 +136,8 @@ class SessionResult:
     #: task statuses it changed, nodes whose table rows it wrote or whose tasks it loaded
     touched_jobs: list[str] = field(default_factory=list)
     touched_nodes: list[str] = field(default_factory=list)
+
+    @property
+    def undispatched(self) -> list[Placement]:
+        """The placements the session did not hand over while it ran: for the loop to assume and bind."""
+        return self.placements[self.dispatched :] if self.dispatched else self.placements

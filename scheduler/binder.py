@@ -148,6 +148,11 @@ class _FinalizerPatch(msgspec.Struct):
 _claim_encoder = msgspec.json.Encoder()
 
 
+def claim_path(namespace: str, name: str) -> str:
+    """The API path of a ResourceClaim (its subresources below it)."""
+    return f"{CLAIMS}/namespaces/{namespace}/resourceclaims/{name}"
+
+
 def _rv(claim: ResourceClaim) -> int:
     """The claim's resourceVersion as a number (-1 when it is not one: then the watch's copy wins)."""
     try:
@@ -590,9 +595,7 @@ class Binder:
 
     async def _read_claim(self, namespace: str, name: str) -> ResourceClaim | ApiError:
         try:
-            raw = await self.client.request(
-                "GET", f"{CLAIMS}/namespaces/{namespace}/resourceclaims/{name}", timeout=self.request_timeout
-            )
+            raw = await self.client.request("GET", claim_path(namespace, name), timeout=self.request_timeout)
             return decode(ResourceClaim, raw)
         except ApiError as exc:
             return exc
@@ -656,10 +659,6 @@ class Binder:
             )
         return shape
 
-    @staticmethod
-    def _claim_path(ca: ClaimAllocation) -> str:
-        return f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}"
-
     async def _write_claim(
         self, task: TaskInfo, ca: ClaimAllocation, deadline: float, written: list[ClaimAllocation]
     ) -> str | None:
@@ -719,7 +718,7 @@ class Binder:
             failure = await self._with_retries(
                 task,
                 "PATCH",
-                self._claim_path(ca),
+                claim_path(ca.namespace, ca.name),
                 body,
                 deadline,
                 shape=self._claim_shape("/status"),
@@ -748,7 +747,7 @@ class Binder:
         body = _claim_encoder.encode(
             _FinalizerPatch(_FinalizerMeta(ca.uid, claim.metadata.resource_version, finalizers))
         )
-        path = self._claim_path(ca)
+        path = claim_path(ca.namespace, ca.name)
         shape = self._claim_shape("")
         attempt = 0
         while True:
@@ -821,7 +820,7 @@ class Binder:
             failure = await self._with_retries(
                 task,
                 "PATCH",
-                f"{CLAIMS}/namespaces/{ca.namespace}/resourceclaims/{ca.name}/status",
+                claim_path(ca.namespace, ca.name) + "/status",
                 {
                     "metadata": {"uid": ca.uid, "resourceVersion": claim.metadata.resource_version},
                     "status": status,

@@ -275,16 +275,12 @@ async def _serve(args: argparse.Namespace) -> int:
     return await app.run(stop)
 
 
-#: numpy's OpenBLAS starts a thread per core when numpy is imported, and its threads spin a while
-#: waiting for work: about 0.1 s of CPU at start on 2 cores. The scheduler calls no BLAS routine
-#: (its arrays are summed and compared element-wise), so the binary runs it with one thread unless
-#: the environment says otherwise.
-BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
-
-
 def main(argv: list[str] | None = None) -> int:
-    for name, value in BLAS_THREADS.items():
-        os.environ.setdefault(name, value)  # before numpy's first import (caldera.scheduler.http's)
+    # numpy's OpenBLAS starts a thread per core at import, and they spin a while waiting for work:
+    # ~0.1 s of CPU at start on 2 cores. The scheduler calls no BLAS routine (its arrays are summed
+    # and compared element-wise): one thread, unless the environment says otherwise. Set before
+    # numpy's first import (caldera.scheduler.http's).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "explain":
         from caldera.scheduler.explain_cli import main as explain_main

@@ -239,9 +239,8 @@ class SchedulerLoop:
             self.cache.apply(result)
             self.carry.commit(result.kept)
             if result.placements:
-                rest = result.placements[result.dispatched :] if result.dispatched else result.placements
-                if rest:
-                    self.binder.bind(rest)
+                if result.undispatched:
+                    self.binder.bind(result.undispatched)
                 self.stats.bound += len(result.placements)
             if result.evictions:
                 self.binder.evict(result.evictions)
