@@ -601,6 +601,33 @@ class DebugApi:
         return {"cycle": self.obs.last.number, "tiers": tiers, "groups": groups}
 
     # -- /debug/scheduler ------------------------------------------------------------------------
+    def node(self, name: str) -> dict[str, Any]:
+        """One node as the last cycle saw it (``/debug/nodes/NAME``): its row of ``nodes()`` and the pods
+        it counted there, each with its status and requests."""
+        result = self._result
+        found = next((n for n in result.report.node_list if n.name == name), None)
+        if found is None:
+            raise NotFound(f"node {name} is not in the last cycle's view")
+        view = result.report.dra
+        devices: list[dict[str, object]] = []
+        if view is not None:
+            held = dra_summary.in_use(
+                view, (ca.allocation for p in result.placements for ca in p.claims or ())
+            )
+            devices = dra_summary.node_devices(view, held).get(name, [])
+        doc = _node_doc(found, devices)
+        doc["pods"] = [
+            {
+                "namespace": t.namespace,
+                "name": t.name,
+                "status": _status(t),
+                "cpu": t.resreq.cpu / 1000,
+                "memory": t.resreq.memory,
+            }
+            for t in sorted(found.tasks.values(), key=lambda t: (t.namespace, t.name))
+        ]
+        return {"cycle": self.obs.last.number, "node": doc}
+
     def scheduler(self) -> dict[str, Any]:
         info = self.scheduler_info() if self.scheduler_info is not None else {}
         return {

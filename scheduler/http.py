@@ -56,6 +56,7 @@ class HttpServer:
         app.router.add_get("/debug/jobs/{namespace}/{name}", self._debug_job)
         app.router.add_get("/debug/pods/{namespace}/{name}", self._debug_pod)
         app.router.add_get("/debug/nodes", self._debug_nodes)
+        app.router.add_get("/debug/nodes/{name}", self._debug_node)
         app.router.add_get("/debug/scheduler", self._debug_scheduler)
         if self.ui:
             scheduler_ui.mount(app)
@@ -145,6 +146,13 @@ class HttpServer:
             doc = self._api().nodes(request.query.get("group_by", ""))
         except ValueError as exc:
             return self._json({"error": str(exc)}, 400)
+        return self._json(doc)
+
+    async def _debug_node(self, request: web.Request) -> web.Response:
+        try:
+            doc = self._api().node(request.match_info["name"])
+        except NotFound as exc:
+            return self._json({"error": str(exc)}, 404)
         return self._json(doc)
 
     async def _debug_scheduler(self, request: web.Request) -> web.Response:

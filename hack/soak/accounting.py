@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from caldera.hack.soak.checker import Checker
+from caldera.hack.soak.checker import Checker, holding_node, key_of
 
 #: seconds the API's side of a node must have stood still before it is compared
 STABLE = 2.0
@@ -55,6 +55,29 @@ async def leader_view(http: aiohttp.ClientSession, base: str) -> tuple[int, dict
         for n in group.get("nodes") or []:
             out[n["name"]] = (float(n["cpu"][0]), float(n["memory"][0]))
     return int(doc.get("cycle") or 0), out
+
+
+async def pods_differ(checker: Checker, http: aiohttp.ClientSession, base: str, node: str) -> str:
+    """Which pods make a node differ: those the leader counts there (``/debug/nodes/NAME``) against those
+    a fresh list of the API has bound there and unfinished; "" when either side cannot be read."""
+    try:
+        async with http.get(f"{base}/debug/nodes/{node}", timeout=aiohttp.ClientTimeout(total=5)) as r:
+            doc = await r.json() if r.status == 200 else {}
+        items, _ = await checker.pods.api.list("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
+    except Exception:
+        return ""
+    leader = {
+        f"{p['namespace']}/{p['name']}": f"{p['status']} cpu {p['cpu']:g} memory {p['memory']:g}"
+        for p in (doc.get("node") or {}).get("pods") or []
+    }
+    api = {key_of(p): p for p in items if holding_node(p)}
+    only_leader = [f"{k} ({v})" for k, v in sorted(leader.items()) if k not in api]
+    only_api = [
+        f"{k} (phase {(p.get('status') or {}).get('phase')}, deleting {bool(p['metadata'].get('deletionTimestamp'))})"
+        for k, p in sorted(api.items())
+        if k not in leader
+    ]
+    return f"; only the leader counts {only_leader[:5]}; only the API has {only_api[:5]}"
 
 
 def api_view(checker: Checker) -> dict[str, tuple[float, float]]:
@@ -101,7 +124,9 @@ async def check_accounting(
     result.not_compared = len(seen - matched - set(misses))
     for node, detail in result.differ.items():
         if misses.get(node, 0) >= MISSES:
-            checker.violate("accounting", f"after {after}: {node}", detail)
+            checker.violate(
+                "accounting", f"after {after}: {node}", detail + await pods_differ(checker, http, base, node)
+            )
     if not seen:
         result.differ["-"] = "the leader showed no nodes (no cycle yet)"
     return result

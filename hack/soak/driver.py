@@ -243,6 +243,16 @@ class Soak:
             churn.stats.replicas.setdefault(
                 name, {"pid": p.sched.pid, "note": "RSS not judged: started after half-way"}
             )
+        def live_now() -> dict[str, int]:
+            return {
+                "pods": len(c.pods.objects),
+                "podgroups": len(c.groups.objects),
+                "queues": len(c.queues.objects),
+            }
+
+        # The janitor still deletes finished jobs' pods in batches while the replicas are scraped: a map is
+        # judged against the most objects the API held from just before the first scrape to after the last.
+        before = live_now()
         async with aiohttp.ClientSession() as http:
             for name, r in churn.stats.replicas.items():
                 p = alive.get(name)
@@ -259,11 +269,7 @@ class Soak:
                     r["remembered"] = {
                         (lab["owner"], lab["map"]): v for lab, v in m.get("caldera_remembered_objects", [])
                     }
-        live = {
-            "pods": len(c.pods.objects),
-            "podgroups": len(c.groups.objects),
-            "queues": len(c.queues.objects),
-        }
+        live = {key: max(n, before[key]) for key, n in live_now().items()}
         judge_churn(c, churn.stats, live)
         self.summary.churn = {
             "pods": churn.stats.created,

@@ -33,8 +33,12 @@ def free_port() -> int:
 
 
 async def spawn(
-    kubeconfig: str, conf: Path, *extra: str, port: int | None = None
+    kubeconfig: str, conf: Path, *extra: str, port: int | None = None, log: Path | None = None
 ) -> asyncio.subprocess.Process:
+    """The scheduler binary as a child, its output in ``log`` (beside ``conf`` unless given): a file, not
+    a pipe, so a child that logs more than a pipe holds while nobody reads never blocks in a write."""
+    if log is None:
+        log = conf.parent / f"scheduler-{time.monotonic_ns()}.log"
     args = [
         "-c",
         "from caldera.scheduler.cli import main; import sys; sys.exit(main())",
@@ -50,13 +54,21 @@ async def spawn(
         f"127.0.0.1:{port or free_port()}",
         *extra,
     ]
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        *args,
-        cwd=str(Path(__file__).resolve().parents[2]),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *args,
+            cwd=str(Path(__file__).resolve().parents[2]),
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    proc.log = log  # type: ignore[attr-defined]
+    return proc
+
+
+def output(proc: asyncio.subprocess.Process, tail: int = 3000) -> str:
+    """The last ``tail`` characters the child wrote."""
+    return proc.log.read_text(errors="replace")[-tail:]  # type: ignore[attr-defined]
 
 
 LEADER_FLAGS = (
@@ -98,7 +110,10 @@ async def test_leader_failover_within_the_lease_duration(
         killed_at = time.monotonic()
         await leader.wait()
         await api.gang("after", 2)
-        await eventually(lambda: _bound(api, "after-0", "after-1"), timeout=15)
+        try:
+            await eventually(lambda: _bound(api, "after-0", "after-1"), timeout=15)
+        except AssertionError as e:
+            raise AssertionError(f"the standby did not bind; its output:\n{output(standby)}") from e
         took = time.monotonic() - killed_at
         assert took < 2.0 + 2.5, f"the standby took over after {took:.1f}s"
         assert (await _holder(api)).endswith(f"_{standby.pid}")
@@ -237,9 +252,8 @@ async def test_sigterm_during_binding_finishes_in_flight_binds_and_exits_0(
             await eventually(lambda: _quiet(binding), timeout=15, interval=0.02)
             proc.send_signal(signal.SIGTERM)
             code = await asyncio.wait_for(proc.wait(), 30)
-        stderr = (await proc.stderr.read()).decode()  # type: ignore[union-attr]
-        assert code == 0, stderr[-2000:]
-        assert "in-flight binds finished" in stderr
+        assert code == 0, output(proc)
+        assert "in-flight binds finished" in output(proc, tail=1 << 20)
         sim.set_faults(latency=0.0)
         pods = sim.store.objects(PODS, "default")
         bound = [p for p in pods if p["spec"].get("nodeName")]

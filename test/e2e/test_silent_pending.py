@@ -231,3 +231,27 @@ async def test_a_plain_pod_with_the_controllers_off_says_who_must_make_its_podgr
     status, doc = await get_json(f"{server}/debug/pods/{api.ns}/plain-1")
     assert status == 200 and doc["reason"] == event["message"] and doc["problem"] == "NoPodGroup"
     assert f"vc-controller-manager --scheduler-name={SCHEDULER}" in doc["suggestion"]
+
+
+async def test_a_node_page_lists_the_pods_the_last_cycle_counted_there(api: Api, start_scheduler) -> None:
+    await api.node("n1", cpu="8")
+    await api.gang("two", 2, cpu="1500m")
+    running = await start_scheduler()
+    server = f"http://127.0.0.1:{running.app.http.port}"  # type: ignore[union-attr]
+    await eventually(lambda: _all_bound(api, "two-0", "two-1"), timeout=15)
+
+    async def counted() -> Any:
+        status, doc = await get_json(f"{server}/debug/nodes/n1")
+        return doc if status == 200 and len(doc["node"]["pods"]) == 2 else None
+
+    doc = await eventually(counted, timeout=15)
+    assert doc["node"]["cpu"] == [3.0, 8.0]
+    assert [(p["name"], p["cpu"]) for p in doc["node"]["pods"]] == [("two-0", 1.5), ("two-1", 1.5)]
+    assert {p["namespace"] for p in doc["node"]["pods"]} == {api.ns}
+    status, missing = await get_json(f"{server}/debug/nodes/nosuch")
+    assert status == 404 and "nosuch" in missing["error"]
+
+
+async def _all_bound(api: Api, *names: str) -> bool:
+    nodes = await api.node_of()
+    return all(nodes.get(n) for n in names)
