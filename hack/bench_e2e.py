@@ -98,6 +98,8 @@ class E2EResult:
     scheduler_cpu: float | None = None
     idle_after: float = 0.0  # seconds from the last bind until the scheduler was idle
     sim_cpu: float | None = None
+    #: caldera-sim's CPU from the start of the run to the last pod bound
+    sim_cpu_to_bound: float | None = None
     scheduler_rss: int | None = None
     rss_before_pods: int | None = None  # stream: synced with the nodes only
     first_cycle: float | None = None  # process start -> end of its first cycle, seconds
@@ -147,10 +149,21 @@ class E2EResult:
         fraction = self.ceiling_fraction
         if self.ceiling is None or fraction is None:
             return "  binding ceiling: the decision-free binder bound nothing"
-        return (
+        line = (
             f"  binding ceiling: {self.ceiling.rate:.0f} pods/s; Caldera {self.rate:.0f} pods/s ="
             f" {fraction:.2f} of it"
         )
+        sim = self.sim_cpu_to_bound
+        if sim and self.ceiling.wall_seconds:
+            # caldera-sim serves from one event loop: a run cannot end before the simulator has done the
+            # work it did for it, so the binder's wall time over the simulator's CPU up to Caldera's last
+            # bind is about the most any scheduler asking the simulator for as much could reach
+            line += (
+                f"; caldera-sim spent {sim:.2f}s of CPU up to Caldera's last bind, the binder's whole run"
+                f" took {self.ceiling.wall_seconds:.2f}s: about {self.ceiling.wall_seconds / sim:.2f} at most"
+                " while the simulator does that much"
+            )
+        return line
 
     def report(self) -> str:
         cpu = self.cpu_ms_per_pod
@@ -722,6 +735,7 @@ def bench(
                         t0 = await driver.create_all()
                         created = driver.created
                     t_end = await driver.wait_bound()
+                    sim_cpu_bound = cpu_seconds(sim.pid)
                     if ceiling is not None:
                         out, _ = await asyncio.to_thread(ceiling.communicate)
                         counts = orjson.loads(out.splitlines()[-1]) if out.strip() else {}
@@ -745,6 +759,8 @@ def bench(
                         result.scheduler_cpu = cpu_idle - cpu0
                     if sim_cpu0 is not None and sim_cpu1 is not None:
                         result.sim_cpu = sim_cpu1 - sim_cpu0
+                    if sim_cpu0 is not None and sim_cpu_bound is not None:
+                        result.sim_cpu_to_bound = sim_cpu_bound - sim_cpu0
                     result.retries = api.retries
                     if sched is not None:
                         result.scheduler_rss = rss_bytes(sched.pid)

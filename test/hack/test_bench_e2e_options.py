@@ -52,6 +52,12 @@ def test_topology_and_ceiling_runs_print_their_figures(capsys: pytest.CaptureFix
     assert re.search(rf"binding ceiling: {NUMBER} pods/s; Caldera {NUMBER} pods/s = {NUMBER} of it", text), (
         text
     )
+    # and how much of the binder's pace the simulator's own work for Caldera's run leaves possible
+    assert re.search(
+        rf"caldera-sim spent {NUMBER}s of CPU up to Caldera's last bind, the binder's whole run took"
+        rf" {NUMBER}s: about {NUMBER} at most",
+        text,
+    ), text
 
 
 def test_ceiling_needs_the_backlog_shape() -> None:
