@@ -96,8 +96,10 @@ async def check_accounting(
     misses: dict[str, int] = {}
     seen: set[str] = set()
     deadline = time.monotonic() + timeout
+    first_cycle = 0
     while time.monotonic() < deadline:
         cycle, view = await leader_view(http, base)
+        first_cycle = first_cycle or cycle
         now = time.monotonic()
         truth = api_view(checker)
         result.cycle = max(result.cycle, cycle)
@@ -124,9 +126,9 @@ async def check_accounting(
     result.not_compared = len(seen - matched - set(misses))
     for node, detail in result.differ.items():
         if misses.get(node, 0) >= MISSES:
-            checker.violate(
-                "accounting", f"after {after}: {node}", detail + await pods_differ(checker, http, base, node)
-            )
+            cycles = f"; the leader's cycles went from #{first_cycle} to #{result.cycle} meanwhile"
+            differ = await pods_differ(checker, http, base, node)
+            checker.violate("accounting", f"after {after}: {node}", detail + cycles + differ)
     if not seen:
         result.differ["-"] = "the leader showed no nodes (no cycle yet)"
     return result
