@@ -27,7 +27,7 @@ from caldera.framework.dra.objects import (
     ResourceClaimStatus,
     ResourceSlice,
 )
-from caldera.framework.dra.view import ClaimAllocation, DraView, allocated_devices, shared_consumption
+from caldera.framework.dra.view import ClaimAllocation, DraView, held_devices, shared_consumption
 
 
 def _key(meta: object) -> str:
@@ -195,7 +195,7 @@ class DraCache(Indexes):
 
     def _holders_now(self, claims: dict[str, ResourceClaim]) -> dict[DeviceID, str]:
         """``allocated_devices(claims)``, kept up to date from the claims changed since the last view
-        (a device two claims hold stays held while either does)."""
+        (a device two claims hold stays held while either does); a copy, the view's to keep."""
         held_by = self._claim_holds
         keys_of = self._device_keys
         holders = self._holders
@@ -209,7 +209,10 @@ class DraCache(Indexes):
                     del keys_of[device]
                     del holders[device]
             claim = claims.get(key)
-            devices = list(allocated_devices({key: claim})) if claim is not None else []
+            allocation = claim.status.allocation if claim is not None else None
+            if allocation is None:
+                continue
+            devices = held_devices(allocation)
             if devices:
                 held_by[key] = devices
                 for device in devices:
@@ -239,7 +242,7 @@ class DraCache(Indexes):
                 inventory=inventory,
                 classes=dict(self.device_classes),
                 claims=claims,
-                allocated=frozenset(holders),
+                allocated=holders.keys(),
                 revision=self._dra_revision,
                 holders=holders,
                 consumed=shared_consumption(claims) if inventory.advanced else {},

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -414,7 +415,10 @@ class DeviceLedger:
         allocated: Iterable[DeviceID] = (),
         consumed: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
     ) -> None:
-        self._allocated = set(allocated)
+        # a set (a view's, which never changes) is read in place: the ledger never writes to it
+        self._allocated: AbstractSet[DeviceID] = (
+            allocated if isinstance(allocated, AbstractSet) else frozenset(allocated)
+        )
         self._freed: set[DeviceID] = set()
         self._taken: dict[DeviceID, str] = {}
         self._log: list[DeviceID | _Share] = []
