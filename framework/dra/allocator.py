@@ -427,6 +427,17 @@ class DeviceLedger:
     def in_use(self, device_id: DeviceID) -> bool:
         return (device_id in self._allocated and device_id not in self._freed) or device_id in self._taken
 
+    def free_among(self, devices: Sequence[InventoryDevice]) -> int:
+        """How many of the devices are not :meth:`in_use` (its test, inlined: a free index recounts
+        a node's devices after each move)."""
+        allocated, freed, taken = self._allocated, self._freed, self._taken
+        used = 0
+        for dev in devices:
+            device_id = dev.id
+            if (device_id in allocated and device_id not in freed) or device_id in taken:
+                used += 1
+        return len(devices) - used
+
     def capacity_in_use(self, device_id: DeviceID) -> Consumed | None:
         """What the shares of a device that allows multiple allocations consume (None: no share)."""
         return self._consumed.get(device_id)

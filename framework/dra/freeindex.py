@@ -219,5 +219,4 @@ class FreeIndex:
         """The device was taken or given back: recount its node."""
         row = self._device_rows.get(device_id)
         if row is not None:
-            in_use = self.ledger.in_use
-            self.free[row] = sum(1 for dev in self._matching[row] if not in_use(dev.id))
+            self.free[row] = self.ledger.free_among(self._matching[row])
