@@ -27,7 +27,7 @@ from caldera.framework.dra.objects import (
     ResourceClaimStatus,
     ResourceSlice,
 )
-from caldera.framework.dra.view import ClaimAllocation, DraView, allocated_devices, shared_consumption
+from caldera.framework.dra.view import ClaimAllocation, DraView, held_devices, shared_consumption
 
 
 def _key(meta: object) -> str:
@@ -53,16 +53,31 @@ def _same_for_decisions(before: ResourceClaim, after: ResourceClaim) -> bool:
 class DraCache(Indexes):
     """The DRA kinds' watch handlers, the assumed allocations and the view (module docstring)."""
 
-    def _dra_changed(self, slices: bool = False, claims: Iterable[str] = ()) -> None:
-        """Something DRA changed; ``claims``: the keys of claims (watched or assumed) that did."""
+    def _dra_changed(
+        self, slices: bool = False, claims: Iterable[str] = (), waits: dict[str, int] | None = None
+    ) -> None:
+        """Something DRA changed; ``claims``: the keys of claims (watched or assumed) that did;
+        ``waits``: their :meth:`_claim_presence` before the change."""
         self._claims_changed.update(claims)
         self.revision += 1
         self._dra_revision += 1
         if slices:
             self._dra_slices_revision += 1
-        # a pod waiting for a claim may wait no more (or start to): problems() looks again
-        if self._claim_pods:
-            self._problems_revision += 1
+        if waits and self._claim_pods:
+            presence = self._claim_presence
+            if any(presence(key) != was for key, was in waits.items()):
+                # a pod waiting for a claim may wait no more (or start to): problems() looks again
+                self._problems_revision += 1
+
+    def _claim_presence(self, key: str) -> int:
+        """All that ``problems()`` reads of a claim (``missing_claim_reason`` over the watched claims
+        with the assumed ones laid over them): 0 missing, 1 there, 2 being deleted. A change that
+        moves none of these (an allocation, a reservation, a finalizer, a status) leaves every pod's
+        wait as it was, and the problems are not looked at again for it."""
+        claim = self._assumed_claims.get(key) or self.resource_claims.get(key)
+        if claim is None:
+            return 0
+        return 2 if claim.metadata.deletion_timestamp else 1
 
     # -- watch handlers ------------------------------------------------------------------------------
     def upsert_device_class(self, obj: DeviceClass) -> None:
@@ -88,6 +103,7 @@ class DraCache(Indexes):
     def upsert_resource_claim(self, obj: ResourceClaim) -> None:
         with self._lock:
             key = _key(obj.metadata)
+            waits = {key: self._claim_presence(key)}
             assumed = self._assumed_claims.get(key)
             before = assumed if assumed is not None else self.resource_claims.get(key)
             self.resource_claims[key] = obj
@@ -97,7 +113,7 @@ class DraCache(Indexes):
                 # The watch shows the claim allocated (our write come back, or someone else's), or
                 # a new claim under the name: the API's word replaces the assumption.
                 del self._assumed_claims[key]
-            self._dra_changed(claims=(key,))
+            self._dra_changed(claims=(key,), waits=waits)
             after = self._assumed_claims.get(key, obj)
             if before is not None and _same_for_decisions(before, after):
                 # The binder's own writes coming back (the finalizer; the allocation and reservation
@@ -111,9 +127,10 @@ class DraCache(Indexes):
             current = self.resource_claims.get(key)
             if current is not None and obj.metadata.uid and current.metadata.uid != obj.metadata.uid:
                 return
+            waits = {key: self._claim_presence(key)}
             self.resource_claims.pop(key, None)
             self._assumed_claims.pop(key, None)
-            self._dra_changed(claims=(key,))
+            self._dra_changed(claims=(key,), waits=waits)
 
     # -- assumptions ---------------------------------------------------------------------------------
     def assume_claims(self, pod_name: str, pod_uid: str, claims: list[ClaimAllocation]) -> None:
@@ -150,6 +167,9 @@ class DraCache(Indexes):
             entries = self._claims_assumed_by.pop(pod_uid, None)
             if not entries:
                 return
+            # (an assumed copy carries the watched claim's metadata as it was: dropping it may show
+            # a deletion that came meanwhile)
+            waits = {key: self._claim_presence(key) for key, _ in entries}
             for key, uid in entries:
                 assumed = self._assumed_claims.get(key)
                 if assumed is None:
@@ -166,7 +186,7 @@ class DraCache(Indexes):
                     self._assumed_claims[key] = msgspec.structs.replace(
                         assumed, status=msgspec.structs.replace(assumed.status, reserved_for=reserved)
                     )
-            self._dra_changed(claims=[key for key, _ in entries])
+            self._dra_changed(claims=[key for key, _ in entries], waits=waits)
 
     def claim_confirmed(self, pod_uid: str) -> None:
         """The pod was bound: its claims' assumptions stay until the watch shows the claims."""
@@ -175,7 +195,7 @@ class DraCache(Indexes):
 
     def _holders_now(self, claims: dict[str, ResourceClaim]) -> dict[DeviceID, str]:
         """``allocated_devices(claims)``, kept up to date from the claims changed since the last view
-        (a device two claims hold stays held while either does)."""
+        (a device two claims hold stays held while either does); a copy, the view's to keep."""
         held_by = self._claim_holds
         keys_of = self._device_keys
         holders = self._holders
@@ -189,7 +209,10 @@ class DraCache(Indexes):
                     del keys_of[device]
                     del holders[device]
             claim = claims.get(key)
-            devices = list(allocated_devices({key: claim})) if claim is not None else []
+            allocation = claim.status.allocation if claim is not None else None
+            if allocation is None:
+                continue
+            devices = held_devices(allocation)
             if devices:
                 held_by[key] = devices
                 for device in devices:
@@ -219,7 +242,7 @@ class DraCache(Indexes):
                 inventory=inventory,
                 classes=dict(self.device_classes),
                 claims=claims,
-                allocated=frozenset(holders),
+                allocated=holders.keys(),
                 revision=self._dra_revision,
                 holders=holders,
                 consumed=shared_consumption(claims) if inventory.advanced else {},

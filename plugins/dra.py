@@ -563,6 +563,10 @@ class DraPart:
             self._eviction_undone(task)
             return
         node = self.ssn.nodes.get(task.node_name)
+        counted = self._counted(task) if node is not None else None
+        if counted is not None and node is not None:
+            self._allocate_counted(task, node, counted)
+            return
         plan = self.plan(task)
         if plan.reason or node is None:
             return  # no claims for the placement: the binder refuses to bind it
@@ -624,6 +628,27 @@ class DraPart:
             )
         self.allocated_by[task.uid] = mine
         self.ssn.task_claims[task.uid] = out
+
+    def _allocate_counted(self, task: TaskInfo, node: NodeInfo, index: FreeIndex) -> None:
+        """:meth:`_on_allocate` for a task whose one claim the counts answer for (``_counted``): its
+        plan is that claim to allocate, nothing else (no reason, none allocated), so the general
+        path comes down to the index's pick, taken, and the claim's one ``ClaimAllocation``."""
+        key = self._counted_by[task.uid][0]
+        picked = index.pick(node.row)
+        if picked is None:
+            log.warning("%s placed on %s, where its claim has too few free devices", task.key, node.name)
+            return
+        self.ledger.take(picked, key)
+        self._moved(picked)
+        self.session_allocs[key] = (picked, [task.uid])
+        meta = self.view.claims[key].metadata
+        shared, group = self.group_of(task)
+        self.allocated_by[task.uid] = [key]
+        self.ssn.task_claims[task.uid] = [
+            ClaimAllocation(
+                meta.namespace, meta.name, meta.uid, picked, True, group if key in shared else None
+            )
+        ]
 
     def _on_deallocate(self, event: Event) -> None:
         task = event.task

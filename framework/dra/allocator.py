@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -414,7 +415,10 @@ class DeviceLedger:
         allocated: Iterable[DeviceID] = (),
         consumed: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
     ) -> None:
-        self._allocated = set(allocated)
+        # a set (a view's, which never changes) is read in place: the ledger never writes to it
+        self._allocated: AbstractSet[DeviceID] = (
+            allocated if isinstance(allocated, AbstractSet) else frozenset(allocated)
+        )
         self._freed: set[DeviceID] = set()
         self._taken: dict[DeviceID, str] = {}
         self._log: list[DeviceID | _Share] = []
@@ -422,6 +426,17 @@ class DeviceLedger:
 
     def in_use(self, device_id: DeviceID) -> bool:
         return (device_id in self._allocated and device_id not in self._freed) or device_id in self._taken
+
+    def free_among(self, devices: Sequence[InventoryDevice]) -> int:
+        """How many of the devices are not :meth:`in_use` (its test, inlined: a free index recounts
+        a node's devices after each move)."""
+        allocated, freed, taken = self._allocated, self._freed, self._taken
+        used = 0
+        for dev in devices:
+            device_id = dev.id
+            if (device_id in allocated and device_id not in freed) or device_id in taken:
+                used += 1
+        return len(devices) - used
 
     def capacity_in_use(self, device_id: DeviceID) -> Consumed | None:
         """What the shares of a device that allows multiple allocations consume (None: no share)."""

@@ -180,7 +180,7 @@ class FreeIndex:
         self._devices = devices
         self._node_names = node_names
         laid = devices.rows(node_names)
-        self._row_of = laid.row_of
+        self._device_rows = laid.device_rows
         self._matching = laid.matching
         self.free = laid.counts.copy()
         in_use = ledger.in_use_among(laid.device_rows)
@@ -217,8 +217,6 @@ class FreeIndex:
 
     def refresh(self, device_id: DeviceID) -> None:
         """The device was taken or given back: recount its node."""
-        name = self._devices.node_of.get(device_id)
-        row = self._row_of.get(name) if name is not None else None
+        row = self._device_rows.get(device_id)
         if row is not None:
-            in_use = self.ledger.in_use
-            self.free[row] = sum(1 for dev in self._matching[row] if not in_use(dev.id))
+            self.free[row] = self.ledger.free_among(self._matching[row])

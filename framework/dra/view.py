@@ -26,6 +26,7 @@ status as in the PodGroup's).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -51,8 +52,9 @@ class DraView:
     classes: Mapping[str, DeviceClass]
     #: namespace/name -> claim (an assumed allocation and reservation included)
     claims: Mapping[str, ResourceClaim]
-    #: devices held by allocated claims (admin-access results excluded: they own nothing)
-    allocated: frozenset[DeviceID]
+    #: devices held by allocated claims (admin-access results excluded: they own nothing); read-only
+    #: (the cache hands out ``holders.keys()``: one copy per view)
+    allocated: AbstractSet[DeviceID]
     #: moves whenever classes, slices or claims change in the source (0: built by hand)
     revision: int = 0
     #: holder claim of each allocated device, for explanations ("held by default/c0")
@@ -68,11 +70,20 @@ def allocated_devices(claims: Mapping[str, ResourceClaim]) -> dict[DeviceID, str
         allocation = claim.status.allocation
         if allocation is None:
             continue
-        for r in allocation.devices.results:
-            # a share (shareID) holds capacity, not the device (foreachAllocatedDevice)
-            if not r.admin_access and r.share_id is None:
-                out[(r.driver, r.pool, r.device)] = key
+        for device in held_devices(allocation):
+            out[device] = key
     return out
+
+
+def held_devices(allocation: AllocationResult) -> list[DeviceID]:
+    """The devices an allocation holds: a share (shareID) holds capacity, not the device, and an
+    admin-access result owns nothing (``foreachAllocatedDevice``)."""
+    out = [
+        (r.driver, r.pool, r.device)
+        for r in allocation.devices.results
+        if not r.admin_access and r.share_id is None
+    ]
+    return out if len(out) < 2 else list(dict.fromkeys(out))
 
 
 def shared_consumption(claims: Mapping[str, ResourceClaim]) -> dict[DeviceID, dict[str, Decimal]]:

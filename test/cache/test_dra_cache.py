@@ -69,6 +69,52 @@ def test_a_pod_whose_claim_is_missing_is_a_problem_until_the_claim_comes() -> No
     assert cache.problems().claim_waits == ()
 
 
+def test_a_claims_wait_follows_its_claim_and_nothing_else_about_it() -> None:
+    """problems() reads whether each claim exists and is being deleted (the assumed copy laid over
+    the watched one): it looks again when that moves, and only then."""
+    cache = load(
+        ClusterCache(),
+        nodes=[node("n1")],
+        pods=[pod("p", group="p", spec_extra=claim_pod_spec("c0"))],
+        podgroups=[podgroup("p")],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"])],
+    )
+    claim = resource_claim("c0", GPU)
+    [wait] = cache.problems().claim_waits
+    assert wait.reason == "waiting for ResourceClaim default/c0 to be created"
+    cache.upsert_resource_claim(claim)
+    settled = cache.problems()
+    assert settled.claim_waits == ()
+
+    # allocated and reserved, by someone else's write or by an assumption: nothing problems() reads
+    allocated = msgspec.structs.replace(
+        claim, status=msgspec.structs.replace(claim.status, allocation=_allocation("gpu-0"))
+    )
+    cache.upsert_resource_claim(allocated)
+    cache.upsert_resource_claim(claim)
+    ca = ClaimAllocation("default", "c0", claim.metadata.uid, _allocation("gpu-0"), True)
+    cache.assume_claims("other", "other-uid", [ca])
+    cache.upsert_device_class(device_class(GPU))
+    cache.upsert_resource_slice(resource_slice("n1", GPU, ["gpu-0", "gpu-1"]))
+    assert cache.problems() is settled
+
+    # being deleted: the watched claim says so, the assumed copy (made before) does not yet
+    deleting = msgspec.structs.replace(
+        claim, metadata=msgspec.structs.replace(claim.metadata, deletion_timestamp="2026-11-28T00:00:00Z")
+    )
+    cache.upsert_resource_claim(deleting)
+    assert cache.problems().claim_waits == ()
+    # the assumption given up: the deletion shows
+    cache.forget_claims("other-uid")
+    [wait] = cache.problems().claim_waits
+    assert wait.reason == "ResourceClaim default/c0 is being deleted"
+    cache.delete_resource_claim(deleting)
+    [wait] = cache.problems().claim_waits
+    assert wait.reason == "waiting for ResourceClaim default/c0 to be created"
+    cache.upsert_resource_claim(claim)
+    assert cache.problems().claim_waits == ()
+
+
 def _allocation(device: str) -> AllocationResult:
     return AllocationResult(
         devices=DeviceAllocationResult(

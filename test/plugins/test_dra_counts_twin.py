@@ -66,7 +66,7 @@ def _world(seed: int) -> Any:
 
 def _decisions(result: Any) -> dict[str, Any]:
     return {
-        p.task.name: (p.node, msgspec.to_builtins([(c.key, c.allocation) for c in p.claims or ()]))
+        p.task.name: (p.node, msgspec.to_builtins(list(p.claims or ())))
         for p in result.placements
     }
 

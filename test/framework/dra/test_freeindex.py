@@ -6,6 +6,7 @@ answer for."""
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import msgspec
 import numpy as np
@@ -301,3 +302,6 @@ def test_the_rows_in_use_are_the_devices_in_use_whichever_side_is_walked(seed: i
         asked = {d: row for row, d in enumerate(rng.sample(universe, size))}
         expected = sorted(row for d, row in asked.items() if ledger.in_use(d))
         assert sorted(ledger.in_use_among(asked)) == expected
+        # what FreeIndex.refresh recounts a node with: the devices in_use says are free
+        devices = [SimpleNamespace(id=d) for d in asked]
+        assert ledger.free_among(devices) == len(asked) - len(expected)  # type: ignore[arg-type]
