@@ -70,9 +70,10 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
     kinds = {command: _parses(command) for command in sections}
     e2e = [c for c, kind in kinds.items() if kind == "bench e2e"]
     parsed = [build_parser().parse_args(shlex.split(c)[1:]) for c in e2e]
-    assert len({(args.nodes, args.pods) for args in parsed}) == 2  # two sizes
+    assert len({(args.nodes, args.pods) for args in parsed}) == 3  # two sizes and the envelope
     assert all(args.repeat == 1 for args in parsed)
     assert sorted((args.topology, args.ceiling, args.shape) for args in parsed) == [
+        (False, False, "both"),
         (False, False, "both"),
         (False, False, "both"),
         (False, False, "stream"),
@@ -131,6 +132,13 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
         assert command.strip("`") in sections
     (latency,) = [(f, m) for f, _c, m in _table_rows(summary.group(1)) if "latency from a pod's create" in f]
     assert re.fullmatch(r"\d+ / \d+ ms; \d+\.\d{3} ms", latency[1]), latency
+    # the envelope: per shape, each run's CPU per bound pod, longest cycle and scheduler RSS
+    envelope = [
+        (f, m) for f, _c, m in _table_rows(summary.group(1)) if f.startswith("end to end, the envelope")
+    ]
+    assert [f.split(", ")[2].split(":")[0] for f, _m in envelope] == ["backlog", "stream"]
+    for _f, measured in envelope:
+        assert re.fullmatch(r"\d+\.\d{3} ms; \d+ ms; \d+ MiB", measured), measured
     assert re.search(
         r"^Measured .* commit `[0-9a-f]{7}`.*load average .* at the end\.$", summary.group(1), re.M
     )
