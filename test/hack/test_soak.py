@@ -5,11 +5,13 @@ with zero violations, a report and figures."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import time
 import zlib
 from pathlib import Path
 
+import aiohttp
 import orjson
 import pytest
 
@@ -332,3 +334,75 @@ def test_the_stall_judge_finds_writes_made_past_the_renew_deadline() -> None:
     assert verdict.renewed == 10.0 and verdict.resumed == 16.0
     assert [r["p"] for r in verdict.offending] == ["/pods/b/status", "/pods/c/binding"]
     assert verdict.stopped_after == 5.0
+
+
+async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_a_lagging_mirror() -> None:
+    """The leader's view of two nodes against the API: on "wrong" it counts a pod the API has finished
+    (a violation naming that pod); on "lagging" it agrees with the API while the checker's mirror has
+    not yet seen a pod bound there (a fresh list settles it: no violation)."""
+    from aiohttp import web
+
+    from caldera.hack.soak.accounting import check_accounting
+
+    async with SimCluster(nodes=0, kubelet=False) as sim, Api(sim.url, sim.token) as api:
+        await api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
+        )
+        for name in ("wrong", "lagging"):
+            await api.create("/api/v1/nodes", node_manifest(name, {"cpu": "8", "memory": "32Gi"}, {}))
+        await api.create(
+            pods_path("soak"),
+            pod_manifest("done", "soak", workload="gang", requests={"cpu": "1", "memory": "1Gi"}),
+        )
+        await bind(api, "done", "wrong")
+        await api.patch(f"{pods_path('soak')}/done/status", {"status": {"phase": "Succeeded"}})
+        checker = Checker(api, CheckerConfig(period=0.1), time.monotonic())
+        await checker.pods.relist()
+        # bound only after the mirror's list, which is never watched here: the mirror lags
+        await api.create(
+            pods_path("soak"),
+            pod_manifest("late", "soak", workload="gang", requests={"cpu": "2", "memory": "2Gi"}),
+        )
+        await bind(api, "late", "lagging")
+
+        pods = {
+            "wrong": [
+                {"namespace": "soak", "name": "done", "status": "Running", "cpu": 1.0, "memory": 2.0**30}
+            ],
+            "lagging": [
+                {"namespace": "soak", "name": "late", "status": "Bound", "cpu": 2.0, "memory": 2.0**31}
+            ],
+        }
+
+        def node_doc(name: str) -> dict[str, object]:
+            cpu = sum(p["cpu"] for p in pods[name])  # type: ignore[misc]
+            memory = sum(p["memory"] for p in pods[name])  # type: ignore[misc]
+            return {"name": name, "cpu": [cpu, 8.0], "memory": [memory, 32 * 2.0**30], "pods": pods[name]}
+
+        async def nodes(_: web.Request) -> web.Response:
+            return web.json_response({"cycle": 7, "groups": [{"nodes": [node_doc(n) for n in pods]}]})
+
+        async def one(request: web.Request) -> web.Response:
+            return web.json_response({"cycle": 7, "node": node_doc(request.match_info["name"])})
+
+        app = web.Application()
+        app.router.add_get("/debug/nodes", nodes)
+        app.router.add_get("/debug/nodes/{name}", one)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        try:
+            async with aiohttp.ClientSession() as http:
+                result = await check_accounting(
+                    checker, http, f"http://127.0.0.1:{port}", "test", timeout=2.0
+                )
+        finally:
+            await runner.cleanup()
+
+    (violation,) = checker.violations
+    assert violation.invariant == "accounting" and violation.detail.startswith("after test: wrong:")
+    assert "only the leader counts ['soak/done (Running cpu 1" in violation.detail
+    assert result.mirror_lagged == 1 and "lagging" not in result.differ
