@@ -551,14 +551,7 @@ class DebugApi:
     def nodes(self, group_by: str = "") -> dict[str, Any]:
         result = self._result
         node_list: list[NodeInfo] = result.report.node_list
-        view = result.report.dra
-        devices: dict[str, list[dict[str, object]]] = {}
-        if view is not None:
-            # per node and driver: devices published and allocated (this cycle's placements included)
-            held = dra_summary.in_use(
-                view, (ca.allocation for p in result.placements for ca in p.claims or ())
-            )
-            devices = dra_summary.node_devices(view, held)
+        devices = _node_devices(result)
 
         def _node(node: NodeInfo) -> dict[str, Any]:
             return _node_doc(node, devices.get(node.name, []))
@@ -600,7 +593,6 @@ class DebugApi:
             groups.append({"name": "", "tier": "", "nodes": rest})
         return {"cycle": self.obs.last.number, "tiers": tiers, "groups": groups}
 
-    # -- /debug/scheduler ------------------------------------------------------------------------
     def node(self, name: str) -> dict[str, Any]:
         """One node as the last cycle saw it (``/debug/nodes/NAME``): its row of ``nodes()`` and the pods
         it counted there, each with its status and requests."""
@@ -608,14 +600,7 @@ class DebugApi:
         found = next((n for n in result.report.node_list if n.name == name), None)
         if found is None:
             raise NotFound(f"node {name} is not in the last cycle's view")
-        view = result.report.dra
-        devices: list[dict[str, object]] = []
-        if view is not None:
-            held = dra_summary.in_use(
-                view, (ca.allocation for p in result.placements for ca in p.claims or ())
-            )
-            devices = dra_summary.node_devices(view, held).get(name, [])
-        doc = _node_doc(found, devices)
+        doc = _node_doc(found, _node_devices(result).get(name, []))
         doc["pods"] = [
             {
                 "namespace": t.namespace,
@@ -628,6 +613,7 @@ class DebugApi:
         ]
         return {"cycle": self.obs.last.number, "node": doc}
 
+    # -- /debug/scheduler ------------------------------------------------------------------------
     def scheduler(self) -> dict[str, Any]:
         info = self.scheduler_info() if self.scheduler_info is not None else {}
         return {
@@ -655,6 +641,15 @@ def _wire_dict(values: dict[str, float] | None) -> dict[str, float]:
         if value == value and value not in (float("inf"), float("-inf")):
             res.set(name, value)
     return wire(res)
+
+
+def _node_devices(result: SessionResult) -> dict[str, list[dict[str, object]]]:
+    """Per node and driver: DRA devices published and allocated (this cycle's placements included)."""
+    view = result.report.dra
+    if view is None:
+        return {}
+    held = dra_summary.in_use(view, (ca.allocation for p in result.placements for ca in p.claims or ()))
+    return dra_summary.node_devices(view, held)
 
 
 def _node_doc(node: NodeInfo, devices: list[dict[str, object]]) -> dict[str, Any]:

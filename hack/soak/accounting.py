@@ -15,12 +15,10 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import aiohttp
 
-from caldera.hack.sim.quantity import pod_requests
-from caldera.hack.soak.checker import Checker, holding_node, key_of
+from caldera.hack.soak.checker import Checker, holding_node, key_of, node_usage
 
 #: seconds the API's side of a node must have stood still before it is compared
 STABLE = 2.0
@@ -81,10 +79,7 @@ async def recheck(checker: Checker, http: aiohttp.ClientSession, base: str, node
     }
     api = {key_of(p): p for p in items if holding_node(p)}
     if held:
-        want: dict[str, Fraction] = {}
-        for p in api.values():
-            for r, q in pod_requests(p["spec"]).items():
-                want[r] = want.get(r, Fraction(0)) + q
+        want = node_usage(api.values()).get(node, {})
         cpu, memory = held["cpu"][0], held["memory"][0]
         if abs(cpu - float(want.get("cpu", 0))) < 1e-3 and abs(memory - float(want.get("memory", 0))) < 1.0:
             return True, ""

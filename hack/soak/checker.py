@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -52,6 +52,20 @@ def holding_node(pod: dict[str, Any] | None) -> str:
     if pod is None or (pod.get("status") or {}).get("phase") in TERMINAL:
         return ""
     return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def node_usage(pods: Iterable[dict[str, Any]]) -> dict[str, dict[str, Fraction]]:
+    """Per node, the requests (and the count) of the pods holding it (``holding_node``)."""
+    usage: dict[str, dict[str, Fraction]] = {}
+    for pod in pods:
+        node = holding_node(pod)
+        if not node:
+            continue
+        u = usage.setdefault(node, {})
+        for r, q in pod_requests(pod["spec"]).items():
+            u[r] = u.get(r, Fraction(0)) + q
+        u["pods"] = u.get("pods", Fraction(0)) + 1
+    return usage
 
 
 def key_of(obj: dict[str, Any]) -> str:
@@ -290,16 +304,7 @@ class Checker:
 
     # -- the invariants --------------------------------------------------------------------------------
     def node_usage(self) -> dict[str, dict[str, Fraction]]:
-        usage: dict[str, dict[str, Fraction]] = {}
-        for pod in self.pods.objects.values():
-            node = pod["spec"].get("nodeName")
-            if not node or (pod.get("status") or {}).get("phase") in TERMINAL:
-                continue
-            u = usage.setdefault(node, {})
-            for r, q in pod_requests(pod["spec"]).items():
-                u[r] = u.get(r, Fraction(0)) + q
-            u["pods"] = u.get("pods", Fraction(0)) + 1
-        return usage
+        return node_usage(self.pods.objects.values())
 
     def check_capacity(self, usage: dict[str, dict[str, Fraction]]) -> None:
         for name, used in usage.items():

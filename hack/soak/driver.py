@@ -243,6 +243,7 @@ class Soak:
             churn.stats.replicas.setdefault(
                 name, {"pid": p.sched.pid, "note": "RSS not judged: started after half-way"}
             )
+
         def live_now() -> dict[str, int]:
             return {
                 "pods": len(c.pods.objects),

@@ -65,10 +65,7 @@ def _world(seed: int) -> Any:
 
 
 def _decisions(result: Any) -> dict[str, Any]:
-    return {
-        p.task.name: (p.node, msgspec.to_builtins(list(p.claims or ())))
-        for p in result.placements
-    }
+    return {p.task.name: (p.node, msgspec.to_builtins(list(p.claims or ()))) for p in result.placements}
 
 
 @pytest.mark.parametrize("seed", range(30))
