@@ -326,6 +326,8 @@ class SchedulerApp:
             observer=self.observatory.bind_observer(self.status),
             evictor=self.evictor,
         )
+        # Status writes and Events give way to a burst of binds (StatusUpdater.max_defer at most).
+        self.status.binds_waiting = self.binder.waiting
         self.informers = Informers(
             client,
             self.cache,

@@ -284,6 +284,10 @@ class Binder:
             ("failures", len(self.failures)),  # the last 1000, for /debug/state
         ]
 
+    def waiting(self) -> bool:
+        """Binds are queued for a worker (the status flusher lets them go first)."""
+        return not self._queue.empty()
+
     # -- the Binder protocol (called on the loop, never blocks) ------------------------------------
     def bind(self, placements: list[Placement]) -> None:
         now = self.clock()

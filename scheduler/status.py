@@ -62,6 +62,10 @@ NATIVE_PG_STATUS_PATH = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgro
 #: (kubernetes/kubernetes staging/src/k8s.io/api/scheduling/v1alpha2/types.go, ``PodGroupStatus``)
 NATIVE_SCHEDULED = "PodGroupScheduled"
 NATIVE_UNSCHEDULABLE = "Unschedulable"
+#: the longest the flusher holds status writes and Events back while binds are queued (seconds):
+#: a burst's bindings go to the API server first, and a PodGroup's wishes of the burst coalesce
+#: (its phase and its running count in one write instead of two)
+MAX_DEFER = 2.0
 #: the condition a native PodGroup gets when the scheduler evicts its pods to make room, and its
 #: reason (types.go ``DisruptionTarget``, ``PodGroupReasonPreemptionByScheduler``; KEP-5832 "API",
 #: KEP-5710 "Monitoring Requirements")
@@ -130,6 +134,11 @@ def gang_message(job: JobInfo) -> str:
     return one_line(job)
 
 
+def nothing_waits() -> bool:
+    """``binds_waiting`` of an updater with no binder beside it."""
+    return False
+
+
 class StatusUpdater:
     def __init__(
         self,
@@ -145,8 +154,13 @@ class StatusUpdater:
         missing_podgroup_grace: float = PODGROUP_GRACE,
         controllers: bool = True,
         may_write: Callable[[], bool] = always,
+        binds_waiting: Callable[[], bool] = nothing_waits,
+        max_defer: float = MAX_DEFER,
     ) -> None:
         self.client = client
+        #: whether binds are queued (``Binder.waiting``): the flush waits for them, up to ``max_defer``
+        self.binds_waiting = binds_waiting
+        self.max_defer = max_defer
         #: asked before every write (the leader lease still held: ``LeaderElector.holds``)
         self.may_write = may_write
         self.cache = cache
@@ -856,8 +870,12 @@ class StatusUpdater:
                     await asyncio.wait_for(self._dirty.wait(), timeout=max(wait, self.flush_interval))
                 except TimeoutError:
                     pass
-            # Let a busy cycle's wishes pile up (and supersede each other) before writing.
+            # Let a busy cycle's wishes pile up (and supersede each other) before writing, and
+            # while binds are queued let them have the API server first (up to max_defer).
+            woke = self.clock()
             await asyncio.sleep(self.flush_interval)
+            while self.binds_waiting() and self.clock() - woke < self.max_defer:
+                await asyncio.sleep(self.flush_interval)
             self._dirty.clear()
             try:
                 await self.flush()

@@ -168,6 +168,20 @@ async def test_a_retry_that_finds_its_earlier_attempt_landed_counts_as_bound(ser
     assert binder.bound_count == 1 and not binder.failures
 
 
+async def test_binds_are_waiting_while_queued_and_not_once_sent(server) -> None:
+    _, client = server
+    cache = ClusterCache()
+    placements = assumed(cache, 3)
+    binder = Binder(client, cache, workers=1)
+    assert not binder.waiting()
+    binder.bind(placements)
+    assert binder.waiting()  # the status flusher gives way to these
+    binder.start()
+    await settle(binder)
+    assert not binder.waiting()
+    await binder.stop()
+
+
 async def test_abort_issues_nothing_more_and_releases_the_assumptions(server) -> None:
     srv, client = server
     cache = ClusterCache()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
@@ -278,3 +279,49 @@ def test_a_job_enqueued_by_a_later_session_is_looked_at_again() -> None:
     later["default/web"].phase = "Inqueue"
     status.observe(SessionResult(jobs=later))
     assert [job.phase for job in jobs] == ["Pending", "Inqueue"]
+
+
+async def _written_within(rec: Any, seconds: float) -> bool:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while asyncio.get_running_loop().time() < deadline:
+        if rec.of("PATCH", "/podgroups/big"):
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def test_status_writes_wait_while_binds_are_queued_and_go_once_the_queue_drains(recorder) -> None:
+    rec, client = recorder
+    cache = ClusterCache()
+    pg, pods = gang("big", 2, cpu="16")
+    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
+    binds_queued = [True]
+    status = StatusUpdater(
+        client, cache, flush_interval=0.02, max_defer=30.0, binds_waiting=lambda: binds_queued[0]
+    )
+    status.start()
+    try:
+        status.observe(unschedulable_cycle(cache))
+        # a burst of binds is queued: the PodGroup's status and its Event give way to them
+        assert not await _written_within(rec, 0.3)
+        assert rec.of("POST", "/events") == []
+        binds_queued[0] = False
+        assert await _written_within(rec, 5.0)
+        assert len(rec.of("PATCH", "/podgroups/big")) == 1
+    finally:
+        await status.stop(flush=False)
+
+
+async def test_status_writes_wait_for_binds_no_longer_than_max_defer(recorder) -> None:
+    rec, client = recorder
+    cache = ClusterCache()
+    pg, pods = gang("big", 2, cpu="16")
+    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
+    status = StatusUpdater(client, cache, flush_interval=0.02, max_defer=0.2, binds_waiting=lambda: True)
+    status.start()
+    try:
+        status.observe(unschedulable_cycle(cache))
+        # binds never stop coming: the status goes out anyway once it has waited max_defer
+        assert await _written_within(rec, 5.0)
+    finally:
+        await status.stop(flush=False)
