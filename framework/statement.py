@@ -105,31 +105,41 @@ class Statement:
         return self._place(task, node_name, TaskStatus.PIPELINED, Op.PIPELINE)
 
     def evict(self, task: TaskInfo, reason: str) -> None:
-        """Mark a running task as releasing; it is evicted when the statement commits."""
-        node = self._node(task.node_name)
+        """Mark a running task as releasing; it is evicted when the statement commits.
+
+        A task whose node is not in the session (the node was deleted while its pods are still
+        bound there, until the pod garbage collector removes them) is evicted all the same, with no
+        node to account it on: Volcano's ``Statement.Evict`` (pkg/scheduler/framework/statement.go)
+        updates the job and skips a node it does not find. A gang taken whole takes such a pod too."""
+        node = self.ssn.nodes.get(task.node_name)
         job = self.ssn.jobs.get(task.job)
         record = Operation(Op.EVICT, task, task.node_name, task.status, task.node_name, reason)
-        node.remove_task(task)
+        if node is not None:
+            node.remove_task(task)
         if job is not None and job.tasks.get(task.uid) is task:
             job.update_task_status(task, TaskStatus.RELEASING)
         else:
             task.status = TaskStatus.RELEASING
-        node.add_task(task)
+        if node is not None:
+            node.add_task(task)
         self.operations.append(record)
         self.ssn._fire(False, task)
 
     def _undo(self, record: Operation) -> None:
         task = record.task
-        node = self.ssn.nodes[record.node]
+        # (an eviction's node may be missing from the session: see ``evict``; a placement's never is)
+        node = self.ssn.nodes.get(record.node)
         job = self.ssn.jobs.get(task.job)
-        node.remove_task(task)
+        if node is not None:
+            node.remove_task(task)
         if job is not None and job.tasks.get(task.uid) is task:
             job.update_task_status(task, record.previous_status)
         else:
             task.status = record.previous_status
         if record.op is Op.EVICT:
             task.node_name = record.previous_node
-            node.add_task(task)
+            if node is not None:
+                node.add_task(task)
             self.ssn._fire(True, task)
         else:
             # handlers learn which node the task leaves (per-node and per-domain counts)

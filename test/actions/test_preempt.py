@@ -152,3 +152,30 @@ def test_a_podgroup_marked_not_preemptable_is_never_evicted_whole():
     )
     # one surplus pod could go, but that is not enough for a gang of two: nothing is evicted
     assert sim.cycle().evictions == []
+
+
+def test_a_gang_taken_whole_takes_its_pods_on_a_deleted_node_too_and_the_cycle_goes_on():
+    """Soak seed 11 (default*2 mix): a node was deleted while pods were still bound to it (as until
+    the pod garbage collector removes them); a gang with a pod there was taken whole, and evicting
+    that pod failed every cycle ("node 'churn-0025' is not in the session"). Volcano's
+    ``Statement.Evict`` (pkg/scheduler/framework/statement.go) updates the job and skips a node it
+    does not find: the pod is evicted, the cycle goes on, and undoing it leaves the session as it was."""
+    low = [
+        *running("low", 3, "1", "n1", "low"),
+        pod("low-gone", cpu="1", group="low", node_name="gone", phase="Running", annotations=PREEMPTABLE),
+    ]
+    sim = InProcessCluster(
+        CONF,
+        nodes=[node("n1", cpu="4")],
+        podgroups=[podgroup("low", min_member=4, phase="Running")],
+        pods=low,
+        priority_classes=[priority_class("high", 1000), priority_class("low-pc", 1)],
+    )
+    sim.add(
+        podgroups=[podgroup("high", min_member=2, priority_class="high")],
+        pods=[pod(f"high-{i}", cpu="1", group="high") for i in range(2)],
+    )
+    result = sim.cycle()
+    assert sorted(e.task.name for e in result.evictions) == ["low-0", "low-1", "low-2", "low-gone"]
+    sim.cycle()
+    assert {"high-0", "high-1"} <= set(sim.running_on())

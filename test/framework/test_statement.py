@@ -192,3 +192,73 @@ def test_an_error_set_by_a_handler_not_declared_fallible_changes_nothing(ssn):
     task = sorted(ssn.jobs["default/train"].tasks.values(), key=lambda t: t.name)[0]
     assert ssn.statement().allocate(task, "n1") is None
     assert task.status == TaskStatus.ALLOCATED
+
+
+def test_a_pod_on_a_node_the_session_lacks_is_evicted_and_its_eviction_undone():
+    # "gone" was deleted while web-1 is still bound there (until the pod garbage collector removes it)
+    from caldera.hack.scenario import podgroup
+
+    pods = [
+        pod(f"web-{i}", cpu="1", memory="1Gi", group="web", node_name=n, phase="Running")
+        for i, n in enumerate(("n1", "gone"))
+    ]
+    snap = cluster(nodes=[node("n1", cpu="4")], pods=pods, podgroups=[podgroup("web", min_member=2)])
+    ssn = Session(snap, tiers=[])
+    deallocated: list[str] = []
+    ssn.add_event_handler(EventHandler(deallocate=lambda e: deallocated.append(e.task.name)))
+    before = figures(ssn)
+    web = ssn.jobs["default/web"]
+    stmt = ssn.statement()
+    for task in sorted(web.tasks.values(), key=lambda t: t.name):
+        stmt.evict(task, "preempted")
+    assert web.count(TaskStatus.RELEASING) == 2 and deallocated == ["web-0", "web-1"]
+    assert ssn.nodes["n1"].releasing.cpu == 1000
+    stmt.discard()
+    assert_same(figures(ssn), before)
+    stmt = ssn.statement()
+    stmt.evict(next(t for t in web.tasks.values() if t.node_name == "gone"), "preempted")
+    stmt.commit()
+    assert [(e.task.name, e.reason) for e in ssn.evictions] == [("web-1", "preempted")]
+
+
+#: every built-in plugin but the two queue plugins (one of which each conf below adds) and the
+#: extender (it needs a server)
+EVERY_PLUGIN = (
+    "binpack, cdp, deviceshare, drf, network-topology-aware, nodegroup, nodeorder, numa-aware, overcommit, pdb,"
+    " predicates, rescheduling, resource-strategy-fit, resourcequota, sla, task-topology, tdm, usage"
+).split(", ")
+
+
+@pytest.mark.parametrize("queue_plugin", ["proportion", "capacity"])
+def test_every_plugin_takes_the_eviction_of_a_pod_whose_node_is_gone_and_its_undoing(queue_plugin):
+    from caldera.cache.store import ClusterCache
+    from caldera.config.conf import parse_conf
+    from caldera.framework.session import open_session
+    from caldera.hack.scenario import load, podgroup
+    from caldera.scheduler.registry import builtin_registry
+
+    registry = builtin_registry()
+    tier2 = "".join(f"  - name: {p}\n" for p in (*EVERY_PLUGIN, queue_plugin))
+    conf = parse_conf(
+        "actions: allocate\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n"
+        f"- plugins:\n{tier2}",
+        registry,
+    )
+    pods = [
+        pod(f"web-{i}", cpu="1", group="web", node_name=n, phase="Running")
+        for i, n in enumerate(("n1", "gone"))
+    ]
+    cache = load(
+        ClusterCache(),
+        nodes=[node("n1", cpu="4")],
+        pods=pods,
+        podgroups=[podgroup("web", min_member=2, phase="Running")],
+    )
+    ssn = open_session(cache.snapshot(), conf.tiers, registry.plugins, conf.configurations)
+    before = figures(ssn)
+    stmt = ssn.statement()
+    for task in sorted(ssn.jobs["default/web"].tasks.values(), key=lambda t: t.name):
+        stmt.evict(task, "preempted")
+    assert ssn.jobs["default/web"].count(TaskStatus.RELEASING) == 2
+    stmt.discard()
+    assert_same(figures(ssn), before)
