@@ -58,6 +58,8 @@ class CycleStats:
     cycles: int = 0
     failed: int = 0
     last_error: str = ""
+    #: cycles failed in a row (0 after a cycle that did not fail)
+    failed_in_a_row: int = 0
     last_duration: float = 0.0
     bound: int = 0
     #: periods with no cycle: nothing had changed since a cycle that decided nothing
@@ -159,12 +161,26 @@ class SchedulerLoop:
             finally:
                 result = close_session(ssn)
                 ssn.release()  # the result holds what lives on
+            self.stats.failed_in_a_row = 0
             return result, None
         except Exception as exc:
             # Nothing of a failed cycle is bound: its statements may have seen a plugin half-way.
-            self.stats.failed += 1
-            self.stats.last_error = f"{type(exc).__name__}: {exc}"
-            log.exception("scheduling cycle %d failed; the next cycle runs as usual", self.stats.cycles)
+            stats = self.stats
+            error = f"{type(exc).__name__}: {exc}"
+            again = stats.failed_in_a_row > 0 and error == stats.last_error
+            stats.failed += 1
+            stats.failed_in_a_row += 1
+            stats.last_error = error
+            if again:
+                # the same state failing each cycle: the traceback once, then one line per cycle
+                log.error(
+                    "scheduling cycle %d failed as the %d before it did: %s",
+                    stats.cycles,
+                    stats.failed_in_a_row - 1,
+                    error,
+                )
+            else:
+                log.exception("scheduling cycle %d failed; the next cycle runs as usual", stats.cycles)
             return None, exc
 
     async def cycle(self) -> SessionResult | None:

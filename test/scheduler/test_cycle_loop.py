@@ -232,3 +232,22 @@ def test_a_cycle_run_synchronously_hands_everything_over_at_its_end():
     result = loop.run_once()
     assert binder.calls == [["a-0", "a-1", "b-0", "b-1"]]
     assert result.dispatched == 0
+
+
+def test_a_cycle_failing_as_the_one_before_logs_one_line_without_the_traceback_again(caplog):
+    pg, pods = gang("job", 2, cpu="1")
+    cache = load(ClusterCache(), nodes=[node("n1", cpu="4")], pods=pods, podgroups=[pg])
+    loop, _ = make_loop(cache)
+    FlakyPlugin.fail_next = 3
+    with caplog.at_level("ERROR", logger="caldera.loop"):
+        for _ in range(3):
+            assert loop.run_once() is None
+    failures = [r for r in caplog.records if r.name == "caldera.loop"]
+    assert [r.exc_info is not None for r in failures] == [True, False, False]
+    assert (
+        failures[2].getMessage()
+        == "scheduling cycle 3 failed as the 2 before it did: RuntimeError: plugin bug"
+    )
+    assert loop.stats.failed_in_a_row == 3
+    assert loop.run_once() is not None
+    assert loop.stats.failed_in_a_row == 0 and loop.stats.failed == 3
