@@ -3,10 +3,13 @@
 import numpy as np
 import pytest
 
+from caldera.cache.store import ClusterCache
+from caldera.config.conf import parse_conf
 from caldera.framework.model import TaskStatus
-from caldera.framework.session import EventHandler, Session
+from caldera.framework.session import EventHandler, Session, open_session
 from caldera.framework.statement import StatementError
-from caldera.hack.scenario import cluster, gang, node, pod
+from caldera.hack.scenario import cluster, gang, load, node, pod, podgroup
+from caldera.scheduler.registry import builtin_registry
 
 
 def figures(ssn: Session):
@@ -51,7 +54,6 @@ def assert_same(a, b):
 def ssn():
     pg, pods = gang("train", 3, cpu="2", memory="4Gi")
     running = pod("web-0", cpu="1", memory="1Gi", group="web", node_name="n2", phase="Running")
-    from caldera.hack.scenario import podgroup
 
     snap = cluster(
         nodes=[node("n1", cpu="4", memory="16Gi"), node("n2", cpu="4", memory="16Gi")],
@@ -196,8 +198,6 @@ def test_an_error_set_by_a_handler_not_declared_fallible_changes_nothing(ssn):
 
 def test_a_pod_on_a_node_the_session_lacks_is_evicted_and_its_eviction_undone():
     # "gone" was deleted while web-1 is still bound there (until the pod garbage collector removes it)
-    from caldera.hack.scenario import podgroup
-
     pods = [
         pod(f"web-{i}", cpu="1", memory="1Gi", group="web", node_name=n, phase="Running")
         for i, n in enumerate(("n1", "gone"))
@@ -231,12 +231,6 @@ EVERY_PLUGIN = (
 
 @pytest.mark.parametrize("queue_plugin", ["proportion", "capacity"])
 def test_every_plugin_takes_the_eviction_of_a_pod_whose_node_is_gone_and_its_undoing(queue_plugin):
-    from caldera.cache.store import ClusterCache
-    from caldera.config.conf import parse_conf
-    from caldera.framework.session import open_session
-    from caldera.hack.scenario import load, podgroup
-    from caldera.scheduler.registry import builtin_registry
-
     registry = builtin_registry()
     tier2 = "".join(f"  - name: {p}\n" for p in (*EVERY_PLUGIN, queue_plugin))
     conf = parse_conf(
