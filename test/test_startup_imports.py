@@ -1,25 +1,58 @@
 """What the scheduler imports at start: a cluster without Dynamic Resource Allocation never needs the
-CEL library, whose package also imports its command-line tool (prompt_toolkit, typer, rich), so the
-binary does not import it until a claim's selector is compiled (framework/dra/cel.py ``_library``)."""
+CEL library, so the binary does not load it until a claim's selector is compiled, and then only its
+extension module: the library's package also imports its command-line tool (prompt_toolkit, typer,
+rich), which a scheduler never runs (framework/dra/cel.py ``_library``)."""
 
 import subprocess
 import sys
 
-PROBE = """
+LIBRARY = ("cel", "cel.cel", "prompt_toolkit", "typer", "rich")
+
+PROBE = f"""
 import sys
 import caldera.scheduler.app, caldera.scheduler.cli, caldera.scheduler.registry
-from caldera.framework.dra.cel import Selector
-print(sorted(m for m in ("cel", "prompt_toolkit", "typer") if m in sys.modules))
-Selector('device.driver == "gpu.example.com"')
-print(sorted(m for m in ("cel",) if m in sys.modules))
+from caldera.framework.dra.cel import DeviceContext, Selector
+from caldera.framework.dra.objects import Device
+print(sorted(m for m in {LIBRARY!r} if m in sys.modules))
+selector = Selector('device.driver == "gpu.example.com"')
+print(selector.matches(DeviceContext("gpu.example.com", "pool", Device(name="gpu-0"))))
+print(sorted(m for m in {LIBRARY!r} if m in sys.modules))
+import cel  # the package, imported after: it re-exports the module already loaded
+print(cel.compile is sys.modules["cel.cel"].compile)
 """
 
 
-def test_the_cel_library_is_imported_when_a_selector_is_first_compiled_not_at_start() -> None:
+def test_the_cel_extension_is_loaded_when_a_selector_is_first_compiled_without_the_cli() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
-    at_start, after_compile = out.stdout.splitlines()
+    at_start, matched, after_compile, same = out.stdout.splitlines()
     assert at_start == "[]"
-    assert after_compile == "['cel']"
+    assert matched == "True"
+    assert after_compile == "['cel.cel']"
+    assert same == "True"
+
+
+FALLBACK_PROBE = """
+import importlib.util, sys, tempfile
+real = importlib.util.find_spec
+empty = tempfile.mkdtemp()
+
+def elsewhere(name, *args):  # another layout: no extension file beside the package
+    spec = real(name, *args)
+    if name == "cel" and spec is not None:
+        spec.submodule_search_locations = [empty]
+    return spec
+
+importlib.util.find_spec = elsewhere
+from caldera.framework.dra.cel import DeviceContext, Selector
+from caldera.framework.dra.objects import Device
+selector = Selector('device.driver == "gpu.example.com"')
+print(selector.matches(DeviceContext("gpu.example.com", "pool", Device(name="gpu-0"))), "cel" in sys.modules)
+"""
+
+
+def test_the_cel_package_is_imported_when_its_extension_is_not_where_expected() -> None:
+    out = subprocess.run([sys.executable, "-c", FALLBACK_PROBE], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"]
 
 
 BLAS_PROBE = """
