@@ -172,6 +172,9 @@ REMEMBER_BOUND = 600.0
 class BindObserver(Protocol):
     def bind_failed(self, task: TaskInfo, node: str, reason: str) -> None: ...
 
+    def bind_found_no_pod(self, task: TaskInfo, node: str, reason: str) -> None:
+        """The binding answered 404: the pod was deleted meanwhile (not pending again)."""
+
     def gang_bound(self, job: str, placements: list[Placement]) -> None: ...
 
     def gang_partly_bound(self, job: str, bound: list[Placement], failed: dict[str, str]) -> None: ...
@@ -184,6 +187,8 @@ class _Gang:
     outstanding: int = 0
     bound: list[Placement] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    #: members whose binding found no such pod (404): deleted meanwhile, not pending again
+    gone: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -559,7 +564,9 @@ class Binder:
             self._settle(placement, None, ok=True)
         else:
             await self._unreserve(placement, written)
-            self._settle(placement, _reason(failure))
+            # A Binding answered 404 names no pod: it was deleted meanwhile (a pod created again
+            # under the name has another uid, which the binding's precondition answers with 409).
+            self._settle(placement, _reason(failure), gone=failure.code == 404)
 
     # -- ResourceClaims ----------------------------------------------------------------------------
     async def _await_binding_conditions(self, claims: list[ClaimAllocation]) -> str | None:
@@ -917,7 +924,9 @@ class Binder:
         except (ApiError, msgspec.DecodeError, msgspec.ValidationError):
             return False
 
-    def _settle(self, placement: Placement, failure: str | None, ok: bool = False) -> None:
+    def _settle(
+        self, placement: Placement, failure: str | None, ok: bool = False, gone: bool = False
+    ) -> None:
         task = placement.task
         uid = task.uid
         gang_key = task.job or uid
@@ -940,13 +949,24 @@ class Binder:
             self.failures[uid] = BindFailure(task.key, placement.node, reason, time.time())
             if len(self.failures) > 1000:
                 self.failures.pop(next(iter(self.failures)))
-            log.warning(
-                "bind of %s to %s failed: %s; the task is pending again", task.key, placement.node, reason
-            )
+            if gone:
+                log.info(
+                    "bind of %s to %s: the pod was deleted meanwhile (%s)", task.key, placement.node, reason
+                )
+            else:
+                log.warning(
+                    "bind of %s to %s failed: %s; the task is pending again", task.key, placement.node, reason
+                )
             if gang is not None:
-                gang.failed[task.key] = reason
+                if gone:
+                    gang.gone.append(task.key)
+                else:
+                    gang.failed[task.key] = reason
             if self.observer is not None and failure is not None:
-                self.observer.bind_failed(task, placement.node, reason)
+                if gone:
+                    self.observer.bind_found_no_pod(task, placement.node, reason)
+                else:
+                    self.observer.bind_failed(task, placement.node, reason)
         if gang is None:
             return
         gang.outstanding -= 1
@@ -955,6 +975,15 @@ class Binder:
         del self._gangs[gang_key]
         if not task.job:
             return
+        if gang.gone:
+            # Members deleted while the gang was bound (its job torn down or scaled in): nothing
+            # failed that the scheduler could or should do again.
+            log.info(
+                "gang %s: %d pods bound, %d deleted before their binding",
+                task.job,
+                len(gang.bound),
+                len(gang.gone),
+            )
         if gang.failed and gang.bound:
             m.GANG_PARTIAL.inc()
             log.error(

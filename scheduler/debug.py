@@ -122,6 +122,11 @@ class BindObserverTee:
         if self.inner is not None:
             self.inner.bind_failed(task, node, reason)
 
+    def bind_found_no_pod(self, task: TaskInfo, node: str, reason: str) -> None:
+        self.metrics.bind_failed(task, reason)  # counted as a failure of kind not_found
+        if self.inner is not None:
+            self.inner.bind_found_no_pod(task, node, reason)
+
     def gang_bound(self, job: str, placements: list[Placement]) -> None:
         if self.inner is not None:
             self.inner.gang_bound(job, placements)

@@ -688,6 +688,10 @@ class StatusUpdater:
         else:
             self.event_for_pod(task, "Warning", "FailedScheduling", message, force=True)
 
+    def bind_found_no_pod(self, task: TaskInfo, node: str, reason: str) -> None:
+        """A pod deleted before its binding: no condition or Event to write for it (a write to a pod
+        that is gone would only be answered 404)."""
+
     def gang_bound(self, job: str, placements: list[Placement]) -> None:
         pg = self._group(job)
         if pg is None or self.per_pod_events:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
 import pytest
 from aiohttp import web
+from prometheus_client import REGISTRY
 
 from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.cache.store import ClusterCache
@@ -39,7 +41,13 @@ class BindServer:
             else:
                 self.nodes[name] = self.bodies[-1]["target"]["name"]
                 return web.Response(status=201, body=b"{}")
-        reasons = {409: "Conflict", 404: "NotFound", 429: "TooManyRequests", 500: "InternalError"}
+        reasons = {
+            409: "Conflict",
+            404: "NotFound",
+            422: "Invalid",
+            429: "TooManyRequests",
+            500: "InternalError",
+        }
         headers = {"Retry-After": "0"} if code == 429 else {}
         body = msgspec.json.encode(
             {"kind": "Status", "code": code, "reason": reasons.get(code, ""), "message": f"scripted {code}"}
@@ -73,9 +81,13 @@ class Observer:
         self.failed: list[tuple[str, str]] = []
         self.gangs: list[str] = []
         self.partial: list[tuple[str, int, dict[str, str]]] = []
+        self.gone: list[tuple[str, str]] = []
 
     def bind_failed(self, task, node, reason) -> None:  # type: ignore[no-untyped-def]
         self.failed.append((task.name, reason))
+
+    def bind_found_no_pod(self, task, node, reason) -> None:  # type: ignore[no-untyped-def]
+        self.gone.append((task.name, reason))
 
     def gang_bound(self, job, placements) -> None:  # type: ignore[no-untyped-def]
         self.gangs.append(job)
@@ -93,6 +105,10 @@ def assumed(cache: ClusterCache, size: int, name: str = "g") -> list[Placement]:
     placements = [Placement(cache.task(p.metadata.uid), "n1") for p in pods]
     cache.apply(SessionResult(placements=placements))
     return placements
+
+
+def partial_binds() -> float:
+    return REGISTRY.get_sample_value("caldera_gang_partial_binds_total") or 0.0
 
 
 async def settle(binder: Binder) -> None:
@@ -122,21 +138,48 @@ async def test_a_permanent_failure_returns_the_task_to_pending_and_says_why(serv
     srv, client = server
     cache = ClusterCache()
     placements = assumed(cache, 2)
-    srv.scripts = {"g-1": [404]}
+    srv.scripts = {"g-1": [422]}
     obs = Observer()
     binder = Binder(client, cache, observer=obs)
     binder.start()
+    partial_before = partial_binds()
     binder.bind(placements)
     await settle(binder)
     await binder.stop()
     failed_task = cache.task(placements[1].task.uid)
     assert failed_task.status == TaskStatus.PENDING and failed_task.node_name == ""
     assert cache.node_infos()["n1"].used.get("cpu") == 1000, "the failed member's resources are free again"
-    assert srv.calls["g-1"] == 1, "a 404 is not retried"
-    assert obs.failed and "404" in obs.failed[0][1]
-    assert binder.failures[placements[1].task.uid].reason.startswith("404")
+    assert srv.calls["g-1"] == 1, "a 422 is not retried"
+    assert obs.failed and "422" in obs.failed[0][1]
+    assert binder.failures[placements[1].task.uid].reason.startswith("422")
     (job, bound, failed) = obs.partial[0]
     assert job == "default/g" and bound == 1 and list(failed) == ["default/g-1"]
+    assert partial_binds() == partial_before + 1
+
+
+async def test_a_member_deleted_before_its_binding_is_no_partial_gang(server, caplog) -> None:
+    """A Job torn down while its gang is bound: the binding of a deleted pod answers 404. The others
+    are bound as a gang, the deleted one is neither reported as failed (no FailedScheduling) nor as a
+    partly bound gang (no ERROR, no caldera_gang_partial_binds_total)."""
+    srv, client = server
+    cache = ClusterCache()
+    placements = assumed(cache, 3)
+    srv.scripts = {"g-1": [404]}
+    obs = Observer()
+    binder = Binder(client, cache, observer=obs)
+    binder.start()
+    partial_before = partial_binds()
+    with caplog.at_level(logging.INFO, logger="caldera.binder"):
+        binder.bind(placements)
+        await settle(binder)
+    await binder.stop()
+    assert srv.calls["g-1"] == 1, "a 404 is not retried"
+    assert [name for name, _ in obs.gone] == ["g-1"] and "404" in obs.gone[0][1]
+    assert obs.failed == [] and obs.partial == []
+    assert obs.gangs == ["default/g"]
+    assert partial_binds() == partial_before
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "gang default/g: 2 pods bound, 1 deleted before their binding" in caplog.text
 
 
 async def test_a_pod_is_never_bound_twice(server) -> None:
