@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -33,6 +34,9 @@ class Accounting:
     not_compared: int = 0
     #: nodes the mirror showed different that a fresh list of the API showed equal to the leader
     mirror_lagged: int = 0
+    #: nodes found different that the leader's last cycle no longer shows (deleted meanwhile), with
+    #: nothing bound there in a fresh list of the API either
+    left_view: int = 0
     cycle: int = 0
     differ: dict[str, str] = field(default_factory=dict)
 
@@ -42,6 +46,8 @@ class Accounting:
             text += f" ({self.not_compared} never stood still)"
         if self.mirror_lagged:
             text += f" ({self.mirror_lagged} equal only to a fresh list: the checker's mirror lagged)"
+        if self.left_view:
+            text += f" ({self.left_view} gone from the leader's view, nothing bound there in the API)"
         return text
 
 
@@ -64,11 +70,17 @@ async def leader_view(http: aiohttp.ClientSession, base: str) -> tuple[int, dict
 async def recheck(checker: Checker, http: aiohttp.ClientSession, base: str, node: str) -> tuple[bool, str]:
     """A node found different, looked at once more from both sides afresh: the leader's pods there
     (``/debug/nodes/NAME``) against a fresh list of the API's pods bound there and unfinished (the
-    checker's mirror may be what lags). True when the two now agree; else which pods differ ("" when
-    either side cannot be read)."""
+    checker's mirror may be what lags). True when the two now agree (with "gone" when the leader's last
+    cycle no longer shows the node: a 404, deleted meanwhile as the node churn does, holds nothing
+    there); else which pods differ ("" when either side cannot be read)."""
     try:
         async with http.get(f"{base}/debug/nodes/{node}", timeout=aiohttp.ClientTimeout(total=5)) as r:
-            doc = await r.json() if r.status == 200 else {}
+            gone = r.status == 404
+            doc: dict[str, Any]
+            if gone:
+                doc = {"node": {"cpu": [0.0], "memory": [0.0], "pods": []}}
+            else:
+                doc = await r.json() if r.status == 200 else {}
         items, _ = await checker.pods.api.list("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
     except Exception:
         return False, ""
@@ -82,7 +94,7 @@ async def recheck(checker: Checker, http: aiohttp.ClientSession, base: str, node
         want = node_usage(api.values()).get(node, {})
         cpu, memory = held["cpu"][0], held["memory"][0]
         if abs(cpu - float(want.get("cpu", 0))) < 1e-3 and abs(memory - float(want.get("memory", 0))) < 1.0:
-            return True, ""
+            return True, "gone" if gone else ""
     only_leader = [f"{k} ({v})" for k, v in sorted(leader.items()) if k not in api]
     only_api = [
         f"{k} (phase {(p.get('status') or {}).get('phase')}, deleting {bool(p['metadata'].get('deletionTimestamp'))})"
@@ -140,10 +152,14 @@ async def check_accounting(
         if misses.get(node, 0) >= MISSES:
             agree, differ = await recheck(checker, http, base, node)
             if agree:
-                # the leader equals a fresh list of the API: the checker's mirror was what lagged
+                # the leader equals a fresh list of the API: the checker's mirror was what lagged, or
+                # the node is gone from the leader's view with nothing bound there any more
                 del result.differ[node]
                 result.equal += 1
-                result.mirror_lagged += 1
+                if differ:
+                    result.left_view += 1
+                else:
+                    result.mirror_lagged += 1
                 continue
             cycles = f"; the leader's cycles went from #{first_cycle} to #{result.cycle} meanwhile"
             checker.violate("accounting", f"after {after}: {node}", detail + cycles + differ)

@@ -337,9 +337,11 @@ def test_the_stall_judge_finds_writes_made_past_the_renew_deadline() -> None:
 
 
 async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_a_lagging_mirror() -> None:
-    """The leader's view of two nodes against the API: on "wrong" it counts a pod the API has finished
+    """The leader's view of three nodes against the API: on "wrong" it counts a pod the API has finished
     (a violation naming that pod); on "lagging" it agrees with the API while the checker's mirror has
-    not yet seen a pod bound there (a fresh list settles it: no violation)."""
+    not yet seen a pod bound there (a fresh list settles it: no violation); "churned" was deleted: the
+    leader's node list still showed it with a pod, its last cycle no longer does (404), and the API has
+    nothing bound there (no violation)."""
     from aiohttp import web
 
     from caldera.hack.soak.accounting import check_accounting
@@ -372,6 +374,9 @@ async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_
             "lagging": [
                 {"namespace": "soak", "name": "late", "status": "Bound", "cpu": 2.0, "memory": 2.0**31}
             ],
+            "churned": [
+                {"namespace": "soak", "name": "evicted", "status": "Running", "cpu": 3.0, "memory": 2.0**30}
+            ],
         }
 
         def node_doc(name: str) -> dict[str, object]:
@@ -383,7 +388,12 @@ async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_
             return web.json_response({"cycle": 7, "groups": [{"nodes": [node_doc(n) for n in pods]}]})
 
         async def one(request: web.Request) -> web.Response:
-            return web.json_response({"cycle": 7, "node": node_doc(request.match_info["name"])})
+            name = request.match_info["name"]
+            if name == "churned":
+                return web.json_response(
+                    {"error": "node churned is not in the last cycle's view"}, status=404
+                )
+            return web.json_response({"cycle": 7, "node": node_doc(name)})
 
         app = web.Application()
         app.router.add_get("/debug/nodes", nodes)
@@ -406,3 +416,4 @@ async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_
     assert violation.invariant == "accounting" and violation.detail.startswith("after test: wrong:")
     assert "only the leader counts ['soak/done (Running cpu 1" in violation.detail
     assert result.mirror_lagged == 1 and "lagging" not in result.differ
+    assert result.left_view == 1 and "churned" not in result.differ
