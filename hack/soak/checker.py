@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -230,6 +230,10 @@ class Checker:
         self.bound_by_window = 0
         #: node -> when a pod last came to hold or stopped holding its resources there (monotonic)
         self.node_changed: dict[str, float] = {}
+        #: the scheduler's own account of a pod found fitting but unbound (its leader's why-pending,
+        #: "namespace/name" -> text), added to that violation; None: no scheduler to ask
+        self.explain: Callable[[str], Awaitable[str]] | None = None
+        self._explained = 0  # violations looked at for an explanation so far
 
     # -- bookkeeping from the pod watch ----------------------------------------------------------------
     def now(self) -> float:
@@ -634,6 +638,23 @@ class Checker:
             self.check_dra(t)
         self.checks += 1
 
+    async def explain_new_violations(self, timeout: float = 3.0) -> None:
+        """Each new "fits a node but unbound" violation gets the scheduler's own account of the pod at
+        that moment (``explain``), so the report says why it waited, not only that it did."""
+        new = self.violations[self._explained :]
+        self._explained = len(self.violations)
+        if self.explain is None:
+            return
+        for violation in new:
+            if violation.invariant != "fits-bound":
+                continue
+            pod = violation.detail.split(":", 1)[0]
+            try:
+                why = await asyncio.wait_for(self.explain(pod), timeout)
+            except Exception as exc:  # the leader may be restarting: say so, never stop the checks
+                why = f"not answered ({type(exc).__name__})"
+            violation.detail += f"; the leader says: {why}"
+
     def pending_count(self) -> int:
         return sum(
             1
@@ -656,6 +677,7 @@ class Checker:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), interval)
                 self.check()
+                await self.explain_new_violations()
         finally:
             for m in mirrors:
                 m.cancel()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import tempfile
 import time
 from pathlib import Path
@@ -90,6 +91,7 @@ class Soak:
                 ),
                 t0,
             )
+            checker.explain = functools.partial(supervisor.leader_explains, checker_api)
             metric_checks = self.metric_checks = MetricChecks(
                 opts, supervisor, checker, self.summary, self.timeline
             )

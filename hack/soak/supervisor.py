@@ -8,6 +8,9 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import aiohttp
 
 from caldera.hack.soak.checker import Checker
 from caldera.hack.soak.hardening import FAULT_DIR_ENV
@@ -86,6 +89,19 @@ class Supervisor:
         except Exception:
             return None
 
+    async def leader_explains(self, api: Api, pod: str) -> str:
+        """The leader's why-pending for ``pod`` ("namespace/name") now: its ``/debug/pods`` page."""
+        leader = await self.safe_leader(api)
+        if leader is None:
+            return "no leader to ask"
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{leader.sched.base}/debug/pods/{pod}", timeout=aiohttp.ClientTimeout(total=2)) as r,
+        ):
+            if r.status != 200:
+                return f"/debug/pods answered {r.status}"
+            return pod_explanation(await r.json())
+
     async def supervise(self, stop: asyncio.Event, checker: Checker) -> None:
         """Like a Deployment: keep `replicas` running; an unexpected exit other than a lost lease is a violation."""
         while not stop.is_set():
@@ -111,3 +127,17 @@ class Supervisor:
         for p in self.procs:
             p.expected_exit = True
             p.sched.stop()
+
+
+def pod_explanation(doc: dict[str, Any]) -> str:
+    """One line of a scheduler's ``/debug/pods/NAMESPACE/NAME`` document: the pod's state in its last
+    cycle and why it is there (the pod's own problem or fit error, its job's reason)."""
+    parts = [f"cycle {doc.get('cycle', '?')}: {doc.get('status') or 'not in the cycle'}"]
+    if doc.get("node"):
+        parts.append(f"on {doc['node']}")
+    for field_name in ("problem", "reason"):
+        if doc.get(field_name):
+            parts.append(str(doc[field_name]))
+    if doc.get("job_reason"):
+        parts.append(f"job {doc.get('job') or '?'}: {doc['job_reason']}")
+    return "; ".join(parts)

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from caldera.hack.sim import SimCluster
+from caldera.hack.soak.supervisor import pod_explanation
 
 from .conftest import SCHEDULER, Api, eventually, needs_sim
 
@@ -231,6 +232,10 @@ async def test_a_plain_pod_with_the_controllers_off_says_who_must_make_its_podgr
     status, doc = await get_json(f"{server}/debug/pods/{api.ns}/plain-1")
     assert status == 200 and doc["reason"] == event["message"] and doc["problem"] == "NoPodGroup"
     assert f"vc-controller-manager --scheduler-name={SCHEDULER}" in doc["suggestion"]
+    # the soak's one-line account of a pod found waiting (hack/soak/supervisor.py) keeps the why
+    line = pod_explanation(doc)
+    assert line.startswith(f"cycle {doc['cycle']}: Pending") and "NoPodGroup" in line
+    assert event["message"] in line
 
 
 async def test_a_node_page_lists_the_pods_the_last_cycle_counted_there(api: Api, start_scheduler) -> None:

@@ -60,6 +60,13 @@ async def test_checker_reports_what_a_broken_scheduler_would_do() -> None:
         )
         config = CheckerConfig(period=0.1, bind_allowance=0.2, podgroup_grace=0.3, fits_bound=0.5)
         checker = Checker(api, config, time.monotonic())
+        asked: list[str] = []
+
+        async def leader_explains(pod: str) -> str:  # the scheduler's account, as /debug/pods gives it
+            asked.append(pod)
+            return "cycle 3: Pending; 0/2 nodes are available"
+
+        checker.explain = leader_explains
         stop = asyncio.Event()
         task = asyncio.create_task(checker.run(stop, interval=0.1))
 
@@ -111,6 +118,9 @@ async def test_checker_reports_what_a_broken_scheduler_would_do() -> None:
     assert ("foreign", "soak/foreign") in found
     assert ("podgroup", "soak/orphan") in found
     assert ("fits-bound", "soak/lonely") in found
+    (lonely,) = [v for v in checker.violations if v.invariant == "fits-bound"]
+    assert lonely.detail.endswith("; the leader says: cycle 3: Pending; 0/2 nodes are available")
+    assert asked == ["soak/lonely"], "only a fitting pod left unbound is explained"
     assert ("bind-once", "soak/twice") in found
     assert not any(v.detail.startswith("big/") for v in checker.violations if v.invariant == "capacity")
     assert bound_seen == 3 + 1 + 3  # ours; the foreign pod is not counted
