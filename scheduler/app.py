@@ -95,7 +95,7 @@ class Options:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     default_queue: str = "default"
-    bind_workers: int = 16
+    bind_workers: int = 64
     volume_bind_timeout: float = 600.0
     per_pod_events: bool = False
     shutdown_timeout: float = 30.0

@@ -213,7 +213,7 @@ class Binder:
         client: ApiClient,
         cache: ClusterCache,
         *,
-        workers: int = 16,
+        workers: int = 64,
         observer: BindObserver | None = None,
         evictor: Any = None,
         max_attempts: int = 10,

@@ -163,7 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="run the PodGroup and Queue controllers for plain workloads",
     )
-    p.add_argument("--bind-workers", type=int, default=16, metavar="N", help="concurrent bind requests")
+    p.add_argument(
+        "--bind-workers",
+        type=int,
+        default=64,
+        metavar="N",
+        help="bind requests in flight at once",
+    )
     p.add_argument(
         "--volume-bind-timeout",
         type=duration,

@@ -121,7 +121,7 @@ def test_help_lists_the_explain_command_and_every_default() -> None:
         ("--schedule-period", "1s"),
         ("--listen-address", "127.0.0.1:8080"),
         ("--default-queue", "default"),
-        ("--bind-workers", "16"),
+        ("--bind-workers", "64"),
         ("--leader-elect-lease-duration", "15s"),
         ("--shutdown-timeout", "30s"),
         ("--log-format", "text"),
