@@ -150,6 +150,16 @@ class E2EResult:
             return None
         return self.rate / self.ceiling.rate
 
+    @property
+    def ceiling_bound(self) -> float | None:
+        """The most this run's fraction of the ceiling could have been, however fast its decisions:
+        caldera-sim serves one request at a time, and what it did from the first pod bound to the
+        last it could not have done before the scheduler's first binding."""
+        first, after = self.first_bound, self.sim_cpu_after_first
+        if self.ceiling is None or not self.ceiling.wall_seconds or first is None or after is None:
+            return None
+        return self.ceiling.wall_seconds / (first + after)
+
     def ceiling_line(self) -> str:
         fraction = self.ceiling_fraction
         if self.ceiling is None or fraction is None:
@@ -168,15 +178,13 @@ class E2EResult:
                 f" took {self.ceiling.wall_seconds:.2f}s: about {self.ceiling.wall_seconds / sim:.2f} at most"
                 " while the simulator does that much"
             )
-        first, after = self.first_bound, self.sim_cpu_after_first
-        if first is not None and after is not None and self.ceiling.wall_seconds:
-            # Tighter: what the simulator did after the first pod was bound it did one thing at a time,
-            # after Caldera's start-up; those requests sent sooner could not have made it finish sooner.
+        bound = self.ceiling_bound
+        if bound is not None:
             line += (
-                f"; its first pod was bound {first:.2f}s after it started and caldera-sim spent {after:.2f}s"
-                f" of CPU from then to its last bind: however fast its decisions, a scheduler that starts"
-                f" binding that late and asks that much of the simulator reaches"
-                f" {self.ceiling.wall_seconds / (first + after):.2f} at most"
+                f"; its first pod was bound {self.first_bound:.2f}s after it started and caldera-sim spent"
+                f" {self.sim_cpu_after_first:.2f}s of CPU from then to its last bind: however fast its"
+                " decisions, a scheduler that starts binding that late and asks that much of the simulator"
+                f" reaches {bound:.2f} at most"
             )
         return line
 

@@ -86,6 +86,8 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
         if args.ceiling:  # each backlog run, then the decision-free binder's on the same workload
             assert [row["shape"] for row in rows] == ["backlog", "backlog, binding ceiling"]
             assert re.fullmatch(r"\d+\.\d\d", rows[0]["pods/s as a fraction of the binding ceiling"])
+            most = "the most that fraction could be: first pod bound, then caldera-sim's CPU to the last"
+            assert re.fullmatch(r"\d+\.\d\d \(\d+\.\d\d s, \d+\.\d\d s\)", rows[0][most]), rows[0][most]
         elif args.rate:  # the streaming-latency runs: pods created at a fixed rate
             assert [row["shape"] for row in rows] == ["stream"]
         else:
