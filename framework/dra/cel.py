@@ -29,6 +29,7 @@ import importlib.util
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -43,6 +44,7 @@ _V = "__semver__"
 
 _EXTENSION = "cel.cel"
 _loaded: Any = None
+_loading = threading.Lock()  # the decision thread and the event loop may both compile first
 
 
 def _library() -> Any:
@@ -50,11 +52,14 @@ def _library() -> Any:
     needs it): its Rust extension module when that can be loaded by itself, else its package."""
     global _loaded
     if _loaded is None:
-        _loaded = _extension()
-        if _loaded is None:
-            import cel
+        with _loading:
+            if _loaded is None:
+                library = _extension()
+                if library is None:
+                    import cel
 
-            _loaded = cel
+                    library = cel
+                _loaded = library
     return _loaded
 
 
