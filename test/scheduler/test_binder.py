@@ -134,18 +134,27 @@ async def test_transient_errors_are_retried_until_bound(server) -> None:
     assert body["kind"] == "Binding" and body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
 
 
-async def test_a_permanent_failure_returns_the_task_to_pending_and_says_why(server) -> None:
+async def bind_gang(
+    server: Any, size: int, scripts: dict[str, list[int]]
+) -> tuple[ClusterCache, list[Placement], Observer, Binder]:
+    """A gang of ``size`` assumed on n1 and bound, the fake API server answering as scripted."""
     srv, client = server
     cache = ClusterCache()
-    placements = assumed(cache, 2)
-    srv.scripts = {"g-1": [422]}
+    placements = assumed(cache, size)
+    srv.scripts = scripts
     obs = Observer()
     binder = Binder(client, cache, observer=obs)
     binder.start()
-    partial_before = partial_binds()
     binder.bind(placements)
     await settle(binder)
     await binder.stop()
+    return cache, placements, obs, binder
+
+
+async def test_a_permanent_failure_returns_the_task_to_pending_and_says_why(server) -> None:
+    srv, _ = server
+    partial_before = partial_binds()
+    cache, placements, obs, binder = await bind_gang(server, 2, {"g-1": [422]})
     failed_task = cache.task(placements[1].task.uid)
     assert failed_task.status == TaskStatus.PENDING and failed_task.node_name == ""
     assert cache.node_infos()["n1"].used.get("cpu") == 1000, "the failed member's resources are free again"
@@ -161,18 +170,10 @@ async def test_a_member_deleted_before_its_binding_is_no_partial_gang(server, ca
     """A Job torn down while its gang is bound: the binding of a deleted pod answers 404. The others
     are bound as a gang, the deleted one is neither reported as failed (no FailedScheduling) nor as a
     partly bound gang (no ERROR, no caldera_gang_partial_binds_total)."""
-    srv, client = server
-    cache = ClusterCache()
-    placements = assumed(cache, 3)
-    srv.scripts = {"g-1": [404]}
-    obs = Observer()
-    binder = Binder(client, cache, observer=obs)
-    binder.start()
+    srv, _ = server
     partial_before = partial_binds()
     with caplog.at_level(logging.INFO, logger="caldera.binder"):
-        binder.bind(placements)
-        await settle(binder)
-    await binder.stop()
+        _, _, obs, _ = await bind_gang(server, 3, {"g-1": [404]})
     assert srv.calls["g-1"] == 1, "a 404 is not retried"
     assert [name for name, _ in obs.gone] == ["g-1"] and "404" in obs.gone[0][1]
     assert obs.failed == [] and obs.partial == []
