@@ -54,14 +54,27 @@ class Soak:
         self.metric_checks: MetricChecks | None = None
         self.sampler: Sampler | None = None
         self.faults: FaultInjector | None = None
+        self.sim: SimProcess | None = None
 
     async def main(self) -> Summary:
+        """The soak. However it ends, no replica and no simulator it started outlives it: the run's own
+        clean-up stops them, and a failure before that clean-up is reached stops them here."""
+        try:
+            return await self._main()
+        except BaseException:
+            if self.supervisor is not None:
+                self.supervisor.stop_all()
+            if self.sim is not None:
+                self.sim.stop()
+            raise
+
+    async def _main(self) -> Summary:
         opts = self.opts
         cluster_path = self.workdir / "cluster.yaml"
         dra_nodes = opts.dra_nodes if opts.dra else 0
         cluster_path.write_text(yaml.safe_dump(cluster_file(opts.nodes, opts.ib_groups, dra_nodes)))
         self.conf_path.write_text(SOAK_CONF)
-        sim = SimProcess.start(
+        sim = self.sim = SimProcess.start(
             self.workdir,
             log_path=self.workdir / "sim.log",
             cluster_file=str(cluster_path),

@@ -190,6 +190,25 @@ def test_short_soak_with_faults_has_no_violations(tmp_path: Path) -> None:
     check_report(summary.report)
 
 
+def test_a_soak_that_fails_early_leaves_no_replica_or_simulator_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workload plan fails after the replicas started (before the run's own clean-up is reached):
+    the error comes out, and the replicas and the simulator are stopped, not left running."""
+    from caldera.hack.soak import driver
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no workload today")
+
+    monkeypatch.setattr(driver, "make_generators", broken)
+    soak = driver.Soak(Options(minutes=0.5, seed=3, faults=(), report_dir=str(tmp_path / "r")), tmp_path)
+    with pytest.raises(RuntimeError, match="no workload today"):
+        asyncio.run(soak.main())
+    assert soak.supervisor is not None and soak.supervisor.procs, "the replicas had been started"
+    assert all(not p.sched.alive for p in soak.supervisor.procs)
+    assert soak.sim is not None and soak.sim.proc.poll() is not None
+
+
 def test_short_soak_of_native_gangs_has_no_violations(tmp_path: Path) -> None:
     """Every gang as Kubernetes' own PodGroup: the simulator serves the API, the scheduler binds them
     whole, and the checker holds them to their minCount."""
