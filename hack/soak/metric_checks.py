@@ -233,6 +233,10 @@ class MetricChecks:
             into[queue] = into.get(queue, 0.0) + float(pod_requests(pod["spec"]).get("cpu", 0)) * 1000
         return counted, left_out
 
+    def api_groups_of(self, queue: str) -> int:
+        """The PodGroups of ``queue`` that the API holds now (the checker's mirror)."""
+        return sum(1 for _, q in self.checker.podgroups(fresh=True).values() if q == queue)
+
     async def final_queue_check(self, api: Api, timeout: float = 5.0) -> None:
         """volcano_queue_allocated_milli_cpu is set each cycle from the session; on a settling cluster it
         must come to equal Volcano's definition of it read from the API (``queue_allocated_truth``),
@@ -240,6 +244,7 @@ class MetricChecks:
         deadline = time.monotonic() + timeout
         diff: dict[str, tuple[float, float]] = {}
         cycles: list[float] = []
+        seen_by_leader: dict[str, str] = {}
         async with aiohttp.ClientSession() as http:
             while True:
                 leader = await self.supervisor.safe_leader(api)
@@ -262,6 +267,8 @@ class MetricChecks:
                     )
                     return
                 if time.monotonic() > deadline:
+                    if leader is not None:
+                        seen_by_leader = await leader_queues(http, leader.sched.base)
                     break
                 await asyncio.sleep(0.5)
         # Not a violation: the session's allocated share also counts pipelined tasks (placed on a node
@@ -271,7 +278,8 @@ class MetricChecks:
             " as allocated: "
             + "; ".join(
                 f"{q}: exported {e:g}m, counted {t:g}m (on nodes but not counted: being deleted, Unknown"
-                f" or without a PodGroup, {left_out.get(q, 0):g}m)"
+                f" or without a PodGroup, {left_out.get(q, 0):g}m; the API's PodGroups of the queue"
+                f" {self.api_groups_of(q)}; the leader's /debug/queues: {seen_by_leader.get(q, 'not read')})"
                 for q, (e, t) in sorted(diff.items())
             )
             + f"; {cycles[-1] - cycles[0]:g} cycles ran in the last {timeout:g}s"
@@ -323,3 +331,17 @@ class MetricChecks:
                 f"counters rose by {delta:g}, the API shows {seen} bindings",
             )
         return ""
+
+
+async def leader_queues(http: aiohttp.ClientSession, base: str) -> dict[str, str]:
+    """Per queue, what the leader's last cycle holds (``/debug/queues``): its cycle, the allocated
+    figure and its jobs by phase, to tell a stale gauge from jobs the leader still counts."""
+    try:
+        async with http.get(base + "/debug/queues", timeout=aiohttp.ClientTimeout(total=5)) as r:
+            doc = await r.json() if r.status == 200 else {}
+    except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
+        return {}
+    return {
+        q.get("name", ""): f"cycle {doc.get('cycle')}, allocated {q.get('allocated')}, jobs {q.get('jobs')}"
+        for q in doc.get("queues") or []
+    }

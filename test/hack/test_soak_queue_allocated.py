@@ -50,3 +50,35 @@ def test_the_figure_is_volcanos_allocated_and_the_rest_on_nodes_is_told_apart() 
     assert counted == {"q": 1500.0}  # running 1 + bound 0.5
     # releasing 2 + unknown 0.25 in q; the orphan's queue is its annotation's, else "default"
     assert left_out == {"q": 2250.0, "default": 4000.0}
+
+
+async def test_the_leaders_queues_are_read_from_its_debug_page_to_tell_a_stale_gauge_apart() -> None:
+    """When the figures differ, the note carries what the leader's last cycle holds per queue."""
+    import aiohttp
+    from aiohttp import web
+
+    from caldera.hack.soak.metric_checks import leader_queues
+
+    doc = {
+        "cycle": 67,
+        "queues": [{"name": "default", "allocated": {"cpu": 3.5}, "jobs": {"pending": 0, "running": 2}}],
+    }
+
+    async def queues(_: web.Request) -> web.Response:
+        return web.json_response(doc)
+
+    app = web.Application()
+    app.router.add_get("/debug/queues", queues)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with aiohttp.ClientSession() as http:
+            seen = await leader_queues(http, f"http://127.0.0.1:{port}")
+            nobody = await leader_queues(http, "http://127.0.0.1:1")
+    finally:
+        await runner.cleanup()
+    assert seen == {"default": "cycle 67, allocated {'cpu': 3.5}, jobs {'pending': 0, 'running': 2}"}
+    assert nobody == {}, "a leader that does not answer leaves the note without it, never fails the soak"
