@@ -56,6 +56,7 @@ async def test_the_leaders_queues_are_read_from_its_debug_page_to_tell_a_stale_g
     """When the figures differ, the note carries what the leader's last cycle holds per queue."""
     import aiohttp
     from aiohttp import web
+    from aiohttp.test_utils import TestServer
 
     from caldera.hack.soak.metric_checks import leader_queues
 
@@ -69,16 +70,8 @@ async def test_the_leaders_queues_are_read_from_its_debug_page_to_tell_a_stale_g
 
     app = web.Application()
     app.router.add_get("/debug/queues", queues)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with aiohttp.ClientSession() as http:
-            seen = await leader_queues(http, f"http://127.0.0.1:{port}")
-            nobody = await leader_queues(http, "http://127.0.0.1:1")
-    finally:
-        await runner.cleanup()
+    async with TestServer(app, host="127.0.0.1") as server, aiohttp.ClientSession() as http:
+        seen = await leader_queues(http, str(server.make_url("")).rstrip("/"))
+        nobody = await leader_queues(http, "http://127.0.0.1:1")
     assert seen == {"default": "cycle 67, allocated {'cpu': 3.5}, jobs {'pending': 0, 'running': 2}"}
     assert nobody == {}, "a leader that does not answer leaves the note without it, never fails the soak"
