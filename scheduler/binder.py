@@ -564,8 +564,9 @@ class Binder:
             self._settle(placement, None, ok=True)
         else:
             await self._unreserve(placement, written)
-            # A Binding answered 404 names no pod: it was deleted meanwhile (a pod created again
-            # under the name has another uid, which the binding's precondition answers with 409).
+            # A Binding answered 404 names no pod: it was deleted meanwhile. A pod created again under
+            # the name has another uid, and the binding's uid is a precondition of its write
+            # (``BindingREST.setPodNodeAndMetadata``, pkg/registry/core/pod/storage/storage.go): 409.
             self._settle(placement, _reason(failure), gone=failure.code == 404)
 
     # -- ResourceClaims ----------------------------------------------------------------------------
