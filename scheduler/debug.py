@@ -193,7 +193,13 @@ class DebugApi:
         shares = result.report.queue_shares
         scaled = result.report.queue_guarantee_scaled
         counts: dict[str, dict[str, int]] = {}
+        # Placed this cycle on resources still being released (Volcano's Statement.Pipeline fires
+        # AllocateFunc, so proportion and capacity count them in "allocated" until the next session
+        # opens, where they are pending again): to tell them from bound pods in "allocated".
+        pipelined: dict[str, Resource] = {}
         for job in result.jobs.values():
+            for t in job.tasks_in(TaskStatus.PIPELINED):
+                pipelined.setdefault(job.queue, Resource()).add(t.resreq)
             c = counts.setdefault(job.queue, {"pending": 0, "inqueue": 0, "running": 0})
             phase = _job_phase(job)
             if phase == "Running":
@@ -223,6 +229,7 @@ class DebugApi:
                     "capability": wire(q.capability) if q.capability is not None else None,
                     "deserved": _wire_dict(s.deserved),
                     "allocated": _wire_dict(allocated),
+                    "pipelined": wire(pipelined[name]) if name in pipelined else {},
                     "request": _wire_dict(s.request),
                     "share": s.share,
                     "overused": s.overused,

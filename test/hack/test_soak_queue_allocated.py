@@ -52,8 +52,10 @@ def test_the_figure_is_volcanos_allocated_and_the_rest_on_nodes_is_told_apart() 
     assert left_out == {"q": 2250.0, "default": 4000.0}
 
 
-async def test_the_leaders_queues_are_read_from_its_debug_page_to_tell_a_stale_gauge_apart() -> None:
-    """When the figures differ, the note carries what the leader's last cycle holds per queue."""
+async def test_the_leaders_queues_are_read_from_its_debug_page_with_their_pipelined_tasks() -> None:
+    """The gauge counts the tasks the last cycle pipelined (placed on resources still being
+    released), which the API cannot show: the leader's /debug/queues lists them per queue, and the
+    note carries what the leader's last cycle holds."""
     import aiohttp
     from aiohttp import web
     from aiohttp.test_utils import TestServer
@@ -62,7 +64,15 @@ async def test_the_leaders_queues_are_read_from_its_debug_page_to_tell_a_stale_g
 
     doc = {
         "cycle": 67,
-        "queues": [{"name": "default", "allocated": {"cpu": 3.5}, "jobs": {"pending": 0, "running": 2}}],
+        "queues": [
+            {
+                "name": "default",
+                "allocated": {"cpu": 3.5},
+                "pipelined": {"cpu": 1.25},
+                "jobs": {"pending": 0, "running": 2},
+            },
+            {"name": "idle", "allocated": {}, "pipelined": {}, "jobs": {}},
+        ],
     }
 
     async def queues(_: web.Request) -> web.Response:
@@ -73,5 +83,9 @@ async def test_the_leaders_queues_are_read_from_its_debug_page_to_tell_a_stale_g
     async with TestServer(app, host="127.0.0.1") as server, aiohttp.ClientSession() as http:
         seen = await leader_queues(http, str(server.make_url("")).rstrip("/"))
         nobody = await leader_queues(http, "http://127.0.0.1:1")
-    assert seen == {"default": "cycle 67, allocated {'cpu': 3.5}, jobs {'pending': 0, 'running': 2}"}
+    assert seen["default"].pipelined_milli_cpu == 1250.0
+    assert seen["idle"].pipelined_milli_cpu == 0.0
+    assert seen["default"].text == (
+        "cycle 67, allocated {'cpu': 3.5}, pipelined {'cpu': 1.25}, jobs {'pending': 0, 'running': 2}"
+    )
     assert nobody == {}, "a leader that does not answer leaves the note without it, never fails the soak"

@@ -20,6 +20,7 @@ from caldera.framework.model import TaskStatus
 from caldera.framework.objects import Pod
 from caldera.hack.scenario import load, node, pod, podgroup, queue
 from caldera.metrics.cycle import CycleMetrics
+from caldera.scheduler.debug import DebugApi, Observatory
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 from caldera.scheduler.registry import builtin_registry
 
@@ -49,7 +50,13 @@ def test_the_gauge_counts_allocated_binding_bound_running_and_pipelined_tasks_on
     registry = builtin_registry()
     conf = parse_conf(DEFAULT_CONF, registry)
     metrics = CycleMetrics()
-    loop = SchedulerLoop(cache, lambda: conf, registry, RecordingBinder(), on_cycle=metrics.observe)
+    obs = Observatory()
+
+    def on_cycle(*args: object) -> None:
+        metrics.observe(*args)
+        obs.on_cycle(*args)
+
+    loop = SchedulerLoop(cache, lambda: conf, registry, RecordingBinder(), on_cycle=on_cycle)
     assert loop.run_once() is not None
     # handed to the binder, not yet seen bound: the cache holds it as Binding on n3
     assert cache.task(binding.metadata.uid).status == TaskStatus.BINDING
@@ -83,3 +90,7 @@ def test_the_gauge_counts_allocated_binding_bound_running_and_pipelined_tasks_on
     # running 1 + bound 1 + binding 1 + allocated 1 + pipelined 2 cores
     assert REGISTRY.get_sample_value("volcano_queue_allocated_milli_cpu", {"queue_name": Q}) == 6000
     assert result.report.queue_shares[Q].allocated["cpu"] == 6000
+    # /debug/queues shows the pipelined part of that figure, which the API cannot show
+    (shown,) = [q for q in DebugApi(obs).queues()["queues"] if q["name"] == Q]
+    assert shown["allocated"]["cpu"] == 6.0
+    assert shown["pipelined"] == {"cpu": 2.0, "memory": 2**30, "pods": 1.0}
