@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -233,6 +234,12 @@ class Checker:
         #: the scheduler's own account of a pod found fitting but unbound (its leader's why-pending,
         #: "namespace/name" -> text), added to that violation; None: no scheduler to ask
         self.explain: Callable[[str], Awaitable[str]] | None = None
+        #: the leader's queues as its last cycle left them (``/debug/queues``, by name), to check
+        #: a "queue Q is at its share" explanation against; None: not asked
+        self.queue_figures: Callable[[], Awaitable[dict[str, dict[str, Any]]]] | None = None
+        #: pods found fitting but unbound whose queue the leader's figures show at its deserved share
+        #: (not violations: reported, with the figures)
+        self.held_by_share: list[str] = []
         self._explained = 0  # violations looked at for an explanation so far
 
     # -- bookkeeping from the pod watch ----------------------------------------------------------------
@@ -488,6 +495,17 @@ class Checker:
             room[name] = {d: real[d] - u.get(d, Fraction(0)) for d in dims}
         return room
 
+    def live_counts(self) -> dict[str, int]:
+        """The objects the API holds now, as the scheduler's remembered maps count them: pods,
+        PodGroups of either kind (a job of its cache is a Volcano PodGroup or, with ``native_gang``,
+        a ``scheduling.k8s.io/v1alpha2`` one) and queues."""
+        native = len(self.native_groups.objects) if self.native_groups is not None else 0
+        return {
+            "pods": len(self.pods.objects),
+            "podgroups": len(self.groups.objects) + native,
+            "queues": len(self.queues.objects),
+        }
+
     def check_fits_bound(self, t: float, usage: dict[str, dict[str, Fraction]]) -> None:
         room = self.queue_room()
         free: list[dict[str, Fraction]] = []
@@ -640,11 +658,19 @@ class Checker:
 
     async def explain_new_violations(self, timeout: float = 3.0) -> None:
         """Each new "fits a node but unbound" violation gets the scheduler's own account of the pod at
-        that moment (``explain``), so the report says why it waited, not only that it did."""
+        that moment (``explain``), so the report says why it waited, not only that it did.
+
+        The node room this checker sees is not the queue's: proportion (and capacity) let a queue take
+        no more than its deserved share while other queues want more, which only the scheduler's water
+        filling knows. A pod the leader says its queue holds ("queue Q is at its share") is no violation
+        when the leader's figures bear it out: Q's allocated plus the pod's request exceeds Q's deserved
+        share in a resource the pod asks for. It goes to ``held_by_share`` instead, and its wait starts
+        again: held past the bound once more, it is looked at again."""
         new = self.violations[self._explained :]
         self._explained = len(self.violations)
         if self.explain is None:
             return
+        held: list[Violation] = []
         for violation in new:
             if violation.invariant != "fits-bound":
                 continue
@@ -654,6 +680,32 @@ class Checker:
             except Exception as exc:  # the leader may be restarting: say so, never stop the checks
                 why = f"not answered ({type(exc).__name__})"
             violation.detail += f"; the leader says: {why}"
+            share = await self._share_holds(pod, why, timeout)
+            if share:
+                held.append(violation)
+                self.held_by_share.append(f"{violation.detail}; {share}")
+                self._seen_violation.discard(("fits-bound", pod))
+                self.fits_since[pod] = self.now()
+        if held:
+            self.violations = [v for v in self.violations if all(v is not h for h in held)]
+            self._explained -= len(held)
+
+    async def _share_holds(self, pod: str, why: str, timeout: float) -> str:
+        """When ``why`` says the pod's queue is at its share and the leader's queue figures show it
+        (allocated + the pod's request above deserved in a resource the pod asks for), those figures
+        in words; else ""."""
+        said = _AT_SHARE.search(why)
+        obj = self.pods.objects.get(pod)
+        if said is None or obj is None or self.queue_figures is None:
+            return ""
+        try:
+            queues = await asyncio.wait_for(self.queue_figures(), timeout)
+        except Exception:
+            return ""
+        figures = queues.get(said.group(1))
+        if figures is None:
+            return ""
+        return share_exceeded(pod_requests(obj["spec"]), figures)
 
     def pending_count(self) -> int:
         return sum(
@@ -682,6 +734,28 @@ class Checker:
             for m in mirrors:
                 m.cancel()
             await asyncio.gather(*mirrors, return_exceptions=True)
+
+
+#: the allocate action's words for a task its queue cannot take now (actions/allocate.py)
+_AT_SHARE = re.compile(r"queue (\S+) is at its share")
+
+
+def share_exceeded(request: dict[str, Fraction], queue: dict[str, Any]) -> str:
+    """Which resource the pod asks for that its queue's allocated plus the request takes beyond the
+    queue's deserved share, in the leader's ``/debug/queues`` figures (a resource missing from deserved
+    is deserved 0, as proportion's ``allocatable`` compares them); "" when none does."""
+    allocated = queue.get("allocated") or {}
+    deserved = queue.get("deserved") or {}
+    for name, asked in sorted(request.items()):
+        if name == "pods" or asked <= 0:
+            continue
+        have, share = float(allocated.get(name, 0.0)), float(deserved.get(name, 0.0))
+        if have + float(asked) > share * (1 + 1e-9):
+            return (
+                f"the leader's queue {queue.get('name')}: {name} allocated {have:g} + {float(asked):g} asked"
+                f" > deserved {share:g}"
+            )
+    return ""
 
 
 def pod_claims(

@@ -105,6 +105,7 @@ class Soak:
                 t0,
             )
             checker.explain = functools.partial(supervisor.leader_explains, checker_api)
+            checker.queue_figures = functools.partial(supervisor.leader_queue_figures, checker_api)
             metric_checks = self.metric_checks = MetricChecks(
                 opts, supervisor, checker, self.summary, self.timeline
             )
@@ -197,6 +198,12 @@ class Soak:
             s = self.summary
             s.seconds = round(self.timeline.now(), 1)
             s.violations = checker.violations
+            if checker.held_by_share:
+                s.notes.append(
+                    f"{len(checker.held_by_share)} times a pod that fits a node waited past the fits-bound time"
+                    " held by its queue's deserved share, as the leader's /debug/queues showed (not"
+                    f" violations); the first: {checker.held_by_share[0]}"
+                )
             s.submitted_pods = executor.stats.submitted_pods
             s.bound = checker.bound_total
             lat = [x for _, x in checker.bound_latency]
@@ -259,16 +266,9 @@ class Soak:
                 name, {"pid": p.sched.pid, "note": "RSS not judged: started after half-way"}
             )
 
-        def live_now() -> dict[str, int]:
-            return {
-                "pods": len(c.pods.objects),
-                "podgroups": len(c.groups.objects),
-                "queues": len(c.queues.objects),
-            }
-
         # The janitor still deletes finished jobs' pods in batches while the replicas are scraped: a map is
         # judged against the most objects the API held from just before the first scrape to after the last.
-        before = live_now()
+        before = c.live_counts()
         async with aiohttp.ClientSession() as http:
             for name, r in churn.stats.replicas.items():
                 p = alive.get(name)
@@ -285,7 +285,7 @@ class Soak:
                     r["remembered"] = {
                         (lab["owner"], lab["map"]): v for lab, v in m.get("caldera_remembered_objects", [])
                     }
-        live = {key: max(n, before[key]) for key, n in live_now().items()}
+        live = {key: max(n, before[key]) for key, n in c.live_counts().items()}
         judge_churn(c, churn.stats, live)
         self.summary.churn = {
             "pods": churn.stats.created,

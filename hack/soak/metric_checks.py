@@ -15,7 +15,7 @@ from caldera.hack.sim.quantity import pod_requests
 from caldera.hack.soak.checker import Checker, bind_counter_window
 from caldera.hack.soak.options import Options
 from caldera.hack.soak.report import Summary
-from caldera.hack.soak.scrape import Metrics, scrape, value
+from caldera.hack.soak.scrape import Metrics, debug_queues, scrape, value
 from caldera.hack.soak.supervisor import Supervisor
 from caldera.hack.soak.timeline import Timeline
 from caldera.hack.workload.client import Api
@@ -351,16 +351,12 @@ class LeaderQueue:
 async def leader_queues(http: aiohttp.ClientSession, base: str) -> dict[str, LeaderQueue]:
     """Per queue, what the leader's last cycle holds (``/debug/queues``): its pipelined tasks, and its
     cycle, allocated figure and jobs by phase, to tell a stale gauge from jobs the leader still counts."""
-    try:
-        async with http.get(base + "/debug/queues", timeout=aiohttp.ClientTimeout(total=5)) as r:
-            doc = await r.json() if r.status == 200 else {}
-    except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
-        return {}
+    cycle, queues = await debug_queues(http, base)
     return {
-        q.get("name", ""): LeaderQueue(
+        name: LeaderQueue(
             float((q.get("pipelined") or {}).get("cpu", 0.0)) * 1000,
-            f"cycle {doc.get('cycle')}, allocated {q.get('allocated')}, pipelined {q.get('pipelined')},"
+            f"cycle {cycle}, allocated {q.get('allocated')}, pipelined {q.get('pipelined')},"
             f" jobs {q.get('jobs')}",
         )
-        for q in doc.get("queues") or []
+        for name, q in queues.items()
     }

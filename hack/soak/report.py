@@ -67,7 +67,9 @@ def text(opts: Options, s: Summary) -> str:
         "  memory: "
         + (
             "; ".join(
-                f"{m['replica']} {m['warm_mib']}->{m['late_mib']} MiB over {m['life_s']}s" for m in s.memory
+                f"{m['replica']} {m['warm_mib']}->{m['late_mib']} MiB over {m['life_s']}s"
+                + (f" (API pods {m['pods_warm']}->{m['pods_most']} at most)" if "pods_most" in m else "")
+                for m in s.memory
             )
             or "too short to judge"
         ),

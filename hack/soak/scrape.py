@@ -1,6 +1,9 @@
-"""Reading a scheduler replica's /metrics: fetched, parsed into series, summed by labels."""
+"""Reading a scheduler replica's /metrics (fetched, parsed into series, summed by labels) and its
+/debug/queues."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -35,3 +38,14 @@ def value(m: Metrics, name: str, **labels: str) -> float | None:
     if rows is None:
         return None
     return sum(v for lab, v in rows if all(lab.get(k) == w for k, w in labels.items()))
+
+
+async def debug_queues(http: aiohttp.ClientSession, base: str) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """The replica's last cycle number and its queues by name (``/debug/queues``); (None, {}) when it
+    does not answer in time."""
+    try:
+        async with http.get(base + "/debug/queues", timeout=aiohttp.ClientTimeout(total=5)) as r:
+            doc = await r.json() if r.status == 200 else {}
+    except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
+        return None, {}
+    return doc.get("cycle"), {q.get("name", ""): q for q in doc.get("queues") or []}

@@ -16,6 +16,7 @@ from caldera.hack.soak.checker import Checker
 from caldera.hack.soak.hardening import FAULT_DIR_ENV
 from caldera.hack.soak.options import Options
 from caldera.hack.soak.procs import SchedulerProcess, cpu_seconds
+from caldera.hack.soak.scrape import debug_queues
 from caldera.hack.soak.timeline import Timeline
 from caldera.hack.workload.client import Api
 
@@ -25,7 +26,8 @@ LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/caldera
 @dataclass
 class Proc:
     sched: SchedulerProcess
-    samples: list[tuple[float, int]] = field(default_factory=list)  # (t, rss)
+    #: (t, RSS in bytes, pods the API held then)
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
     cpu_start: float = 0.0
     cpu_last: float = 0.0
     expected_exit: bool = False
@@ -101,6 +103,14 @@ class Supervisor:
             if r.status != 200:
                 return f"/debug/pods answered {r.status}"
             return pod_explanation(await r.json())
+
+    async def leader_queue_figures(self, api: Api) -> dict[str, dict[str, Any]]:
+        """The leader's queues as its last cycle left them (``/debug/queues``), by name."""
+        leader = await self.safe_leader(api)
+        if leader is None:
+            return {}
+        async with aiohttp.ClientSession() as http:
+            return (await debug_queues(http, leader.sched.base))[1]
 
     async def supervise(self, stop: asyncio.Event, checker: Checker) -> None:
         """Like a Deployment: keep `replicas` running; an unexpected exit other than a lost lease is a violation."""

@@ -126,6 +126,73 @@ async def test_checker_reports_what_a_broken_scheduler_would_do() -> None:
     assert bound_seen == 3 + 1 + 3  # ours; the foreign pod is not counted
 
 
+async def test_a_fitting_pod_its_queue_holds_at_its_deserved_share_is_no_violation() -> None:
+    """The checker sees node room, not the queue's deserved share (proportion's water filling): a pod
+    the leader says its queue holds is set apart when the leader's /debug/queues bears that out, and
+    looked at again if it waits past the bound once more; a share the figures do not bear out stays
+    a violation."""
+    async with SimCluster(nodes=0, kubelet=False) as sim, Api(sim.url, sim.token) as api:
+        await api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
+        )
+        await api.create(
+            "/api/v1/nodes", node_manifest("big", {"cpu": "64", "memory": "256Gi", "pods": "110"}, {})
+        )
+        config = CheckerConfig(period=0.1, bind_allowance=0.2, podgroup_grace=0.3, fits_bound=0.4)
+        checker = Checker(api, config, time.monotonic())
+        asked: list[str] = []
+
+        async def leader_explains(pod: str) -> str:
+            asked.append(pod)
+            name = pod.split("/")[1]
+            return f"cycle 9: Pending; queue default is at its share for task {name}"
+
+        async def queue_figures() -> dict[str, dict[str, object]]:
+            # 8 cores deserved, 7.5 allocated: "held" (1 core) is held, "claimed" (100m) is not
+            return {"default": {"name": "default", "allocated": {"cpu": 7.5}, "deserved": {"cpu": 8.0}}}
+
+        checker.explain = leader_explains
+        checker.queue_figures = queue_figures
+        stop = asyncio.Event()
+        task = asyncio.create_task(checker.run(stop, interval=0.1))
+        for name, cpu in (("held", "1"), ("claimed", "100m")):
+            await api.create(
+                podgroups_path("soak"), podgroup_manifest(name, "soak", 1, workload="besteffort")
+            )
+            await api.create(
+                pods_path("soak"),
+                pod_manifest(name, "soak", workload="besteffort", group=name, requests={"cpu": cpu}),
+            )
+        await asyncio.sleep(1.6)
+        stop.set()
+        await task
+
+    flagged = [v.detail.split(":")[0] for v in checker.violations if v.invariant == "fits-bound"]
+    assert flagged == ["soak/claimed"], "a share the leader's figures do not show is still a violation"
+    assert checker.held_by_share and all(h.startswith("soak/held:") for h in checker.held_by_share)
+    assert "cpu allocated 7.5 + 1 asked > deserved 8" in checker.held_by_share[0]
+    assert asked.count("soak/held") >= 2, "held past the bound again, it is looked at again"
+    assert asked.count("soak/claimed") == 1
+
+
+def test_share_exceeded_compares_the_resources_the_pod_asks_for() -> None:
+    from fractions import Fraction
+
+    from caldera.hack.soak.checker import share_exceeded
+
+    queue = {
+        "name": "q",
+        "allocated": {"cpu": 3.0, "memory": 2.0**30},
+        "deserved": {"cpu": 4.0, "memory": 2.0**31},
+    }
+    assert share_exceeded({"cpu": Fraction(1), "pods": Fraction(1)}, queue) == ""  # 3 + 1 <= 4
+    assert "cpu allocated 3 + 1.5 asked > deserved 4" in share_exceeded({"cpu": Fraction(3, 2)}, queue)
+    assert "memory" in share_exceeded({"cpu": Fraction(0), "memory": Fraction(2**31)}, queue)
+    # a resource its deserved share does not name is deserved 0; one the pod does not ask for is not looked at
+    assert "nvidia.com/gpu" in share_exceeded({"nvidia.com/gpu": Fraction(1)}, queue)
+    assert share_exceeded({}, {"name": "q", "allocated": {"cpu": 9.0}, "deserved": {"cpu": 1.0}}) == ""
+
+
 async def test_checker_holds_native_gangs_to_their_min_count() -> None:
     """With the native gang API, Kubernetes' own PodGroups are gangs too: one left below its minCount
     is reported, a whole one is not, and a pod naming a native group that does not exist is."""
@@ -159,6 +226,10 @@ async def test_checker_holds_native_gangs_to_their_min_count() -> None:
     assert any(d.startswith("soak/k8s:partial") for d in details)
     assert not any(d.startswith("soak/k8s:whole") for d in details)
     assert ("podgroup", "soak/stray") in found
+
+    # the churn's memory judgment counts the PodGroups of both kinds, as the scheduler's cache does
+    assert checker.native_groups is not None and len(checker.native_groups.objects) == 2
+    assert checker.live_counts()["podgroups"] == len(checker.groups.objects) + 2
 
 
 def check_report(summary_report: dict[str, str]) -> None:
