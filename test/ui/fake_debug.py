@@ -81,6 +81,8 @@ def make_app(nodes: int = 5000, jobs: int = 10_000) -> web.Application:
                 "capability": None,
                 "deserved": {"cpu": 1000.0 * w, "memory": 4096.0 * GI * w},
                 "allocated": {"cpu": 1100.0 * w, "memory": 2048.0 * GI * w},
+                # the part of allocated the last cycle pipelined: research only
+                "pipelined": {"cpu": 100.0} if name == "research" else {},
                 "request": {"cpu": 1500.0 * w, "memory": 3000.0 * GI * w},
                 "share": 1.1,
                 "overused": True,

@@ -98,3 +98,27 @@ async def test_stays_responsive_with_5000_nodes_and_10000_jobs(browser: Browser)
         await browser.screenshot("jobs-10000")
     finally:
         await runner.cleanup()
+
+
+async def test_queue_bars_tell_the_pipelined_part_of_allocated(browser: Browser) -> None:
+    """A queue's allocated figure counts what the last cycle pipelined (pending again next cycle):
+    its bar says how much of it that is, and says nothing for a queue without any."""
+    runner, base = await serve(make_app(nodes=10, jobs=10))
+    try:
+        await browser.get(f"{base}/ui/?refresh=1#queues")
+        await browser.loaded("queues", timeout=20)
+        rows = await browser.js(
+            """
+            const out = {};
+            for (const tr of document.querySelectorAll('#queues-table tbody tr[data-queue]')) {
+              const p = tr.querySelector('[data-field="pipelined.cpu"]');
+              out[tr.dataset.queue] = {piped: p ? p.textContent : null, title: tr.querySelector('.bar').title};
+            }
+            return out;
+            """
+        )
+        assert rows["research"]["piped"] == " · p 100"
+        assert "allocated 1100 (100 of it pipelined this cycle)" in rows["research"]["title"]
+        assert rows["prod"]["piped"] is None and "pipelined" not in rows["prod"]["title"]
+    finally:
+        await runner.cleanup()

@@ -164,13 +164,15 @@
   function queueBar(q, res, scale) {
     const v = (m) => (m && m[res] !== undefined ? m[res] : null);
     const alloc = v(q.allocated) || 0;
+    // the part of "allocated" the last cycle pipelined (pending again next cycle)
+    const piped = v(q.pipelined) || 0;
     const req = v(q.request) || 0;
     const des = v(q.deserved);
     const guar = v(q.guarantee);
     const cap = v(q.capability);
     const over = des !== null && alloc > des + 1e-9;
     const frac = (x) => `${Math.min(100, (100 * x) / scale)}%`;
-    const bar = h("div", { class: "bar", title: barTitle(res, alloc, req, des, guar, cap) });
+    const bar = h("div", { class: "bar", title: barTitle(res, alloc, piped, req, des, guar, cap) });
     const reqFill = h("div", { class: "fill req" });
     reqFill.style.width = frac(req);
     const allocFill = h("div", { class: "fill alloc" });
@@ -195,14 +197,15 @@
       " / ",
       h("span", { "data-field": `deserved.${res}`, text: des === null ? "–" : fmtRes(res, des) }),
       guar ? h("span", { class: "muted", text: ` · g ${fmtRes(res, guar)}` }) : null,
+      piped ? h("span", { class: "muted", "data-field": `pipelined.${res}`, text: ` · p ${fmtRes(res, piped)}` }) : null,
     );
     return h("td", { class: over ? "res over" : "res" }, bar, label);
   }
 
-  function barTitle(res, alloc, req, des, guar, cap) {
+  function barTitle(res, alloc, piped, req, des, guar, cap) {
     return [
       `${res}`,
-      `allocated ${fmtRes(res, alloc)}`,
+      `allocated ${fmtRes(res, alloc)}` + (piped ? ` (${fmtRes(res, piped)} of it pipelined this cycle)` : ""),
       `requested ${fmtRes(res, req)}`,
       `deserved ${des === null ? "–" : fmtRes(res, des)}`,
       `guarantee ${guar === null || guar === undefined ? "–" : fmtRes(res, guar)}`,
