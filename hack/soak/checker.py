@@ -44,6 +44,7 @@ from caldera.framework.model import GROUP_NAME_ANNOTATION, NATIVE_JOB_PREFIX, QU
 from caldera.hack.sim.quantity import parse_quantity, pod_requests
 from caldera.hack.workload.client import Api
 from caldera.hack.workload.manifests import WORKLOAD_LABEL
+from caldera.scheduler.debug import NOT_REACHED
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -240,6 +241,11 @@ class Checker:
         #: pods found fitting but unbound whose queue the leader's figures show at its deserved share
         #: (not violations: reported, with the figures)
         self.held_by_share: list[str] = []
+        #: pods found fitting but unbound whose job the leader's overloaded cycles had not reached
+        #: (their time budget ran out first), within ``BUDGET_WAIT`` (reported, not violations)
+        self.held_by_budget: list[str] = []
+        #: when each pod set apart so began to wait (its wait is judged from then, not from its reset)
+        self._held_since: dict[str, float] = {}
         self._explained = 0  # violations looked at for an explanation so far
 
     # -- bookkeeping from the pod watch ----------------------------------------------------------------
@@ -551,12 +557,15 @@ class Checker:
             fitting_now.add(key)
             since = self.fits_since.setdefault(key, t)
             wait = t - since
-            self.max_fit_wait = max(self.max_fit_wait, wait)
+            # (a pod set apart before has waited since it was first found fitting)
+            total = t - self._held_since.get(key, since)
+            self.max_fit_wait = max(self.max_fit_wait, total)
             if wait > self.config.fits_bound + self.fault_extension(since, t):
-                self.violate("fits-bound", key, f"fits a node but unbound for {wait:.1f}s")
+                self.violate("fits-bound", key, f"fits a node but unbound for {total:.1f}s")
         for key in list(self.fits_since):
             if key not in fitting_now:
                 del self.fits_since[key]
+                self._held_since.pop(key, None)
 
     # -- Dynamic Resource Allocation -------------------------------------------------------------------------
     def published_devices(self) -> dict[tuple[str, str, str], tuple[dict[str, Any], bool]]:
@@ -665,7 +674,12 @@ class Checker:
         filling knows. A pod the leader says its queue holds ("queue Q is at its share") is no violation
         when the leader's figures bear it out: Q's allocated plus the pod's request exceeds Q's deserved
         share in a resource the pod asks for. It goes to ``held_by_share`` instead, and its wait starts
-        again: held past the bound once more, it is looked at again."""
+        again: held past the bound once more, it is looked at again.
+
+        An overloaded leader's cycle stops taking jobs when its time budget is spent, and the next one
+        takes them in the same order (``--cycle-budget``): a pod whose job it has not reached waits for
+        the jobs ahead of it, which is no violation for up to ``BUDGET_WAIT`` fits-bound times in all
+        (``held_by_budget``); waiting longer so is one."""
         new = self.violations[self._explained :]
         self._explained = len(self.violations)
         if self.explain is None:
@@ -680,12 +694,19 @@ class Checker:
             except Exception as exc:  # the leader may be restarting: say so, never stop the checks
                 why = f"not answered ({type(exc).__name__})"
             violation.detail += f"; the leader says: {why}"
+            now = self.now()
+            since = self._held_since.get(pod, self.fits_since.get(pod, now))
             share = await self._share_holds(pod, why, timeout)
             if share:
-                held.append(violation)
                 self.held_by_share.append(f"{violation.detail}; {share}")
-                self._seen_violation.discard(("fits-bound", pod))
-                self.fits_since[pod] = self.now()
+            elif NOT_REACHED in why and now - since <= BUDGET_WAIT * self.config.fits_bound:
+                self.held_by_budget.append(f"{violation.detail}; waiting {now - since:.1f}s in all")
+            else:
+                continue
+            held.append(violation)
+            self._held_since[pod] = since
+            self._seen_violation.discard(("fits-bound", pod))
+            self.fits_since[pod] = now
         if held:
             self.violations = [v for v in self.violations if all(v is not h for h in held)]
             self._explained -= len(held)
@@ -735,6 +756,9 @@ class Checker:
                 m.cancel()
             await asyncio.gather(*mirrors, return_exceptions=True)
 
+
+#: times the fits-bound time a pod may wait in all while the leader's cycles do not reach its job
+BUDGET_WAIT = 4
 
 #: the allocate action's words for a task its queue cannot take now (actions/allocate.py)
 _AT_SHARE = re.compile(r"queue (\S+) is at its share")

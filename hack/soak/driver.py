@@ -16,7 +16,7 @@ import yaml
 
 from caldera.config.duration import parse_duration
 from caldera.hack.soak.accounting import check_accounting
-from caldera.hack.soak.checker import Checker, CheckerConfig, FaultWindow, binds_bound
+from caldera.hack.soak.checker import BUDGET_WAIT, Checker, CheckerConfig, FaultWindow, binds_bound
 from caldera.hack.soak.churn import Churn, judge_churn
 from caldera.hack.soak.cluster import SOAK_CONF, cluster_file, create_foreign_pods, dra_node_names
 from caldera.hack.soak.faults import FaultInjector
@@ -198,6 +198,13 @@ class Soak:
             s = self.summary
             s.seconds = round(self.timeline.now(), 1)
             s.violations = checker.violations
+            if checker.held_by_budget:
+                s.notes.append(
+                    f"{len(checker.held_by_budget)} times a pod that fits a node waited past the fits-bound time"
+                    " because the leader's cycles ran out of their time budget before its job's turn"
+                    f" (within {BUDGET_WAIT} times that time in all: not violations); the first:"
+                    f" {checker.held_by_budget[0]}"
+                )
             if checker.held_by_share:
                 s.notes.append(
                     f"{len(checker.held_by_share)} times a pod that fits a node waited past the fits-bound time"
