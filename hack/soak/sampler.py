@@ -99,10 +99,11 @@ class Sampler:
 
 
 #: What one more pod of the API may add to a replica's RSS under the soak's load: its object in the
-#: cache and its copies in the cycle, its status writer's and binder's entries, events. Measured:
-#: about 8 KiB per pending pod for plain unschedulable gangs (20,000 of them on 50 nodes, RSS 61 ->
-#: 214 MiB), 25-28 KiB per pod between warm and late in `caldera-sim soak --minutes 10 --seed 21
-#: --dra --native-gang 0.3 --mix 'default*2'` (richer pods: claims, conditions, several queues).
+#: cache and its copies in the cycle, its status writer's and binder's entries, events, and the
+#: high-water mark of re-lists (the soak's faults make several). Measured: about 8 KiB per pending pod
+#: for plain unschedulable gangs (20,000 of them on 50 nodes, RSS 61 -> 214 MiB); in `caldera-sim soak
+#: --minutes 10 --seed 21 --dra --native-gang 0.3 --mix 'default*2'` RSS grew 21-45 KiB per pod the
+#: API came to hold between warm and late (four replicas), within 1.5 x warm + 64 MiB + this.
 RSS_PER_POD = 32 * 1024
 
 
