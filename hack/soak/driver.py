@@ -198,6 +198,11 @@ class Soak:
             s = self.summary
             s.seconds = round(self.timeline.now(), 1)
             s.violations = checker.violations
+            if checker.fits_mirror_lagged:
+                s.notes.append(
+                    f"{checker.fits_mirror_lagged} pods the checker's mirror showed fitting but unbound past the"
+                    " fits-bound time were bound (or gone) when read afresh: its watch had fallen behind"
+                )
             if checker.held_by_budget:
                 s.notes.append(
                     f"{len(checker.held_by_budget)} times a pod that fits a node waited past the fits-bound time"

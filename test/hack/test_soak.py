@@ -184,6 +184,37 @@ async def test_a_fitting_pod_held_by_its_queues_share_or_an_overloaded_cycle_is_
     assert NOT_REACHED in late.detail
 
 
+async def test_a_fitting_pod_the_api_shows_bound_when_read_afresh_is_the_mirror_lagging() -> None:
+    """A finding of the checker's mirror is read again from the API before it stands: a pod bound (or
+    deleted) meanwhile was a watch that had fallen behind, not a scheduler that left it waiting."""
+    async with SimCluster(nodes=0, kubelet=False) as sim, Api(sim.url, sim.token) as api:
+        await api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
+        )
+        await api.create(
+            "/api/v1/nodes", node_manifest("big", {"cpu": "64", "memory": "256Gi", "pods": "110"}, {})
+        )
+        for name in ("bound", "waiting"):
+            await api.create(pods_path("soak"), pod_manifest(name, "soak", workload="besteffort"))
+        await bind(api, "bound", "big")
+        checker = Checker(api, CheckerConfig(), time.monotonic())
+        asked: list[str] = []
+
+        async def leader_explains(pod: str) -> str:
+            asked.append(pod)
+            return "cycle 3: Pending; 0/1 nodes are available"
+
+        checker.explain = leader_explains
+        # what a mirror behind the API would find: both unbound past the bound
+        for name in ("bound", "waiting", "deleted"):
+            checker.violate("fits-bound", f"soak/{name}", "fits a node but unbound for 16.0s")
+        await checker.explain_new_violations()
+
+    assert [v.detail.split(":")[0] for v in checker.violations] == ["soak/waiting"]
+    assert checker.fits_mirror_lagged == 2
+    assert asked == ["soak/waiting"]
+
+
 def test_share_exceeded_compares_the_resources_the_pod_asks_for() -> None:
     from fractions import Fraction
 
