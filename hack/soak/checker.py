@@ -34,6 +34,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
@@ -692,19 +693,28 @@ class Checker:
             if violation.invariant != "fits-bound":
                 continue
             pod = violation.detail.split(":", 1)[0]
-            if await self._bound_or_gone(pod, timeout):
-                held.append(violation)
-                self.fits_mirror_lagged += 1
-                self._seen_violation.discard(("fits-bound", pod))
-                self.fits_since.pop(pod, None)
-                continue
+            now = self.now()
+            since = self._held_since.get(pod, self.fits_since.get(pod, now))
+            fresh = await self._read_afresh(pod, timeout)
+            if fresh is not None:
+                # bound (when) or gone: in time, the mirror's watch had fallen behind; late, it stands
+                waited = None if fresh == "gone" else fresh - (time.time() - (now - since))
+                allowed = self.config.fits_bound + self.fault_extension(since, now) + 1.0  # (1 s stamps)
+                if waited is None or waited <= allowed:
+                    held.append(violation)
+                    self.fits_mirror_lagged += 1
+                    self._seen_violation.discard(("fits-bound", pod))
+                    self.fits_since.pop(pod, None)
+                    self._held_since.pop(pod, None)
+                    continue
+                violation.detail += (
+                    f"; bound {waited:.1f}s after it was found fitting (its PodScheduled condition)"
+                )
             try:
                 why = await asyncio.wait_for(self.explain(pod), timeout)
             except Exception as exc:  # the leader may be restarting: say so, never stop the checks
                 why = f"not answered ({type(exc).__name__})"
             violation.detail += f"; the leader says: {why}"
-            now = self.now()
-            since = self._held_since.get(pod, self.fits_since.get(pod, now))
             share = await self._share_holds(pod, why, timeout)
             if share:
                 self.held_by_share.append(f"{violation.detail}; {share}")
@@ -720,20 +730,27 @@ class Checker:
             self.violations = [v for v in self.violations if all(v is not h for h in held)]
             self._explained -= len(held)
 
-    async def _bound_or_gone(self, pod: str, timeout: float) -> bool:
-        """Whether the API, read now, has the pod ("namespace/name") bound or no longer has it."""
+    async def _read_afresh(self, pod: str, timeout: float) -> float | str | None:
+        """The pod ("namespace/name") read from the API now: "gone", or when it was bound (its
+        ``PodScheduled`` condition's time, Unix seconds), or None while it is unbound or unanswered."""
         namespace, name = pod.split("/", 1)
         try:
             status, raw = await asyncio.wait_for(
                 self.api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}", attempts=2), timeout
             )
         except Exception:  # unanswered: the finding stands
-            return False
+            return None
         if status == 404:
-            return True
+            return "gone"
         if status != 200:
-            return False
-        return bool((orjson.loads(raw).get("spec") or {}).get("nodeName"))
+            return None
+        obj = orjson.loads(raw)
+        if not (obj.get("spec") or {}).get("nodeName"):
+            return None
+        for c in (obj.get("status") or {}).get("conditions") or ():
+            if c.get("type") == "PodScheduled" and c.get("status") == "True" and c.get("lastTransitionTime"):
+                return parse_rfc3339(c["lastTransitionTime"])
+        return time.time()  # bound, when not said: as if just now
 
     async def _share_holds(self, pod: str, why: str, timeout: float) -> str:
         """When ``why`` says the pod's queue is at its share and the leader's queue figures show it
@@ -783,6 +800,12 @@ class Checker:
 
 #: times the fits-bound time a pod may wait in all while the leader's cycles do not reach its job
 BUDGET_WAIT = 4
+
+
+def parse_rfc3339(text: str) -> float:
+    """Unix seconds of an RFC 3339 time as the API writes it ("2026-11-28T23:11:48Z")."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
 
 #: the allocate action's words for a task its queue cannot take now (actions/allocate.py)
 _AT_SHARE = re.compile(r"queue (\S+) is at its share")

@@ -5,6 +5,7 @@ with zero violations, a report and figures."""
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import struct
 import time
@@ -185,8 +186,9 @@ async def test_a_fitting_pod_held_by_its_queues_share_or_an_overloaded_cycle_is_
 
 
 async def test_a_fitting_pod_the_api_shows_bound_when_read_afresh_is_the_mirror_lagging() -> None:
-    """A finding of the checker's mirror is read again from the API before it stands: a pod bound (or
-    deleted) meanwhile was a watch that had fallen behind, not a scheduler that left it waiting."""
+    """A finding of the checker's mirror is read again from the API before it stands: a pod deleted,
+    or bound within the bound (its PodScheduled condition says when), was a watch that had fallen
+    behind, not a scheduler that left it waiting; one bound later than that stands."""
     async with SimCluster(nodes=0, kubelet=False) as sim, Api(sim.url, sim.token) as api:
         await api.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
@@ -194,10 +196,13 @@ async def test_a_fitting_pod_the_api_shows_bound_when_read_afresh_is_the_mirror_
         await api.create(
             "/api/v1/nodes", node_manifest("big", {"cpu": "64", "memory": "256Gi", "pods": "110"}, {})
         )
-        for name in ("bound", "waiting"):
+        for name in ("bound", "waiting", "late"):
             await api.create(pods_path("soak"), pod_manifest(name, "soak", workload="besteffort"))
         await bind(api, "bound", "big")
-        checker = Checker(api, CheckerConfig(), time.monotonic())
+        await bind(api, "late", "big")
+        checker = Checker(api, CheckerConfig(fits_bound=15.0), time.monotonic())
+        # "late" was found fitting 30 s before its binding: bound, but past the bound
+        checker.fits_since["soak/late"] = checker.now() - 30.0
         asked: list[str] = []
 
         async def leader_explains(pod: str) -> str:
@@ -206,13 +211,16 @@ async def test_a_fitting_pod_the_api_shows_bound_when_read_afresh_is_the_mirror_
 
         checker.explain = leader_explains
         # what a mirror behind the API would find: both unbound past the bound
-        for name in ("bound", "waiting", "deleted"):
+        for name in ("bound", "waiting", "deleted", "late"):
             checker.violate("fits-bound", f"soak/{name}", "fits a node but unbound for 16.0s")
         await checker.explain_new_violations()
 
-    assert [v.detail.split(":")[0] for v in checker.violations] == ["soak/waiting"]
+    assert [v.detail.split(":")[0] for v in checker.violations] == ["soak/waiting", "soak/late"]
     assert checker.fits_mirror_lagged == 2
-    assert asked == ["soak/waiting"]
+    (late,) = [v for v in checker.violations if v.detail.startswith("soak/late:")]
+    bound_after = re.search(r"; bound ([0-9.]+)s after it was found fitting", late.detail)
+    assert bound_after is not None and 28.5 <= float(bound_after.group(1)) <= 31.5  # 30 s, 1 s stamps
+    assert asked == ["soak/waiting", "soak/late"]
 
 
 def test_share_exceeded_compares_the_resources_the_pod_asks_for() -> None:
