@@ -517,14 +517,24 @@ class DebugApi:
                         suggestion=missing_podgroup_suggestion(missing),
                     )
                     return doc
-        for ungrouped in self._ungrouped():
+        now = time.monotonic()
+        for ungrouped in self.obs.problems.ungrouped_pods:
             if ungrouped.key == key:
-                doc.update(
-                    status="Pending",
-                    problem=NO_PODGROUP,
-                    reason=ungrouped_reason(ungrouped, self.controllers),
-                    suggestion=ungrouped_suggestion(ungrouped, self.controllers),
-                )
+                grace = ungrouped_grace(ungrouped, self.controllers, self.grace)
+                if now - ungrouped.since >= grace:
+                    doc.update(
+                        status="Pending",
+                        problem=NO_PODGROUP,
+                        reason=ungrouped_reason(ungrouped, self.controllers),
+                        suggestion=ungrouped_suggestion(ungrouped, self.controllers),
+                    )
+                else:
+                    # held by the cache, not yet a problem: its PodGroup is expected any moment
+                    doc.update(
+                        status="Pending",
+                        reason=f"{ungrouped_reason(ungrouped, self.controllers)} (for"
+                        f" {now - ungrouped.since:.0f}s; a problem after {grace:.0f}s)",
+                    )
                 return doc
         found = self.pod_lookup(namespace, name) if self.pod_lookup is not None else None
         if found is None:
