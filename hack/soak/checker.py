@@ -689,6 +689,7 @@ class Checker:
         if self.explain is None:
             return
         held: list[Violation] = []
+        figures: dict[str, dict[str, Any]] | None = None  # the leader's queues, read once a round
         for violation in new:
             if violation.invariant != "fits-bound":
                 continue
@@ -703,9 +704,7 @@ class Checker:
                 if waited is None or waited <= allowed:
                     held.append(violation)
                     self.fits_mirror_lagged += 1
-                    self._seen_violation.discard(("fits-bound", pod))
-                    self.fits_since.pop(pod, None)
-                    self._held_since.pop(pod, None)
+                    self._set_apart(pod, None)
                     continue
                 violation.detail += (
                     f"; bound {waited:.1f}s after it was found fitting (its PodScheduled condition)"
@@ -715,7 +714,10 @@ class Checker:
             except Exception as exc:  # the leader may be restarting: say so, never stop the checks
                 why = f"not answered ({type(exc).__name__})"
             violation.detail += f"; the leader says: {why}"
-            share = await self._share_holds(pod, why, timeout)
+            said = _AT_SHARE.search(why)
+            if said is not None and figures is None:
+                figures = await self._leader_queues(timeout)
+            share = self._share_holds(pod, said.group(1), figures or {}) if said is not None else ""
             if share:
                 self.held_by_share.append(f"{violation.detail}; {share}")
             elif NOT_REACHED in why and now - since <= BUDGET_WAIT * self.config.fits_bound:
@@ -723,12 +725,22 @@ class Checker:
             else:
                 continue
             held.append(violation)
-            self._held_since[pod] = since
-            self._seen_violation.discard(("fits-bound", pod))
-            self.fits_since[pod] = now
+            self._set_apart(pod, since)
         if held:
-            self.violations = [v for v in self.violations if all(v is not h for h in held)]
+            dropped = {id(v) for v in held}
+            self.violations = [v for v in self.violations if id(v) not in dropped]
             self._explained -= len(held)
+
+    def _set_apart(self, pod: str, since: float | None) -> None:
+        """A fits-bound finding that is no violation: the pod may be found again. ``since``: when it
+        began to wait, its wait starting again from now; None: its waiting is over (bound or gone)."""
+        self._seen_violation.discard(("fits-bound", pod))
+        if since is None:
+            self.fits_since.pop(pod, None)
+            self._held_since.pop(pod, None)
+        else:
+            self._held_since[pod] = since
+            self.fits_since[pod] = self.now()
 
     async def _read_afresh(self, pod: str, timeout: float) -> float | str | None:
         """The pod ("namespace/name") read from the API now: "gone", or when it was bound (its
@@ -752,22 +764,22 @@ class Checker:
                 return parse_rfc3339(c["lastTransitionTime"])
         return time.time()  # bound, when not said: as if just now
 
-    async def _share_holds(self, pod: str, why: str, timeout: float) -> str:
-        """When ``why`` says the pod's queue is at its share and the leader's queue figures show it
-        (allocated + the pod's request above deserved in a resource the pod asks for), those figures
-        in words; else ""."""
-        said = _AT_SHARE.search(why)
-        obj = self.pods.objects.get(pod)
-        if said is None or obj is None or self.queue_figures is None:
-            return ""
+    async def _leader_queues(self, timeout: float) -> dict[str, dict[str, Any]]:
+        """The leader's queues by name (``queue_figures``); {} when not asked or unanswered."""
+        if self.queue_figures is None:
+            return {}
         try:
-            queues = await asyncio.wait_for(self.queue_figures(), timeout)
+            return await asyncio.wait_for(self.queue_figures(), timeout)
         except Exception:
+            return {}
+
+    def _share_holds(self, pod: str, queue: str, figures: dict[str, dict[str, Any]]) -> str:
+        """When the leader's figures for ``queue`` show it at its share for the pod (allocated + the
+        pod's request above deserved in a resource the pod asks for), those figures in words; else ""."""
+        obj = self.pods.objects.get(pod)
+        if obj is None or queue not in figures:
             return ""
-        figures = queues.get(said.group(1))
-        if figures is None:
-            return ""
-        return share_exceeded(pod_requests(obj["spec"]), figures)
+        return share_exceeded(pod_requests(obj["spec"]), figures[queue])
 
     def pending_count(self) -> int:
         return sum(
