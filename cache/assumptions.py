@@ -155,6 +155,7 @@ class Assumptions(DraCache, NumaCache):
                 return
             self.revision += 1
             self._settled_changes += 1  # binding to bound on the same node: no decision changes
+            self.watch_lag.answered(task_uid)
             self.claim_confirmed(task_uid)
             self._node_revision += 1  # the task on its node is bound now, no longer binding
             new = task.clone()

@@ -54,6 +54,8 @@ log = logging.getLogger("caldera.cache")
 #: statuses of a task placed on its node for good: moving among them changes no node's usage and no
 #: gang's count of ready tasks
 SETTLED_STATUSES = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
+#: a task of one of our binds, in flight (Binding) or answered (Bound), before the watch brings it
+_BIND_STATES = frozenset({TaskStatus.BINDING, TaskStatus.BOUND})
 
 
 def settled_update(old: TaskInfo, new: TaskInfo) -> bool:
@@ -144,6 +146,9 @@ class Ingest(NumaCache):
             uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
             old = self.tasks.get(uid)
             if old is not None:
+                if pod.spec.node_name and not old.pod.spec.node_name and old.status in _BIND_STATES:
+                    # one of our binds coming back: how late the watch brought it (cache/lag.py)
+                    self.watch_lag.seen(uid, old.status == TaskStatus.BOUND)
                 if self._update_in_place(old, pod):
                     return
                 self._remove_task(old)
@@ -291,6 +296,7 @@ class Ingest(NumaCache):
     def delete_pod(self, pod: Pod) -> None:
         with self._lock:
             uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+            self.watch_lag.forget(uid)
             if self.unreadable.pop(uid, None) is not None:
                 self.revision += 1
                 self._problems_revision += 1

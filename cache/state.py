@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from caldera.cache.indexes import CacheProblems, GroupConflict, UnreadablePod
+    from caldera.cache.lag import WatchLag
     from caldera.cache.snapshot import _Slot
     from caldera.framework.dra.allocator import DeviceID, Inventory
     from caldera.framework.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
@@ -166,6 +167,8 @@ class CacheState:
     #: keys of the jobs with pending pods or in phase Pending (kept by _job_changed)
     _pending_jobs: set[str]
     stats: CacheStats
+    #: how late the pod watch brings this replica's binds back (cache/lag.py)
+    watch_lag: WatchLag
     #: nodes' real load from the conf's metrics source (cache/usage.py), a mapping never changed once
     #: made; None while no source is configured
     node_usage: dict[str, NodeUsage] | None

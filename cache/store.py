@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from caldera.cache.assumptions import Assumptions
 from caldera.cache.indexes import CacheProblems
 from caldera.cache.ingest import Ingest
+from caldera.cache.lag import WatchLag
 from caldera.cache.snapshot import Snapshots, _Slot
 from caldera.cache.state import CacheStats
 from caldera.framework.dra.objects import ResourceClaim
@@ -124,6 +125,7 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
         self._settled_changes = 0
         self._pending_jobs = set()
         self.stats = CacheStats()
+        self.watch_lag = WatchLag()
         self.node_usage = None
         self._usage_revision = 0
         self._usage_interval = DEFAULT_METRICS_INTERVAL

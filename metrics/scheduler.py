@@ -176,6 +176,12 @@ BIND_DURATION = Histogram(
     "From a placement's hand-over to the binder to its pod being bound.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+LOOP_LAG = Histogram(
+    "caldera_event_loop_lag_seconds",
+    "How much later than asked a timer on the event loop ran (measured every 0.25 s): how long "
+    "watch events, bind answers and lease renewals wait while the loop is held.",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 BIND_FAILURES = Counter(
     "caldera_bind_failures",
     "Binds that failed for good, by reason (conflict, not_found, forbidden, rejected, "

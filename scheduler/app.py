@@ -39,6 +39,7 @@ from caldera.scheduler.evictor import Evictor
 from caldera.scheduler.http import HttpServer, ListenError
 from caldera.scheduler.leader import ElectionConfig, LeaderElector
 from caldera.scheduler.loop import SchedulerLoop
+from caldera.scheduler.looplag import LoopLag
 from caldera.scheduler.memory import CollectorPolicy
 from caldera.scheduler.status import Gone, StatusUpdater
 
@@ -146,6 +147,7 @@ class SchedulerApp:
         self.observatory = Observatory()
         self.watch_collector = WatchCollector(self._watch_states)
         self.remembered_collector = RememberedCollector(self._remembered)
+        self.loop_lag = LoopLag()
 
     # -- readiness ---------------------------------------------------------------------------------
     def synced(self) -> bool:
@@ -221,6 +223,7 @@ class SchedulerApp:
                 "loaded_at": self.conf.loaded_at,
                 "last_reload": self.conf.last_reload,
             },
+            "lag": {"watch": self.cache.watch_lag.summary(), "loop": self.loop_lag.summary()},
         }
 
     def _watch_states(self) -> list[WatchState]:
@@ -240,6 +243,7 @@ class SchedulerApp:
             ("cache", "pods", counts.tasks),
             ("cache", "podgroups", counts.jobs),
             ("cache", "nodes", counts.nodes),
+            ("cache", "binds_unseen", self.cache.watch_lag.awaiting),
         ]
         if self.binder is not None:
             rows += [("binder", name, n) for name, n in self.binder.remembered()]
@@ -382,6 +386,7 @@ class SchedulerApp:
             if self.conf.kind == "file":
                 background.append(supervise("conf-file", functools.partial(self.conf.watch_file, loop_stop)))
             background.append(supervise("sync-gauge", functools.partial(self._watch_sync, loop_stop)))
+            background.append(supervise("loop-lag", functools.partial(self.loop_lag.run, loop_stop)))
             # vGPU device series are set from the cache's truth (and at each scrape), reconciled periodically.
             background.append(
                 supervise(

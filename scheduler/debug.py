@@ -644,6 +644,7 @@ class DebugApi:
             "leader": bool(info.get("leader", False)),
             "leader_identity": info.get("leader_identity", ""),
             "conf": info.get("conf", {"text": "", "source": "", "loaded_at": 0, "last_reload": None}),
+            "lag": info.get("lag", {}),
             "cycles": [
                 {"at": c.at, "duration_ms": c.duration_ms, "bound": c.bound, "pending_tasks": c.pending_tasks}
                 for c in self.obs.cycles

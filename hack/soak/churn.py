@@ -129,6 +129,7 @@ def judge_churn(
         bounds = {
             ("cache", "pods"): live["pods"],
             ("cache", "podgroups"): live["podgroups"],
+            ("cache", "binds_unseen"): live["pods"],
             ("binder", "bound"): live["pods"],
             ("binder", "issued"): live["pods"],
             ("evictor", "issued"): live["pods"],

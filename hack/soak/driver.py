@@ -26,7 +26,7 @@ from caldera.hack.soak.options import Options
 from caldera.hack.soak.procs import SimProcess, rss_bytes
 from caldera.hack.soak.report import Summary, text, write
 from caldera.hack.soak.sampler import Sampler
-from caldera.hack.soak.scrape import Metrics, scrape
+from caldera.hack.soak.scrape import Metrics, histogram_figures, scrape
 from caldera.hack.soak.supervisor import Supervisor
 from caldera.hack.soak.timeline import Timeline
 from caldera.hack.stats import percentile
@@ -181,6 +181,7 @@ class Soak:
                 checker.check()
                 sampler.judge_memory(self.summary)
                 await self.final_accounting(api)
+                await self.note_lag()
                 if churn is not None:
                     await self.judge_churn(api, churn)
             finally:
@@ -331,6 +332,33 @@ class Soak:
             "equal": result.equal,
             "not_compared": result.not_compared,
         }
+
+    async def note_lag(self) -> None:
+        """Each live replica's lag since it started, as a note: how late its pod watch brought its own
+        binds back (``caldera_watch_bind_delay_seconds``) and how late its event loop ran
+        (``caldera_event_loop_lag_seconds``). A large watch delay with a small loop lag points at the
+        API server's side (here the simulator, on the same two cores)."""
+        assert self.supervisor is not None
+        parts = []
+        async with aiohttp.ClientSession() as http:
+            for p in self.supervisor.live():
+                m = await scrape(http, p.sched.base)
+                if m is None:
+                    continue
+                watch = histogram_figures(m, "caldera_watch_bind_delay_seconds")
+                loop = histogram_figures(m, "caldera_event_loop_lag_seconds")
+                part = f"{p.sched.name} "
+                part += (
+                    f"binds seen back by its watch p50 <= {watch['p50_le']:g}s, p99 <= {watch['p99_le']:g}s,"
+                    f" longest <= {watch['max_le']:g}s ({watch['over_1s']:g} of {watch['count']:g} over 1 s)"
+                    if watch
+                    else "bound nothing"
+                )
+                if loop:
+                    part += f"; event loop late p99 <= {loop['p99_le']:g}s, longest <= {loop['max_le']:g}s"
+                parts.append(part)
+        if parts:
+            self.summary.notes.append("lag (each live replica since its start): " + "; ".join(parts))
 
     # -- the end: drain and probe --------------------------------------------------------------------
     async def settle(self, seconds: float, timeout: float) -> None:

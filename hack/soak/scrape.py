@@ -49,3 +49,22 @@ async def debug_queues(http: aiohttp.ClientSession, base: str) -> tuple[Any, dic
     except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
         return None, {}
     return doc.get("cycle"), {q.get("name", ""): q for q in doc.get("queues") or []}
+
+
+def histogram_figures(m: Metrics, name: str) -> dict[str, float] | None:
+    """A histogram's whole-life figures from its cumulative buckets: observations in all, the bucket
+    bounds its median and its 99th percentile fall under, the bound of the highest bucket any
+    observation reached, and how many took longer than a second. None when it has no observation."""
+    buckets = sorted(
+        (float(lab["le"]), v) for lab, v in m.get(name + "_bucket", []) if lab.get("le") is not None
+    )
+    if not buckets or not buckets[-1][1]:
+        return None
+    total = buckets[-1][1]
+
+    def under(share: float) -> float:
+        return next(le for le, n in buckets if n >= share * total)
+
+    top = next(le for le, n in buckets if n >= total)
+    over_1s = total - max((n for le, n in buckets if le <= 1.0), default=0.0)
+    return {"count": total, "p50_le": under(0.5), "p99_le": under(0.99), "max_le": top, "over_1s": over_1s}
