@@ -114,6 +114,8 @@ class E2EResult:
     cycles: float | None = None
     gc_seconds: dict[str, float] = field(default_factory=dict)
     gc_collections: dict[str, float] = field(default_factory=dict)
+    #: /debug/scheduler's lag at the end: the event loop's lateness, the binds seen back by the watch
+    lag: dict[str, dict[str, float]] = field(default_factory=dict)
     #: "caldera" (caldera-scheduler) or "ceiling" (hack/bench_ceiling.py: no decisions)
     binder: str = "caldera"
     topology: bool = False
@@ -268,6 +270,7 @@ class E2EResult:
             lines.append(
                 f"  garbage collector (whole process life): {sum(self.gc_seconds.values()):.2f}s ({by_gen})"
             )
+        lines.extend(lag_lines(self.lag))
         if self.gangs_split is not None:
             lines.append(
                 f"  topology check: {self.gangs_checked - self.gangs_split} of {self.gangs_checked} gangs"
@@ -316,6 +319,29 @@ async def _scrape(base: str, result: E2EResult) -> None:
     async with aiohttp.ClientSession() as http:
         async with http.get(base + "/metrics") as r:
             read_counters(await r.text(), result)
+        async with http.get(base + "/debug/scheduler") as r:
+            result.lag = (await r.json()).get("lag") or {}
+
+
+def lag_lines(lag: dict[str, dict[str, float]]) -> list[str]:
+    """/debug/scheduler's lag as report lines (none when the scheduler measured nothing)."""
+
+    def figures(doc: dict[str, float]) -> str:
+        return f"p50 {doc['p50_ms']:g} ms, p99 {doc['p99_ms']:g} ms, longest {doc['max_ms']:g} ms"
+
+    lines = []
+    loop = lag.get("loop") or {}
+    if loop.get("recent"):
+        lines.append(
+            f"  event loop lateness (a timer every 0.25 s, {loop['recent']:g} of them): {figures(loop)}"
+        )
+    watch = lag.get("watch") or {}
+    if watch.get("recent"):
+        lines.append(
+            f"  binds seen back by the pod watch after the API's answer (the last {watch['recent']:g}"
+            f" of {watch['observed']:g}): {figures(watch)}"
+        )
+    return lines
 
 
 def read_counters(text: str, result: E2EResult) -> None:

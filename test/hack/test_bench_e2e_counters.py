@@ -88,3 +88,28 @@ def test_collector_time_is_counted_by_generation() -> None:
     before = _scrape().gc_seconds["2"]
     gc.collect()
     assert _scrape().gc_seconds["2"] > before
+
+
+def test_bench_reports_the_lag_the_scheduler_measured() -> None:
+    """The lag lines come from /debug/scheduler's ``lag``, as WatchLag and LoopLag summarise it."""
+    from caldera.cache.lag import WatchLag
+    from caldera.hack.bench_e2e import lag_lines
+    from caldera.scheduler.looplag import LoopLag
+
+    now = [0.0]
+    watch, loop = WatchLag(clock=lambda: now[0]), LoopLag()
+    for uid, delay in (("a", 0.004), ("b", 0.012)):
+        watch.answered(uid)
+        now[0] += delay
+        watch.seen(uid, answered_first=True)
+    loop.note(0.002)
+    lines = lag_lines({"watch": watch.summary(), "loop": loop.summary()})
+    assert (
+        lines[0]
+        == "  event loop lateness (a timer every 0.25 s, 1 of them): p50 2 ms, p99 2 ms, longest 2 ms"
+    )
+    assert lines[1].startswith(
+        "  binds seen back by the pod watch after the API's answer (the last 2 of 2): p50 8 ms"
+    )
+    assert lines[1].endswith("longest 12 ms")
+    assert lag_lines({"watch": WatchLag().summary(), "loop": LoopLag().summary()}) == []
