@@ -325,3 +325,46 @@ async def test_status_writes_wait_for_binds_no_longer_than_max_defer(recorder) -
         assert await _written_within(rec, 5.0)
     finally:
         await status.stop(flush=False)
+
+
+class CountingClient:
+    """Answers every request after a moment, counting how many are in flight at once."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.most = 0
+        self.paths: list[str] = []
+
+    async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(0.001)
+            self.paths.append(path)
+            return {}
+        finally:
+            self.in_flight -= 1
+
+
+async def test_a_burst_of_writes_goes_out_whole_never_more_than_the_concurrency_at_once() -> None:
+    cache = ClusterCache()
+    gangs = [gang(f"big-{i}", 2, cpu="16") for i in range(120)]
+    load(
+        cache,
+        nodes=[node("n1", cpu="8")],
+        podgroups=[g for g, _ in gangs],
+        pods=[p for _, ps in gangs for p in ps],
+    )
+    snap = cache.snapshot()
+    for job in snap.jobs.values():
+        job.job_fit_error = "0/1 nodes are available: 1 Insufficient cpu."
+        for uid in job.tasks:
+            job.fit_errors[uid] = job.job_fit_error
+    client = CountingClient()
+    status = StatusUpdater(client, cache, concurrency=8)  # type: ignore[arg-type]
+    status.observe(SessionResult(jobs=snap.jobs))
+    await status.flush()
+    # every gang's PodGroup status and its Event, eight at a time at most
+    assert sum("/podgroups/" in p for p in client.paths) == 120
+    assert sum(p.endswith("/events") for p in client.paths) == 120
+    assert client.most == 8
