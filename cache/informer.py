@@ -275,9 +275,11 @@ class _Relist(Generic[T]):
         h._raise_failed()
 
     def abort(self) -> None:
-        """The list broke off: the keys that were dirty stay dirty for the next one."""
+        """The list broke off: the keys that were dirty stay dirty for the next one, as do those that
+        failed on its pages (the next list applies them again; they are not raised now)."""
         for k, last in self.dirty.items():
             self.handler.dirty.setdefault(k, last)
+        self.handler._failed.clear()
 
 
 class Informers:

@@ -574,3 +574,24 @@ async def test_a_large_chunk_of_events_is_handled_in_slices_letting_the_loop_run
     await other
     assert 0 < seen[0] < 600 and len(cache.nodes) == 600
     assert reflector.stats.events == 600 and reflector.resource_version == "699"
+
+
+async def test_what_failed_on_a_list_that_broke_off_is_applied_again_by_the_next(fake) -> None:
+    api, client = fake
+    api.nodes = [node_obj(f"n{i}", "5") for i in range(4)]
+    cache = ClusterCache()
+    broken = {"n1"}
+
+    def upsert(n: Node) -> None:
+        if n.metadata.name in broken:
+            raise RuntimeError("cannot apply")
+        cache.upsert_node(n)
+
+    reflector = Reflector(client, "/api/v1/nodes", Node, KindHandler(upsert, cache.delete_node), page_size=2)
+    api.fail_continued = True
+    with pytest.raises(ApiError):
+        await reflector.list()  # n1 failed on the first page, then the list broke off
+    broken.clear()
+    api.fail_continued = False
+    await reflector.list()  # no stale failure raised: n1 applied, the rest listed
+    assert sorted(cache.nodes) == ["n0", "n1", "n2", "n3"] and reflector.synced.is_set()
