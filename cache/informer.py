@@ -229,7 +229,8 @@ class _Relist(Generic[T]):
     """One re-list of a :class:`KindHandler`: ``page`` applies each page's objects (an unchanged one,
     same resourceVersion, costs nothing), ``finish`` deletes what the list did not have and hands the
     whole set to the subscribers (raising ``ApplyFailed`` if anything failed to apply), ``abort``
-    gives up a list that broke off (what was applied stays: newer states of those objects)."""
+    gives up a list that broke off (what was applied stays: newer states of those objects, known as
+    passed on, so the next list reconciles them as it does the rest)."""
 
     def __init__(self, handler: KindHandler[T]) -> None:
         self.handler = handler
@@ -275,11 +276,15 @@ class _Relist(Generic[T]):
         h._raise_failed()
 
     def abort(self) -> None:
-        """The list broke off: the keys that were dirty stay dirty for the next one, as do those that
-        failed on its pages (the next list applies them again; they are not raised now)."""
+        """The list broke off. What its pages passed on is known from now on (so the next list
+        deletes an object a page brought that has gone since, and compares the others with what the
+        cache holds); the keys that were dirty stay dirty, as do those that failed on its pages (the
+        next list applies them again; they are not raised now)."""
+        h = self.handler
+        h.known.update(self.seen)
         for k, last in self.dirty.items():
-            self.handler.dirty.setdefault(k, last)
-        self.handler._failed.clear()
+            h.dirty.setdefault(k, last)
+        h._failed.clear()
 
 
 class Informers:

@@ -595,3 +595,24 @@ async def test_what_failed_on_a_list_that_broke_off_is_applied_again_by_the_next
     api.fail_continued = False
     await reflector.list()  # no stale failure raised: n1 applied, the rest listed
     assert sorted(cache.nodes) == ["n0", "n1", "n2", "n3"] and reflector.synced.is_set()
+
+
+async def test_an_object_a_broken_list_brought_and_that_went_meanwhile_is_deleted_by_the_next(fake) -> None:
+    """A page of a list that broke off applied a new object; the object is deleted before the next
+    list: that list must delete it from the cache too (it is not in what the next list returns)."""
+    api, client = fake
+    api.nodes = [node_obj(f"n{i}", "5") for i in range(4)]
+    cache = ClusterCache()
+    reflector = Reflector(
+        client, "/api/v1/nodes", Node, KindHandler(cache.upsert_node, cache.delete_node), page_size=2
+    )
+    await reflector.list()
+    api.nodes = [node_obj("new", "6"), *api.nodes]
+    api.fail_continued = True
+    with pytest.raises(ApiError):
+        await reflector.list()  # its first page brought "new", then it broke off
+    assert "new" in cache.nodes
+    api.nodes = api.nodes[1:]  # "new" deleted meanwhile
+    api.fail_continued = False
+    await reflector.list()
+    assert sorted(cache.nodes) == ["n0", "n1", "n2", "n3"]
