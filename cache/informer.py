@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -158,14 +158,40 @@ class KindHandler(Generic[T]):
         self.subscribers: list[Handler[T]] = []
 
     def replace(self, objects: list[T]) -> None:
-        relist = self.relist()
-        relist.page(objects)
-        relist.finish()
-
-    def relist(self) -> _Relist[T]:
-        """A re-list applied page by page as the pages come (``Reflector.list``): only one page of
-        freshly decoded objects is alive at a time, not the whole list beside the cache's copy."""
-        return _Relist(self)
+        seen: dict[str, T] = {}
+        dirty, self.dirty = self.dirty, {}
+        for obj in objects:
+            k = self._keyfn(obj)
+            old = self.known.get(k)
+            # A dirty key is applied again whatever its version: its last event did not go through.
+            # (An upsert, not a delete then an upsert: the cache's upsert replaces what it holds for
+            # the key and keeps what only it knows, such as a bind in flight.)
+            if (
+                k not in dirty
+                and old is not None
+                and old.metadata.resource_version == obj.metadata.resource_version  # type: ignore[attr-defined]
+            ):
+                # Unchanged: the object already held stays, the one just decoded is dropped (keeping
+                # the new one here while the cache keeps the old would hold every unchanged object
+                # twice after each re-list).
+                seen[k] = old
+                continue
+            seen[k] = obj
+            self._guard(self._upsert, obj, k)
+        for k, old in self.known.items():
+            if k not in seen:
+                log.info("forgetting %s, deleted while we were not watching", k)
+                self._guard(self._delete, old, k)
+        for k, last in dirty.items():
+            if k not in seen and k not in self.known and last is not None:
+                self._guard(self._delete, last, k)  # a delete that failed
+        self.known = seen
+        held = list(seen.values())
+        for sub in self.subscribers:
+            self._guard_all(sub.replace, held)
+        if self.on_change is not None:
+            self.on_change()
+        self._raise_failed()
 
     def upsert(self, obj: T) -> None:
         k = self._keyfn(obj)
@@ -223,68 +249,6 @@ class KindHandler(Generic[T]):
         except Exception:
             log.exception("a subscriber rejected a list of %d objects; re-listing", len(objects))
             self._failed.append("(a subscriber's list)")
-
-
-class _Relist(Generic[T]):
-    """One re-list of a :class:`KindHandler`: ``page`` applies each page's objects (an unchanged one,
-    same resourceVersion, costs nothing), ``finish`` deletes what the list did not have and hands the
-    whole set to the subscribers (raising ``ApplyFailed`` if anything failed to apply), ``abort``
-    gives up a list that broke off (what was applied stays: newer states of those objects, known as
-    passed on, so the next list reconciles them as it does the rest)."""
-
-    def __init__(self, handler: KindHandler[T]) -> None:
-        self.handler = handler
-        self.seen: dict[str, T] = {}
-        self.dirty, handler.dirty = handler.dirty, {}
-
-    def page(self, objects: Sequence[T]) -> None:
-        h, seen, dirty = self.handler, self.seen, self.dirty
-        for obj in objects:
-            k = h._keyfn(obj)
-            old = h.known.get(k)
-            # A dirty key is applied again whatever its version: its last event did not go through.
-            # (An upsert, not a delete then an upsert: the cache's upsert replaces what it holds for
-            # the key and keeps what only it knows, such as a bind in flight.)
-            if (
-                k not in dirty
-                and old is not None
-                and old.metadata.resource_version == obj.metadata.resource_version  # type: ignore[attr-defined]
-            ):
-                # Unchanged: the object already held stays, the one just decoded is dropped (keeping
-                # the new one here while the cache keeps the old would hold every unchanged object
-                # twice after each re-list).
-                seen[k] = old
-                continue
-            seen[k] = obj
-            h._guard(h._upsert, obj, k)
-
-    def finish(self) -> None:
-        h, seen = self.handler, self.seen
-        for k, old in h.known.items():
-            if k not in seen:
-                log.info("forgetting %s, deleted while we were not watching", k)
-                h._guard(h._delete, old, k)
-        for k, last in self.dirty.items():
-            if k not in seen and k not in h.known and last is not None:
-                h._guard(h._delete, last, k)  # a delete that failed
-        h.known = seen
-        held = list(seen.values())
-        for sub in h.subscribers:
-            h._guard_all(sub.replace, held)
-        if h.on_change is not None:
-            h.on_change()
-        h._raise_failed()
-
-    def abort(self) -> None:
-        """The list broke off. What its pages passed on is known from now on (so the next list
-        deletes an object a page brought that has gone since, and compares the others with what the
-        cache holds); the keys that were dirty stay dirty, as do those that failed on its pages (the
-        next list applies them again; they are not raised now)."""
-        h = self.handler
-        h.known.update(self.seen)
-        for k, last in self.dirty.items():
-            h.dirty.setdefault(k, last)
-        h._failed.clear()
 
 
 class Informers:

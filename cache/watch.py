@@ -136,34 +136,6 @@ class Handler(Protocol[T]):  # type: ignore[misc]
     def delete(self, obj: T) -> None: ...
 
 
-class Relist(Protocol[T]):  # type: ignore[misc]
-    """A (re-)list applied page by page (``KindHandler.relist``)."""
-
-    def page(self, objects: Sequence[T]) -> None: ...
-
-    def finish(self) -> None: ...
-
-    def abort(self) -> None: ...
-
-
-class _Whole(Generic[T]):
-    """The re-list of a handler that takes the complete set only (``Handler.replace``): the pages
-    are gathered and handed over at the end."""
-
-    def __init__(self, handler: Handler[T]) -> None:
-        self.handler = handler
-        self.objects: list[T] = []
-
-    def page(self, objects: Sequence[T]) -> None:
-        self.objects += objects
-
-    def finish(self) -> None:
-        self.handler.replace(self.objects)
-
-    def abort(self) -> None:
-        self.objects = []
-
-
 @dataclass
 class ReflectorStats:
     lists: int = 0
@@ -252,43 +224,32 @@ class Reflector(Generic[T]):
             return None
 
     async def list(self) -> None:
-        """List the kind, page by page, each page applied as it comes (a handler with ``relist``: only
-        one page of decoded objects alive at a time), then what the list did not have deleted."""
+        objects: list[T] = []
         params = dict(self.params)
         if self.page_size:
             params["limit"] = str(self.page_size)
         cont = ""
         version = ""
-        listed = 0
-        make = getattr(self.handler, "relist", None)
-        relist: Relist[T] = make() if make is not None else _Whole(self.handler)
-        try:
-            while True:
-                if cont:
-                    params["continue"] = cont
-                raw = await self.client.request("GET", self.path, params=params, timeout=60)
-                page, items = self._decode_page(raw)
-                del raw
-                listed += len(items)
-                version = page.metadata.resource_version or version
-                cont = page.metadata.continue_
-                relist.page(items)
-                del page, items
-                if not cont:
-                    break
-        except BaseException:
-            relist.abort()  # the list broke off (what a page applied stays: newer states)
-            raise
+        while True:
+            if cont:
+                params["continue"] = cont
+            raw = await self.client.request("GET", self.path, params=params, timeout=60)
+            page, items = self._decode_page(raw)
+            objects += items
+            version = page.metadata.resource_version or version
+            cont = page.metadata.continue_
+            if not cont:
+                break
         self.stats.lists += 1
         try:
-            relist.finish()
+            self.handler.replace(objects)
         except Exception as exc:
             APPLY_ERRORS.labels(self.name).inc()
-            raise Resync(f"the re-list of {listed} objects failed to apply: {exc!r}") from None
+            raise Resync(f"the re-list of {len(objects)} objects failed to apply: {exc!r}") from None
         self.resource_version = version
         self.synced.set()
         self._connected()
-        log.debug("%s: listed %d objects at resourceVersion %s", self.name, listed, version)
+        log.debug("%s: listed %d objects at resourceVersion %s", self.name, len(objects), version)
 
     def _decode_page(self, raw: bytes) -> tuple[Any, Sequence[T]]:
         """One list page and its objects (the page's metadata says where the list goes on). One pass

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from caldera.cache.client import ApiClient, ApiError, ClusterConfig
+from caldera.cache.client import ApiClient, ClusterConfig
 from caldera.cache.informer import KindHandler
 from caldera.cache.store import ClusterCache
 from caldera.cache.watch import Reflector
@@ -30,8 +30,6 @@ class FakeApi:
         self.watches: list[list[bytes]] = []  # one script per watch request
         self.watch_params: list[dict[str, str]] = []
         self.lists = 0
-        self.pages = 0  # list requests, first pages and continued ones
-        self.fail_continued = False  # answer a continued list request 500
         self.closing = asyncio.Event()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -47,9 +45,6 @@ class FakeApi:
             return resp
         if not request.query.get("continue"):
             self.lists += 1
-        elif self.fail_continued:
-            return web.Response(status=500, body=enc({"kind": "Status", "code": 500, "message": "boom"}))
-        self.pages += 1
         start = int(request.query.get("continue") or 0)
         page = self.nodes[start : start + 2]
         more = start + 2 < len(self.nodes)
@@ -135,44 +130,6 @@ async def test_a_list_page_with_a_malformed_item_keeps_the_others_and_skips_that
     await reflector.list()
     assert sorted(cache.nodes) == ["n0", "n2", "n3"] and reflector.stats.skipped == 1
     assert reflector.synced.is_set() and reflector.resource_version == "10"
-
-
-async def test_a_list_is_applied_page_by_page_as_the_pages_come(fake) -> None:
-    """Only one page of freshly decoded objects is alive at a time: each page reaches the cache
-    before the next is asked for."""
-    api, client = fake
-    api.nodes = [node_obj(f"n{i}", "5") for i in range(5)]
-    cache = ClusterCache()
-    applied: list[tuple[str, int]] = []
-
-    def upsert(n: Node) -> None:
-        applied.append((n.metadata.name, api.pages))
-        cache.upsert_node(n)
-
-    reflector = Reflector(client, "/api/v1/nodes", Node, KindHandler(upsert, cache.delete_node), page_size=2)
-    await reflector.list()
-    assert applied == [("n0", 1), ("n1", 1), ("n2", 2), ("n3", 2), ("n4", 3)]
-    assert sorted(cache.nodes) == ["n0", "n1", "n2", "n3", "n4"] and reflector.synced.is_set()
-
-
-async def test_a_list_that_breaks_off_deletes_nothing_and_the_next_one_reconciles(fake) -> None:
-    api, client = fake
-    api.nodes = [node_obj(f"n{i}", "5") for i in range(4)]
-    cache = ClusterCache()
-    reflector = Reflector(
-        client, "/api/v1/nodes", Node, KindHandler(cache.upsert_node, cache.delete_node), page_size=2
-    )
-    await reflector.list()
-    # meanwhile n0 changed and n3 went; the next list breaks off after its first page
-    api.nodes = [node_obj("n0", "6", cpu="4"), node_obj("n1", "5"), node_obj("n2", "5")]
-    api.fail_continued = True
-    with pytest.raises(ApiError):
-        await reflector.list()
-    assert cache.nodes["n0"].allocatable.get("cpu") == 4000  # its page came: a newer state, kept
-    assert "n3" in cache.nodes  # not deleted on a list that did not finish
-    api.fail_continued = False
-    await reflector.list()
-    assert sorted(cache.nodes) == ["n0", "n1", "n2"]
 
 
 def test_a_list_page_decoded_in_one_pass_holds_the_objects_the_two_pass_decoding_gives() -> None:
@@ -574,45 +531,3 @@ async def test_a_large_chunk_of_events_is_handled_in_slices_letting_the_loop_run
     await other
     assert 0 < seen[0] < 600 and len(cache.nodes) == 600
     assert reflector.stats.events == 600 and reflector.resource_version == "699"
-
-
-async def test_what_failed_on_a_list_that_broke_off_is_applied_again_by_the_next(fake) -> None:
-    api, client = fake
-    api.nodes = [node_obj(f"n{i}", "5") for i in range(4)]
-    cache = ClusterCache()
-    broken = {"n1"}
-
-    def upsert(n: Node) -> None:
-        if n.metadata.name in broken:
-            raise RuntimeError("cannot apply")
-        cache.upsert_node(n)
-
-    reflector = Reflector(client, "/api/v1/nodes", Node, KindHandler(upsert, cache.delete_node), page_size=2)
-    api.fail_continued = True
-    with pytest.raises(ApiError):
-        await reflector.list()  # n1 failed on the first page, then the list broke off
-    broken.clear()
-    api.fail_continued = False
-    await reflector.list()  # no stale failure raised: n1 applied, the rest listed
-    assert sorted(cache.nodes) == ["n0", "n1", "n2", "n3"] and reflector.synced.is_set()
-
-
-async def test_an_object_a_broken_list_brought_and_that_went_meanwhile_is_deleted_by_the_next(fake) -> None:
-    """A page of a list that broke off applied a new object; the object is deleted before the next
-    list: that list must delete it from the cache too (it is not in what the next list returns)."""
-    api, client = fake
-    api.nodes = [node_obj(f"n{i}", "5") for i in range(4)]
-    cache = ClusterCache()
-    reflector = Reflector(
-        client, "/api/v1/nodes", Node, KindHandler(cache.upsert_node, cache.delete_node), page_size=2
-    )
-    await reflector.list()
-    api.nodes = [node_obj("new", "6"), *api.nodes]
-    api.fail_continued = True
-    with pytest.raises(ApiError):
-        await reflector.list()  # its first page brought "new", then it broke off
-    assert "new" in cache.nodes
-    api.nodes = api.nodes[1:]  # "new" deleted meanwhile
-    api.fail_continued = False
-    await reflector.list()
-    assert sorted(cache.nodes) == ["n0", "n1", "n2", "n3"]
