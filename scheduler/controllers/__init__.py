@@ -26,9 +26,6 @@ from caldera.scheduler.controllers.queue import QueueController
 from caldera.scheduler.controllers.state import ControllerState, PgKey, Pod, PodGroup, Queue, WorkQueue
 from caldera.scheduler.leader import always
 
-#: the longest a controller worker runs on the event loop before letting it run other work (seconds)
-WORKER_STEP = 0.005
-
 log = logging.getLogger("caldera.controllers")
 
 PODS_PATH = "/api/v1/pods"
@@ -196,15 +193,7 @@ class Controllers:
                 self.queue_queue.add(name)
 
     async def _worker(self, queue: WorkQueue[Any], reconcile: Any) -> None:
-        loop = asyncio.get_running_loop()
-        ran_since = loop.time()
         while True:
-            if loop.time() - ran_since >= WORKER_STEP:
-                # Keys that need no request (most, at a resync) are reconciled without a pause: left
-                # alone, a worker would go through the whole queue in one step of the event loop
-                # (an extra pause when it did wait meanwhile costs one turn of the loop).
-                await asyncio.sleep(0)
-                ran_since = loop.time()
             key = await queue.get()
             try:
                 delay = await reconcile(key)
