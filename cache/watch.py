@@ -123,10 +123,6 @@ _meta_decoder = msgspec.json.Decoder(_MetaOnly)
 _status_decoder = msgspec.json.Decoder(_Status)
 
 
-#: watch lines handled in one step of the event loop (a chunk of more is handled in slices)
-WATCH_SLICE = 256
-
-
 class Handler(Protocol[T]):  # type: ignore[misc]
     def replace(self, objects: list[T]) -> None:
         """The complete current set after a (re-)list."""
@@ -279,32 +275,23 @@ class Reflector(Generic[T]):
             timeoutSeconds=str(self.watch_timeout),
         )
         self.stats.watches += 1
+        counts: dict[str, int] = {}
         async for lines in self.client.stream_chunks(
             self.path, params, timeout=self.watch_timeout + 30, on_open=self._connected
         ):
-            # A chunk's lines in one go (no coroutine switch per line), but a large chunk (what piled
-            # up while the loop was busy) in slices, letting the loop run between them.
-            if len(lines) <= WATCH_SLICE:
-                self._lines(lines)
-                continue
-            for start in range(0, len(lines), WATCH_SLICE):
-                if start:
-                    await asyncio.sleep(0)
-                self._lines(lines[start : start + WATCH_SLICE])
-
-    def _lines(self, lines: list[bytes]) -> None:
-        """Handle some watch lines; the events are counted, even when a line ends the watch (an
-        ERROR event raises)."""
-        counts: dict[str, int] = {}
-        try:
-            for line in lines:
-                etype = self._line(line)
-                if etype:
-                    counts[etype] = counts.get(etype, 0) + 1
-        finally:
-            if counts and self.on_event is not None:
-                for etype, n in counts.items():
-                    self.on_event(self.name, etype, n)
+            # A chunk's lines in one go (no coroutine switch per line); the events are counted per
+            # chunk too, even when a line ends the watch (an ERROR event raises).
+            try:
+                for line in lines:
+                    etype = self._line(line)
+                    if etype:
+                        counts[etype] = counts.get(etype, 0) + 1
+            finally:
+                if counts:
+                    if self.on_event is not None:
+                        for etype, n in counts.items():
+                            self.on_event(self.name, etype, n)
+                    counts.clear()
 
     def _line(self, line: bytes) -> str:
         """Handle one watch line; the type of the event passed to the handler ("" for none)."""

@@ -894,15 +894,13 @@ class StatusUpdater:
         writes.extend(_Write("event", e.namespace, e.name, e.body, e) for e in self.events.due())
         if not writes:
             return
-        # ``concurrency`` senders taking the writes in turn: one task per write (thousands after a
-        # burst) would be made in one step of the event loop and hold it that long.
-        todo = iter(writes)
+        sem = asyncio.Semaphore(self.concurrency)
 
-        async def sender() -> None:
-            for w in todo:
+        async def one(w: _Write) -> None:
+            async with sem:
                 await self._send(w)
 
-        await asyncio.gather(*(sender() for _ in range(min(self.concurrency, len(writes)))))
+        await asyncio.gather(*(one(w) for w in writes))
 
     async def _send(self, w: _Write) -> None:
         if not self.may_write():

@@ -506,28 +506,3 @@ def test_the_reconcile_of_a_failed_pod_event_keeps_a_bind_in_flight() -> None:
         handler.upsert(updated)
     handler.replace([updated])  # the re-list: the API has not seen the bind yet
     assert cache.tasks[uid].status == TaskStatus.BINDING and cache.tasks[uid].node_name == "n1"
-
-
-async def test_a_large_chunk_of_events_is_handled_in_slices_letting_the_loop_run_between() -> None:
-    """What piled up while the loop was busy (one chunk of 600 events) is handled 256 at a time:
-    a task waiting to run gets its turn before the last of them, not after."""
-
-    class OneChunk:
-        async def stream_chunks(self, path, params, timeout=None, on_open=None):  # type: ignore[no-untyped-def]
-            yield [event("ADDED", node_obj(f"n{i}", str(100 + i))) for i in range(600)]
-
-    cache = ClusterCache()
-    reflector = Reflector(
-        OneChunk(), "/api/v1/nodes", Node, KindHandler(cache.upsert_node, cache.delete_node)
-    )  # type: ignore[arg-type]
-    seen: list[int] = []
-
-    async def other_work() -> None:
-        await asyncio.sleep(0)
-        seen.append(len(cache.nodes))
-
-    other = asyncio.create_task(other_work())
-    await reflector.watch()
-    await other
-    assert 0 < seen[0] < 600 and len(cache.nodes) == 600
-    assert reflector.stats.events == 600 and reflector.resource_version == "699"
