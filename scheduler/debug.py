@@ -175,13 +175,14 @@ class DebugApi:
         #: a pod without a PodGroup is a problem once it has waited this long (as for its Event)
         self.grace = grace
 
+    def _waited(self, u: UngroupedPod, now: float) -> tuple[float, float]:
+        """How long an ungrouped pod has waited for its PodGroup, and the grace it has."""
+        return now - u.since, ungrouped_grace(u, self.controllers, self.grace)
+
     def _ungrouped(self) -> list[UngroupedPod]:
+        """The ungrouped pods past their grace: a problem."""
         now = time.monotonic()
-        return [
-            u
-            for u in self.obs.problems.ungrouped_pods
-            if now - u.since >= ungrouped_grace(u, self.controllers, self.grace)
-        ]
+        return [u for u in self.obs.problems.ungrouped_pods if (w := self._waited(u, now))[0] >= w[1]]
 
     @property
     def _result(self) -> SessionResult:
@@ -520,8 +521,8 @@ class DebugApi:
         now = time.monotonic()
         for ungrouped in self.obs.problems.ungrouped_pods:
             if ungrouped.key == key:
-                grace = ungrouped_grace(ungrouped, self.controllers, self.grace)
-                if now - ungrouped.since >= grace:
+                waited, grace = self._waited(ungrouped, now)
+                if waited >= grace:
                     doc.update(
                         status="Pending",
                         problem=NO_PODGROUP,
@@ -533,7 +534,7 @@ class DebugApi:
                     doc.update(
                         status="Pending",
                         reason=f"{ungrouped_reason(ungrouped, self.controllers)} (for"
-                        f" {now - ungrouped.since:.0f}s; a problem after {grace:.0f}s)",
+                        f" {waited:.0f}s; a problem after {grace:.0f}s)",
                     )
                 return doc
         found = self.pod_lookup(namespace, name) if self.pod_lookup is not None else None
