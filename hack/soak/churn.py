@@ -29,6 +29,18 @@ FIT, NOFIT = "churn-fit", "churn-nofit"
 RSS_TOLERANCE = (0.10, 24.0)
 #: entries a map kept per object may hold beyond the live objects (writes still in flight)
 SLACK = 50
+#: a replica started less than this before half-way (seconds) is not judged on its RSS: it was still
+#: listing and filling its cache then (a replica replaced 0.4 s before half-way measured 53 MiB there)
+RSS_WARMUP = 30.0
+
+
+def halfway_record(pid: int, rss: int, led: bool, age: float) -> dict[str, Any]:
+    """What a replica's end is judged against: its RSS half-way and whether it led then; a replica
+    too young then gets a note instead of an RSS judgement."""
+    record: dict[str, Any] = {"pid": pid, "rss_halfway": rss, "led_halfway": led}
+    if age < RSS_WARMUP:
+        record["note"] = f"RSS not judged: started {age:.1f}s before half-way, its cache still filling"
+    return record
 
 
 @dataclass
@@ -134,6 +146,8 @@ def judge_churn(
             ("binder", "issued"): live["pods"],
             ("evictor", "issued"): live["pods"],
             ("status", "pod_conditions"): live["pods"],
+            ("status", "pod_condition_times"): live["pods"],
+            ("status", "pod_conditions_deferred"): live["pods"],
             ("status", "podgroup_status"): live["podgroups"],
             ("status", "observed"): live["podgroups"],
             ("status", "event_objects"): live["pods"] + live["podgroups"] + live["queues"],

@@ -17,7 +17,7 @@ import yaml
 from caldera.config.duration import parse_duration
 from caldera.hack.soak.accounting import check_accounting
 from caldera.hack.soak.checker import BUDGET_WAIT, Checker, CheckerConfig, FaultWindow, binds_bound
-from caldera.hack.soak.churn import Churn, judge_churn
+from caldera.hack.soak.churn import Churn, halfway_record, judge_churn
 from caldera.hack.soak.cluster import SOAK_CONF, cluster_file, create_foreign_pods, dra_node_names
 from caldera.hack.soak.faults import FaultInjector
 from caldera.hack.soak.hardening import Credentials
@@ -254,11 +254,9 @@ class Soak:
         for p in self.supervisor.live():
             rss = rss_bytes(p.sched.pid)
             if rss:
-                churn.stats.replicas[p.sched.name] = {
-                    "pid": p.sched.pid,
-                    "rss_halfway": rss,
-                    "led_halfway": leader is p,
-                }
+                churn.stats.replicas[p.sched.name] = halfway_record(
+                    p.sched.pid, rss, leader is p, time.monotonic() - p.sched.started
+                )
         self.timeline.log(
             f"churn half-way: {churn.stats.created} pods created, {churn.stats.deleted} deleted"
         )

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from caldera.hack.soak.checker import Checker, CheckerConfig
+from caldera.hack.soak.churn import RSS_WARMUP, ChurnStats, halfway_record, judge_churn
 from caldera.hack.soak.report import Summary
 from caldera.hack.soak.sampler import RSS_PER_POD, judge_rss
 
@@ -46,3 +47,18 @@ def test_growth_that_follows_the_pods_is_no_leak_and_growth_without_them_is() ->
     assert (by_name["backlog"]["pods_warm"], by_name["backlog"]["pods_most"]) == (2000, 12000)
     # without the room for those pods, the backlog's RSS would have been judged a leak
     assert by_name["backlog"]["late_mib"] > 1.5 * by_name["backlog"]["warm_mib"] + 64
+
+
+def test_a_replica_started_just_before_the_churns_half_way_is_not_judged_on_its_rss() -> None:
+    """The churn's RSS judgement takes half-way as the reference: a replica replaced 0.4 s before it
+    was still listing (53 MiB there, 137 MiB at the end, with as many pods): no reference at all. One
+    warm by then is judged."""
+    checker = Checker(api=None, config=CheckerConfig(), t0=0.0)  # type: ignore[arg-type]
+    stats = ChurnStats()
+    stats.replicas["replica-4"] = halfway_record(7, 53 * MIB, False, age=0.4)
+    stats.replicas["replica-2"] = halfway_record(8, 53 * MIB, False, age=RSS_WARMUP + 1)
+    for r in stats.replicas.values():
+        r["rss_end"] = 137 * MIB
+    judge_churn(checker, stats, {"pods": 100, "podgroups": 2, "queues": 1})
+    assert [v.detail.split(":")[0] for v in checker.violations] == ["replica-2 rss"]
+    assert stats.replicas["replica-4"]["note"].startswith("RSS not judged: started 0.4s before half-way")
