@@ -20,6 +20,7 @@ opens again, or is dropped with the process when the lease is lost.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -88,6 +89,17 @@ GATED = "SchedulingGated"
 SCHEDULED = "Scheduled"
 #: An unchanged event is not repeated sooner than this.
 EVENT_REPEAT = 600.0
+#: a pending pod's PodScheduled=False condition whose status and reason stay the same is written
+#: again with a new message at most this often (seconds); the newest message goes when the period
+#: ends. Every cycle words a pending pod's reason anew from the nodes it was tried on ("0/83 nodes are
+#: available: 12 Insufficient cpu, ..."), and in a busy cluster the counts move every cycle: a write
+#: per pending pod per cycle (a soak of twice the default load sent 20 of them per binding). Volcano
+#: writes each change (pkg/scheduler/cache/cache.go, ``taskUnschedulable``: ``podConditionHaveUpdate``
+#: compares the message too); kube-scheduler tries an unschedulable pod again no sooner than its
+#: backoff, at most ``podMaxBackoffSeconds`` (10 s by default, pkg/scheduler/apis/config/v1/
+#: defaults.go), or when an event may make it schedulable, and writes the condition when an attempt
+#: changes it. A change of status or reason is written at once.
+CONDITION_MESSAGE_REFRESH = 10.0
 #: a job's phase when its PodGroup names none (``JobInfo.from_podgroup``)
 PENDING = "Pending"
 
@@ -108,6 +120,8 @@ class _Write:
     body: dict[str, Any]
     signature: Any = None
     attempts: int = 0
+    #: the uid of the pod a pod condition write is for ("" for other writes)
+    uid: str = ""
 
 
 @dataclass
@@ -156,6 +170,7 @@ class StatusUpdater:
         may_write: Callable[[], bool] = always,
         binds_waiting: Callable[[], bool] = nothing_waits,
         max_defer: float = MAX_DEFER,
+        message_refresh: float = CONDITION_MESSAGE_REFRESH,
     ) -> None:
         self.client = client
         #: whether binds are queued (``Binder.waiting``): the flush waits for them, up to ``max_defer``
@@ -194,6 +209,15 @@ class StatusUpdater:
         self._failed: set[str] = set()
         self._podgroups: dict[str, PodGroup] = {}
         self._sent_pod: dict[str, Cond] = {}
+        #: how often a pending pod's condition may be written again with only a new message
+        self.message_refresh = message_refresh
+        #: per pod uid, when its PodScheduled condition was last queued for writing
+        self._pod_written_at: dict[str, float] = {}
+        #: per pod uid, the newest condition held back (its message only is new) and when it falls due;
+        #: ``_deferred_due`` orders them by that time (an entry whose pod is no longer deferred, or
+        #: deferred anew, is passed over)
+        self._deferred_pod: dict[str, tuple[float, _Write]] = {}
+        self._deferred_due: list[tuple[float, str]] = []
         #: per involved object (``event_object``), per reason: the last message and when it was sent
         self._sent_events: dict[str, dict[str, tuple[str, float]]] = {}
         self._dirty = asyncio.Event()
@@ -655,14 +679,21 @@ class StatusUpdater:
             # Deleted since the cycle's snapshot: its deletion already went by (``pod_gone``), and
             # what were remembered of it now would stay until the next re-list.
             return
+        uid = task.uid
         cond: Cond = ("PodScheduled", "False", UNSCHEDULABLE, message)
+        shown: Cond | None = None
         for c in task.pod.status.conditions:
-            if c.type == "PodScheduled" and (c.type, c.status, c.reason, c.message) == cond:
-                self._sent_pod.pop(task.uid, None)
-                return
-        if self._sent_pod.get(task.uid) == cond:
+            if c.type == "PodScheduled":
+                shown = (c.type, c.status, c.reason, c.message)
+                break
+        if shown == cond:
+            self._sent_pod.pop(uid, None)
+            self._deferred_pod.pop(uid, None)
             return
-        self._sent_pod[task.uid] = cond
+        last = self._sent_pod.get(uid)
+        if last == cond:
+            self._deferred_pod.pop(uid, None)  # a newer message held back is no longer wanted
+            return
         body = {
             "status": {
                 "conditions": [
@@ -676,7 +707,57 @@ class StatusUpdater:
                 ]
             },
         }
-        self._queue(_Write("pod", task.namespace, task.name, body, cond))
+        write = _Write("pod", task.namespace, task.name, body, cond, uid=uid)
+        now = self.clock()
+        before = last if last is not None else shown
+        written = self._pod_written_at.get(uid)
+        if (
+            before is not None
+            and before[:3] == cond[:3]
+            and written is not None
+            and now < written + self.message_refresh
+        ):
+            # Only the message is new, and the pod's condition was written a moment ago: the newest
+            # message goes when the refresh period ends (``_release_due``).
+            due = written + self.message_refresh
+            if uid not in self._deferred_pod:
+                heapq.heappush(self._deferred_due, (due, uid))
+                self._dirty.set()  # the flusher wakes for it
+            self._deferred_pod[uid] = (due, write)
+            m.POD_CONDITIONS_DEFERRED.inc()
+            return
+        self._deferred_pod.pop(uid, None)
+        self._write_pod_condition(write, now)
+
+    def _write_pod_condition(self, write: _Write, now: float) -> None:
+        self._sent_pod[write.uid] = write.signature
+        self._pod_written_at[write.uid] = now
+        self._queue(write)
+
+    def _release_due(self, now: float) -> None:
+        """The pod conditions held back whose refresh period has ended, queued with their newest
+        message; not for a pod that is gone or placed since (its PodScheduled condition is the API
+        server's to set then)."""
+        heap = self._deferred_due
+        while heap and heap[0][0] <= now:
+            due, uid = heapq.heappop(heap)
+            entry = self._deferred_pod.get(uid)
+            if entry is None or entry[0] != due:
+                continue  # written, wanted no more or forgotten meanwhile
+            del self._deferred_pod[uid]
+            task = self.cache.task(uid)
+            if task is None or task.status != TaskStatus.PENDING or task.node_name:
+                continue
+            self._write_pod_condition(entry[1], now)
+
+    def _next_due(self) -> float | None:
+        """Seconds until the next Event update or held-back pod condition falls due (None: none)."""
+        wait = self.events.next_due()
+        heap = self._deferred_due
+        if heap:
+            pods = max(0.0, heap[0][0] - self.clock())
+            wait = pods if wait is None else min(wait, pods)
+        return wait
 
     # -- the binder's observer ---------------------------------------------------------------------
     def bind_failed(self, task: TaskInfo, node: str, reason: str) -> None:
@@ -788,6 +869,8 @@ class StatusUpdater:
             ("event_objects", len(self._sent_events)),
             ("event_series", len(self.events)),
             ("pending", self.pending),
+            ("pod_condition_times", len(self._pod_written_at)),
+            ("pod_conditions_deferred", len(self._deferred_pod)),
         ]
 
     # -- objects that go ---------------------------------------------------------------------------
@@ -805,6 +888,12 @@ class StatusUpdater:
 
     def _forget_pod(self, uid: str, namespace: str, name: str) -> None:
         self._sent_pod.pop(uid, None)
+        self._pod_written_at.pop(uid, None)
+        self._deferred_pod.pop(uid, None)
+        key = ("pod", namespace, name)
+        unsent = self._pending.get(key)
+        if unsent is not None and unsent.uid == uid:
+            del self._pending[key]  # its pod is gone: the write would only be answered 404
         obj = event_object("Pod", namespace, name, uid)
         self._sent_events.pop(obj, None)
         self.events.forget(obj)
@@ -831,6 +920,11 @@ class StatusUpdater:
                 self._forget_pod(uid, namespace, name)
         for uid in [u for u in self._sent_pod if u not in present]:
             del self._sent_pod[uid]
+        for uid in [u for u in (*self._pod_written_at, *self._deferred_pod) if u not in present]:
+            self._pod_written_at.pop(uid, None)
+            self._deferred_pod.pop(uid, None)
+        for key in [k for k, w in self._pending.items() if w.kind == "pod" and w.uid not in present]:
+            del self._pending[key]
 
     def _podgroup_keys(self, live: list[PodGroup]) -> None:
         present = {f"{pg.metadata.namespace}/{pg.metadata.name}" for pg in live}
@@ -866,7 +960,7 @@ class StatusUpdater:
     async def _run(self) -> None:
         while True:
             # Coalesced Event updates fall due later: wake for them even when nothing else happens.
-            wait = self.events.next_due()
+            wait = self._next_due()
             if wait is None:
                 await self._dirty.wait()
             else:
@@ -889,6 +983,8 @@ class StatusUpdater:
                 log.exception("status flush failed")
 
     async def flush(self) -> None:
+        if self._deferred_due:
+            self._release_due(self.clock())
         writes: list[_Write] = list(self._pending.values())
         self._pending = {}
         writes.extend(_Write("event", e.namespace, e.name, e.body, e) for e in self.events.due())
@@ -952,8 +1048,11 @@ class StatusUpdater:
                     self._dirty.set()
                 return
             log.info("%s %s/%s status write dropped: %s", w.kind, w.namespace, w.name, exc)
-            self._observed.clear()  # recompute every job next cycle, so the dropped wish is made again
-            self._seq = 0
+            if exc.code != 404:
+                # recompute every job next cycle, so the dropped wish is made again (not for an object
+                # that is gone: its deletion takes what is kept of it, and nothing is to be made again)
+                self._observed.clear()
+                self._seq = 0
             if w.kind == "podgroup":
                 self._sent_pg.pop(f"{w.namespace}/{w.name}", None)
             elif w.kind == "native-podgroup":

@@ -19,9 +19,11 @@ class Api:
 
     def __init__(self) -> None:
         self.writes = 0
+        self.paths: list[str] = []
 
     async def request(self, method: str, path: str, **_: Any) -> bytes:
         self.writes += 1
+        self.paths.append(path)
         return b"{}"
 
 
@@ -39,6 +41,8 @@ def sizes(status: StatusUpdater) -> dict[str, int]:
         "by_object": len(events._by_object),
         "gone": len(events._gone),
         "pending": len(status._pending),
+        "pod_written_at": len(status._pod_written_at),
+        "deferred_pod": len(status._deferred_pod),
     }
 
 
@@ -147,3 +151,26 @@ async def test_pods_deleted_after_the_cycles_snapshot_are_not_remembered_by_its_
     await status.flush()
     assert sizes(status)["sent_pod"] == 2  # the two that stay, not the three gone
     assert not [o for o in status._sent_events if "/short-" in o]
+
+
+async def test_a_pod_deleted_before_its_condition_went_out_costs_no_write() -> None:
+    """Churn: the cycle's wishes for three pending pods are queued, and the pods are deleted before
+    the flush. Their writes are dropped with them (each would be answered 404), and what is kept of
+    them goes too."""
+    cache, pods_handler, groups_handler, status = watched()
+    add_gang(pods_handler, groups_handler, "stays", 2)
+    status.observe(unschedulable(cache))
+    await status.flush()
+    before = sizes(status)
+    _, short_lived = add_gang(pods_handler, groups_handler, "short", 3)
+    status.observe(unschedulable(cache))
+    assert sizes(status)["pending"] > before["pending"]
+    for pod in short_lived:
+        pods_handler.delete(pod)
+    api = status.client
+    api.paths.clear()
+    await status.flush()
+    assert not [path for path in api.paths if "/pods/short-" in path]
+    after = sizes(status)
+    for kept in ("sent_pod", "pod_written_at", "deferred_pod", "pending"):
+        assert after[kept] == before[kept], kept

@@ -1,0 +1,141 @@
+"""A pending pod's PodScheduled condition as the status updater writes it: at once when it first
+says why, then, while its status and reason stay (False, Unschedulable), a new message no more than
+once per refresh period, the newest one when the period ends; nothing held back is written for a pod
+placed or deleted meanwhile, and a pod that is gone never makes every job be looked at again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from caldera.cache.store import ClusterCache
+from caldera.framework.result import SessionResult
+from caldera.hack.scenario import gang, load, node
+from caldera.scheduler.status import CONDITION_MESSAGE_REFRESH, StatusUpdater
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def verdict(cache: ClusterCache, why: str) -> SessionResult:
+    """A cycle that found no room for the gang "big", worded ``why``."""
+    snap = cache.snapshot()
+    job = snap.jobs["default/big"]
+    job.job_fit_error = why
+    for uid in job.tasks:
+        job.fit_errors[uid] = why
+    return SessionResult(jobs=snap.jobs)
+
+
+def condition_writes(rec: Any) -> list[tuple[str, str]]:
+    """Each pod status write, as (pod, message)."""
+    return [
+        (path.split("/")[-2], body["status"]["conditions"][0]["message"])
+        for method, path, body in rec.requests
+        if method == "PATCH" and path.startswith("/api/v1/") and path.endswith("/status")
+    ]
+
+
+def pending_gang(rec_client: Any, clock: Clock) -> tuple[ClusterCache, list[Any], StatusUpdater]:
+    _, client = rec_client
+    cache = ClusterCache()
+    pg, pods = gang("big", 2, cpu="16")
+    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
+    return cache, pods, StatusUpdater(client, cache, clock=clock)
+
+
+async def test_a_message_that_moves_every_cycle_is_written_once_per_refresh_period(recorder) -> None:
+    rec, _ = recorder
+    clock = Clock()
+    cache, _, status = pending_gang(recorder, clock)
+    status.observe(verdict(cache, "0/1 nodes are available: 1 Insufficient cpu (cycle 0)."))
+    await status.flush()
+    assert len(condition_writes(rec)) == 2  # the first word on each pod goes at once
+
+    # A busy cluster: each second's cycle words the reason anew (the node counts moved).
+    for cycle in range(1, int(CONDITION_MESSAGE_REFRESH)):
+        clock.now += 1
+        status.observe(verdict(cache, f"0/1 nodes are available: 1 Insufficient cpu (cycle {cycle})."))
+        await status.flush()
+    assert len(condition_writes(rec)) == 2
+
+    clock.now += 1  # the period is over: each pod's newest message goes, once
+    await status.flush()
+    later = condition_writes(rec)[2:]
+    assert sorted(pod for pod, _ in later) == ["big-0", "big-1"]
+    assert all("(cycle 9)" in message for _, message in later)
+
+    clock.now += 3 * CONDITION_MESSAGE_REFRESH  # nothing new to say: nothing more is written
+    await status.flush()
+    assert len(condition_writes(rec)) == 4
+
+
+async def test_a_message_held_back_is_not_written_for_a_pod_placed_meanwhile(recorder) -> None:
+    rec, _ = recorder
+    clock = Clock()
+    cache, pods, status = pending_gang(recorder, clock)
+    status.observe(verdict(cache, "no room (cycle 0)"))
+    await status.flush()
+    clock.now += 1
+    status.observe(verdict(cache, "no room (cycle 1)"))
+    await status.flush()
+    # big-0 is bound by the time the period ends (its watch event came): the API server set its
+    # PodScheduled condition True, which a late False must not undo.
+    bound = msgspec.structs.replace(
+        pods[0],
+        spec=msgspec.structs.replace(pods[0].spec, node_name="n1"),
+        metadata=msgspec.structs.replace(pods[0].metadata, resource_version="99"),
+    )
+    cache.upsert_pod(bound)
+    clock.now += CONDITION_MESSAGE_REFRESH
+    await status.flush()
+    assert condition_writes(rec)[2:] == [("big-1", "no room (cycle 1)")]
+
+
+async def test_a_message_back_to_what_was_written_is_not_written_again(recorder) -> None:
+    rec, _ = recorder
+    clock = Clock()
+    cache, _, status = pending_gang(recorder, clock)
+    status.observe(verdict(cache, "no room"))
+    await status.flush()
+    clock.now += 1
+    status.observe(verdict(cache, "no room on n1 this time"))
+    clock.now += 1
+    status.observe(verdict(cache, "no room"))  # what the pods already say
+    clock.now += CONDITION_MESSAGE_REFRESH
+    await status.flush()
+    assert [message for _, message in condition_writes(rec)] == ["no room", "no room"]
+
+
+async def test_a_pod_whose_write_is_answered_not_found_leaves_the_other_jobs_alone(recorder) -> None:
+    """A pod deleted just before its condition went out: the 404 drops that write, and the next
+    cycle's observation does not look again at every job for it (it did, once per such pod: under a
+    churn of short-lived pending pods, every job at every cycle)."""
+    rec, client = recorder
+    rec.codes["/status"] = 404
+    cache = ClusterCache()
+    pg, pods = gang("big", 2, cpu="16")
+    other, others = gang("other", 1, cpu="16")
+    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg, other], pods=[*pods, *others])
+    status = StatusUpdater(client, cache)
+    looked: list[str] = []
+    real = status._observe_job
+
+    def spy(key: str, job: Any) -> None:
+        looked.append(key)
+        real(key, job)
+
+    status._observe_job = spy  # type: ignore[method-assign]
+    result = verdict(cache, "no room")
+    status.observe(result)
+    await status.flush()
+    assert len(condition_writes(rec)) == 2  # answered 404 each
+    looked.clear()
+    status.observe(SessionResult(jobs=result.jobs, seq=result.seq))
+    assert looked == []
