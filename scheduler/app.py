@@ -14,6 +14,7 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,33 @@ EXIT_BAD_CONF = 2
 EXIT_CANNOT_START = 3
 #: the cache's problem list is rebuilt at most this often (seconds)
 PROBLEMS_MAX_AGE = 1.0
+#: once the lease is lost, the longest the replica takes to stop before it exits anyway (seconds).
+#: kube-scheduler exits at once (cmd/kube-scheduler/app/server.go, ``OnStoppedLeading``:
+#: ``klog.FlushAndExit(klog.ExitFlushTimeout, 1)``); this replica first gives its queued binds back
+#: and stops its workers, and a step of that which never ends (seen in a soak: the replica stayed up,
+#: leading nothing, for minutes) must not keep it from exiting, for only an exit makes the Deployment
+#: start it again.
+LOST_LEASE_EXIT_AFTER = 15.0
+
+
+def await_chain(task: asyncio.Task[Any]) -> str:
+    """Where a task waits: each coroutine of its await chain, outermost first ("fn (file:line)")."""
+    links: list[str] = []
+    obj: Any = task.get_coro()
+    while obj is not None and len(links) < 12:
+        frame = (
+            getattr(obj, "cr_frame", None) or getattr(obj, "ag_frame", None) or getattr(obj, "gi_frame", None)
+        )
+        if frame is None:
+            break
+        code = frame.f_code
+        links.append(f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})")
+        obj = (
+            getattr(obj, "cr_await", None)
+            or getattr(obj, "ag_await", None)
+            or getattr(obj, "gi_yieldfrom", None)
+        )
+    return " > ".join(links) or repr(task.get_coro())
 
 
 @dataclass
@@ -129,6 +157,10 @@ class SchedulerApp:
         self.cluster = cluster
         self.started = asyncio.Event()
         self.exit_code: int | None = None
+        #: after losing the lease: how long stopping may take, and how the process then exits
+        self.lost_lease_exit_after = LOST_LEASE_EXIT_AFTER
+        self.hard_exit: Callable[[int], object] = os._exit
+        self._exit_watchdog: asyncio.TimerHandle | None = None
         self.client: ApiClient | None = None
         self.cache = ClusterCache(options.scheduler_names, options.default_queue)
         self.conf = ConfSource(options.scheduler_conf, registry, poll_interval=options.conf_poll_interval)
@@ -449,6 +481,9 @@ class SchedulerApp:
             if lost:
                 # Stop at once: no further cycle, no further bind.
                 self._leading = False
+                self._exit_watchdog = asyncio.get_running_loop().call_later(
+                    self.lost_lease_exit_after, self._exit_overdue, EXIT_LOST_LEASE
+                )
                 loop_stop.set()
                 await self.binder.abort()
                 code = EXIT_LOST_LEASE
@@ -488,7 +523,26 @@ class SchedulerApp:
                     REGISTRY.unregister(collector)
             await client.close()
             self.exit_code = code
+            if self._exit_watchdog is not None:
+                self._exit_watchdog.cancel()
             log.info("caldera-scheduler stopped (exit %d)", code)
+
+    def _exit_overdue(self, code: int) -> None:
+        """The lease was lost ``lost_lease_exit_after`` seconds ago and the replica has not stopped:
+        one line says what had not ended, then the process exits."""
+        stuck = sorted(
+            f"{task.get_name()}: {await_chain(task)}" for task in asyncio.all_tasks() if not task.done()
+        )
+        log.error(
+            "still not stopped %.0fs after losing the leader lease; exiting now (exit %d). Not ended: %s",
+            self.lost_lease_exit_after,
+            code,
+            "; ".join(stuck) or "nothing",
+        )
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        self.hard_exit(code)
 
     async def _watch_sync(self, stop: asyncio.Event) -> None:
         assert self.informers is not None

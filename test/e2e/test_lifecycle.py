@@ -153,6 +153,48 @@ async def test_a_replica_that_loses_the_lease_stops_at_once(api: Api, start_sche
     assert (await api.node_of())["two-0"] == ""
 
 
+async def test_a_replica_whose_stopping_hangs_after_losing_the_lease_exits_anyway(
+    api: Api, start_scheduler, caplog
+) -> None:
+    """A step of stopping that never ends (here the evictor's) must not keep a replica that lost the
+    lease running: after the grace it says what had not ended and exits 1, so that it is started
+    again (seen in a soak: a replica stayed up for minutes after losing the lease, leading nothing)."""
+    await api.node("n1", cpu="64")
+    running = await start_scheduler(
+        leader_elect=True,
+        lease_namespace=DEPLOY_NS,
+        lease_duration=2.0,
+        renew_deadline=1.5,
+        retry_period=0.2,
+        identity="replica-a",
+    )
+    app = running.app
+    exits: list[int] = []
+    app.lost_lease_exit_after = 0.5
+    app.hard_exit = exits.append  # instead of os._exit, which would end the test run
+    release = asyncio.Event()
+
+    async def evictor_stop_that_hangs() -> None:
+        await release.wait()
+
+    app.evictor.stop = evictor_stop_that_hangs  # type: ignore[method-assign]
+    await eventually(lambda: _is(api, "replica-a"))
+    lease = await api.get(f"{LEASES}/caldera")
+    lease["spec"]["holderIdentity"] = "intruder"
+    lease["spec"]["leaseDurationSeconds"] = 3600
+    await api.client.request("PUT", f"{LEASES}/caldera", body=lease)
+
+    async def exited() -> bool:
+        return exits == [1]
+
+    await eventually(exited, timeout=10)
+    assert not running.task.done()  # it was still stopping: the exit did not wait for it
+    line = next(r.getMessage() for r in caplog.records if "still not stopped" in r.getMessage())
+    assert "evictor_stop_that_hangs (test_lifecycle.py:" in line
+    release.set()  # let the in-process app finish (a real process has exited by now)
+    assert await asyncio.wait_for(running.task, 10) == 1
+
+
 async def _is(api: Api, who: str) -> bool:
     return await _holder(api) == who
 
