@@ -9,6 +9,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -128,9 +129,10 @@ async def test_leader_failover_within_the_lease_duration(
                 await p.wait()
 
 
-async def test_a_replica_that_loses_the_lease_stops_at_once(api: Api, start_scheduler) -> None:
+async def _leader(api: Api, start_scheduler) -> Any:
+    """One replica, "replica-a", leading with a short lease."""
     await api.node("n1", cpu="64")
-    running = await start_scheduler(
+    return await start_scheduler(
         leader_elect=True,
         lease_namespace=DEPLOY_NS,
         lease_duration=2.0,
@@ -138,14 +140,22 @@ async def test_a_replica_that_loses_the_lease_stops_at_once(api: Api, start_sche
         retry_period=0.2,
         identity="replica-a",
     )
-    await eventually(lambda: _is(api, "replica-a"))
-    await api.gang("one", 1)
-    await eventually(lambda: _bound(api, "one-0"))
-    # Someone else takes the lease (as after a long pause of ours).
+
+
+async def _take_the_lease(api: Api) -> None:
+    """Someone else takes the lease (as after a long pause of the leader's)."""
     lease = await api.get(f"{LEASES}/caldera")
     lease["spec"]["holderIdentity"] = "intruder"
     lease["spec"]["leaseDurationSeconds"] = 3600
     await api.client.request("PUT", f"{LEASES}/caldera", body=lease)
+
+
+async def test_a_replica_that_loses_the_lease_stops_at_once(api: Api, start_scheduler) -> None:
+    running = await _leader(api, start_scheduler)
+    await eventually(lambda: _is(api, "replica-a"))
+    await api.gang("one", 1)
+    await eventually(lambda: _bound(api, "one-0"))
+    await _take_the_lease(api)
     code = await asyncio.wait_for(running.task, 5)
     assert code == 1
     await api.gang("two", 1)
@@ -159,15 +169,7 @@ async def test_a_replica_whose_stopping_hangs_after_losing_the_lease_exits_anywa
     """A step of stopping that never ends (here the evictor's) must not keep a replica that lost the
     lease running: after the grace it says what had not ended and exits 1, so that it is started
     again (seen in a soak: a replica stayed up for minutes after losing the lease, leading nothing)."""
-    await api.node("n1", cpu="64")
-    running = await start_scheduler(
-        leader_elect=True,
-        lease_namespace=DEPLOY_NS,
-        lease_duration=2.0,
-        renew_deadline=1.5,
-        retry_period=0.2,
-        identity="replica-a",
-    )
+    running = await _leader(api, start_scheduler)
     app = running.app
     exits: list[int] = []
     app.lost_lease_exit_after = 0.5
@@ -179,10 +181,7 @@ async def test_a_replica_whose_stopping_hangs_after_losing_the_lease_exits_anywa
 
     app.evictor.stop = evictor_stop_that_hangs  # type: ignore[method-assign]
     await eventually(lambda: _is(api, "replica-a"))
-    lease = await api.get(f"{LEASES}/caldera")
-    lease["spec"]["holderIdentity"] = "intruder"
-    lease["spec"]["leaseDurationSeconds"] = 3600
-    await api.client.request("PUT", f"{LEASES}/caldera", body=lease)
+    await _take_the_lease(api)
 
     async def exited() -> bool:
         return exits == [1]

@@ -245,6 +245,11 @@ def _watched_web_gang() -> tuple[ClusterCache, list[Any], StatusUpdater, list[An
     pg, pods = gang("web", 2, cpu="1")
     load(cache, nodes=[node("n1", cpu="4")], podgroups=[pg], pods=pods)
     status = StatusUpdater(ApiClient(ClusterConfig(host="http://127.0.0.1:9")), cache)
+    return cache, pods, status, spy_on_looks(status)
+
+
+def spy_on_looks(status: StatusUpdater) -> list[Any]:
+    """Each job the updater looks at from now on (the job itself), in order; it looks as usual."""
     looked: list[Any] = []
     real = status._observe_job
 
@@ -253,7 +258,7 @@ def _watched_web_gang() -> tuple[ClusterCache, list[Any], StatusUpdater, list[An
         real(key, job)
 
     status._observe_job = spy  # type: ignore[method-assign]
-    return cache, pods, status, looked
+    return looked
 
 
 def test_a_job_is_looked_at_again_only_when_its_state_changed() -> None:

@@ -14,6 +14,8 @@ from caldera.framework.result import SessionResult
 from caldera.hack.scenario import gang, load, node
 from caldera.scheduler.status import CONDITION_MESSAGE_REFRESH, StatusUpdater
 
+from .test_status import spy_on_looks
+
 
 class Clock:
     def __init__(self) -> None:
@@ -124,14 +126,7 @@ async def test_a_pod_whose_write_is_answered_not_found_leaves_the_other_jobs_alo
     other, others = gang("other", 1, cpu="16")
     load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg, other], pods=[*pods, *others])
     status = StatusUpdater(client, cache)
-    looked: list[str] = []
-    real = status._observe_job
-
-    def spy(key: str, job: Any) -> None:
-        looked.append(key)
-        real(key, job)
-
-    status._observe_job = spy  # type: ignore[method-assign]
+    looked = spy_on_looks(status)
     result = verdict(cache, "no room")
     status.observe(result)
     await status.flush()
