@@ -100,6 +100,10 @@ EVENT_REPEAT = 600.0
 #: defaults.go), or when an event may make it schedulable, and writes the condition when an attempt
 #: changes it. A change of status or reason is written at once.
 CONDITION_MESSAGE_REFRESH = 10.0
+#: ...and however many pods wait for such a refresh, those refreshes add no more than this many writes
+#: a second: with more pods waiting, each waits longer (a soak with 8,000 pending gang pods whose
+#: message moved every cycle sent 800 a second at one per pod per 10 s)
+CONDITION_MESSAGE_RATE = 100.0
 #: a job's phase when its PodGroup names none (``JobInfo.from_podgroup``)
 PENDING = "Pending"
 
@@ -171,6 +175,7 @@ class StatusUpdater:
         binds_waiting: Callable[[], bool] = nothing_waits,
         max_defer: float = MAX_DEFER,
         message_refresh: float = CONDITION_MESSAGE_REFRESH,
+        message_rate: float = CONDITION_MESSAGE_RATE,
     ) -> None:
         self.client = client
         #: whether binds are queued (``Binder.waiting``): the flush waits for them, up to ``max_defer``
@@ -211,6 +216,7 @@ class StatusUpdater:
         self._sent_pod: dict[str, Cond] = {}
         #: how often a pending pod's condition may be written again with only a new message
         self.message_refresh = message_refresh
+        self.message_rate = message_rate
         #: per pod uid, when its PodScheduled condition was last queued for writing
         self._pod_written_at: dict[str, float] = {}
         #: per pod uid, the newest condition held back (its message only is new) and when it falls due;
@@ -711,22 +717,22 @@ class StatusUpdater:
         now = self.clock()
         before = last if last is not None else shown
         written = self._pod_written_at.get(uid)
-        if (
-            before is not None
-            and before[:3] == cond[:3]
-            and written is not None
-            and now < written + self.message_refresh
-        ):
-            # Only the message is new, and the pod's condition was written a moment ago: the newest
-            # message goes when the refresh period ends (``_release_due``).
-            due = written + self.message_refresh
-            if uid not in self._deferred_pod:
-                heapq.heappush(self._deferred_due, (due, uid))
-                self._dirty.set()  # the flusher wakes for it
-            self._deferred_pod[uid] = (due, write)
+        held = self._deferred_pod.get(uid)
+        if held is not None:
+            # Already held back: the newest message replaces the one held, due as it was.
+            self._deferred_pod[uid] = (held[0], write)
             m.POD_CONDITIONS_DEFERRED.inc()
             return
-        self._deferred_pod.pop(uid, None)
+        if before is not None and before[:3] == cond[:3] and written is not None:
+            # Only the message is new: it goes once the pod's refresh period has passed since its
+            # last write, a period as long as the pods already waiting need to stay within the rate.
+            due = written + max(self.message_refresh, len(self._deferred_pod) / self.message_rate)
+            if now < due:
+                heapq.heappush(self._deferred_due, (due, uid))
+                self._dirty.set()  # the flusher wakes for it
+                self._deferred_pod[uid] = (due, write)
+                m.POD_CONDITIONS_DEFERRED.inc()
+                return
         self._write_pod_condition(write, now)
 
     def _write_pod_condition(self, write: _Write, now: float) -> None:

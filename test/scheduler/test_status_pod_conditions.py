@@ -78,6 +78,27 @@ async def test_a_message_that_moves_every_cycle_is_written_once_per_refresh_peri
     assert len(condition_writes(rec)) == 4
 
 
+async def test_refreshes_of_many_pods_stay_within_the_rate(recorder) -> None:
+    """However many pending pods have a new message, their refreshes add no more than the rate: with
+    one refresh a tenth of a second allowed, the third pod held back waits 20 s, not 10."""
+    rec, client = recorder
+    clock = Clock()
+    cache = ClusterCache()
+    pg, pods = gang("big", 3, cpu="16")
+    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
+    status = StatusUpdater(client, cache, clock=clock, message_refresh=10.0, message_rate=0.1)
+    status.observe(verdict(cache, "no room (cycle 0)"))
+    await status.flush()
+    clock.now += 1
+    status.observe(verdict(cache, "no room (cycle 1)"))
+    clock.now += 9  # 10 s after the first writes: two pods' refreshes fit in the rate by then
+    await status.flush()
+    assert sorted(pod for pod, _ in condition_writes(rec)[3:]) == ["big-0", "big-1"]
+    clock.now += 10
+    await status.flush()
+    assert condition_writes(rec)[5:] == [("big-2", "no room (cycle 1)")]
+
+
 async def test_a_message_held_back_is_not_written_for_a_pod_placed_meanwhile(recorder) -> None:
     rec, _ = recorder
     clock = Clock()
