@@ -104,6 +104,8 @@ CONDITION_MESSAGE_REFRESH = 10.0
 #: a second: with more pods waiting, each waits longer (a soak with 8,000 pending gang pods whose
 #: message moved every cycle sent 800 a second at one per pod per 10 s)
 CONDITION_MESSAGE_RATE = 100.0
+#: memos of jobs gone (``_observed``) kept before an observation drops them all
+OBSERVED_LEFTOVERS = 32
 #: a job's phase when its PodGroup names none (``JobInfo.from_podgroup``)
 PENDING = "Pending"
 
@@ -285,7 +287,10 @@ class StatusUpdater:
         m.STATUS_REMEMBERED.labels("podgroup").set(len(self._sent_pg))
         m.STATUS_REMEMBERED.labels("event_series").set(len(self.events))
         observed = self._observed
-        if len(observed) > len(jobs) * 2 + 100:
+        if len(observed) > len(jobs) + OBSERVED_LEFTOVERS:
+            # jobs gone whose deletion did not reach ``podgroup_gone`` (a native PodGroup: its watch is
+            # not subscribed): a scan once they are that many (a write answered 404 used to clear the
+            # whole memo, which hid them)
             for key in [k for k in observed if k not in jobs]:
                 del observed[key]
         native = self._sent_native
