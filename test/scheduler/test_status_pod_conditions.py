@@ -44,12 +44,15 @@ def condition_writes(rec: Any) -> list[tuple[str, str]]:
     ]
 
 
-def pending_gang(rec_client: Any, clock: Clock) -> tuple[ClusterCache, list[Any], StatusUpdater]:
+def pending_gang(
+    rec_client: Any, clock: Clock, size: int = 2, **updater: Any
+) -> tuple[ClusterCache, list[Any], StatusUpdater]:
+    """A gang "big" of ``size`` that fits nowhere, and a status updater on the clock."""
     _, client = rec_client
     cache = ClusterCache()
-    pg, pods = gang("big", 2, cpu="16")
+    pg, pods = gang("big", size, cpu="16")
     load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
-    return cache, pods, StatusUpdater(client, cache, clock=clock)
+    return cache, pods, StatusUpdater(client, cache, clock=clock, **updater)
 
 
 async def test_a_message_that_moves_every_cycle_is_written_once_per_refresh_period(recorder) -> None:
@@ -81,12 +84,9 @@ async def test_a_message_that_moves_every_cycle_is_written_once_per_refresh_peri
 async def test_refreshes_of_many_pods_stay_within_the_rate(recorder) -> None:
     """However many pending pods have a new message, their refreshes add no more than the rate: with
     one refresh a tenth of a second allowed, the third pod held back waits 20 s, not 10."""
-    rec, client = recorder
+    rec, _ = recorder
     clock = Clock()
-    cache = ClusterCache()
-    pg, pods = gang("big", 3, cpu="16")
-    load(cache, nodes=[node("n1", cpu="8")], podgroups=[pg], pods=pods)
-    status = StatusUpdater(client, cache, clock=clock, message_refresh=10.0, message_rate=0.1)
+    cache, _, status = pending_gang(recorder, clock, 3, message_refresh=10.0, message_rate=0.1)
     status.observe(verdict(cache, "no room (cycle 0)"))
     await status.flush()
     clock.now += 1
