@@ -162,6 +162,7 @@ class KindHandler(Generic[T]):
         dirty, self.dirty = self.dirty, {}
         for obj in objects:
             k = self._keyfn(obj)
+            seen[k] = obj
             old = self.known.get(k)
             # A dirty key is applied again whatever its version: its last event did not go through.
             # (An upsert, not a delete then an upsert: the cache's upsert replaces what it holds for
@@ -171,12 +172,7 @@ class KindHandler(Generic[T]):
                 and old is not None
                 and old.metadata.resource_version == obj.metadata.resource_version  # type: ignore[attr-defined]
             ):
-                # Unchanged: the object already held stays, the one just decoded is dropped (keeping
-                # the new one here while the cache keeps the old would hold every unchanged object
-                # twice after each re-list).
-                seen[k] = old
                 continue
-            seen[k] = obj
             self._guard(self._upsert, obj, k)
         for k, old in self.known.items():
             if k not in seen:
@@ -186,9 +182,8 @@ class KindHandler(Generic[T]):
             if k not in seen and k not in self.known and last is not None:
                 self._guard(self._delete, last, k)  # a delete that failed
         self.known = seen
-        held = list(seen.values())
         for sub in self.subscribers:
-            self._guard_all(sub.replace, held)
+            self._guard_all(sub.replace, objects)
         if self.on_change is not None:
             self.on_change()
         self._raise_failed()

@@ -207,35 +207,6 @@ def test_relist_of_unchanged_objects_costs_nothing() -> None:
     assert calls == ["up b", "del b"]
 
 
-def test_a_relist_keeps_the_objects_held_not_equal_copies_of_them() -> None:
-    """After a re-list, the handler's objects are the cache's own: an unchanged object decoded again
-    is dropped (kept, the cache would hold one copy and the handler another, every object twice)."""
-    cache = ClusterCache()
-    handler: KindHandler[Node] = KindHandler(cache.upsert_node, cache.delete_node)
-    seen: list[list[Node]] = []
-
-    class Subscriber:
-        def replace(self, objects: list[Node]) -> None:
-            seen.append(objects)
-
-        def upsert(self, obj: Node) -> None:
-            pass
-
-        def delete(self, obj: Node) -> None:
-            pass
-
-    handler.subscribe(Subscriber())
-    handler.replace([msgspec.convert(node_obj(n, "1"), Node) for n in ("a", "b")])
-    held = {name: info.node for name, info in cache.node_infos().items()}
-    again = [msgspec.convert(node_obj(n, "1"), Node) for n in ("a", "b")]
-    changed = msgspec.convert(node_obj("b", "2"), Node)
-    handler.replace([again[0], changed])
-    assert handler.known["a"] is held["a"] and handler.known["a"] is not again[0]
-    assert handler.known["b"] is changed  # a changed object is the new one, in the cache too
-    assert cache.node_infos()["b"].node is changed
-    assert [n is handler.known[n.metadata.name] for n in seen[-1]] == [True, True]
-
-
 @pytest.mark.parametrize("code", [403, 404])
 async def test_an_optional_kind_that_cannot_be_listed_counts_as_empty(code: int) -> None:
     """PDBs and storage kinds are optional: a cluster that does not serve them (404), or an older
