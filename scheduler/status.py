@@ -97,8 +97,9 @@ EVENT_REPEAT = 600.0
 #: writes each change (pkg/scheduler/cache/cache.go, ``taskUnschedulable``: ``podConditionHaveUpdate``
 #: compares the message too); kube-scheduler tries an unschedulable pod again no sooner than its
 #: backoff, at most ``podMaxBackoffSeconds`` (10 s by default, pkg/scheduler/apis/config/v1/
-#: defaults.go), or when an event may make it schedulable, and writes the condition when an attempt
-#: changes it. A change of status or reason is written at once.
+#: defaults.go, ``SetDefaults_KubeSchedulerConfiguration``), or when an event may make it
+#: schedulable, and writes the condition when an attempt changes it. A change of status or reason is
+#: written at once.
 CONDITION_MESSAGE_REFRESH = 10.0
 #: ...and however many pods wait for such a refresh, those refreshes add no more than this many writes
 #: a second: with more pods waiting, each waits longer (a soak with 8,000 pending gang pods whose
