@@ -39,11 +39,13 @@ STATUS_WRITES = Counter(
     "Status writes sent to the API server, by kind and result.",
     ["kind", "result"],
 )
-POD_CONDITIONS_DEFERRED = Counter(
-    "caldera_pod_condition_messages_deferred_total",
-    "New messages of a pending pod's PodScheduled=False condition held back because the pod's"
-    " condition was written less than a refresh period ago (its status and reason unchanged); the"
+CONDITION_MESSAGES_DEFERRED = Counter(
+    "caldera_condition_messages_deferred_total",
+    "New messages of a pending pod's PodScheduled=False condition (kind pod) or a pending PodGroup's"
+    " Unschedulable condition (kind podgroup, native-podgroup) held back because the object's status"
+    " was written less than a refresh period ago (its status, reason, phase and counts unchanged); the"
     " newest is written when the period ends.",
+    ["kind"],
 )
 CLAIM_WRITES = Counter(  # scheduler/binder.py: PreBind's writes of a pod's ResourceClaims
     "caldera_resourceclaim_writes_total",

@@ -20,7 +20,6 @@ opens again, or is dropped with the process when the lease is lost.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -54,6 +53,7 @@ from caldera.scheduler.problems import (
     ungrouped_reason,
     unreadable_reason,
 )
+from caldera.scheduler.refresh import HeldRefreshes
 
 log = logging.getLogger("caldera.status")
 
@@ -155,6 +155,12 @@ def gang_message(job: JobInfo) -> str:
     return one_line(job)
 
 
+def only_messages_differ(before: Signature, after: Signature) -> bool:
+    """Whether a PodGroup status ``after`` says what ``before`` did but for its conditions' messages:
+    the same phase and counts, the same conditions with the same status and reason."""
+    return before[:4] == after[:4] and [c[:3] for c in before[4]] == [c[:3] for c in after[4]]
+
+
 def nothing_waits() -> bool:
     """``binds_waiting`` of an updater with no binder beside it."""
     return False
@@ -220,13 +226,11 @@ class StatusUpdater:
         #: how often a pending pod's condition may be written again with only a new message
         self.message_refresh = message_refresh
         self.message_rate = message_rate
-        #: per pod uid, when its PodScheduled condition was last queued for writing
-        self._pod_written_at: dict[str, float] = {}
-        #: per pod uid, the newest condition held back (its message only is new) and when it falls due;
-        #: ``_deferred_due`` orders them by that time (an entry whose pod is no longer deferred, or
-        #: deferred anew, is passed over)
-        self._deferred_pod: dict[str, tuple[float, _Write]] = {}
-        self._deferred_due: list[tuple[float, str]] = []
+        #: per pod uid, when its PodScheduled condition was last queued for writing, and the newest
+        #: condition held back (its message only is new) with the time it falls due
+        self._pod_refresh: HeldRefreshes[_Write] = HeldRefreshes()
+        #: the same per PodGroup (job key, Volcano's or native): its Unschedulable message
+        self._pg_refresh: HeldRefreshes[_Write] = HeldRefreshes()
         #: per involved object (``event_object``), per reason: the last message and when it was sent
         self._sent_events: dict[str, dict[str, tuple[str, float]]] = {}
         self._dirty = asyncio.Event()
@@ -300,6 +304,10 @@ class StatusUpdater:
             # it starts and stops with discovery): what is kept follows the live jobs
             for key in [k for k in native if k not in jobs]:
                 del native[key]
+        if len(self._pg_refresh.written_at) > len(jobs) + OBSERVED_LEFTOVERS:
+            # the same for when PodGroups were last written (a Volcano PodGroup's deletion forgets
+            # its own at once)
+            self._pg_refresh.keep_only(jobs)
         for key in [k for k in self._disruptions if k not in jobs]:
             del self._disruptions[key]  # the PodGroup is gone
 
@@ -455,9 +463,13 @@ class StatusUpdater:
             pg.status.failed,
             tuple(sorted((c.type, c.status, c.reason, c.message) for c in pg.status.conditions)),
         )
+        sent = self._sent_pg.get(key)
         if signature == current:
             self._sent_pg.pop(key, None)
-        elif self._sent_pg.get(key) != signature:
+            self._pg_refresh.drop(key)
+        elif sent == signature:
+            self._pg_refresh.drop(key)  # a newer message held back is no longer wanted
+        else:
             stamp = now_rfc3339()
             conditions = []
             for ctype, status, reason, msg in sorted(conds.values()):
@@ -481,8 +493,21 @@ class StatusUpdater:
                     "conditions": conditions,
                 }
             }
-            self._sent_pg[key] = signature
-            self._queue(_Write("podgroup", pg.metadata.namespace, pg.metadata.name, body, signature))
+            write = _Write("podgroup", pg.metadata.namespace, pg.metadata.name, body, signature)
+            now = self.clock()
+            if self._pg_refresh.hold(
+                key,
+                write,
+                only_messages_differ(sent or current, signature) and not self._unsent(write),
+                now,
+                self._refresh_period(),
+            ):
+                self._dirty.set()
+                m.CONDITION_MESSAGES_DEFERRED.labels("podgroup").inc()
+            else:
+                self._sent_pg[key] = signature
+                self._pg_refresh.written(key, now)
+                self._queue(write)
 
         if unschedulable:
             self.event_for_podgroup(pg, "Warning", "FailedScheduling", message)
@@ -602,8 +627,11 @@ class StatusUpdater:
 
         if all(held(cond) for cond in wanted):
             self._sent_native.pop(key, None)
+            self._pg_refresh.drop(key)
             return
-        if self._sent_native.get(key) == wanted:
+        sent = self._sent_native.get(key)
+        if sent == wanted:
+            self._pg_refresh.drop(key)  # a newer message held back is no longer wanted
             return
         now = now_rfc3339()
         types = {cond[0] for cond in wanted}
@@ -636,9 +664,29 @@ class StatusUpdater:
                     "observedGeneration": pg.metadata.generation,
                 }
             )
-        self._sent_native[key] = wanted
         body = {"status": {"conditions": conditions}}
-        self._queue(_Write("native-podgroup", pg.metadata.namespace, pg.metadata.name, body, wanted))
+        write = _Write("native-podgroup", pg.metadata.namespace, pg.metadata.name, body, wanted)
+        before = (
+            sent
+            if sent is not None
+            else tuple(
+                (c.type, c.status, c.reason, c.message) for c in pg.status.conditions if c.type in types
+            )
+        )
+        clock = self.clock()
+        if self._pg_refresh.hold(
+            key,
+            write,
+            sorted(c[:3] for c in before) == sorted(c[:3] for c in wanted) and not self._unsent(write),
+            clock,
+            self._refresh_period(),
+        ):
+            self._dirty.set()
+            m.CONDITION_MESSAGES_DEFERRED.labels("native-podgroup").inc()
+            return
+        self._sent_native[key] = wanted
+        self._pg_refresh.written(key, clock)
+        self._queue(write)
 
     def _group(self, job: str) -> PodGroup | NativePodGroup | None:
         """The Volcano or native PodGroup of job key ``job``."""
@@ -700,11 +748,11 @@ class StatusUpdater:
                 break
         if shown == cond:
             self._sent_pod.pop(uid, None)
-            self._deferred_pod.pop(uid, None)
+            self._pod_refresh.drop(uid)
             return
         last = self._sent_pod.get(uid)
         if last == cond:
-            self._deferred_pod.pop(uid, None)  # a newer message held back is no longer wanted
+            self._pod_refresh.drop(uid)  # a newer message held back is no longer wanted
             return
         body = {
             "status": {
@@ -720,55 +768,64 @@ class StatusUpdater:
             },
         }
         write = _Write("pod", task.namespace, task.name, body, cond, uid=uid)
-        now = self.clock()
         before = last if last is not None else shown
-        written = self._pod_written_at.get(uid)
-        held = self._deferred_pod.get(uid)
-        if held is not None:
-            # Already held back: the newest message replaces the one held, due as it was.
-            self._deferred_pod[uid] = (held[0], write)
-            m.POD_CONDITIONS_DEFERRED.inc()
+        now = self.clock()
+        if self._pod_refresh.hold(
+            uid,
+            write,
+            before is not None and before[:3] == cond[:3] and not self._unsent(write),
+            now,
+            self._refresh_period(),
+        ):
+            self._dirty.set()  # the flusher wakes for it
+            m.CONDITION_MESSAGES_DEFERRED.labels("pod").inc()
             return
-        if before is not None and before[:3] == cond[:3] and written is not None:
-            # Only the message is new: it goes once the pod's refresh period has passed since its
-            # last write, a period as long as the pods already waiting need to stay within the rate.
-            due = written + max(self.message_refresh, len(self._deferred_pod) / self.message_rate)
-            if now < due:
-                heapq.heappush(self._deferred_due, (due, uid))
-                self._dirty.set()  # the flusher wakes for it
-                self._deferred_pod[uid] = (due, write)
-                m.POD_CONDITIONS_DEFERRED.inc()
-                return
         self._write_pod_condition(write, now)
+
+    def _unsent(self, write: _Write) -> bool:
+        """Whether a write for the same object waits in the queue: replacing it costs no write."""
+        return (write.kind, write.namespace, write.name) in self._pending
+
+    def _refresh_period(self) -> float:
+        """How long after an object's last status write a new message alone waits: the refresh
+        period, or longer when so many wait that their refreshes would exceed the rate."""
+        waiting = len(self._pod_refresh) + len(self._pg_refresh)
+        return max(self.message_refresh, waiting / self.message_rate)
 
     def _write_pod_condition(self, write: _Write, now: float) -> None:
         self._sent_pod[write.uid] = write.signature
-        self._pod_written_at[write.uid] = now
+        self._pod_refresh.written(write.uid, now)
         self._queue(write)
 
     def _release_due(self, now: float) -> None:
-        """The pod conditions held back whose refresh period has ended, queued with their newest
-        message; not for a pod that is gone or placed since (its PodScheduled condition is the API
-        server's to set then)."""
-        heap = self._deferred_due
-        while heap and heap[0][0] <= now:
-            due, uid = heapq.heappop(heap)
-            entry = self._deferred_pod.get(uid)
-            if entry is None or entry[0] != due:
-                continue  # written, wanted no more or forgotten meanwhile
-            del self._deferred_pod[uid]
+        """The status writes held back whose refresh period has ended, queued with their newest
+        message: not for a pod gone or placed since (its PodScheduled condition is the API server's
+        to set then), nor for a PodGroup gone."""
+        for uid, write in self._pod_refresh.due(now):
             task = self.cache.task(uid)
             if task is None or task.status != TaskStatus.PENDING or task.node_name:
                 continue
-            self._write_pod_condition(entry[1], now)
+            self._write_pod_condition(write, now)
+        for key, write in self._pg_refresh.due(now):
+            if write.kind == "podgroup":
+                if self.cache.podgroup(key) is None:
+                    continue
+                self._sent_pg[key] = write.signature
+            else:
+                if self.cache.native_podgroup(key) is None:
+                    continue
+                self._sent_native[key] = write.signature
+            self._pg_refresh.written(key, now)
+            self._queue(write)
 
     def _next_due(self) -> float | None:
-        """Seconds until the next Event update or held-back pod condition falls due (None: none)."""
+        """Seconds until the next Event update or held-back status write falls due (None: none)."""
         wait = self.events.next_due()
-        heap = self._deferred_due
-        if heap:
-            pods = max(0.0, heap[0][0] - self.clock())
-            wait = pods if wait is None else min(wait, pods)
+        for refresh in (self._pod_refresh, self._pg_refresh):
+            due = refresh.next_due()
+            if due is not None:
+                held = max(0.0, due - self.clock())
+                wait = held if wait is None else min(wait, held)
         return wait
 
     # -- the binder's observer ---------------------------------------------------------------------
@@ -881,8 +938,10 @@ class StatusUpdater:
             ("event_objects", len(self._sent_events)),
             ("event_series", len(self.events)),
             ("pending", self.pending),
-            ("pod_condition_times", len(self._pod_written_at)),
-            ("pod_conditions_deferred", len(self._deferred_pod)),
+            ("pod_condition_times", len(self._pod_refresh.written_at)),
+            ("pod_conditions_deferred", len(self._pod_refresh)),
+            ("podgroup_condition_times", len(self._pg_refresh.written_at)),
+            ("podgroup_conditions_deferred", len(self._pg_refresh)),
         ]
 
     # -- objects that go ---------------------------------------------------------------------------
@@ -900,8 +959,7 @@ class StatusUpdater:
 
     def _forget_pod(self, uid: str, namespace: str, name: str) -> None:
         self._sent_pod.pop(uid, None)
-        self._pod_written_at.pop(uid, None)
-        self._deferred_pod.pop(uid, None)
+        self._pod_refresh.forget(uid)
         key = ("pod", namespace, name)
         unsent = self._pending.get(key)
         if unsent is not None and unsent.uid == uid:
@@ -917,6 +975,7 @@ class StatusUpdater:
     def _forget_podgroup(self, key: str, uid: str) -> None:
         namespace, _, name = key.partition("/")
         self._sent_pg.pop(key, None)
+        self._pg_refresh.forget(key)
         self._observed.pop(key, None)
         self._podgroups.pop(key, None)
         obj = event_object("PodGroup", namespace, name, uid)
@@ -932,9 +991,7 @@ class StatusUpdater:
                 self._forget_pod(uid, namespace, name)
         for uid in [u for u in self._sent_pod if u not in present]:
             del self._sent_pod[uid]
-        for uid in [u for u in (*self._pod_written_at, *self._deferred_pod) if u not in present]:
-            self._pod_written_at.pop(uid, None)
-            self._deferred_pod.pop(uid, None)
+        self._pod_refresh.keep_only(present)
         for key in [k for k, w in self._pending.items() if w.kind == "pod" and w.uid not in present]:
             del self._pending[key]
 
@@ -944,8 +1001,10 @@ class StatusUpdater:
             _, namespace, name, uid = obj.split("/", 3)
             if f"{namespace}/{name}" not in present:
                 self._forget_podgroup(f"{namespace}/{name}", uid)
-        for key in [k for k in (*self._sent_pg, *self._observed) if k not in present]:
-            self._forget_podgroup(key, "")
+        refreshed = self._pg_refresh.written_at
+        for key in [k for k in (*self._sent_pg, *self._observed, *refreshed) if k not in present]:
+            if not is_native_job_key(key):
+                self._forget_podgroup(key, "")
 
     # -- writing -----------------------------------------------------------------------------------
     def _queue(self, write: _Write) -> None:
@@ -995,8 +1054,7 @@ class StatusUpdater:
                 log.exception("status flush failed")
 
     async def flush(self) -> None:
-        if self._deferred_due:
-            self._release_due(self.clock())
+        self._release_due(self.clock())
         writes: list[_Write] = list(self._pending.values())
         self._pending = {}
         writes.extend(_Write("event", e.namespace, e.name, e.body, e) for e in self.events.due())

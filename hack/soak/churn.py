@@ -149,6 +149,8 @@ def judge_churn(
             ("status", "pod_condition_times"): live["pods"],
             ("status", "pod_conditions_deferred"): live["pods"],
             ("status", "podgroup_status"): live["podgroups"],
+            ("status", "podgroup_condition_times"): live["podgroups"],
+            ("status", "podgroup_conditions_deferred"): live["podgroups"],
             ("status", "observed"): live["podgroups"],
             ("status", "event_objects"): live["pods"] + live["podgroups"] + live["queues"],
             ("status", "event_series"): 2 * (live["pods"] + live["podgroups"] + live["queues"]),

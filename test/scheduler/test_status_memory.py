@@ -41,8 +41,10 @@ def sizes(status: StatusUpdater) -> dict[str, int]:
         "by_object": len(events._by_object),
         "gone": len(events._gone),
         "pending": len(status._pending),
-        "pod_written_at": len(status._pod_written_at),
-        "deferred_pod": len(status._deferred_pod),
+        "pod_written_at": len(status._pod_refresh.written_at),
+        "deferred_pod": len(status._pod_refresh.held),
+        "pg_written_at": len(status._pg_refresh.written_at),
+        "deferred_pg": len(status._pg_refresh.held),
     }
 
 
