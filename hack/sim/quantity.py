@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 from typing import Any
@@ -34,9 +35,19 @@ def parse_quantity(value: Any) -> Fraction:
         return Fraction(value)
     if isinstance(value, float):
         return Fraction(value).limit_denominator(10**9)
-    m = _QUANTITY.match(str(value).strip())
+    try:
+        return _parse_text(str(value))
+    except ValueError:
+        raise ValueError(f"not a quantity: {value!r}") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Fraction:
+    """A quantity written as text; the same few texts ("100m", "1Gi") come with every pod, and a
+    Fraction is immutable, so each is parsed once (the kubelet's admission parsed them per pod)."""
+    m = _QUANTITY.match(text.strip())
     if not m:
-        raise ValueError(f"not a quantity: {value!r}")
+        raise ValueError(f"not a quantity: {text!r}")
     number = Fraction(m.group(1))
     if m.group(2):
         return number * Fraction(10) ** int(m.group(2)[1:])
