@@ -68,6 +68,20 @@ def pending_gang(
     return cache, pods, StatusUpdater(client, cache, clock=clock, **updater)
 
 
+async def message_moved(
+    recorder: Any, size: int = 2, **updater: Any
+) -> tuple[Clock, ClusterCache, list[Any], StatusUpdater]:
+    """A pending gang whose conditions were written saying "no room (cycle 0)"; a second later a
+    cycle words it "no room (cycle 1)" (observed, not flushed)."""
+    clock = Clock()
+    cache, pods, status = pending_gang(recorder, clock, size, **updater)
+    status.observe(verdict(cache, "no room (cycle 0)"))
+    await status.flush()
+    clock.now += 1
+    status.observe(verdict(cache, "no room (cycle 1)"))
+    return clock, cache, pods, status
+
+
 async def test_a_message_that_moves_every_cycle_is_written_once_per_refresh_period(recorder) -> None:
     rec, _ = recorder
     clock = Clock()
@@ -120,12 +134,7 @@ async def test_refreshes_of_many_objects_stay_within_the_rate(recorder) -> None:
 
 async def test_a_message_held_back_is_not_written_for_a_pod_placed_meanwhile(recorder) -> None:
     rec, _ = recorder
-    clock = Clock()
-    cache, pods, status = pending_gang(recorder, clock)
-    status.observe(verdict(cache, "no room (cycle 0)"))
-    await status.flush()
-    clock.now += 1
-    status.observe(verdict(cache, "no room (cycle 1)"))
+    clock, cache, pods, status = await message_moved(recorder)
     await status.flush()
     # big-0 is bound by the time the period ends (its watch event came): the API server set its
     # PodScheduled condition True, which a late False must not undo.
@@ -202,12 +211,7 @@ async def test_a_podgroup_whose_counts_move_is_written_at_once(recorder) -> None
     """Only a new message waits: a member running changes the counts (and the phase), which go at
     once, newest message included, even within the refresh period."""
     rec, _ = recorder
-    clock = Clock()
-    cache, pods, status = pending_gang(recorder, clock, 3)
-    status.observe(verdict(cache, "no room (cycle 0)"))
-    await status.flush()
-    clock.now += 1
-    status.observe(verdict(cache, "no room (cycle 1)"))
+    clock, cache, pods, status = await message_moved(recorder, 3)
     await status.flush()
     assert len(podgroup_writes(rec)) == 1
     clock.now += 1
@@ -228,12 +232,7 @@ async def test_a_podgroup_whose_counts_move_is_written_at_once(recorder) -> None
 
 async def test_a_podgroup_message_held_back_is_not_written_once_the_podgroup_is_gone(recorder) -> None:
     rec, _ = recorder
-    clock = Clock()
-    cache, _, status = pending_gang(recorder, clock)
-    status.observe(verdict(cache, "no room (cycle 0)"))
-    await status.flush()
-    clock.now += 1
-    status.observe(verdict(cache, "no room (cycle 1)"))
+    clock, cache, _, status = await message_moved(recorder)
     pg = cache.podgroup("default/big")
     assert pg is not None
     cache.delete_podgroup(pg)
