@@ -666,7 +666,7 @@ class StatusUpdater:
             )
         body = {"status": {"conditions": conditions}}
         write = _Write("native-podgroup", pg.metadata.namespace, pg.metadata.name, body, wanted)
-        before = (
+        prior: tuple[Cond, ...] = (
             sent
             if sent is not None
             else tuple(
@@ -677,7 +677,7 @@ class StatusUpdater:
         if self._pg_refresh.hold(
             key,
             write,
-            sorted(c[:3] for c in before) == sorted(c[:3] for c in wanted) and not self._unsent(write),
+            sorted(c[:3] for c in prior) == sorted(c[:3] for c in wanted) and not self._unsent(write),
             clock,
             self._refresh_period(),
         ):
