@@ -210,6 +210,10 @@ class SchedulerApp:
         role = "" if not self.options.leader_elect else (" (leader)" if self._leading else " (standby)")
         return True, "ok: caches synced" + role
 
+    def bind_progress(self, uid: str) -> str | None:
+        """Where this replica's binder has the bind of pod ``uid`` (``Binder.progress``)."""
+        return self.binder.progress(uid) if self.binder is not None else None
+
     def debug_state(self) -> dict[str, Any]:
         counts = self.cache.counts()
         return {
@@ -396,6 +400,7 @@ class SchedulerApp:
                 self.scheduler_info,
                 pod_lookup=self.cache.find_task,
                 controllers=opts.enable_controllers,
+                bind_progress=self.bind_progress,
             ),
             ui=opts.ui,
             # each scrape shows the vGPU device series of the cache as it is then

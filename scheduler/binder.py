@@ -241,6 +241,13 @@ class Binder:
         self._waits: set[asyncio.Task[None]] = set()
         self._queue: asyncio.Queue[Placement] = asyncio.Queue()
         self._issued: dict[str, float] = {}  # uid → when its bind was issued (in flight or done)
+        #: uid → where its bind is until it settles: (stage, since, queue number); stages "queued"
+        #: (waiting for a worker), "volumes" and "devices" (waiting beside the workers), "writing"
+        #: (a worker on it); for ``progress``
+        self._stage: dict[str, tuple[str, float, int]] = {}
+        #: queue numbers: of the last placement queued, and of the last a worker took (FIFO)
+        self._put_seq = 0
+        self._taken_seq = 0
         self._bound: dict[str, float] = {}
         self._gangs: dict[str, _Gang] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -286,6 +293,7 @@ class Binder:
             ("issued", len(self._issued)),
             ("bound", len(self._bound)),
             ("gangs", len(self._gangs)),
+            ("in_hand", len(self._stage)),
             ("failures", len(self.failures)),  # the last 1000, for /debug/state
         ]
 
@@ -325,8 +333,9 @@ class Binder:
             group = waiting.get(placement.task.job or placement.task.uid)
             if group is not None:
                 group.append(placement)
+                self._stage[placement.task.uid] = ("volumes", now, 0)
             else:
-                self._queue.put_nowait(placement)
+                self._enqueue(placement, now)
         for group in waiting.values():
             wait = asyncio.get_running_loop().create_task(
                 self._provision_then_bind(group), name="binder-volumes"
@@ -336,6 +345,39 @@ class Binder:
         m.BIND_QUEUE.set(self._queue.qsize())
         if len(self._bound) > 10_000:
             self._prune(now)
+
+    def _enqueue(self, placement: Placement, now: float) -> None:
+        self._put_seq += 1
+        self._stage[placement.task.uid] = ("queued", now, self._put_seq)
+        self._queue.put_nowait(placement)
+
+    def progress(self, uid: str) -> str | None:
+        """Where the bind of pod ``uid`` is, in words (``/debug/pods``, ``caldera-scheduler explain
+        pod``): queued behind how many, waiting for its volumes or devices, being written, or done
+        and not yet seen by the pod watch. None when this binder has nothing in hand for it."""
+        now = self.clock()
+        stage = self._stage.get(uid)
+        if stage is None:
+            done = self._bound.get(uid)
+            if done is None:
+                return None
+            return f"bound by this scheduler {now - done:.1f}s ago; the pod watch has not shown it yet"
+        what, since, seq = stage
+        waited = now - since
+        if what == "queued":
+            ahead = max(0, seq - self._taken_seq - 1)
+            return (
+                f"queued for binding {waited:.1f}s ago; {ahead} placement(s) ahead of it in the bind"
+                f" queue, {self.workers} written at a time"
+            )
+        if what == "volumes":
+            return f"waiting {waited:.1f}s for its volumes to be provisioned before its binding"
+        if what == "devices":
+            return f"waiting {waited:.1f}s for its devices' binding conditions before its binding"
+        return (
+            f"its binding is being written, for {waited:.1f}s (ResourceClaims, then the Binding;"
+            f" transient errors retried for up to {self.retry_deadline:g}s)"
+        )
 
     def evict(self, evictions: list[Eviction]) -> None:
         if self.evictor is not None:
@@ -399,8 +441,9 @@ class Binder:
                 self._settle(placement, None)
             raise
         if not failure:
+            now = self.clock()
             for placement in group:
-                self._queue.put_nowait(placement)
+                self._enqueue(placement, now)
             m.BIND_QUEUE.set(self._queue.qsize())
             return
         for key, (namespace, name, _node) in claims.items():
@@ -453,6 +496,7 @@ class Binder:
             placement = self._queue.get_nowait()
             self.cache.forget_assumption(placement.task.uid)
             self._issued.pop(placement.task.uid, None)
+            self._stage.pop(placement.task.uid, None)
             self._queue.task_done()
         await self.stop()
 
@@ -468,6 +512,11 @@ class Binder:
                 placement = queue.get_nowait()  # no coroutine for the wait while binds are queued
             except asyncio.QueueEmpty:
                 placement = await queue.get()
+            uid = placement.task.uid
+            stage = self._stage.get(uid)
+            if stage is not None:
+                self._taken_seq = stage[2]
+            self._stage[uid] = ("writing", self.clock(), 0)
             try:
                 await self._bind_one(placement)
             except asyncio.CancelledError:
@@ -505,6 +554,7 @@ class Binder:
             waiting = [ca for ca in placement.claims if has_binding_conditions(ca.allocation)]
             if waiting:
                 # Up to BINDING_TIMEOUT: waited for beside the workers, which go on binding others
+                self._stage[task.uid] = ("devices", self.clock(), 0)
                 wait = asyncio.get_running_loop().create_task(
                     self._bind_when_devices_ready(placement, written, waiting), name="binder-devices"
                 )
@@ -527,6 +577,7 @@ class Binder:
             await self._unreserve(placement, written)
             self._settle(placement, binding_failure)
             return
+        self._stage[placement.task.uid] = ("writing", self.clock(), 0)
         try:
             await self._annotate_and_bind(placement, written, self.clock() + self.retry_deadline)
         except asyncio.CancelledError:
@@ -930,6 +981,7 @@ class Binder:
     ) -> None:
         task = placement.task
         uid = task.uid
+        self._stage.pop(uid, None)
         gang_key = task.job or uid
         gang = self._gangs.get(gang_key)
         if ok:

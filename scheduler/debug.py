@@ -165,8 +165,11 @@ class DebugApi:
         pod_lookup: Callable[[str, str], TaskInfo | None] | None = None,
         controllers: bool = True,
         grace: float = PODGROUP_GRACE,
+        bind_progress: Callable[[str], str | None] | None = None,
     ) -> None:
         self.obs = observatory
+        #: where the binder has a pod's bind (``Binder.progress``), for a pod placed and not yet bound
+        self.bind_progress = bind_progress
         self.scheduler_info = scheduler
         #: finds a pod the cache holds, by namespace and name (for /debug/pods)
         self.pod_lookup = pod_lookup
@@ -542,6 +545,11 @@ class DebugApi:
             raise NotFound(f"pod {key} is not known to the scheduler (not in its cache)")
         task = found
         doc.update(status=_status(task), node=task.node_name, job=task.job)
+        if task.status == TaskStatus.BOUND and task.pod.spec.node_name:
+            doc["reason"] = f"bound to {task.node_name}; its kubelet has not reported it running yet"
+        elif task.status in (TaskStatus.BINDING, TaskStatus.BOUND) and self.bind_progress is not None:
+            # placed, and the pod watch has not shown it bound: how far its bind has come
+            doc["reason"] = self.bind_progress(task.uid) or ""
         if not task.job:
             if task.status == TaskStatus.PENDING:
                 doc["reason"] = (

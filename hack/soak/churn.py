@@ -144,6 +144,7 @@ def judge_churn(
             ("cache", "binds_unseen"): live["pods"],
             ("binder", "bound"): live["pods"],
             ("binder", "issued"): live["pods"],
+            ("binder", "in_hand"): live["pods"],
             ("evictor", "issued"): live["pods"],
             ("status", "pod_conditions"): live["pods"],
             ("status", "pod_condition_times"): live["pods"],
