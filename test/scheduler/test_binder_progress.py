@@ -11,11 +11,13 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from caldera.cache.client import ApiClient, ClusterConfig
+from caldera.cache.client import ApiClient
 from caldera.cache.store import ClusterCache
+from caldera.framework.result import Placement
 from caldera.scheduler.binder import Binder
 from caldera.scheduler.debug import DebugApi, Observatory
 
+from .conftest import _serving
 from .test_binder import assumed, settle
 
 
@@ -39,16 +41,23 @@ async def gated() -> AsyncIterator[tuple[GatedServer, ApiClient]]:
     srv = GatedServer("g-0")
     app = web.Application()
     app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", srv.bind)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = ApiClient(ClusterConfig(host=f"http://127.0.0.1:{port}"))
-    yield srv, client
-    srv.release.set()
-    await client.close()
-    await runner.cleanup()
+    async with _serving(app) as client:
+        yield srv, client
+        srv.release.set()
+
+
+async def one_worker_on_the_first(
+    srv: GatedServer, client: ApiClient, size: int
+) -> tuple[ClusterCache, list[Placement], Binder]:
+    """A gang of ``size`` assumed on n1 and handed to a binder of one worker, which is on g-0 (whose
+    answer waits for ``srv.release``)."""
+    cache = ClusterCache()
+    placements = assumed(cache, size)
+    binder = Binder(client, cache, workers=1)
+    binder.start()
+    binder.bind(placements)
+    await asyncio.wait_for(srv.arrived.wait(), 5)
+    return cache, placements, binder
 
 
 def page(cache: ClusterCache, binder: Binder, name: str) -> dict[str, object]:
@@ -59,12 +68,7 @@ def page(cache: ClusterCache, binder: Binder, name: str) -> dict[str, object]:
 
 async def test_a_placed_pod_says_where_its_bind_is(gated) -> None:
     srv, client = gated
-    cache = ClusterCache()
-    placements = assumed(cache, 4)
-    binder = Binder(client, cache, workers=1)
-    binder.start()
-    binder.bind(placements)
-    await asyncio.wait_for(srv.arrived.wait(), 5)  # the one worker is on g-0, whose answer waits
+    cache, _, binder = await one_worker_on_the_first(srv, client, 4)
 
     writing = page(cache, binder, "g-0")
     assert writing["status"] == "Binding"
@@ -107,12 +111,7 @@ async def test_a_pod_the_watch_shows_bound_waits_for_its_kubelet(gated) -> None:
 
 async def test_queued_binds_given_up_at_a_lost_lease_are_forgotten(gated) -> None:
     srv, client = gated
-    cache = ClusterCache()
-    placements = assumed(cache, 3)
-    binder = Binder(client, cache, workers=1)
-    binder.start()
-    binder.bind(placements)
-    await asyncio.wait_for(srv.arrived.wait(), 5)
+    _, placements, binder = await one_worker_on_the_first(srv, client, 3)
     srv.release.set()
     await binder.abort()
     assert dict(binder.remembered())["in_hand"] == 0
