@@ -112,7 +112,8 @@ class ExecPlugin:
         except OSError as exc:
             raise CredentialError(f"exec plugin {self.command}: {exc}") from None
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                out, err = await proc.communicate()
         except TimeoutError:
             proc.kill()
             await proc.wait()

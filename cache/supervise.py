@@ -4,7 +4,11 @@ Every background worker of the binary (binder, evictor, status updater, controll
 with :func:`supervise`: if its coroutine raises, the traceback is logged, ``caldera_worker_crashes_total``
 counts it, and the worker is started again after a back-off that doubles up to ``max_backoff`` (never a
 tight loop). :func:`stop_workers` cancels and awaits them; an error raised while one stops is logged
-with its traceback too, never swallowed.
+with its traceback too, never swallowed, and a cancellation of the caller itself goes on up.
+
+Workers wait with ``asyncio.timeout``, never ``asyncio.wait_for``: in Python 3.11 a cancellation that
+meets an inner wait just completed is swallowed by ``wait_for`` (python/cpython gh-86296, fixed in
+3.12), and a ``while True`` worker around it never ends (test/scheduler/test_stop_when_woken.py).
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ async def stop_workers(tasks: Iterable[asyncio.Task[None]]) -> None:
         try:
             await task
         except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the caller is being cancelled itself, not only the task it awaited
             continue
         except Exception:
             WORKER_CRASHES.labels(task.get_name()).inc()

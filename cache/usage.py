@@ -599,7 +599,8 @@ class UsagePoller:
         """One poll; True when the source answered."""
         nodes = list(self.cache.nodes)  # on the event loop, where the watches write the cache
         try:
-            fetched = await asyncio.wait_for(source.fetch(nodes), POLL_TIMEOUT)
+            async with asyncio.timeout(POLL_TIMEOUT):
+                fetched = await source.fetch(nodes)
         except (SourceError, TimeoutError) as exc:
             POLLS.labels(conf.type, "failed").inc()
             if not self.failing:

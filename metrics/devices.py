@@ -212,7 +212,8 @@ class DeviceMetrics:
             except Exception:  # the metrics must never take the scheduler down
                 log.exception("vGPU metrics refresh failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=max(0.01, min(refresh, period)))
+                async with asyncio.timeout(max(0.01, min(refresh, period))):
+                    await stop.wait()
 
 
 _shared: DeviceMetrics | None = None

@@ -477,7 +477,8 @@ class Binder:
         give_up = loop.time() + timeout
         try:
             while True:
-                await asyncio.wait_for(self._queue.join(), max(0.0, give_up - loop.time()))
+                async with asyncio.timeout_at(give_up):
+                    await self._queue.join()
                 if not self._waits:
                     return True
                 _, left = await asyncio.wait(set(self._waits), timeout=max(0.0, give_up - loop.time()))

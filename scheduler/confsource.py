@@ -157,7 +157,8 @@ class ConfSource:
         last_stat: tuple[float, int, int] | None = None
         while not stop.is_set():
             try:
-                await asyncio.wait_for(stop.wait(), self.poll_interval)
+                async with asyncio.timeout(self.poll_interval):
+                    await stop.wait()
                 return
             except TimeoutError:
                 pass

@@ -138,7 +138,8 @@ class Evictor:
 
     async def drain(self, timeout: float = 10.0) -> None:
         try:
-            await asyncio.wait_for(self._queue.join(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._queue.join()
         except TimeoutError:
             pass
         await self.stop()

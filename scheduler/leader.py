@@ -207,7 +207,8 @@ class LeaderElector:
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 log.warning("leader election: undecodable lease: %s", exc)
             try:
-                await asyncio.wait_for(stop.wait(), self._jitter(self.config.retry_period))
+                async with asyncio.timeout(self._jitter(self.config.retry_period)):
+                    await stop.wait()
             except TimeoutError:
                 pass
         return False
@@ -222,14 +223,16 @@ class LeaderElector:
             return
         while not stop.is_set():
             try:
-                await asyncio.wait_for(stop.wait(), self.config.retry_period)
+                async with asyncio.timeout(self.config.retry_period):
+                    await stop.wait()
                 break
             except TimeoutError:
                 pass
             last_renew = self.renewed_at if self.renewed_at is not None else -float("inf")
             try:
                 remaining = self.config.renew_deadline - (self.clock() - last_renew)
-                ok = await asyncio.wait_for(self.try_acquire_or_renew(), max(0.1, remaining))
+                async with asyncio.timeout(max(0.1, remaining)):
+                    ok = await self.try_acquire_or_renew()
             except (ApiError, TimeoutError, msgspec.DecodeError, msgspec.ValidationError) as exc:
                 log.warning("renewing the leader lease failed: %s", exc)
                 ok = False

@@ -304,6 +304,7 @@ class SchedulerLoop:
                 await self.cycle()
             delay = max(0.0, self.period - (time.monotonic() - started))
             try:
-                await asyncio.wait_for(stop.wait(), timeout=delay)
+                async with asyncio.timeout(delay):
+                    await stop.wait()
             except TimeoutError:
                 pass

@@ -1024,7 +1024,8 @@ class StatusUpdater:
             self._task = None
         if flush:
             try:
-                await asyncio.wait_for(self.flush(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self.flush()
             except TimeoutError:
                 log.warning("%d status writes left unsent at shutdown", self.pending)
 
@@ -1036,7 +1037,8 @@ class StatusUpdater:
                 await self._dirty.wait()
             else:
                 try:
-                    await asyncio.wait_for(self._dirty.wait(), timeout=max(wait, self.flush_interval))
+                    async with asyncio.timeout(max(wait, self.flush_interval)):
+                        await self._dirty.wait()
                 except TimeoutError:
                     pass
             # Let a busy cycle's wishes pile up (and supersede each other) before writing, and

@@ -83,3 +83,27 @@ async def test_a_binder_worker_that_crashes_comes_back(monkeypatch: pytest.Monke
         await asyncio.sleep(0.05)
     assert calls == 2 and crashes("binder-0") - before == 1
     await binder.stop()
+
+
+async def test_stopping_workers_can_itself_be_cancelled() -> None:
+    """A caller cancelled while it waits for a worker to stop is cancelled (it was not: the worker's
+    CancelledError and the caller's own looked alike, and both were taken as the worker's)."""
+    release = asyncio.Event()
+
+    async def slow_to_stop() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await release.wait()  # still cleaning up
+            raise
+
+    worker = asyncio.create_task(slow_to_stop())
+    await asyncio.sleep(0)
+    stopping = asyncio.create_task(stop_workers([worker]))
+    await asyncio.sleep(0.01)
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await worker
