@@ -59,15 +59,18 @@ def supervise(
 async def stop_workers(tasks: Iterable[asyncio.Task[None]]) -> None:
     """Cancel every task and wait for each to end; what one raises on the way out is logged."""
     tasks = list(tasks)
+    current = asyncio.current_task()
+    # cancellations of the caller already asked before (it may be stopping its workers in the finally
+    # of its own cancellation): only one asked while it waits here is the caller's to take
+    asked = current.cancelling() if current is not None else 0
     for task in tasks:
         task.cancel()
     for task in tasks:
         try:
             await task
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # the caller is being cancelled itself, not only the task it awaited
+            if current is not None and current.cancelling() > asked:
+                raise  # the caller was cancelled while it waited, not only the task it awaited
             continue
         except Exception:
             WORKER_CRASHES.labels(task.get_name()).inc()

@@ -107,3 +107,30 @@ async def test_stopping_workers_can_itself_be_cancelled() -> None:
     release.set()
     with pytest.raises(asyncio.CancelledError):
         await worker
+
+
+async def test_a_cancelled_task_stopping_its_workers_in_its_finally_waits_for_all_of_them() -> None:
+    """The finally of a task being cancelled stops its workers: each is waited for, though the task's
+    own cancellation was asked before."""
+    ended: list[str] = []
+
+    async def worker(name: str, cleanup: float) -> None:
+        try:
+            await asyncio.sleep(60)
+        finally:
+            await asyncio.sleep(cleanup)
+            ended.append(name)
+
+    async def owner() -> None:
+        workers = [asyncio.create_task(worker(n, t)) for n, t in (("a", 0.01), ("b", 0.05), ("c", 0.1))]
+        try:
+            await asyncio.sleep(60)
+        finally:
+            await stop_workers(workers)
+
+    task = asyncio.create_task(owner())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ended == ["a", "b", "c"]
