@@ -494,20 +494,10 @@ class StatusUpdater:
                 }
             }
             write = _Write("podgroup", pg.metadata.namespace, pg.metadata.name, body, signature)
-            now = self.clock()
-            if self._pg_refresh.hold(
-                key,
-                write,
-                only_messages_differ(sent or current, signature) and not self._unsent(write),
-                now,
-                self._refresh_period(),
+            if not self._held_back(
+                self._pg_refresh, key, write, only_messages_differ(sent or current, signature)
             ):
-                self._dirty.set()
-                m.CONDITION_MESSAGES_DEFERRED.labels("podgroup").inc()
-            else:
-                self._sent_pg[key] = signature
-                self._pg_refresh.written(key, now)
-                self._queue(write)
+                self._write_podgroup(key, write, self.clock())
 
         if unschedulable:
             self.event_for_podgroup(pg, "Warning", "FailedScheduling", message)
@@ -673,20 +663,10 @@ class StatusUpdater:
                 (c.type, c.status, c.reason, c.message) for c in pg.status.conditions if c.type in types
             )
         )
-        clock = self.clock()
-        if self._pg_refresh.hold(
-            key,
-            write,
-            sorted(c[:3] for c in prior) == sorted(c[:3] for c in wanted) and not self._unsent(write),
-            clock,
-            self._refresh_period(),
+        if not self._held_back(
+            self._pg_refresh, key, write, sorted(c[:3] for c in prior) == sorted(c[:3] for c in wanted)
         ):
-            self._dirty.set()
-            m.CONDITION_MESSAGES_DEFERRED.labels("native-podgroup").inc()
-            return
-        self._sent_native[key] = wanted
-        self._pg_refresh.written(key, clock)
-        self._queue(write)
+            self._write_podgroup(key, write, self.clock())
 
     def _group(self, job: str) -> PodGroup | NativePodGroup | None:
         """The Volcano or native PodGroup of job key ``job``."""
@@ -769,22 +749,19 @@ class StatusUpdater:
         }
         write = _Write("pod", task.namespace, task.name, body, cond, uid=uid)
         before = last if last is not None else shown
-        now = self.clock()
-        if self._pod_refresh.hold(
-            uid,
-            write,
-            before is not None and before[:3] == cond[:3] and not self._unsent(write),
-            now,
-            self._refresh_period(),
-        ):
-            self._dirty.set()  # the flusher wakes for it
-            m.CONDITION_MESSAGES_DEFERRED.labels("pod").inc()
-            return
-        self._write_pod_condition(write, now)
+        if not self._held_back(self._pod_refresh, uid, write, before is not None and before[:3] == cond[:3]):
+            self._write_pod_condition(write, self.clock())
 
-    def _unsent(self, write: _Write) -> bool:
-        """Whether a write for the same object waits in the queue: replacing it costs no write."""
-        return (write.kind, write.namespace, write.name) in self._pending
+    def _held_back(self, refresh: HeldRefreshes[_Write], key: str, write: _Write, message_only: bool) -> bool:
+        """Whether ``write`` is held back by ``refresh`` (scheduler/refresh.py): only its message is
+        new and its object was written within the refresh period. Never when a write for the same
+        object still waits in the queue: replacing that one costs no write."""
+        unsent = (write.kind, write.namespace, write.name) in self._pending
+        if not refresh.hold(key, write, message_only and not unsent, self.clock(), self._refresh_period()):
+            return False
+        self._dirty.set()  # the flusher wakes for it when it falls due
+        m.CONDITION_MESSAGES_DEFERRED.labels(write.kind).inc()
+        return True
 
     def _refresh_period(self) -> float:
         """How long after an object's last status write a new message alone waits: the refresh
@@ -797,6 +774,15 @@ class StatusUpdater:
         self._pod_refresh.written(write.uid, now)
         self._queue(write)
 
+    def _write_podgroup(self, key: str, write: _Write, now: float) -> None:
+        """Queue a Volcano or native PodGroup's status write and remember it as sent."""
+        if write.kind == "podgroup":
+            self._sent_pg[key] = write.signature
+        else:
+            self._sent_native[key] = write.signature
+        self._pg_refresh.written(key, now)
+        self._queue(write)
+
     def _release_due(self, now: float) -> None:
         """The status writes held back whose refresh period has ended, queued with their newest
         message: not for a pod gone or placed since (its PodScheduled condition is the API server's
@@ -807,16 +793,8 @@ class StatusUpdater:
                 continue
             self._write_pod_condition(write, now)
         for key, write in self._pg_refresh.due(now):
-            if write.kind == "podgroup":
-                if self.cache.podgroup(key) is None:
-                    continue
-                self._sent_pg[key] = write.signature
-            else:
-                if self.cache.native_podgroup(key) is None:
-                    continue
-                self._sent_native[key] = write.signature
-            self._pg_refresh.written(key, now)
-            self._queue(write)
+            if self._group(key) is not None:
+                self._write_podgroup(key, write, now)
 
     def _next_due(self) -> float | None:
         """Seconds until the next Event update or held-back status write falls due (None: none)."""
