@@ -40,15 +40,17 @@ _MERGE_KEYS = {
 _MERGE_SCALAR_LISTS = {"finalizers"}
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
+def merge_patch(target: Any, patch: Any, owned: bool = False) -> Any:
+    """RFC 7386. ``owned``: the patch is the caller's to give away (decoded for this request alone),
+    so its values go into the result as they are instead of as copies."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return patch if owned else copy.deepcopy(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
         else:
-            result[key] = merge_patch(result.get(key), value)
+            result[key] = merge_patch(result.get(key), value, owned)
     return result
 
 

@@ -1144,7 +1144,8 @@ class Store:
                 "the body of the request was in an unknown format - accepted media types include: "
                 "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
             )
-        if isinstance(body, (bytes, bytearray, memoryview)):
+        owned = isinstance(body, (bytes, bytearray, memoryview))
+        if owned:
             try:
                 patch = orjson.loads(body)
             except orjson.JSONDecodeError as exc:
@@ -1158,7 +1159,7 @@ class Store:
                 raise bad_request(
                     "json: cannot unmarshal array into Go value of type map[string]interface {}"
                 )
-            new = merge_patch(doc, patch)
+            new = merge_patch(doc, patch, owned)
         elif ct == JSON_PATCH:
             new = json_patch(doc, patch)
         else:
@@ -1255,8 +1256,11 @@ class Store:
         schema = self.schemas.get(res.id) if res.custom else None
         if schema is not None:
             result = prune_and_default(result, schema)
-        if subresource != "status":
-            _validate_metadata(res, name, meta)
+        if subresource != "status" and (
+            meta.get("labels") != old_meta.get("labels")
+            or meta.get("annotations") != old_meta.get("annotations")
+        ):
+            _validate_metadata(res, name, meta)  # (what is stored passed it already)
         if "generation" in meta:
             if res.custom and not res.has_status:
                 changed = any(result.get(k) != old.get(k) for k in set(result) | set(old) if k != "metadata")

@@ -10,6 +10,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from caldera.hack.sim import SimCluster
+from caldera.hack.sim.patch import merge_patch
 from caldera.hack.sim.testing import pod_manifest
 
 
@@ -225,6 +226,19 @@ async def test_patch_kinds(core: client.CoreV1Api, sim: SimCluster) -> None:
             _content_type="application/merge-patch+json",
         )
     assert err.value.status == 409
+
+
+def test_a_merge_patch_shares_its_values_only_when_given_away() -> None:
+    # An in-process caller keeps its patch: the result holds copies of its values.
+    patch = {"spec": {"items": [{"a": 1}]}, "gone": None}
+    kept = merge_patch({"spec": {"other": 1}, "gone": 1}, patch)
+    patch["spec"]["items"][0]["a"] = 2
+    assert kept == {"spec": {"other": 1, "items": [{"a": 1}]}}
+    # A patch decoded for this request alone (the server's) is taken as it is, without copying.
+    owned = {"spec": {"items": [{"a": 1}]}}
+    taken = merge_patch({"spec": {"other": 1}}, owned, owned=True)
+    assert taken == {"spec": {"other": 1, "items": [{"a": 1}]}}
+    assert taken["spec"]["items"] is owned["spec"]["items"]
 
 
 async def test_pod_spec_is_immutable_except_allowed_fields(core: client.CoreV1Api) -> None:
