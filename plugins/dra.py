@@ -573,7 +573,7 @@ class DraPart:
         results: list[AllocationResult] = []
         fast = self._fast_index(plan) if plan.unallocated else None
         if fast is not None:
-            picked = fast.pick(node.row)
+            picked = fast.pick(node.row, plan.unallocated[0], self.view.classes)
             if picked is None:
                 log.warning("%s placed on %s, where its claim has too few free devices", task.key, node.name)
                 return
@@ -634,14 +634,15 @@ class DraPart:
         plan is that claim to allocate, nothing else (no reason, none allocated), so the general
         path comes down to the index's pick, taken, and the claim's one ``ClaimAllocation``."""
         key = self._counted_by[task.uid][0]
-        picked = index.pick(node.row)
+        claim = self.view.claims[key]
+        picked = index.pick(node.row, claim, self.view.classes)
         if picked is None:
             log.warning("%s placed on %s, where its claim has too few free devices", task.key, node.name)
             return
         self.ledger.take(picked, key)
         self._moved(picked)
         self.session_allocs[key] = (picked, [task.uid])
-        meta = self.view.claims[key].metadata
+        meta = claim.metadata
         shared, group = self.group_of(task)
         self.allocated_by[task.uid] = [key]
         self.ssn.task_claims[task.uid] = [

@@ -39,8 +39,9 @@ by default as in kube-scheduler 1.36:
   the capacity is used up (``CmpRequestOverCapacity``); each share gets a ``shareID``;
   ``distinctAttribute`` constraints.
 
-Not supported: the device configuration copied into the allocation result (``devices.config``), list
-attributes, compatibility groups, derived attributes.
+The configurations of the classes and the claim are copied into the allocation result
+(:func:`allocation_config`), where the drivers read them. Not supported: list attributes, compatibility
+groups, derived attributes.
 """
 
 from __future__ import annotations
@@ -69,10 +70,13 @@ from caldera.framework.dra.objects import (
     ALL,
     ALLOCATION_RESULTS_MAX_SIZE,
     EXACT_COUNT,
+    FROM_CLAIM,
+    FROM_CLASS,
     NO_EXECUTE,
     NO_SCHEDULE,
     AllocationResult,
     Device,
+    DeviceAllocationConfiguration,
     DeviceAllocationResult,
     DeviceAttribute,
     DeviceClass,
@@ -1212,9 +1216,19 @@ class _Search:
                 [(p.req.name, p.req.admin, p.dev) for p in picked],
                 self.node_name,
                 extras=[_Extra(p.req.tolerations, p.share_id, p.consumed, binding) for p in picked],
+                config=allocation_config(claim, self._chosen(ci)),
             )
-            for picked in self.picked
+            for ci, (claim, picked) in enumerate(zip(self.claims, self.picked, strict=True))
         ]
+
+    def _chosen(self, ci: int) -> list[tuple[str, DeviceClass | None]]:
+        """Per request of the claim, in order: its name in the results (``request/subrequest`` for the
+        subrequest picked) and the class it used."""
+        out: list[tuple[str, DeviceClass | None]] = []
+        for ri, alts in enumerate(self.requests[ci]):
+            req = alts[self.selected_sub.get((ci, ri), 0)] if len(alts) > 1 else alts[0]
+            out.append((req.name, req.device_class))
+        return out
 
     def why_not(self) -> str:
         """The first request that lacks free devices on the node, counted; else the constraints."""
@@ -1260,14 +1274,59 @@ def pool_trouble(node_devices: Iterable[tuple[Pool, object]]) -> str:
     return ""
 
 
+def allocation_config(
+    claim: ResourceClaim, chosen: Sequence[tuple[str, DeviceClass | None]]
+) -> list[DeviceAllocationConfiguration]:
+    """The configurations the allocation result carries for the drivers (``Allocate``'s "Populate
+    configs", ``allocator_experimental.go``). ``chosen``: per request of the claim, in order, the name
+    its results carry (``request/subrequest`` for a ``firstAvailable`` request) and the class it used.
+    A class's configurations come once, in the order the requests first use the class, each naming
+    every request that used it; then each configuration of the claim: once when it names no request
+    (it is for all of them), else once per request it names, by the request's or the picked
+    subrequest's name, each time with the requests it names."""
+    devices = claim.spec.devices
+    if not devices.config and not any(c is not None and c.spec.config for _, c in chosen):
+        return []
+    out: list[DeviceAllocationConfiguration] = []
+    by_class: dict[str, range] = {}
+    for name, device_class in chosen:
+        if device_class is None:
+            continue
+        at = by_class.get(device_class.metadata.name)
+        if at is not None:
+            for i in at:
+                out[i].requests.append(name)  # (a list of this result's own)
+            continue
+        start = len(out)
+        out += [
+            DeviceAllocationConfiguration(source=FROM_CLASS, requests=[name], opaque=config.opaque)
+            for config in device_class.spec.config
+        ]
+        by_class[device_class.metadata.name] = range(start, len(out))
+    for config in devices.config:
+        if not config.requests:
+            out.append(DeviceAllocationConfiguration(source=FROM_CLAIM, opaque=config.opaque))
+            continue
+        for request, (name, _) in zip(devices.requests, chosen, strict=True):
+            if request.name in config.requests or (request.first_available and name in config.requests):
+                out.append(
+                    DeviceAllocationConfiguration(
+                        source=FROM_CLAIM, requests=list(config.requests), opaque=config.opaque
+                    )
+                )
+    return out
+
+
 def allocation_of(
     picked: Sequence[tuple[str, bool, InventoryDevice]],
     node_name: str = "",
     extras: Sequence[_Extra] | None = None,
+    config: list[DeviceAllocationConfiguration] | None = None,
 ) -> AllocationResult:
     """One claim's allocation result from its (request, admin access, device) picks, in order; with
     ``extras``, each result also carries the request's tolerations, the binding conditions of the
-    device and, for a share, its shareID and consumed capacity (``Allocate``'s result loop)."""
+    device and, for a share, its shareID and consumed capacity (``Allocate``'s result loop);
+    ``config``: what :func:`allocation_config` found for the claim."""
     results = []
     for i, (request, admin, dev) in enumerate(picked):
         extra = extras[i] if extras is not None else None
@@ -1290,7 +1349,7 @@ def allocation_of(
             )
         results.append(DeviceRequestAllocationResult(**what))
     return AllocationResult(
-        devices=DeviceAllocationResult(results=results),
+        devices=DeviceAllocationResult(results=results, config=config or []),
         node_selector=_node_selector([dev for _, _, dev in picked], node_name),
     )
 

@@ -39,6 +39,7 @@ from caldera.framework.dra.allocator import (
     DeviceLedger,
     Inventory,
     InventoryDevice,
+    allocation_config,
     allocation_of,
     no_free_device,
     pool_trouble,
@@ -191,16 +192,21 @@ class FreeIndex:
         """Per row, whether the allocator finds devices for a claim of this shape there."""
         return self.free[rows] >= self.shape.count
 
-    def pick(self, row: int) -> AllocationResult | None:
-        """The allocation the allocator makes on the row's node: the first ``count`` free matching
-        devices; None when there are fewer."""
+    def pick(
+        self, row: int, claim: ResourceClaim, classes: Mapping[str, DeviceClass]
+    ) -> AllocationResult | None:
+        """The allocation the allocator makes for ``claim`` (of this shape) on the row's node: the
+        first ``count`` free matching devices, with the configurations of its class and its own;
+        None when there are fewer."""
         picked: list[tuple[str, bool, InventoryDevice]] = []
         in_use = self.ledger.in_use
+        shape = self.shape
         for dev in self._matching[row]:
             if not in_use(dev.id):
-                picked.append((self.shape.request, False, dev))
-                if len(picked) == self.shape.count:
-                    return allocation_of(picked)
+                picked.append((shape.request, False, dev))
+                if len(picked) == shape.count:
+                    config = allocation_config(claim, [(shape.request, classes.get(shape.class_name))])
+                    return allocation_of(picked, config=config)
         return None
 
     def why_not(self, row: int, claim: str, inventory: Inventory) -> str:

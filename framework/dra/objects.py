@@ -31,8 +31,35 @@ class DeviceSelector(_Base, frozen=True):
     cel: CELDeviceSelector | None = None
 
 
+#: ``AllocationConfigSourceClass`` / ``AllocationConfigSourceClaim``: where a configuration in an
+#: allocation result came from
+FROM_CLASS = "FromClass"
+FROM_CLAIM = "FromClaim"
+_NO_PARAMETERS = msgspec.Raw(b"null")
+
+
+class OpaqueDeviceConfiguration(_Base, frozen=True):
+    """A driver's own configuration (``opaque``): the scheduler copies it into the allocation result,
+    where the driver's kubelet plugin reads it; its parameters are carried as the JSON they came as."""
+
+    driver: str = ""
+    parameters: msgspec.Raw = _NO_PARAMETERS
+
+    def __post_init__(self) -> None:
+        if self.parameters is not _NO_PARAMETERS:
+            # a decoded Raw refers to the whole input it came in (a watch chunk, a list page): a copy
+            # of its own keeps the claim from holding that buffer
+            msgspec.structs.force_setattr(self, "parameters", self.parameters.copy())
+
+
+class DeviceClassConfiguration(_Base, frozen=True):
+    #: None: a configuration of a kind this version does not know
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
 class DeviceClassSpec(_Base, frozen=True):
     selectors: list[DeviceSelector] = []
+    config: list[DeviceClassConfiguration] = []
 
 
 class DeviceClass(_Base, frozen=True):
@@ -207,9 +234,16 @@ class DeviceConstraint(_Base, frozen=True):
     distinct_attribute: str | None = None
 
 
+class DeviceClaimConfiguration(_Base, frozen=True):
+    #: the requests (``request`` or ``request/subrequest``) it is for; none: all of them
+    requests: list[str] = []
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
 class DeviceClaim(_Base, frozen=True):
     requests: list[DeviceRequest] = []
     constraints: list[DeviceConstraint] = []
+    config: list[DeviceClaimConfiguration] = []
 
 
 class ResourceClaimSpec(_Base, frozen=True):
@@ -231,8 +265,18 @@ class DeviceRequestAllocationResult(_Base, frozen=True):
     consumed_capacity: dict[str, Quantity] = {}
 
 
+class DeviceAllocationConfiguration(_Base, frozen=True):
+    """A configuration copied into the allocation result: from the class (``FROM_CLASS``, for the
+    requests that used the class) or from the claim (``FROM_CLAIM``, for the requests it names)."""
+
+    source: str = ""
+    requests: list[str] = []
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
 class DeviceAllocationResult(_Base, frozen=True):
     results: list[DeviceRequestAllocationResult] = []
+    config: list[DeviceAllocationConfiguration] = []
 
 
 class AllocationResult(_Base, frozen=True):

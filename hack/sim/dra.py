@@ -74,6 +74,9 @@ RESOURCE_CLAIM_TEMPLATES = resource("resourceclaimtemplates", GROUP)
 #: Kubernetes' own PodGroups (served only with the native gang API on)
 NATIVE_PODGROUPS = BY_ID["podgroups.scheduling.k8s.io"]
 
+#: `AllocationConfigSourceClaim` / `AllocationConfigSourceClass`: where a configuration in an allocation came from
+FROM_CLAIM = "FromClaim"
+FROM_CLASS = "FromClass"
 #: The finalizer kube-scheduler puts on a claim it allocates (`resourceapi.Finalizer`); the resourceclaim
 #: controller clears the allocation of an unreserved claim only when it is there.
 FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -403,8 +406,35 @@ def _claim_spec(spec: Any, path: str) -> list[Cause]:
         config = _dict(config)
         where = f"{base}.config[{i}]"
         causes += _request_refs(config.get("requests"), f"{where}.requests", names)
-        if not isinstance(config.get("opaque"), dict):
-            causes.append(_required(f"{where}.opaque"))
+        causes += dra_fields.device_configuration(config, where)
+    return causes
+
+
+def _allocation_configs(configs: Any, path: str, names: dict[str, set[str] | None]) -> list[Cause]:
+    """`validateDeviceAllocationConfiguration` over `status.allocation.devices.config` (at most twice
+    `DeviceConfigMaxSize`: the class's and the claim's): a source, requests of the claim named once each,
+    and a configuration."""
+    configs = _list(configs)
+    most = 2 * dra_fields.DEVICE_CONFIG_MAX_SIZE
+    if len(configs) > most:
+        return [dra_fields.too_many(path, len(configs), most)]
+    causes: list[Cause] = []
+    for i, config in enumerate(configs):
+        config = _dict(config)
+        where = f"{path}[{i}]"
+        source = config.get("source")
+        if not source:
+            causes.append(_required(f"{where}.source"))
+        elif source not in (FROM_CLAIM, FROM_CLASS):
+            causes.append(dra_fields.not_supported(f"{where}.source", source, (FROM_CLAIM, FROM_CLASS)))
+        requests = _list(config.get("requests"))
+        causes += _request_refs(requests, f"{where}.requests", names)
+        seen: set[Any] = set()
+        for j, ref in enumerate(requests):
+            if dra_fields.key_of(ref) in seen:
+                causes.append(_duplicate(f"{where}.requests[{j}]", ref))
+            seen.add(dra_fields.key_of(ref))
+        causes += dra_fields.device_configuration(config, where)
     return causes
 
 
@@ -489,8 +519,19 @@ def admit(res: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None)
             _raise(res, name, [_invalid("spec", obj.get("spec"), "field is immutable")])
     elif res is DEVICE_CLASSES:
         spec = _dict(obj.get("spec"))
-        if old is None or spec.get("selectors") != _dict(old.get("spec")).get("selectors"):
-            _raise(res, name, _selectors(spec.get("selectors"), "spec.selectors"))
+        old_spec = _dict(_dict(old).get("spec"))
+        causes: list[Cause] = []
+        if old is None or spec.get("selectors") != old_spec.get("selectors"):
+            causes += _selectors(spec.get("selectors"), "spec.selectors")
+        configs = _list(spec.get("config"))
+        if len(configs) > dra_fields.DEVICE_CONFIG_MAX_SIZE:
+            causes.append(dra_fields.too_many("spec.config", len(configs), dra_fields.DEVICE_CONFIG_MAX_SIZE))
+        else:
+            # (`validateDeviceClassSpec`: configurations exactly as before count as stored)
+            stored = old is not None and spec.get("config") == old_spec.get("config")
+            for i, config in enumerate(configs):
+                causes += dra_fields.device_configuration(config, f"spec.config[{i}]", stored)
+        _raise(res, name, causes)
     elif res is RESOURCE_SLICES:
         obj["spec"] = dra_fields.default_slice_spec(obj.get("spec"))
         _raise(res, name, _slice_spec(obj.get("spec"), None if old is None else _dict(old.get("spec"))))
@@ -544,6 +585,9 @@ def check_claim_status(name: str, old: dict[str, Any], new: dict[str, Any]) -> N
                 if not result.get(key):
                     causes.append(_required(f"{where}.{key}"))
             causes += dra_fields.result_fields(result, where)
+        causes += _allocation_configs(
+            _dict(_dict(allocation).get("devices")).get("config"), "status.allocation.devices.config", names
+        )
     causes += dra_fields.device_statuses(status)
     _raise(RESOURCE_CLAIMS, name, causes)
 

@@ -235,6 +235,35 @@ def _driver_name(value: str, path: str) -> list[Cause]:
     return causes + [invalid_value(path, value, p) for p in _subdomain_problems(value.lower())]
 
 
+#: `resource.OpaqueParametersMaxLength`
+OPAQUE_PARAMETERS_MAX_LENGTH = 10 * 1024
+#: `resource.DeviceConfigMaxSize`: configurations of a class or a claim (a result holds both: twice that)
+DEVICE_CONFIG_MAX_SIZE = 32
+
+
+def device_configuration(config: Any, path: str, stored: bool = False) -> list[Cause]:
+    """`validateDeviceConfiguration` and `validateOpaqueConfiguration` (pkg/apis/resource/validation/
+    validation.go): an `opaque` part naming a driver, whose `parameters` (`validateRawExtension`) are a JSON
+    object of at most 10 KiB, the size checked on new objects only (``stored`` False)."""
+    opaque = as_dict(config).get("opaque")
+    if not isinstance(opaque, dict):
+        return [required(f"{path}.opaque")]
+    where = f"{path}.opaque"
+    driver = opaque.get("driver")
+    if not isinstance(driver, str) or not driver:
+        causes = [required(f"{where}.driver")]
+    else:
+        causes = _driver_name(driver, f"{where}.driver")
+    parameters = opaque.get("parameters")
+    if parameters is None:
+        causes.append(required(f"{where}.parameters"))
+    elif not stored and len(orjson.dumps(parameters)) > OPAQUE_PARAMETERS_MAX_LENGTH:
+        causes.append(too_long(f"{where}.parameters", OPAQUE_PARAMETERS_MAX_LENGTH))
+    elif not isinstance(parameters, dict):
+        causes.append(invalid_value(f"{where}.parameters", "<value omitted>", "must be a valid JSON object"))
+    return causes
+
+
 def _c_identifier(value: str, path: str) -> list[Cause]:
     causes = [too_long(path, 32)] if len(value) > 32 else []  # `resource.DeviceMaxIDLength`
     if not _C_IDENTIFIER.match(value):

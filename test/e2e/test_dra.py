@@ -1,6 +1,7 @@
 """Dynamic Resource Allocation end to end against caldera-sim's resource.k8s.io/v1: the pod lands where its
 device is and its claim is allocated and reserved before the binding; three claims for two devices bind two
-pods on distinct devices and the third waits, explained; a claim from a template; a selector that fails on
+pods on distinct devices and the third waits, explained; a claim from a template; the configurations of the
+class and the claim copied into the allocation; a selector that fails on
 the devices is an Event on the claim and the scheduler goes on; a claim write that meets a conflict is
 read again and retried."""
 
@@ -180,6 +181,87 @@ async def test_a_claim_from_a_template_is_allocated_and_the_pod_bound(api: Api, 
     pod = next(p for p in await api.pods() if p["metadata"]["name"] == "t")
     [status] = pod["status"]["resourceClaimStatuses"]
     assert devices(await read_claim(api, status["resourceClaimName"])) == [("n1", "gpu-0")]
+
+
+TIME_SLICING = {
+    "apiVersion": "gpu.example.com/v1",
+    "kind": "GpuConfig",
+    "sharing": {"strategy": "TimeSlicing"},
+}
+MPS = {
+    "apiVersion": "gpu.example.com/v1",
+    "kind": "GpuConfig",
+    "sharing": {"strategy": "MPS", "mps": {"threads": 50}},
+}
+
+
+def configuration(source: str, requests: list[str], parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"source": source, "requests": requests, "opaque": {"driver": GPU, "parameters": parameters}}
+
+
+async def test_the_class_and_claim_configurations_reach_the_allocation_the_driver_reads(
+    api: Api, start_scheduler: Any
+) -> None:
+    """A GPU driver reads its sharing settings from the claim's allocation (the kubelet plugin's
+    ``GetOpaqueDeviceConfigs`` over ``status.allocation.devices.config``): the class's and the claim's
+    configurations are copied there, each for the requests it applies to, its parameters unchanged."""
+    await api.node("n1")
+    await api.create(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": GPU},
+            "spec": {
+                "selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}],
+                "config": [{"opaque": {"driver": GPU, "parameters": TIME_SLICING}}],
+            },
+        },
+    )
+    await gpus(api, "n1", 3)
+    one = claim_spec()
+    one["devices"]["config"] = [{"opaque": {"driver": GPU, "parameters": MPS}}]
+    await api.create(
+        f"{RESOURCE}/namespaces/{api.ns}/resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu-mps"},
+            "spec": {"spec": one},
+        },
+    )
+    two = {
+        "devices": {
+            "requests": [{"name": n, "exactly": {"deviceClassName": GPU}} for n in ("train", "serve")],
+            "config": [{"requests": ["serve"], "opaque": {"driver": GPU, "parameters": MPS}}],
+        }
+    }
+    await api.create(
+        f"{RESOURCE}/namespaces/{api.ns}/resourceclaims",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "two"},
+            "spec": two,
+        },
+    )
+    await start_scheduler()
+    await claim_pod(api, "t", {"resourceClaimTemplateName": "one-gpu-mps"})
+    await claim_pod(api, "p", {"resourceClaimName": "two"})
+    await eventually(lambda: _bound(api, "t", "p"))
+    pod = next(p for p in await api.pods() if p["metadata"]["name"] == "t")
+    [status] = pod["status"]["resourceClaimStatuses"]
+    made = await read_claim(api, status["resourceClaimName"])
+    assert made["status"]["allocation"]["devices"]["config"] == [
+        configuration("FromClass", ["gpu"], TIME_SLICING),
+        {"source": "FromClaim", "opaque": {"driver": GPU, "parameters": MPS}},
+    ]
+    shared = await read_claim(api, "two")
+    assert shared["status"]["allocation"]["devices"]["config"] == [
+        configuration("FromClass", ["train", "serve"], TIME_SLICING),
+        configuration("FromClaim", ["serve"], MPS),
+    ]
+    assert sorted(devices(made) + devices(shared)) == [("n1", "gpu-0"), ("n1", "gpu-1"), ("n1", "gpu-2")]
 
 
 async def test_a_selector_that_fails_on_the_devices_is_an_event_on_the_claim_and_others_go_on(

@@ -445,6 +445,67 @@ async def test_an_allocation_result_names_a_request_of_the_claim(cluster: Cluste
     assert code == 200, doc
 
 
+def opaque(parameters: Any, driver: str = "gpu.example.com") -> dict[str, Any]:
+    return {"opaque": {"driver": driver, "parameters": parameters}}
+
+
+async def test_a_configuration_names_a_driver_and_has_a_json_object_of_parameters(cluster: Cluster) -> None:
+    c = cluster
+    doc = await refused(
+        c, "POST", claims(c), claim("c", exactly("gpu"), config=[opaque(["not", "an", "object"])])
+    )
+    assert only_cause(doc) == {
+        "field": "spec.devices.config[0].opaque.parameters",
+        "reason": "FieldValueInvalid",
+        "message": 'Invalid value: "<value omitted>": must be a valid JSON object',
+    }
+    no_driver = device_class("configured.example.com", "true")
+    no_driver["spec"]["config"] = [{"opaque": {"parameters": {"a": 1}}}]
+    doc = await refused(c, "POST", f"{API}/deviceclasses", no_driver)
+    assert only_cause(doc) == {
+        "field": "spec.config[0].opaque.driver",
+        "reason": "FieldValueRequired",
+        "message": "Required value",
+    }
+    sharing = {
+        "apiVersion": "gpu.example.com/v1",
+        "kind": "GpuConfig",
+        "sharing": {"strategy": "TimeSlicing"},
+    }
+    await c.create(claims(c), claim("ok", exactly("gpu"), config=[{"requests": ["gpu"], **opaque(sharing)}]))
+    stored = await c.http.ok("GET", f"{claims(c)}/ok")
+    assert stored["spec"]["devices"]["config"] == [{"requests": ["gpu"], **opaque(sharing)}]
+
+
+async def test_an_allocation_carries_configurations_from_the_class_or_the_claim(cluster: Cluster) -> None:
+    c = cluster
+    await c.create(claims(c), claim("q", exactly("gpu")))
+
+    def with_config(**config: Any) -> dict[str, Any]:
+        entry = {"source": "FromClass", "requests": ["gpu"], **opaque({"a": 1}), **config}
+        return {"allocation": {"devices": {"results": [result("gpu")], "config": [entry]}}}
+
+    code, doc = await put_status(c, "q", with_config(source="Elsewhere"))
+    assert code == 422
+    assert only_cause(doc) == {
+        "field": "status.allocation.devices.config[0].source",
+        "reason": "FieldValueNotSupported",
+        "message": 'Unsupported value: "Elsewhere": supported values: "FromClaim", "FromClass"',
+    }
+    code, doc = await put_status(c, "q", with_config(requests=["nic"]))
+    assert code == 422
+    assert only_cause(doc) == {
+        "field": "status.allocation.devices.config[0].requests[0]",
+        "reason": "FieldValueInvalid",
+        "message": f'Invalid value: "nic": {REQUEST_REF}',
+    }
+    code, doc = await put_status(c, "q", with_config())
+    assert code == 200, doc
+    assert (
+        doc["status"]["allocation"]["devices"]["config"] == with_config()["allocation"]["devices"]["config"]
+    )
+
+
 # ---- pods -------------------------------------------------------------------------------------------------------
 
 

@@ -11,9 +11,9 @@ when the claims themselves are at fault). Where Go aborts on a CEL error, Calder
 not matching and reports the typed error (the issue's rule: a bad expression never stops the scheduler).
 
 The cases on partitionable devices, per-device node selection, device taints, binding conditions and
-consumable capacity are in ``test_allocator_features.py``. Not ported: the cases that check the device
-configuration copied into the result (``with-class-device-config*``, ``claim-with-device-config``,
-``prioritized-list-device-config``, ``prioritized-list-class-config``), which Caldera does not write.
+consumable capacity are in ``test_allocator_features.py``. The cases with device configurations
+(``with-class-device-config*``, ``claim-with-device-config``, ``prioritized-list-{device,class}-config``)
+also compare the configurations copied into the result (``Case.config``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pytest
 
 from caldera.framework.dra.allocator import Allocator, DeviceLedger, Features, Inventory
@@ -32,13 +33,16 @@ from caldera.framework.dra.objects import (
     DeviceAttribute,
     DeviceCapacity,
     DeviceClaim,
+    DeviceClaimConfiguration,
     DeviceClass,
+    DeviceClassConfiguration,
     DeviceClassSpec,
     DeviceConstraint,
     DeviceRequest,
     DeviceSelector,
     DeviceSubRequest,
     ExactDeviceRequest,
+    OpaqueDeviceConfiguration,
     ResourceClaim,
     ResourceClaimSpec,
     ResourcePool,
@@ -76,6 +80,27 @@ def mem_at_least(q: str) -> DeviceSelector:
 def device_class(name: str, driver: str, expression: str | None = None) -> DeviceClass:
     expr = expression if expression is not None else f'device.driver == "{driver}"'
     return DeviceClass(metadata=ObjectMeta(name=name), spec=DeviceClassSpec(selectors=[cel(expr)]))
+
+
+def opaque(driver: str, attribute: str) -> OpaqueDeviceConfiguration:
+    """``deviceConfiguration``: parameters ``{attribute: attribute + "Value"}``."""
+    return OpaqueDeviceConfiguration(
+        driver=driver, parameters=msgspec.Raw(f'{{"{attribute}":"{attribute}Value"}}'.encode())
+    )
+
+
+def class_with_config(name: str, driver: str, attribute: str) -> DeviceClass:
+    """``classWithConfig``."""
+    plain = device_class(name, driver)
+    config = [DeviceClassConfiguration(opaque=opaque(driver, attribute))]
+    return msgspec.structs.replace(plain, spec=msgspec.structs.replace(plain.spec, config=config))
+
+
+def with_config(claim_: ResourceClaim, *configs: tuple[list[str], str, str]) -> ResourceClaim:
+    """The claim with configurations ``(requests, driver, attribute)`` (``deviceClaimConfig``)."""
+    config = [DeviceClaimConfiguration(requests=r, opaque=opaque(d, a)) for r, d, a in configs]
+    devices = msgspec.structs.replace(claim_.spec.devices, config=config)
+    return msgspec.structs.replace(claim_, spec=ResourceClaimSpec(devices=devices))
 
 
 def request(
@@ -224,6 +249,8 @@ class Case:
     #: a substring of a reported CEL error
     cel_error: str = ""
     go_test: str = "TestAllocator"
+    #: per claim, the configurations of its result: (source, requests, driver, attribute); None: none
+    config: list[list[tuple[str, list[str], str, str]]] | None = None
 
 
 CA = device_class(CLASS_A, DRIVER_A)
@@ -936,6 +963,74 @@ CASES = [
         expect=[result(L1, r(f"{REQ0}/{SUB1}", DRIVER_A, POOL2, DEV2), r(REQ1, DRIVER_A, POOL1, DEV1))],
     ),
     Case(
+        "with-class-device-config",
+        [claim(CLAIM0, request(REQ0, CLASS_A))],
+        [class_with_config(CLASS_A, DRIVER_A, "classAttribute")],
+        [one_device(SLICE1, NODE1, POOL1, DRIVER_A)],
+        expect=[result(L1, r(REQ0, DRIVER_A, POOL1, DEV1))],
+        config=[[("FromClass", [REQ0], DRIVER_A, "classAttribute")]],
+    ),
+    Case(
+        "with-class-device-config-with-multiple-request-and-configs",
+        [claim(CLAIM0, request(REQ0, CLASS_A), request(REQ1, CLASS_A), request(REQ2, CLASS_B))],
+        [
+            class_with_config(CLASS_A, DRIVER_A, "classAttribute-A"),
+            class_with_config(CLASS_B, DRIVER_B, "classAttribute-B"),
+        ],
+        [many_devices(SLICE1, NODE1, POOL1, DRIVER_A, 2), one_device(SLICE2, NODE1, POOL1, DRIVER_B)],
+        expect=[
+            result(
+                L1,
+                r(REQ0, DRIVER_A, POOL1, "device-0"),
+                r(REQ1, DRIVER_A, POOL1, DEV1),
+                r(REQ2, DRIVER_B, POOL1, DEV1),
+            )
+        ],
+        config=[
+            [
+                ("FromClass", [REQ0, REQ1], DRIVER_A, "classAttribute-A"),
+                ("FromClass", [REQ2], DRIVER_B, "classAttribute-B"),
+            ]
+        ],
+    ),
+    Case(
+        "claim-with-device-config",
+        [with_config(claim(CLAIM0, request(REQ0, CLASS_A)), ([], DRIVER_A, "deviceAttribute"))],
+        [CA],
+        [one_device(SLICE1, NODE1, POOL1, DRIVER_A)],
+        expect=[result(L1, r(REQ0, DRIVER_A, POOL1, DEV1))],
+        config=[[("FromClaim", [], DRIVER_A, "deviceAttribute")]],
+    ),
+    Case(
+        "prioritized-list-device-config",
+        [
+            with_config(
+                claim(CLAIM0, first_available(REQ0, sub(SUB0, CLASS_A, 1), sub(SUB1, CLASS_B, 2))),
+                ([f"{REQ0}/{SUB0}"], DRIVER_A, "foo"),
+                ([f"{REQ0}/{SUB1}"], DRIVER_B, "bar"),
+            )
+        ],
+        [CA, CB],
+        [slice_(SLICE1, NODE1, POOL1, DRIVER_B, device(DEV1), device(DEV2))],
+        expect=[
+            result(L1, r(f"{REQ0}/{SUB1}", DRIVER_B, POOL1, DEV1), r(f"{REQ0}/{SUB1}", DRIVER_B, POOL1, DEV2))
+        ],
+        config=[[("FromClaim", [f"{REQ0}/{SUB1}"], DRIVER_B, "bar")]],
+    ),
+    Case(
+        "prioritized-list-class-config",
+        [claim(CLAIM0, first_available(REQ0, sub(SUB0, CLASS_A, 2), sub(SUB1, CLASS_B, 2)))],
+        [class_with_config(CLASS_A, DRIVER_A, "foo"), class_with_config(CLASS_B, DRIVER_B, "bar")],
+        [
+            slice_(SLICE1, NODE1, POOL1, DRIVER_B, device(DEV1), device(DEV2)),
+            slice_(SLICE2, NODE1, POOL2, DRIVER_A, device(DEV3)),
+        ],
+        expect=[
+            result(L1, r(f"{REQ0}/{SUB1}", DRIVER_B, POOL1, DEV1), r(f"{REQ0}/{SUB1}", DRIVER_B, POOL1, DEV2))
+        ],
+        config=[[("FromClass", [f"{REQ0}/{SUB1}"], DRIVER_B, "bar")]],
+    ),
+    Case(
         "prioritized-list-too-many-in-first-subrequest",
         [claim(CLAIM0, first_available(REQ0, sub(SUB0, CLASS_B, 500), sub(SUB1, CLASS_A)))],
         [CA, CB],
@@ -964,6 +1059,17 @@ def _actual(result_: AllocationResult) -> tuple[Any, list[Any]]:
     return _selector_key(result_.node_selector), devices
 
 
+def _config(result_: AllocationResult) -> list[tuple[str, list[str], str, str]]:
+    """The result's configurations as (source, requests, driver, attribute) of ``{attribute: ...Value}``."""
+    out = []
+    for c in result_.devices.config:
+        assert c.opaque is not None
+        (attribute,) = msgspec.json.decode(c.opaque.parameters)
+        assert msgspec.json.decode(c.opaque.parameters) == {attribute: f"{attribute}Value"}
+        out.append((c.source, c.requests, c.opaque.driver, attribute))
+    return out
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.go_case) for c in CASES])
 def test_allocator_case(case: Case) -> None:
     """One ported case of TestAllocator (the Go test and case name are ``case.go_test``/``case.go_case``)."""
@@ -977,6 +1083,9 @@ def test_allocator_case(case: Case) -> None:
         assert [_actual(a) for a in outcome.allocations] == [
             (_selector_key(sel), sorted(devs)) for sel, devs in case.expect
         ]
+        assert [_config(a) for a in outcome.allocations] == (
+            case.config if case.config is not None else [[] for _ in case.expect]
+        )
     else:
         assert outcome.allocations is None
     if case.reason:

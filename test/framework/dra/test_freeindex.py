@@ -38,11 +38,17 @@ def _decode(kind: type, doc: dict) -> object:
     return decode(kind, msgspec.json.encode(doc))
 
 
+#: the classes that carry a driver configuration (copied into each allocation result)
+CONFIGURED = {"a": {"opaque": {"driver": "a.example.com", "parameters": {"sharing": "time-slicing"}}}}
+
+
 def _classes() -> dict[str, DeviceClass]:
     out = {}
     for name, expression in CLASSES.items():
-        doc = {"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": expression}}]}}
-        out[name] = _decode(DeviceClass, doc)
+        spec: dict = {"selectors": [{"cel": {"expression": expression}}]}
+        if name in CONFIGURED:
+            spec["config"] = [CONFIGURED[name]]
+        out[name] = _decode(DeviceClass, {"metadata": {"name": name}, "spec": spec})
     return out  # type: ignore[return-value]
 
 
@@ -86,12 +92,18 @@ def _claim(rng: random.Random, name: str) -> ResourceClaim:
     devices: dict = {"requests": [{"name": "r", "exactly": exactly}]}
     if rng.random() < 0.1:
         devices["constraints"] = [{"matchAttribute": "a.example.com/model"}]
+    if rng.random() < 0.3:
+        opaque = {"driver": "b.example.com", "parameters": {"replicas": rng.randint(1, 4)}}
+        devices["config"] = [
+            {"requests": ["r"], "opaque": opaque} if rng.random() < 0.5 else {"opaque": opaque}
+        ]
     doc = {"metadata": {"name": name, "namespace": "default"}, "spec": {"devices": devices}}
     return _decode(ResourceClaim, doc)  # type: ignore[return-value]
 
 
 def _devices(result: AllocationResult | None) -> object:
-    return None if result is None else msgspec.to_builtins(result)
+    # (as JSON: a driver configuration's parameters are raw JSON)
+    return None if result is None else msgspec.json.decode(msgspec.json.encode(result))
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -122,7 +134,7 @@ def test_the_counting_fast_path_answers_as_the_allocator_does(seed: int) -> None
         assert fits.tolist() == [o.allocations is not None for o in outcomes]
         for row, outcome in enumerate(outcomes):
             expected = outcome.allocations[0] if outcome.allocations is not None else None
-            assert _devices(index.pick(row)) == _devices(expected)
+            assert _devices(index.pick(row, claim, classes)) == _devices(expected)
             assert index.why_not(row, f"default/{claim.metadata.name}", inventory) == (
                 "" if expected is not None else outcome.reason
             )
@@ -266,7 +278,7 @@ def test_devices_an_eviction_frees_are_counted_free_by_an_index_built_before_or_
     assert expected is not None
     for index in (before, after):
         assert index.fits(rows).tolist() == [True]
-        assert _devices(index.pick(0)) == _devices(expected[0])  # d1, the device released
+        assert _devices(index.pick(0, claim, classes)) == _devices(expected[0])  # d1, the device released
 
     assert ledger.unfree(held) == []
     _refresh({"before": before, "after": after}, held)
