@@ -44,6 +44,9 @@ import numpy as np
 
 from caldera.framework.callbacks import EventHandler
 from caldera.framework.dra.allocator import (
+    CLAIM_STEPS,
+    SEARCH_STEPS,
+    TIMED_OUT,
     Allocator,
     DeviceLedger,
     Inventory,
@@ -102,6 +105,8 @@ class _Fit:
     shared: int
     #: the allocations found per row (equal specs, equal devices in use: equal allocations)
     results: list[list[AllocationResult] | None]
+    #: the allocator's search steps spent on these claims this session (at most ``CLAIM_STEPS``)
+    steps: int = 0
 
 
 #: one claim of a task as the session's view decides it (``DraPart._claim_checks``): its key, the
@@ -316,8 +321,16 @@ class DraPart:
         return ""
 
     def _allocate(self, plan: _Plan, node: NodeInfo) -> Outcome:
-        """The allocator's answer for the unallocated claims on the node; selector errors reported."""
-        outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels)
+        """The allocator's answer for the unallocated claims on the node; selector errors reported.
+        The searches for claims of one spec share ``CLAIM_STEPS`` steps in a session (each at most
+        ``SEARCH_STEPS``): once they are spent, a node's answer is ``TIMED_OUT`` without a search,
+        as kube-scheduler's ``Filter`` answers a node whose search outlasts its ``filterTimeout``."""
+        fit = self._fit(plan)
+        left = CLAIM_STEPS - fit.steps
+        if left <= 0:
+            return Outcome(None, TIMED_OUT)
+        outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels, min(SEARCH_STEPS, left))
+        fit.steps += outcome.steps
         if outcome.cel_errors:
             self._report_cel(plan.unallocated, outcome.cel_errors)
         return outcome

@@ -592,6 +592,8 @@ class Outcome:
     reason: str = ""
     claim_error: bool = False
     cel_errors: list[CelError] = field(default_factory=list)
+    #: ``allocateOne`` calls the search made
+    steps: int = 0
 
 
 class _ClaimError(Exception):
@@ -604,6 +606,24 @@ class _NotHere(Exception):
 
 class _TooMany(Exception):
     """``errAllocationResultMaxSizeExceeded``: backtrack further, another subrequest may need fewer."""
+
+
+class _OutOfSteps(Exception):
+    """The search made as many steps as it was given (``Allocator.allocate``'s ``steps``)."""
+
+
+#: The search is exhaustive, and a pod's claims can make it take factorial time: nine devices asked
+#: with a ``matchAttribute`` constraint from a node of eight try every ordering of the eight
+#: (109,601 ``allocateOne`` calls, 0.5 s here; a node of nine: 4.7 s). kube-scheduler bounds the same
+#: search by time (``filterTimeout``, 10 s by default: ``Filter`` in dynamicresources.go, which then
+#: answers "timed out trying to allocate devices" for the node); Caldera bounds it by a count of
+#: steps (``allocateOne`` calls), so that an answer is the same on every run: this many on one node
+#: (about 0.1 s)...
+SEARCH_STEPS = 20_000
+#: ...and this many for one set of claims over all nodes in a session (DraPart): a cluster of equal
+#: nodes would otherwise give each node the whole budget.
+CLAIM_STEPS = 100_000
+TIMED_OUT = "timed out trying to allocate devices"
 
 
 @dataclass(slots=True, eq=False)
@@ -760,20 +780,31 @@ class Allocator:
 
     # public -----------------------------------------------------------------------------------------
     def allocate(
-        self, claims: Sequence[ResourceClaim], node_name: str, node_labels: Mapping[str, str]
+        self,
+        claims: Sequence[ResourceClaim],
+        node_name: str,
+        node_labels: Mapping[str, str],
+        steps: int = SEARCH_STEPS,
     ) -> Outcome:
-        """Allocate all of a pod's unallocated claims together on one node (``Allocator.Allocate``)."""
+        """Allocate all of a pod's unallocated claims together on one node (``Allocator.Allocate``),
+        in at most ``steps`` steps of the search: beyond them, no allocation, with the request that
+        lacks devices there if one does, else ``TIMED_OUT``."""
         self._errors = {}
-        search = _Search(self, list(claims), node_name, node_labels)
+        search = _Search(self, list(claims), node_name, node_labels, steps)
         try:
             done = search.run()
         except _ClaimError as exc:
-            return Outcome(None, str(exc), claim_error=True, cel_errors=list(self._errors.values()))
+            return Outcome(
+                None, str(exc), claim_error=True, cel_errors=list(self._errors.values()), steps=search.steps
+            )
         except _NotHere as exc:
-            return Outcome(None, str(exc), cel_errors=list(self._errors.values()))
+            return Outcome(None, str(exc), cel_errors=list(self._errors.values()), steps=search.steps)
+        except _OutOfSteps:
+            reason = search.lacking() or TIMED_OUT
+            return Outcome(None, reason, cel_errors=list(self._errors.values()), steps=search.steps)
         if not done:
-            return Outcome(None, search.why_not(), cel_errors=list(self._errors.values()))
-        return Outcome(search.results(), cel_errors=list(self._errors.values()))
+            return Outcome(None, search.why_not(), cel_errors=list(self._errors.values()), steps=search.steps)
+        return Outcome(search.results(), cel_errors=list(self._errors.values()), steps=search.steps)
 
     # used by the search -----------------------------------------------------------------------------
     def selectable(
@@ -814,10 +845,18 @@ class _Search:
     """One ``Allocate`` call: validation (``validateDeviceRequest``) and ``allocateOne``'s search."""
 
     def __init__(
-        self, owner: Allocator, claims: list[ResourceClaim], node_name: str, node_labels: Mapping[str, str]
+        self,
+        owner: Allocator,
+        claims: list[ResourceClaim],
+        node_name: str,
+        node_labels: Mapping[str, str],
+        steps: int = SEARCH_STEPS,
     ) -> None:
         self.owner = owner
         self.claims = claims
+        #: ``allocateOne`` calls made, and how many are allowed
+        self.steps = 0
+        self.max_steps = steps
         self.node_name = node_name
         self.node_devices = owner.inventory.devices_for(node_name, node_labels)
         # per claim, per request: the alternatives (one for `exactly`, the subrequests for firstAvailable)
@@ -1003,6 +1042,9 @@ class _Search:
         return self.owner.ledger.in_use(device_id) or bool(self.allocating.get(device_id))
 
     def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool) -> bool:
+        if self.steps >= self.max_steps:
+            raise _OutOfSteps
+        self.steps += 1
         if ci >= len(self.claims):
             return True
         claim_reqs = self.requests[ci]
@@ -1232,6 +1274,13 @@ class _Search:
 
     def why_not(self) -> str:
         """The first request that lacks free devices on the node, counted; else the constraints."""
+        return self.lacking() or (
+            f"claims {', '.join(_name(c) for c in self.claims)}: devices exist but not in a combination that satisfies the requests and constraints"
+            + pool_trouble(self.node_devices)
+        )
+
+    def lacking(self) -> str:
+        """The first request that lacks free devices on the node, counted ("" when none does)."""
         for ci, claim in enumerate(self.claims):
             for ri, alts in enumerate(self.requests[ci]):
                 req = alts[-1] if len(alts) > 1 else alts[0]
@@ -1250,10 +1299,7 @@ class _Search:
                     return no_free_device(
                         req.class_name, _name(claim), req.name, len(matching), in_use
                     ) + pool_trouble(self.node_devices)
-        return (
-            f"claims {', '.join(_name(c) for c in self.claims)}: devices exist but not in a combination that satisfies the requests and constraints"
-            + pool_trouble(self.node_devices)
-        )
+        return ""
 
 
 def no_free_device(class_name: str, claim: str, request: str, matching: int, in_use: int) -> str:

@@ -3,6 +3,10 @@ and where the pods land with which devices (plugins/dra.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from caldera.framework.dra.view import ClaimAllocation
 from caldera.framework.model import GROUP_NAME_ANNOTATION
 from caldera.hack.scenario import (
@@ -545,3 +549,44 @@ def test_across_cycles_a_slice_changed_and_a_claim_deleted_are_seen_by_the_next_
     result = sim.cycle()
     assert sim.running_on() == {"p": "n1"}
     assert "waiting for ResourceClaim default/c1 to be created" in str(result)
+
+
+def test_a_claim_whose_search_explodes_costs_the_session_a_bounded_search_and_others_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nine GPUs on one NUMA node, asked of thirty nodes of eight per NUMA node: every node's search
+    would try orderings for a long time. The searches for that claim share ``CLAIM_STEPS`` in the
+    session; the nodes left answer "timed out" without a search, as kube-scheduler's Filter answers
+    a node past its filterTimeout, and a pod with a claim that fits is placed."""
+    from caldera.framework.dra import allocator as dra_allocator
+    from caldera.framework.dra.allocator import CLAIM_STEPS, TIMED_OUT
+    from caldera.scheduler.explain import explain_session
+
+    steps: dict[str, int] = {}
+    search = dra_allocator.Allocator.allocate
+
+    def counted(self: Any, claims: Any, *args: Any, **kwargs: Any) -> Any:
+        outcome = search(self, claims, *args, **kwargs)
+        key = claims[0].metadata.name
+        steps[key] = steps.get(key, 0) + outcome.steps
+        return outcome
+
+    monkeypatch.setattr(dra_allocator.Allocator, "allocate", counted)
+    numa = {f"gpu-{i}": {"numa": {"int": i // 8}} for i in range(16)}
+    nodes = [f"n{i:02}" for i in range(30)]
+    snap = world(
+        nodes=[node(n) for n in nodes],
+        pods=[claim_pod("greedy", "nine"), claim_pod("modest", "two")],
+        dra=[
+            device_class(GPU),
+            *[resource_slice(n, GPU, numa) for n in nodes],
+            resource_claim("nine", GPU, count=9, match_attribute=f"{GPU}/numa"),
+            resource_claim("two", GPU, count=2, match_attribute=f"{GPU}/numa"),
+        ],
+    )
+    ssn, result = run_session(snap)
+    assert list(placed(result)) == ["modest"]
+    assert steps["nine"] <= CLAIM_STEPS
+    doc = explain_session(ssn)["default/greedy"]
+    assert f"30 {TIMED_OUT}" in doc["reason"], doc["reason"]
+    assert steps["nine"] <= CLAIM_STEPS  # explaining asks the nodes again: no search beyond the budget
