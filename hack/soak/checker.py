@@ -20,8 +20,10 @@ or a 410, like any client must), and every `interval` evaluates:
   two claims unless it allows multiple allocations (`Device.AllowMultipleAllocations`; an `adminAccess`
   result holds no device, as the structured allocator skips them in `staging/src/k8s.io/
   dynamic-resource-allocation/structured/allocator.go`); no bound, unfinished pod of ours has a claim that is
-  missing, unallocated or not reserved for it for longer than `dra_grace` (kube-scheduler's PreBind writes
-  allocation and reservation before the binding, so a bound pod's claims are in place); and every device of
+  missing, unallocated, not reserved for it, or allocated without the configurations its spec gives the
+  driver (kube-scheduler copies them into the allocation, `FromClaim`), for longer than `dra_grace`
+  (kube-scheduler's PreBind writes allocation and reservation before the binding, so a bound pod's claims
+  are in place); and every device of
   a bound pod's claims is published for that pod's node (`nodeName`, `allNodes`, a `nodeSelector` matching
   the node, per slice or per device with `perDeviceNodeSelection`).
 """
@@ -869,6 +871,12 @@ def claim_problem(pod: dict[str, Any], claim: dict[str, Any] | None) -> str:
     uid = pod["metadata"].get("uid")
     if not any(r.get("uid") == uid for r in status.get("reservedFor") or []):
         return "is not reserved for it"
+    given = ((status["allocation"].get("devices") or {}).get("config")) or []
+    for config in ((claim.get("spec") or {}).get("devices") or {}).get("config") or []:
+        # the claim's configurations reach the driver through its allocation (kube-scheduler copies
+        # them there, FromClaim)
+        if not any(c.get("source") == "FromClaim" and c.get("opaque") == config.get("opaque") for c in given):
+            return "is allocated without the configuration its spec gives the driver"
     return ""
 
 

@@ -18,6 +18,7 @@ from caldera.hack.workload.manifests import (
     pod_manifest,
     queue_manifest,
     resource_slice_manifest,
+    sharing,
 )
 from caldera.hack.workload.plan import Action, ClusterShape, Generator
 
@@ -315,14 +316,15 @@ class DraJobs(Generator):
     ResourceClaimTemplate `one-gpu`. Then gangs of 1 to 8 pods: with probability `shared_fraction` the gang
     shares one ResourceClaim for one device (created with the gang, `<job>-gpu`: every pod lands on the
     device's node), else each pod names the template and gets a claim of its own from the resourceclaim
-    controller."""
+    controller. The class carries the driver's time-slicing configuration and a shared claim its own
+    (MPS, for the pods that share the device): the allocations carry both to the driver."""
 
     name: str = "dra"
     shared_fraction: float = 0.25
 
     def setup(self, shape: ClusterShape) -> list[dict[str, Any]]:
         return [
-            device_class_manifest(DRA_CLASS, DRA_DRIVER),
+            device_class_manifest(DRA_CLASS, DRA_DRIVER, sharing("TimeSlicing")),
             *(resource_slice_manifest(n, DRA_DRIVER, shape.dra_devices) for n in shape.dra_nodes),
             claim_template_manifest(DRA_TEMPLATE, self.namespace, DRA_CLASS),
         ]
@@ -335,7 +337,16 @@ class DraJobs(Generator):
             shared = rng.random() < self.shared_fraction
             if shared:
                 claims = [{"name": "gpu", "resourceClaimName": f"{job}-gpu"}]
-                extra = [claim_manifest(f"{job}-gpu", self.namespace, DRA_CLASS, workload=self.name)]
+                extra = [
+                    claim_manifest(
+                        f"{job}-gpu",
+                        self.namespace,
+                        DRA_CLASS,
+                        workload=self.name,
+                        driver=DRA_DRIVER,
+                        parameters=sharing("MPS"),
+                    )
+                ]
             else:
                 claims = [{"name": "gpu", "resourceClaimTemplateName": DRA_TEMPLATE}]
                 extra = []

@@ -220,14 +220,18 @@ def deployment_manifest(name: str, ns: str, replicas: int, requests: dict[str, s
 RESOURCE_API = "resource.k8s.io/v1"
 
 
-def device_class_manifest(name: str, driver: str) -> dict[str, Any]:
-    """A DeviceClass selecting every device of `driver` by CEL (`DeviceClassSpec.Selectors`)."""
-    return {
-        "apiVersion": RESOURCE_API,
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-    }
+def device_class_manifest(name: str, driver: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A DeviceClass selecting every device of `driver` by CEL (`DeviceClassSpec.Selectors`); with
+    `parameters`, a configuration of the driver's that every allocation from the class carries."""
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}
+    if parameters is not None:
+        spec["config"] = [{"opaque": {"driver": driver, "parameters": parameters}}]
+    return {"apiVersion": RESOURCE_API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+def sharing(strategy: str) -> dict[str, Any]:
+    """The parameters of a GPU driver's sharing configuration (as NVIDIA's DRA driver names them)."""
+    return {"apiVersion": "gpu.example.com/v1", "kind": "GpuConfig", "sharing": {"strategy": strategy}}
 
 
 def resource_slice_manifest(node: str, driver: str, devices: int, model: str = "a100") -> dict[str, Any]:
@@ -265,11 +269,25 @@ def claim_template_manifest(name: str, ns: str, device_class: str, count: int = 
     }
 
 
-def claim_manifest(name: str, ns: str, device_class: str, count: int = 1, *, workload: str) -> dict[str, Any]:
-    """A ResourceClaim that pods share by naming it (`resourceClaimName`)."""
+def claim_manifest(
+    name: str,
+    ns: str,
+    device_class: str,
+    count: int = 1,
+    *,
+    workload: str,
+    driver: str = "",
+    parameters: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ResourceClaim that pods share by naming it (`resourceClaimName`); with `parameters`, a
+    configuration of `driver`'s for its request."""
+    spec = _claim_spec(device_class, count)
+    if parameters is not None:
+        opaque = {"driver": driver, "parameters": parameters}
+        spec["devices"]["config"] = [{"requests": ["gpu"], "opaque": opaque}]
     return {
         "apiVersion": RESOURCE_API,
         "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": ns, "labels": {WORKLOAD_LABEL: workload}},
-        "spec": _claim_spec(device_class, count),
+        "spec": spec,
     }

@@ -11,6 +11,7 @@ import struct
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
@@ -31,6 +32,7 @@ from caldera.hack.workload.manifests import (
     pod_manifest,
     podgroup_manifest,
     resource_slice_manifest,
+    sharing,
 )
 
 
@@ -391,13 +393,14 @@ RESOURCE = "/apis/resource.k8s.io/v1"
 async def test_checker_reports_devices_handed_out_wrongly() -> None:
     """The DRA invariants, against a cluster where the test allocates claims as a broken scheduler would:
     one device given to two claims, a pod bound with its claim never allocated, a pod bound to n1 with a
-    device of n2. A pod bound with its claim allocated on its node and reserved for it is fine, and so are
-    two claims on a device that allows multiple allocations."""
+    device of n2, a pod whose claim gives the driver a configuration its allocation does not carry. A pod
+    bound with its claim allocated on its node and reserved for it is fine (with its configuration carried,
+    too), and so are two claims on a device that allows multiple allocations."""
     async with SimCluster(nodes=0, kubelet=False) as sim, Api(sim.url, sim.token) as api:
         await api.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
         )
-        for node in ("n1", "n2"):
+        for node in ("n1", "n2", "n3"):
             await api.create(
                 "/api/v1/nodes", node_manifest(node, {"cpu": "8", "memory": "32Gi", "pods": "110"}, {})
             )
@@ -411,11 +414,22 @@ async def test_checker_reports_devices_handed_out_wrongly() -> None:
         stop = asyncio.Event()
         task = asyncio.create_task(checker.run(stop, interval=0.1))
 
-        async def pod_with_claim(name: str, node: str, device: tuple[str, str, str] | None) -> None:
+        async def pod_with_claim(
+            name: str,
+            node: str,
+            device: tuple[str, str, str] | None,
+            configured: bool = False,
+            passed_on: bool = False,
+        ) -> None:
             """A claim `<name>-gpu` and a pod using it, bound to `node`; the claim allocated `device`
-            (driver, pool, device) and reserved for the pod, or left unallocated (None)."""
+            (driver, pool, device) and reserved for the pod, or left unallocated (None). `configured`:
+            the claim gives the driver a configuration, which the allocation carries if `passed_on`."""
             claims = f"{RESOURCE}/namespaces/soak/resourceclaims"
-            await api.create(claims, claim_manifest(f"{name}-gpu", "soak", GPU, workload="dra"))
+            parameters = sharing("MPS") if configured else None
+            manifest = claim_manifest(
+                f"{name}-gpu", "soak", GPU, workload="dra", driver=GPU, parameters=parameters
+            )
+            await api.create(claims, manifest)
             body = pod_manifest(
                 name,
                 "soak",
@@ -430,12 +444,14 @@ async def test_checker_reports_devices_handed_out_wrongly() -> None:
                 driver, pool, dev = device
                 status, raw = await api.request("GET", f"{claims}/{name}-gpu")
                 claim = orjson.loads(raw)
+                devices: dict[str, Any] = {
+                    "results": [{"request": "gpu", "driver": driver, "pool": pool, "device": dev}]
+                }
+                if passed_on:
+                    opaque = {"driver": GPU, "parameters": parameters}
+                    devices["config"] = [{"source": "FromClaim", "requests": ["gpu"], "opaque": opaque}]
                 claim["status"] = {
-                    "allocation": {
-                        "devices": {
-                            "results": [{"request": "gpu", "driver": driver, "pool": pool, "device": dev}]
-                        }
-                    },
+                    "allocation": {"devices": devices},
                     "reservedFor": [{"resource": "pods", "name": name, "uid": uid}],
                 }
                 status, raw = await api.request("PUT", f"{claims}/{name}-gpu/status", claim)
@@ -449,6 +465,8 @@ async def test_checker_reports_devices_handed_out_wrongly() -> None:
         await pod_with_claim("far", "n1", (GPU, "n2", "gpu-0"))
         await pod_with_claim("share-a", "n1", ("shared.example.com", "n1", "gpu-0"))
         await pod_with_claim("share-b", "n1", ("shared.example.com", "n1", "gpu-0"))
+        await pod_with_claim("configured", "n3", (GPU, "n3", "gpu-0"), configured=True, passed_on=True)
+        await pod_with_claim("unconfigured", "n3", (GPU, "n3", "gpu-1"), configured=True)
         await asyncio.sleep(1.5)
         stop.set()
         await task
@@ -457,12 +475,13 @@ async def test_checker_reports_devices_handed_out_wrongly() -> None:
     assert ("dra-device", f"{GPU}/n1/gpu-1") in found
     assert ("dra-claim", "soak/bare") in found
     assert ("dra-node", "soak/far") in found
+    assert ("dra-claim", "soak/unconfigured") in found
     flagged = {v.detail.split(":")[0] for v in checker.violations}
-    assert not {"soak/fine", "soak/share-a", "soak/share-b", f"{GPU}/n1/gpu-0"} & flagged
+    assert not {"soak/fine", "soak/share-a", "soak/share-b", "soak/configured", f"{GPU}/n1/gpu-0"} & flagged
     assert not any(
         "shared.example.com" in v.detail for v in checker.violations if v.invariant == "dra-device"
     )
-    assert len(found) == 3, checker.violations
+    assert len(found) == 4, found
 
 
 def test_the_stall_judge_finds_writes_made_past_the_renew_deadline() -> None:
