@@ -44,8 +44,7 @@ import numpy as np
 
 from caldera.framework.callbacks import EventHandler
 from caldera.framework.dra.allocator import (
-    CLAIM_STEPS,
-    SEARCH_STEPS,
+    CLAIM_TIMEOUTS,
     TIMED_OUT,
     Allocator,
     DeviceLedger,
@@ -105,8 +104,8 @@ class _Fit:
     shared: int
     #: the allocations found per row (equal specs, equal devices in use: equal allocations)
     results: list[list[AllocationResult] | None]
-    #: the allocator's search steps spent on these claims this session (at most ``CLAIM_STEPS``)
-    steps: int = 0
+    #: the nodes whose search for these claims ran out of steps this session (``CLAIM_TIMEOUTS``)
+    timeouts: int = 0
 
 
 #: one claim of a task as the session's view decides it (``DraPart._claim_checks``): its key, the
@@ -322,15 +321,14 @@ class DraPart:
 
     def _allocate(self, plan: _Plan, node: NodeInfo) -> Outcome:
         """The allocator's answer for the unallocated claims on the node; selector errors reported.
-        The searches for claims of one spec share ``CLAIM_STEPS`` steps in a session (each at most
-        ``SEARCH_STEPS``): once they are spent, a node's answer is ``TIMED_OUT`` without a search,
-        as kube-scheduler's ``Filter`` answers a node whose search outlasts its ``filterTimeout``."""
+        Once the search for claims of one spec ran out of steps on ``CLAIM_TIMEOUTS`` nodes in a
+        session, a node's answer is ``TIMED_OUT`` without a search, as kube-scheduler's ``Filter``
+        answers a node whose search outlasts its ``filterTimeout``."""
         fit = self._fit(plan)
-        left = CLAIM_STEPS - fit.steps
-        if left <= 0:
-            return Outcome(None, TIMED_OUT)
-        outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels, min(SEARCH_STEPS, left))
-        fit.steps += outcome.steps
+        if fit.timeouts >= CLAIM_TIMEOUTS:
+            return Outcome(None, TIMED_OUT, timed_out=True)
+        outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels)
+        fit.timeouts += outcome.timed_out
         if outcome.cel_errors:
             self._report_cel(plan.unallocated, outcome.cel_errors)
         return outcome

@@ -592,8 +592,9 @@ class Outcome:
     reason: str = ""
     claim_error: bool = False
     cel_errors: list[CelError] = field(default_factory=list)
-    #: ``allocateOne`` calls the search made
+    #: ``allocateOne`` calls the search made, and whether it stopped at the steps it was given
     steps: int = 0
+    timed_out: bool = False
 
 
 class _ClaimError(Exception):
@@ -614,15 +615,21 @@ class _OutOfSteps(Exception):
 
 #: The search is exhaustive, and a pod's claims can make it take factorial time: nine devices asked
 #: with a ``matchAttribute`` constraint from a node of eight try every ordering of the eight
-#: (109,601 ``allocateOne`` calls, 0.5 s here; a node of nine: 4.7 s). kube-scheduler bounds the same
-#: search by time (``filterTimeout``, 10 s by default: ``Filter`` in dynamicresources.go, which then
-#: answers "timed out trying to allocate devices" for the node); Caldera bounds it by a count of
-#: steps (``allocateOne`` calls), so that an answer is the same on every run: this many on one node
-#: (about 0.1 s)...
+#: (109,601 ``allocateOne`` calls, 0.5 s here; a node of nine: 4.7 s). Past ``PRUNE_AFTER`` steps,
+#: each request's device loop first counts the devices it could still take (free, selected, of the
+#: value its ``matchAttribute`` constraints hold so far) and gives up the branch when they are fewer
+#: than it still needs: a branch with no solution, so the first solution found is the one the full
+#: search finds, and searches of a few steps pay nothing for it.
+PRUNE_AFTER = 64
+#: What the counts cannot see (several requests under one constraint, distinct attributes) can still
+#: take that long. kube-scheduler bounds the search by time (``filterTimeout``, 10 s by default:
+#: ``Filter`` in dynamicresources.go, which then answers "timed out trying to allocate devices" for
+#: the node); Caldera by a count of steps (``allocateOne`` calls), so that an answer is the same on
+#: every run: this many on one node (about 0.1 s)...
 SEARCH_STEPS = 20_000
-#: ...and this many for one set of claims over all nodes in a session (DraPart): a cluster of equal
-#: nodes would otherwise give each node the whole budget.
-CLAIM_STEPS = 100_000
+#: ...and, in a session, after this many nodes timed out for claims of one spec, the others answer
+#: the same without a search (DraPart): a cluster of equal nodes would time out on every node.
+CLAIM_TIMEOUTS = 5
 TIMED_OUT = "timed out trying to allocate devices"
 
 
@@ -687,6 +694,13 @@ class _MatchAttribute(_AttributeConstraint):
     def remove(self, req: _Request) -> None:
         if self.applies(req):
             self.n -= 1
+
+    def admits(self, dev: InventoryDevice) -> bool:
+        """Whether :meth:`add` would take the device now (for a request it applies to)."""
+        attr = lookup_attribute(dev, self.attribute)
+        if attr is None:
+            return False
+        return self.n == 0 or (attr.value() is not None and _same_attribute(attr, self.value))
 
 
 class _DistinctAttribute(_AttributeConstraint):
@@ -801,7 +815,8 @@ class Allocator:
             return Outcome(None, str(exc), cel_errors=list(self._errors.values()), steps=search.steps)
         except _OutOfSteps:
             reason = search.lacking() or TIMED_OUT
-            return Outcome(None, reason, cel_errors=list(self._errors.values()), steps=search.steps)
+            errors = list(self._errors.values())
+            return Outcome(None, reason, cel_errors=errors, steps=search.steps, timed_out=True)
         if not done:
             return Outcome(None, search.why_not(), cel_errors=list(self._errors.values()), steps=search.steps)
         return Outcome(search.results(), cel_errors=list(self._errors.values()), steps=search.steps)
@@ -1088,6 +1103,8 @@ class _Search:
             if not ok:
                 self._release(ci, req, dev)
             return ok
+        if self.steps > PRUNE_AFTER and self._too_few(ci, ri, si, req, req.num - di):
+            return False
         for pool, devices in self.node_devices:
             if pool.incomplete or pool.invalid_reason:
                 continue
@@ -1112,6 +1129,32 @@ class _Search:
                     return True
                 self._release(ci, req, dev)
         return False
+
+    def _too_few(self, ci: int, ri: int, si: int, req: _Request, need: int) -> bool:
+        """Whether fewer than ``need`` devices pass what the request's device loop checks first (free,
+        selected) and the value each ``matchAttribute`` constraint on the request holds so far: a
+        device the loop can take passes all of these, and takes it at most once, so the branch has no
+        solution (``PRUNE_AFTER``)."""
+        claim = self.claims[ci]
+        held = [c for c in self.constraints[ci] if isinstance(c, _MatchAttribute) and c.applies(req)]
+        found = 0
+        for pool, devices in self.node_devices:
+            if pool.incomplete or pool.invalid_reason:
+                continue
+            for dev in devices:
+                if req.admin:
+                    if ci in self.allocating.get(dev.id, ()):
+                        continue
+                elif self._in_use(dev.id):
+                    continue
+                if not self.owner.selectable(claim, (ri, si), req, dev):
+                    continue
+                if any(not c.admits(dev) for c in held):
+                    continue
+                found += 1
+                if found >= need:
+                    return False
+        return True
 
     def _shared(self, dev: InventoryDevice) -> bool:
         return self.owner.features.consumable_capacity and dev.shareable

@@ -554,24 +554,38 @@ def test_across_cycles_a_slice_changed_and_a_claim_deleted_are_seen_by_the_next_
 def test_a_claim_whose_search_explodes_costs_the_session_a_bounded_search_and_others_go_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Nine GPUs on one NUMA node, asked of thirty nodes of eight per NUMA node: every node's search
-    would try orderings for a long time. The searches for that claim share ``CLAIM_STEPS`` in the
-    session; the nodes left answer "timed out" without a search, as kube-scheduler's Filter answers
-    a node past its filterTimeout, and a pod with a claim that fits is placed."""
+    """Nine requests of one GPU each on one NUMA node, asked of thirty nodes of eight GPUs per NUMA
+    node: each node's search would try orderings for a long time. Once it ran out of steps on
+    ``CLAIM_TIMEOUTS`` nodes, the others answer "timed out" without a search, as kube-scheduler's
+    Filter answers a node past its filterTimeout; a pod with a claim that fits is placed."""
     from caldera.framework.dra import allocator as dra_allocator
-    from caldera.framework.dra.allocator import CLAIM_STEPS, TIMED_OUT
+    from caldera.framework.dra.allocator import CLAIM_TIMEOUTS, TIMED_OUT
+    from caldera.framework.dra.objects import ResourceClaim
+    from caldera.hack.scenario import convert
     from caldera.scheduler.explain import explain_session
 
-    steps: dict[str, int] = {}
+    searches: list[tuple[str, bool]] = []
     search = dra_allocator.Allocator.allocate
 
     def counted(self: Any, claims: Any, *args: Any, **kwargs: Any) -> Any:
         outcome = search(self, claims, *args, **kwargs)
-        key = claims[0].metadata.name
-        steps[key] = steps.get(key, 0) + outcome.steps
+        searches.append((claims[0].metadata.name, outcome.timed_out))
         return outcome
 
     monkeypatch.setattr(dra_allocator.Allocator, "allocate", counted)
+    one = {"deviceClassName": GPU, "count": 1, "allocationMode": "ExactCount"}
+    nine = convert(
+        ResourceClaim,
+        {
+            "metadata": {"name": "nine", "namespace": "default", "uid": "rc-nine"},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": f"r{i}", "exactly": one} for i in range(9)],
+                    "constraints": [{"matchAttribute": f"{GPU}/numa"}],
+                }
+            },
+        },
+    )
     numa = {f"gpu-{i}": {"numa": {"int": i // 8}} for i in range(16)}
     nodes = [f"n{i:02}" for i in range(30)]
     snap = world(
@@ -580,13 +594,15 @@ def test_a_claim_whose_search_explodes_costs_the_session_a_bounded_search_and_ot
         dra=[
             device_class(GPU),
             *[resource_slice(n, GPU, numa) for n in nodes],
-            resource_claim("nine", GPU, count=9, match_attribute=f"{GPU}/numa"),
+            nine,
             resource_claim("two", GPU, count=2, match_attribute=f"{GPU}/numa"),
         ],
     )
     ssn, result = run_session(snap)
     assert list(placed(result)) == ["modest"]
-    assert steps["nine"] <= CLAIM_STEPS
+    assert searches.count(("nine", True)) == CLAIM_TIMEOUTS
+    assert ("nine", False) not in searches
+    before = len(searches)
     doc = explain_session(ssn)["default/greedy"]
     assert f"30 {TIMED_OUT}" in doc["reason"], doc["reason"]
-    assert steps["nine"] <= CLAIM_STEPS  # explaining asks the nodes again: no search beyond the budget
+    assert ("nine", True) not in searches[before:]  # explaining asks the nodes again: no search

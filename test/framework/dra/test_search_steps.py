@@ -1,11 +1,27 @@
 """The allocator's search is exhaustive and can take factorial time (every ordering of a node's devices
-when no combination fits); it is bounded by a count of steps, as kube-scheduler bounds it by a time
-(``filterTimeout``), and the count, not the clock, decides the answer."""
+when no combination fits). Branches that cannot hold a solution are given up once the search is past a
+few steps (the same first solution as the full search: the twin test), and what is left is bounded by
+a count of steps, as kube-scheduler bounds it by a time (``filterTimeout``); the count, not the clock,
+decides the answer."""
 
 from __future__ import annotations
 
-from caldera.framework.dra.allocator import SEARCH_STEPS, TIMED_OUT, Allocator, DeviceLedger, Inventory
-from caldera.hack.scenario import device_class, resource_claim, resource_slice
+import random
+from typing import Any
+
+import pytest
+
+from caldera.framework.dra import allocator as dra_allocator
+from caldera.framework.dra.allocator import (
+    PRUNE_AFTER,
+    SEARCH_STEPS,
+    TIMED_OUT,
+    Allocator,
+    DeviceLedger,
+    Inventory,
+)
+from caldera.framework.dra.objects import ResourceClaim
+from caldera.hack.scenario import convert, device_class, resource_claim, resource_slice
 
 GPU = "gpu.example.com"
 NUMA = f"{GPU}/numa"
@@ -16,30 +32,60 @@ def gpus(node: str, numa_of: list[int]) -> object:
     return resource_slice(node, GPU, {f"gpu-{i}": {"numa": {"int": n}} for i, n in enumerate(numa_of)})
 
 
-def allocator(*slices: object) -> Allocator:
-    return Allocator(Inventory(slices), {GPU: device_class(GPU)}, DeviceLedger())  # type: ignore[arg-type]
+def allocator(*slices: object, in_use: list[str] = ()) -> Allocator:  # type: ignore[assignment]
+    ledger = DeviceLedger([(GPU, "n1", d) for d in in_use])
+    return Allocator(Inventory(slices), {GPU: device_class(GPU)}, ledger)  # type: ignore[arg-type]
 
 
-def test_nine_gpus_on_one_numa_node_asked_of_eight_fail_within_the_steps_naming_the_request() -> None:
-    # Every ordering of the eight would be tried (109,601 steps) before the search gives up.
+def one_device_each(name: str, requests: int) -> ResourceClaim:
+    """A claim of ``requests`` requests of one GPU each, all on one NUMA node."""
+    exactly = {"deviceClassName": GPU, "count": 1, "allocationMode": "ExactCount"}
+    return convert(  # type: ignore[no-any-return]
+        ResourceClaim,
+        {
+            "metadata": {"name": name, "namespace": "default", "uid": f"rc-{name}"},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": f"r{i}", "exactly": exactly} for i in range(requests)],
+                    "constraints": [{"matchAttribute": NUMA}],
+                }
+            },
+        },
+    )
+
+
+def test_nine_gpus_on_one_numa_node_asked_of_a_node_of_eight_fail_in_a_few_steps_naming_the_request() -> None:
+    # The full search would try every ordering of the eight (109,601 steps) before giving up.
     claim = resource_claim("c", GPU, count=9, match_attribute=NUMA)
     outcome = allocator(gpus("n1", [0] * 8)).allocate([claim], "n1", {})
     assert outcome.allocations is None
-    assert outcome.steps == SEARCH_STEPS
+    assert outcome.steps <= 2 * PRUNE_AFTER
     assert outcome.reason == (
         "no free device of class gpu.example.com for claim default/c request req: 8 devices, 0 allocated"
     )
 
 
+def test_eight_on_one_numa_node_are_found_past_three_numa_nodes_that_lack_one() -> None:
+    # Four NUMA nodes of eight, a GPU of each of the first three in use: the full search tries every
+    # ordering of each of their seven before the fourth (about 15,000 steps).
+    numa_of = [i // 8 for i in range(32)]
+    claim = resource_claim("c", GPU, count=8, match_attribute=NUMA)
+    outcome = allocator(gpus("n1", numa_of), in_use=["gpu-0", "gpu-8", "gpu-16"]).allocate([claim], "n1", {})
+    assert outcome.allocations is not None
+    assert [r.device for r in outcome.allocations[0].devices.results] == [f"gpu-{i}" for i in range(24, 32)]
+    assert outcome.steps < 1000
+
+
 def test_a_search_that_outlasts_its_steps_times_out_as_kube_schedulers_filter_does() -> None:
-    # Sixteen GPUs, eight per NUMA node: enough in all, never nine on one NUMA node.
-    claim = resource_claim("c", GPU, count=9, match_attribute=NUMA)
-    outcome = allocator(gpus("n1", [0] * 8 + [1] * 8)).allocate([claim], "n1", {})
+    # Nine requests of one GPU under one constraint, sixteen GPUs eight per NUMA node: each request on
+    # its own finds a GPU, so only the orderings of eight tell that the ninth never does.
+    outcome = allocator(gpus("n1", [0] * 8 + [1] * 8)).allocate([one_device_each("c", 9)], "n1", {})
     assert (outcome.allocations, outcome.reason, outcome.steps) == (None, TIMED_OUT, SEARCH_STEPS)
+    assert outcome.timed_out
 
 
 def test_the_steps_decide_the_answer_not_the_clock() -> None:
-    claim = resource_claim("c", GPU, count=4, match_attribute=NUMA)
+    claim = one_device_each("c", 4)
     devices = gpus("n1", [0, 1, 1, 1, 1])  # the first GPU leads the search astray
     found = allocator(devices).allocate([claim], "n1", {})
     assert found.allocations is not None
@@ -49,3 +95,42 @@ def test_the_steps_decide_the_answer_not_the_clock() -> None:
         assert (short.allocations, short.reason, short.steps) == (None, TIMED_OUT, found.steps - 1)
         again = allocator(devices).allocate([claim], "n1", {}, steps=found.steps)
         assert again.allocations == found.allocations
+
+
+def _random_case(rng: random.Random) -> tuple[object, list[str], ResourceClaim]:
+    numa_of = [rng.randrange(3) for _ in range(rng.randint(1, 7))]
+    in_use = [f"gpu-{i}" for i in range(len(numa_of)) if rng.random() < 0.2]
+    requests = [
+        {
+            "name": f"r{i}",
+            "exactly": {"deviceClassName": GPU, "count": rng.randint(1, 4), "allocationMode": "ExactCount"},
+        }
+        for i in range(rng.randint(1, 3))
+    ]
+    constraints: list[dict[str, Any]] = []
+    if rng.random() < 0.8:
+        named = [r["name"] for r in requests if rng.random() < 0.7]
+        constraints.append({"matchAttribute": NUMA, **({"requests": named} if named else {})})
+    claim = convert(
+        ResourceClaim,
+        {
+            "metadata": {"name": "c", "namespace": "default", "uid": "rc-c"},
+            "spec": {"devices": {"requests": requests, "constraints": constraints}},
+        },
+    )
+    return gpus("n1", numa_of), in_use, claim  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_giving_up_branches_finds_what_the_full_search_finds(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    for _ in range(20):
+        devices, in_use, claim = _random_case(rng)
+        monkeypatch.setattr(dra_allocator, "PRUNE_AFTER", 10**9)
+        full = allocator(devices, in_use=in_use).allocate([claim], "n1", {}, steps=10**9)
+        monkeypatch.setattr(dra_allocator, "PRUNE_AFTER", 0)
+        pruned = allocator(devices, in_use=in_use).allocate([claim], "n1", {}, steps=10**9)
+        assert (pruned.allocations, pruned.reason) == (full.allocations, full.reason)
+        assert pruned.steps <= full.steps
