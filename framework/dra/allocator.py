@@ -1153,6 +1153,53 @@ class _Search:
                     continue
                 found += 1
                 if found >= need:
+                    return any(self._group_too_few(ci, ri, si, req, need, c) for c in held)
+        return True
+
+    def _group_too_few(
+        self, ci: int, ri: int, si: int, req: _Request, need: int, held: _MatchAttribute
+    ) -> bool:
+        """Whether this request and the later requests of the claim under ``held`` cannot all get their
+        devices (each at least its fewest alternative's, 0 for an alternative the constraint spares):
+        they need as many distinct devices of one value of the attribute (the value held, once
+        there is one), each selected by one of them. Not asked when one of them has admin access
+        (which may take devices in use) or when the claim's results could grow past their most."""
+        later: list[tuple[int, list[_Request]]] = []
+        extra = 0
+        most = len(self.picked[ci]) + need
+        for rj in range(ri + 1, len(self.requests[ci])):
+            alts = self.requests[ci][rj]
+            most += max(a.num for a in alts)
+            fewest = min(a.num if held.applies(a) else 0 for a in alts)
+            if fewest:
+                if any(a.admin for a in alts):
+                    return False
+                later.append((rj, alts))
+                extra += fewest
+        if not extra or req.admin or most > ALLOCATION_RESULTS_MAX_SIZE:
+            # (past the size a result may have, a later request stops the search otherwise:
+            # ``errAllocationResultMaxSizeExceeded``, left to the search itself)
+            return False
+        claim = self.claims[ci]
+        total = need + extra
+        by_value: dict[tuple[object, ...], int] = {}
+        for pool, devices in self.node_devices:
+            if pool.incomplete or pool.invalid_reason:
+                continue
+            for dev in devices:
+                if self._in_use(dev.id) or not held.admits(dev):
+                    continue
+                if not self.owner.selectable(claim, (ri, si), req, dev) and not any(
+                    self.owner.selectable(claim, (rj, sj), a, dev)
+                    for rj, alts in later
+                    for sj, a in enumerate(alts)
+                ):
+                    continue
+                attr = lookup_attribute(dev, held.attribute)
+                assert attr is not None  # (admits)
+                key = (attr.int_value, attr.bool_value, attr.string_value, attr.version_value)
+                by_value[key] = by_value.get(key, 0) + 1
+                if by_value[key] >= total:
                     return False
         return True
 

@@ -554,8 +554,8 @@ def test_across_cycles_a_slice_changed_and_a_claim_deleted_are_seen_by_the_next_
 def test_a_claim_whose_search_explodes_costs_the_session_a_bounded_search_and_others_go_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Nine requests of one GPU each on one NUMA node, asked of thirty nodes of eight GPUs per NUMA
-    node: each node's search would try orderings for a long time. Once it ran out of steps on
+    """Nine requests of one GPU each on a NUMA node of its own, asked of thirty nodes of sixteen GPUs
+    two per NUMA node: each node's search would try orderings for a long time. Once it ran out of steps on
     ``CLAIM_TIMEOUTS`` nodes, the others answer "timed out" without a search, as kube-scheduler's
     Filter answers a node past its filterTimeout; a pod with a claim that fits is placed."""
     from caldera.framework.dra import allocator as dra_allocator
@@ -581,12 +581,12 @@ def test_a_claim_whose_search_explodes_costs_the_session_a_bounded_search_and_ot
             "spec": {
                 "devices": {
                     "requests": [{"name": f"r{i}", "exactly": one} for i in range(9)],
-                    "constraints": [{"matchAttribute": f"{GPU}/numa"}],
+                    "constraints": [{"distinctAttribute": f"{GPU}/numa"}],
                 }
             },
         },
     )
-    numa = {f"gpu-{i}": {"numa": {"int": i // 8}} for i in range(16)}
+    numa = {f"gpu-{i}": {"numa": {"int": i // 2}} for i in range(16)}
     nodes = [f"n{i:02}" for i in range(30)]
     snap = world(
         nodes=[node(n) for n in nodes],

@@ -37,8 +37,9 @@ def allocator(*slices: object, in_use: list[str] = ()) -> Allocator:  # type: ig
     return Allocator(Inventory(slices), {GPU: device_class(GPU)}, ledger)  # type: ignore[arg-type]
 
 
-def one_device_each(name: str, requests: int) -> ResourceClaim:
-    """A claim of ``requests`` requests of one GPU each, all on one NUMA node."""
+def one_device_each(name: str, requests: int, constraint: str = "matchAttribute") -> ResourceClaim:
+    """A claim of ``requests`` requests of one GPU each, all on one NUMA node (``distinctAttribute``:
+    each on a NUMA node of its own)."""
     exactly = {"deviceClassName": GPU, "count": 1, "allocationMode": "ExactCount"}
     return convert(  # type: ignore[no-any-return]
         ResourceClaim,
@@ -47,7 +48,7 @@ def one_device_each(name: str, requests: int) -> ResourceClaim:
             "spec": {
                 "devices": {
                     "requests": [{"name": f"r{i}", "exactly": exactly} for i in range(requests)],
-                    "constraints": [{"matchAttribute": NUMA}],
+                    "constraints": [{constraint: NUMA}],
                 }
             },
         },
@@ -76,10 +77,21 @@ def test_eight_on_one_numa_node_are_found_past_three_numa_nodes_that_lack_one() 
     assert outcome.steps < 1000
 
 
-def test_a_search_that_outlasts_its_steps_times_out_as_kube_schedulers_filter_does() -> None:
-    # Nine requests of one GPU under one constraint, sixteen GPUs eight per NUMA node: each request on
-    # its own finds a GPU, so only the orderings of eight tell that the ninth never does.
+def test_nine_requests_on_one_numa_node_asked_of_eight_plus_eight_fail_in_a_few_steps() -> None:
+    # Each request on its own finds a GPU; together they need nine of one NUMA node.
     outcome = allocator(gpus("n1", [0] * 8 + [1] * 8)).allocate([one_device_each("c", 9)], "n1", {})
+    assert outcome.allocations is None
+    assert outcome.reason.endswith(
+        "devices exist but not in a combination that satisfies the requests and constraints"
+    )
+    assert outcome.steps <= 3 * PRUNE_AFTER
+
+
+def test_a_search_that_outlasts_its_steps_times_out_as_kube_schedulers_filter_does() -> None:
+    # Nine requests of one GPU, each on a NUMA node of its own, sixteen GPUs two per NUMA node: the
+    # counts see enough GPUs for every request, only the orderings tell that the ninth never gets one.
+    claim = one_device_each("c", 9, "distinctAttribute")
+    outcome = allocator(gpus("n1", [i // 2 for i in range(16)])).allocate([claim], "n1", {})
     assert (outcome.allocations, outcome.reason, outcome.steps) == (None, TIMED_OUT, SEARCH_STEPS)
     assert outcome.timed_out
 
@@ -100,17 +112,25 @@ def test_the_steps_decide_the_answer_not_the_clock() -> None:
 def _random_case(rng: random.Random) -> tuple[object, list[str], ResourceClaim]:
     numa_of = [rng.randrange(3) for _ in range(rng.randint(1, 7))]
     in_use = [f"gpu-{i}" for i in range(len(numa_of)) if rng.random() < 0.2]
-    requests = [
-        {
-            "name": f"r{i}",
-            "exactly": {"deviceClassName": GPU, "count": rng.randint(1, 4), "allocationMode": "ExactCount"},
-        }
-        for i in range(rng.randint(1, 3))
-    ]
+
+    def exactly() -> dict[str, Any]:
+        return {"deviceClassName": GPU, "count": rng.randint(1, 4), "allocationMode": "ExactCount"}
+
+    requests: list[dict[str, Any]] = []
+    names: list[str] = []
+    for i in range(rng.randint(1, 3)):
+        if rng.random() < 0.3:  # a prioritized list of two
+            subs = [{"name": f"s{j}", **exactly()} for j in range(2)]
+            requests.append({"name": f"r{i}", "firstAvailable": subs})
+            names += [f"r{i}", f"r{i}/s{rng.randrange(2)}"]
+        else:
+            requests.append({"name": f"r{i}", "exactly": exactly()})
+            names.append(f"r{i}")
     constraints: list[dict[str, Any]] = []
-    if rng.random() < 0.8:
-        named = [r["name"] for r in requests if rng.random() < 0.7]
-        constraints.append({"matchAttribute": NUMA, **({"requests": named} if named else {})})
+    for kind in ("matchAttribute", "distinctAttribute"):
+        if rng.random() < (0.8 if kind == "matchAttribute" else 0.2):
+            named = sorted({n for n in names if rng.random() < 0.6})
+            constraints.append({kind: NUMA, **({"requests": named} if named else {})})
     claim = convert(
         ResourceClaim,
         {
