@@ -47,7 +47,7 @@ groups, derived attributes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -1090,7 +1090,6 @@ class _Search:
             return self._one(ci, ri + 1, 0, 0, False)
         if len(self.picked[ci]) + req.num - di > ALLOCATION_RESULTS_MAX_SIZE:
             raise _TooMany
-        claim = self.claims[ci]
         if req.all_devices is not None:
             dev = req.all_devices[di]
             if not self._take(ci, req, dev, must=True):
@@ -1105,39 +1104,26 @@ class _Search:
             return ok
         if self.steps > PRUNE_AFTER and self._too_few(ci, ri, si, req, req.num - di):
             return False
-        for pool, devices in self.node_devices:
-            if pool.incomplete or pool.invalid_reason:
+        for dev in self._open_to(ci, ri, si, req):
+            if not self._capacity_fits(req, dev):
                 continue
-            for dev in devices:
-                if req.admin:
-                    if ci in self.allocating.get(dev.id, ()):
-                        continue
-                elif self._in_use(dev.id):
-                    continue
-                if not self.owner.selectable(claim, (ri, si), req, dev):
-                    continue
-                if not self._capacity_fits(req, dev):
-                    continue
-                if not self._take(ci, req, dev, must=False):
-                    continue
-                try:
-                    ok = self._one(ci, ri, si, di + 1, in_sub)
-                except _TooMany:
-                    self._release(ci, req, dev)
-                    raise
-                if ok:
-                    return True
+            if not self._take(ci, req, dev, must=False):
+                continue
+            try:
+                ok = self._one(ci, ri, si, di + 1, in_sub)
+            except _TooMany:
                 self._release(ci, req, dev)
+                raise
+            if ok:
+                return True
+            self._release(ci, req, dev)
         return False
 
-    def _too_few(self, ci: int, ri: int, si: int, req: _Request, need: int) -> bool:
-        """Whether fewer than ``need`` devices pass what the request's device loop checks first (free,
-        selected) and the value each ``matchAttribute`` constraint on the request holds so far: a
-        device the loop can take passes all of these, and takes it at most once, so the branch has no
-        solution (``PRUNE_AFTER``)."""
+    def _open_to(self, ci: int, ri: int, si: int, req: _Request) -> Iterator[InventoryDevice]:
+        """The node's devices, in the allocator's order, that the request may still take: free (for
+        admin access, not taken for this claim already) and selected by its class and its own."""
         claim = self.claims[ci]
-        held = [c for c in self.constraints[ci] if isinstance(c, _MatchAttribute) and c.applies(req)]
-        found = 0
+        selectable = self.owner.selectable
         for pool, devices in self.node_devices:
             if pool.incomplete or pool.invalid_reason:
                 continue
@@ -1147,13 +1133,21 @@ class _Search:
                         continue
                 elif self._in_use(dev.id):
                     continue
-                if not self.owner.selectable(claim, (ri, si), req, dev):
-                    continue
-                if any(not c.admits(dev) for c in held):
-                    continue
-                found += 1
-                if found >= need:
-                    return any(self._group_too_few(ci, ri, si, req, need, c) for c in held)
+                if selectable(claim, (ri, si), req, dev):
+                    yield dev
+
+    def _too_few(self, ci: int, ri: int, si: int, req: _Request, need: int) -> bool:
+        """Whether fewer than ``need`` devices the request may still take (``_open_to``) are of the
+        value each ``matchAttribute`` constraint on the request holds so far: the device loop takes
+        each at most once, so the branch has no solution (``PRUNE_AFTER``)."""
+        held = [c for c in self.constraints[ci] if isinstance(c, _MatchAttribute) and c.applies(req)]
+        found = 0
+        for dev in self._open_to(ci, ri, si, req):
+            if any(not c.admits(dev) for c in held):
+                continue
+            found += 1
+            if found >= need:
+                return any(self._group_too_few(ci, ri, si, req, need, c) for c in held)
         return True
 
     def _group_too_few(
