@@ -128,9 +128,15 @@ class _Plan:
 class DraPart:
     """The ``dra`` predicate of the predicates plugin (see the module's docstring)."""
 
-    def __init__(self, ssn: Session, plugin: str, enabled: bool) -> None:
+    def __init__(self, ssn: Session, plugin: str, enabled: bool, filter_timeout: int | None = None) -> None:
         self.ssn = ssn
         self.enabled = enabled
+        #: how a node's search is bounded: ``SEARCH_STEPS`` steps, or the conf's
+        #: ``dynamicresources.filterTimeoutSeconds`` (kube-scheduler's filterTimeout: seconds per node,
+        #: 0 for none)
+        self._bound: dict[str, int | None] = (
+            {} if filter_timeout is None else {"steps": None, "seconds": filter_timeout or None}
+        )
         #: the session's wall clock: a claim's binding timeout counts from its allocationTimestamp
         self.now = time.time()
         view = ssn.snapshot.dra
@@ -327,7 +333,7 @@ class DraPart:
         fit = self._fit(plan)
         if fit.timeouts >= CLAIM_TIMEOUTS:
             return Outcome(None, TIMED_OUT, timed_out=True)
-        outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels)
+        outcome = self.allocator.allocate(plan.unallocated, node.name, node.labels, **self._bound)
         fit.timeouts += outcome.timed_out
         if outcome.cel_errors:
             self._report_cel(plan.unallocated, outcome.cel_errors)

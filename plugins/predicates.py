@@ -25,7 +25,7 @@ import numpy as np
 
 from caldera.framework.model import OCCUPYING_STATUSES, TaskInfo
 from caldera.framework.objects import PodAffinityTerm
-from caldera.framework.plugin import Plugin, unsupported
+from caldera.framework.plugin import ArgumentError, Plugin, structured, unsupported
 from caldera.plugins.dra import DraPart
 from caldera.plugins.helpers import NodeIndex, node_index, pod_matches_term, term_mask, tolerates
 from caldera.plugins.spread import R_SPREAD, R_SPREAD_LABEL, SpreadIndex, spread_index
@@ -57,6 +57,12 @@ def resource_fit(ssn: Session, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
     return ssn.table.fits(task.init_resreq, rows)
 
 
+def _filter_timeout(key: str, value: int) -> int:
+    if value < 0:
+        raise ArgumentError(f"{key} must be 0 (no bound) or more seconds, not {value}")
+    return value
+
+
 class PredicatesPlugin(Plugin):
     name: ClassVar[str] = "predicates"
     # Volcano's names (pkg/scheduler/plugins/predicates/predicates.go).
@@ -73,6 +79,20 @@ class PredicatesPlugin(Plugin):
         "predicate.DynamicResourceAllocationEnable": bool,
         "predicate.CacheEnable": unsupported(
             bool, "template-level predicate results are always cached per session", True
+        ),
+        # Volcano's arguments of the kube-scheduler plugins it runs (pkg/scheduler/plugins/predicates/
+        # helper.go, setUpDynamicResourcesArgs and setUpVolumeBindingArgs): DynamicResources'
+        # filterTimeout in whole seconds, per node (plugins/dra.py; 0: a search runs to its end)
+        "dynamicresources.filterTimeoutSeconds": structured(int, _filter_timeout),
+        "volumebinding.bindTimeoutSeconds": unsupported(
+            int,
+            "how long a gang waits for its volumes is the binary's --volume-bind-timeout (600s by default)",
+        ),
+        "volumebinding.weight": unsupported(
+            int, "nodes are not scored by their volumes (VolumeBinding's Score, StorageCapacityScoring)"
+        ),
+        "volumebinding.shape": unsupported(
+            list, "nodes are not scored by their volumes (VolumeBinding's Score, StorageCapacityScoring)"
         ),
     }
 
@@ -117,7 +137,12 @@ class PredicatesPlugin(Plugin):
         snap = ssn.snapshot
         if snap.dra is not None:
             # Only a cluster with DRA objects or pods using claims pays for it (plugins/dra.py).
-            self.dra = DraPart(ssn, self.name, args.bool("predicate.DynamicResourceAllocationEnable", True))
+            self.dra = DraPart(
+                ssn,
+                self.name,
+                args.bool("predicate.DynamicResourceAllocationEnable", True),
+                args.get("dynamicresources.filterTimeoutSeconds"),
+            )
         if self.volume_binding_on or self.volume_zone_on or self.volume_limits_on:
             self.volumes = VolumeIndex(ssn, self.idx)
             if self.volume_binding_on:

@@ -46,6 +46,8 @@ groups, derived attributes.
 
 from __future__ import annotations
 
+import sys
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -798,13 +800,17 @@ class Allocator:
         claims: Sequence[ResourceClaim],
         node_name: str,
         node_labels: Mapping[str, str],
-        steps: int = SEARCH_STEPS,
+        steps: int | None = SEARCH_STEPS,
+        seconds: float | None = None,
     ) -> Outcome:
         """Allocate all of a pod's unallocated claims together on one node (``Allocator.Allocate``),
-        in at most ``steps`` steps of the search: beyond them, no allocation, with the request that
-        lacks devices there if one does, else ``TIMED_OUT``."""
+        in at most ``steps`` steps of the search (None: no such bound) and, with ``seconds``, within
+        that time (kube-scheduler's ``filterTimeout``, checked every 256 steps): beyond, no
+        allocation, with the request that lacks devices there if one does, else ``TIMED_OUT``."""
         self._errors = {}
-        search = _Search(self, list(claims), node_name, node_labels, steps)
+        search = _Search(
+            self, list(claims), node_name, node_labels, sys.maxsize if steps is None else steps, seconds
+        )
         try:
             done = search.run()
         except _ClaimError as exc:
@@ -866,12 +872,14 @@ class _Search:
         node_name: str,
         node_labels: Mapping[str, str],
         steps: int = SEARCH_STEPS,
+        seconds: float | None = None,
     ) -> None:
         self.owner = owner
         self.claims = claims
-        #: ``allocateOne`` calls made, and how many are allowed
+        #: ``allocateOne`` calls made, how many are allowed, and until when (monotonic clock)
         self.steps = 0
         self.max_steps = steps
+        self.deadline = time.monotonic() + seconds if seconds else None
         self.node_name = node_name
         self.node_devices = owner.inventory.devices_for(node_name, node_labels)
         # per claim, per request: the alternatives (one for `exactly`, the subrequests for firstAvailable)
@@ -1060,6 +1068,8 @@ class _Search:
         if self.steps >= self.max_steps:
             raise _OutOfSteps
         self.steps += 1
+        if self.deadline is not None and not self.steps & 255 and time.monotonic() > self.deadline:
+            raise _OutOfSteps
         if ci >= len(self.claims):
             return True
         claim_reqs = self.requests[ci]

@@ -606,3 +606,92 @@ def test_a_claim_whose_search_explodes_costs_the_session_a_bounded_search_and_ot
     doc = explain_session(ssn)["default/greedy"]
     assert f"30 {TIMED_OUT}" in doc["reason"], doc["reason"]
     assert ("nine", True) not in searches[before:]  # explaining asks the nodes again: no search
+
+
+FILTER_TIMEOUT_CONF = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: drf
+  - name: predicates
+    arguments:
+      dynamicresources.filterTimeoutSeconds: {seconds}
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def test_volcanos_filter_timeout_argument_bounds_a_nodes_search_by_time_or_lets_it_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seven requests of one GPU, each on a NUMA node of its own, on a node of twelve GPUs two per NUMA
+    node: the search ends, without an allocation, after 151,945 steps. By default it stops at
+    ``SEARCH_STEPS`` ("timed out"); with Volcano's ``dynamicresources.filterTimeoutSeconds`` the bound
+    is that many seconds per node, as kube-scheduler's filterTimeout, and 0 lets the search end."""
+    from caldera.framework.dra import allocator as dra_allocator
+    from caldera.framework.dra.allocator import TIMED_OUT
+    from caldera.framework.dra.objects import ResourceClaim
+    from caldera.hack.scenario import convert
+    from caldera.scheduler.explain import explain_session
+
+    asked: list[dict[str, Any]] = []
+    search = dra_allocator.Allocator.allocate
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs)
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(dra_allocator.Allocator, "allocate", spy)
+    one = {"deviceClassName": GPU, "count": 1, "allocationMode": "ExactCount"}
+    seven = convert(
+        ResourceClaim,
+        {
+            "metadata": {"name": "seven", "namespace": "default", "uid": "rc-seven"},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": f"r{i}", "exactly": one} for i in range(7)],
+                    "constraints": [{"distinctAttribute": f"{GPU}/numa"}],
+                }
+            },
+        },
+    )
+    numa = {f"gpu-{i}": {"numa": {"int": i // 2}} for i in range(12)}
+    snap = world(
+        nodes=[node("n1")],
+        pods=[claim_pod("p", "seven")],
+        dra=[device_class(GPU), resource_slice("n1", GPU, numa), seven],
+    )
+    reasons = {}
+    for seconds in (None, 0, 30):
+        asked.clear()
+        conf = None if seconds is None else FILTER_TIMEOUT_CONF.format(seconds=seconds)
+        ssn, result = run_session(snap, conf)
+        assert result.placements == []
+        reasons[seconds] = explain_session(ssn)["default/p"]["reason"]
+        assert asked and all(
+            kw == ({} if seconds is None else {"steps": None, "seconds": seconds or None}) for kw in asked
+        )
+    assert TIMED_OUT in reasons[None]
+    for seconds in (0, 30):
+        assert "devices exist but not in a combination" in reasons[seconds], reasons[seconds]
+
+
+@pytest.mark.parametrize(
+    ("argument", "refusal"),
+    [
+        ("dynamicresources.filterTimeoutSeconds: -1", "must be 0 (no bound) or more seconds, not -1"),
+        ("volumebinding.bindTimeoutSeconds: 600", "the binary's --volume-bind-timeout"),
+        ("volumebinding.weight: 2", "nodes are not scored by their volumes"),
+    ],
+)
+def test_volcanos_other_predicates_arguments_are_refused_with_the_reason(argument: str, refusal: str) -> None:
+    from caldera.config.conf import ConfError, parse_conf
+    from caldera.scheduler.registry import builtin_registry
+
+    conf = FILTER_TIMEOUT_CONF.replace("dynamicresources.filterTimeoutSeconds: {seconds}", argument)
+    with pytest.raises(ConfError) as err:
+        parse_conf(conf, builtin_registry())
+    assert refusal in str(err.value)

@@ -154,3 +154,12 @@ def test_giving_up_branches_finds_what_the_full_search_finds(
         pruned = allocator(devices, in_use=in_use).allocate([claim], "n1", {}, steps=10**9)
         assert (pruned.allocations, pruned.reason) == (full.allocations, full.reason)
         assert pruned.steps <= full.steps
+
+
+def test_a_time_bound_stops_the_search_as_kube_schedulers_filter_timeout_does() -> None:
+    # (Volcano's dynamicresources.filterTimeoutSeconds; the clock is read every 256 steps)
+    claim = one_device_each("c", 9, "distinctAttribute")
+    devices = gpus("n1", [i // 2 for i in range(16)])
+    outcome = allocator(devices).allocate([claim], "n1", {}, steps=None, seconds=1e-9)
+    assert (outcome.allocations, outcome.reason, outcome.steps) == (None, TIMED_OUT, 256)
+    assert outcome.timed_out
