@@ -149,6 +149,7 @@ COVERED_ELSEWHERE = {
     ("binpack", "binpack.resources.*"): "test/plugins/test_binpack.py",
     ("sla", "sla-waiting-time"): "test/plugins/test_sla.py",
     ("predicates", "predicate.DynamicResourceAllocationEnable"): "test/plugins/test_dra.py",
+    ("predicates", "dynamicresources.filterTimeoutSeconds"): "test/plugins/test_dra.py",
     ("capacity", "capacity.DynamicResourceAllocationEnable"): "test/plugins/test_dra_quota.py",
     ("capacity", "capacity.DRAConsumableCapacityEnable"): "test/plugins/test_dra_quota.py",
     ("numa-aware", "weight"): "test/plugins/test_numaaware.py",
@@ -273,6 +274,7 @@ def test_each_unsupported_argument_is_refused_with_its_name(owner, is_action, ke
         int: 3,
         float: 0.5,
         str: "x",
+        list: [{"utilization": 0, "score": 10}],
     }[spec.kind]
     if is_action:
         text = f'actions: "{owner}"\ntiers: []\nconfigurations:\n- name: {owner}\n  arguments: {{{key!r}: {bad!r}}}\n'
