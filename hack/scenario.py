@@ -455,9 +455,12 @@ def resource_claim(
     match_attribute: str = "",
     status: dict[str, Any] | None = None,
     capacity: dict[str, str] | None = None,
+    requests: int = 1,
+    distinct_attribute: str = "",
 ) -> Any:
     """A ResourceClaim with one request ``req`` for ``count`` devices of the class (and a CEL selector,
-    a matchAttribute constraint and ``capacity.requests`` when given)."""
+    a matchAttribute or distinctAttribute constraint and ``capacity.requests`` when given); with
+    ``requests`` above 1, that many such requests ``r0``, ``r1``... under the constraint."""
     from caldera.framework.dra.objects import ResourceClaim
 
     exactly: dict[str, Any] = {
@@ -469,9 +472,12 @@ def resource_claim(
         exactly["selectors"] = [{"cel": {"expression": selector}}]
     if capacity:
         exactly["capacity"] = {"requests": capacity}
-    devices: dict[str, Any] = {"requests": [{"name": "req", "exactly": exactly}]}
+    names = ["req"] if requests == 1 else [f"r{i}" for i in range(requests)]
+    devices: dict[str, Any] = {"requests": [{"name": n, "exactly": exactly} for n in names]}
     if match_attribute:
         devices["constraints"] = [{"matchAttribute": match_attribute}]
+    elif distinct_attribute:
+        devices["constraints"] = [{"distinctAttribute": distinct_attribute}]
     return convert(
         ResourceClaim,
         {

@@ -560,8 +560,6 @@ def test_a_claim_whose_search_explodes_costs_the_session_a_bounded_search_and_ot
     Filter answers a node past its filterTimeout; a pod with a claim that fits is placed."""
     from caldera.framework.dra import allocator as dra_allocator
     from caldera.framework.dra.allocator import CLAIM_TIMEOUTS, TIMED_OUT
-    from caldera.framework.dra.objects import ResourceClaim
-    from caldera.hack.scenario import convert
     from caldera.scheduler.explain import explain_session
 
     searches: list[tuple[str, bool]] = []
@@ -573,19 +571,7 @@ def test_a_claim_whose_search_explodes_costs_the_session_a_bounded_search_and_ot
         return outcome
 
     monkeypatch.setattr(dra_allocator.Allocator, "allocate", counted)
-    one = {"deviceClassName": GPU, "count": 1, "allocationMode": "ExactCount"}
-    nine = convert(
-        ResourceClaim,
-        {
-            "metadata": {"name": "nine", "namespace": "default", "uid": "rc-nine"},
-            "spec": {
-                "devices": {
-                    "requests": [{"name": f"r{i}", "exactly": one} for i in range(9)],
-                    "constraints": [{"distinctAttribute": f"{GPU}/numa"}],
-                }
-            },
-        },
-    )
+    nine = resource_claim("nine", GPU, requests=9, distinct_attribute=f"{GPU}/numa")
     numa = {f"gpu-{i}": {"numa": {"int": i // 2}} for i in range(16)}
     nodes = [f"n{i:02}" for i in range(30)]
     snap = world(
@@ -608,20 +594,9 @@ def test_a_claim_whose_search_explodes_costs_the_session_a_bounded_search_and_ot
     assert ("nine", True) not in searches[before:]  # explaining asks the nodes again: no search
 
 
-FILTER_TIMEOUT_CONF = """
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: drf
-  - name: predicates
-    arguments:
-      dynamicresources.filterTimeoutSeconds: {seconds}
-  - name: proportion
-  - name: nodeorder
-"""
+FILTER_TIMEOUT_CONF = DRA_OFF.replace(
+    "predicate.DynamicResourceAllocationEnable: false", "dynamicresources.filterTimeoutSeconds: {seconds}"
+)
 
 
 def test_volcanos_filter_timeout_argument_bounds_a_nodes_search_by_time_or_lets_it_end(
@@ -633,8 +608,6 @@ def test_volcanos_filter_timeout_argument_bounds_a_nodes_search_by_time_or_lets_
     is that many seconds per node, as kube-scheduler's filterTimeout, and 0 lets the search end."""
     from caldera.framework.dra import allocator as dra_allocator
     from caldera.framework.dra.allocator import TIMED_OUT
-    from caldera.framework.dra.objects import ResourceClaim
-    from caldera.hack.scenario import convert
     from caldera.scheduler.explain import explain_session
 
     asked: list[dict[str, Any]] = []
@@ -645,19 +618,7 @@ def test_volcanos_filter_timeout_argument_bounds_a_nodes_search_by_time_or_lets_
         return search(self, *args, **kwargs)
 
     monkeypatch.setattr(dra_allocator.Allocator, "allocate", spy)
-    one = {"deviceClassName": GPU, "count": 1, "allocationMode": "ExactCount"}
-    seven = convert(
-        ResourceClaim,
-        {
-            "metadata": {"name": "seven", "namespace": "default", "uid": "rc-seven"},
-            "spec": {
-                "devices": {
-                    "requests": [{"name": f"r{i}", "exactly": one} for i in range(7)],
-                    "constraints": [{"distinctAttribute": f"{GPU}/numa"}],
-                }
-            },
-        },
-    )
+    seven = resource_claim("seven", GPU, requests=7, distinct_attribute=f"{GPU}/numa")
     numa = {f"gpu-{i}": {"numa": {"int": i // 2}} for i in range(12)}
     snap = world(
         nodes=[node("n1")],

@@ -40,19 +40,8 @@ def allocator(*slices: object, in_use: list[str] = ()) -> Allocator:  # type: ig
 def one_device_each(name: str, requests: int, constraint: str = "matchAttribute") -> ResourceClaim:
     """A claim of ``requests`` requests of one GPU each, all on one NUMA node (``distinctAttribute``:
     each on a NUMA node of its own)."""
-    exactly = {"deviceClassName": GPU, "count": 1, "allocationMode": "ExactCount"}
-    return convert(  # type: ignore[no-any-return]
-        ResourceClaim,
-        {
-            "metadata": {"name": name, "namespace": "default", "uid": f"rc-{name}"},
-            "spec": {
-                "devices": {
-                    "requests": [{"name": f"r{i}", "exactly": exactly} for i in range(requests)],
-                    "constraints": [{constraint: NUMA}],
-                }
-            },
-        },
-    )
+    attribute = {"match_attribute" if constraint == "matchAttribute" else "distinct_attribute": NUMA}
+    return resource_claim(name, GPU, requests=requests, **attribute)  # type: ignore[no-any-return]
 
 
 def test_nine_gpus_on_one_numa_node_asked_of_a_node_of_eight_fail_in_a_few_steps_naming_the_request() -> None:
