@@ -944,10 +944,33 @@ class NodeInfo:
         else:
             if status == TaskStatus.RELEASING:
                 self.releasing.sub(existing.resreq)
-            self.idle.add(existing.resreq)
             self.used.sub(existing.resreq)
+            self._give_back(existing.resreq)
         if sync:
             self._sync_usage()
+
+    def _give_back(self, req: Resource) -> None:
+        """Idle grows by what a leaving task held, up to what the node has less what stays used. Idle
+        is the node's allocatable less its used, at least zero: on a node whose pods ask more than it
+        has (pods bound by another scheduler or by hand, or its allocatable lowered under them)
+        ``add_task`` clamped it at zero, and the excess given back is not free."""
+        idle, alloc, used = self.idle, self.allocatable, self.used
+        idle.add(req)
+        room = alloc.cpu - used.cpu
+        if idle.cpu > room:
+            idle.cpu = room if room > 0 else 0.0
+        room = alloc.memory - used.memory
+        if idle.memory > room:
+            idle.memory = room if room > 0 else 0.0
+        room = alloc.pods - used.pods
+        if idle.pods > room:
+            idle.pods = room if room > 0 else 0.0
+        if req.scalars:
+            mine, have, taken = idle.scalars, alloc.scalars, used.scalars
+            for name in req.scalars:
+                room = have.get(name, 0.0) - taken.get(name, 0.0)
+                if mine[name] > room:
+                    mine[name] = room if room > 0 else 0.0
 
     def replace_task(self, old: TaskInfo, new: TaskInfo) -> bool:
         """Hold ``new`` in place of ``old`` (same pod, same requests, and a status that is accounted

@@ -5,7 +5,7 @@ from caldera.cache.store import ClusterCache
 from caldera.framework.model import TaskStatus
 from caldera.framework.result import Placement, SessionResult
 from caldera.framework.session import Session
-from caldera.hack.scenario import gang, load, node, pod, podgroup, priority_class, queue
+from caldera.hack.scenario import gang, load, node, pod, podgroup, priority_class, queue, run_session
 
 
 def test_snapshot_is_isolated_from_later_cache_changes_and_vice_versa():
@@ -286,3 +286,27 @@ def test_the_table_a_snapshot_copies_holds_every_usage_change_since_the_last_one
     assert sorted(snap.nodes) == ["n1", "n3"]
     cache.sync_table()
     assert cache.table.idle[cache.nodes["n1"].row, 0] == 5000
+
+
+def test_a_node_whose_pods_asked_more_than_it_has_frees_only_what_it_really_has_again():
+    # Another scheduler (or a user, by nodeName) binds pods past a node's allocatable: 3 + 2 CPUs on a
+    # node of 4. Idle stays at zero meanwhile. When the 2-CPU pod finishes, one CPU is free, not two:
+    # a gang of one 2-CPU pod does not fit there, one of a 1-CPU pod does.
+    cache = load(
+        ClusterCache(),
+        nodes=[node("n1", cpu="4")],
+        pods=[
+            pod("big", cpu="3", scheduler="other", node_name="n1", phase="Running"),
+            pod("extra", cpu="2", scheduler="other", node_name="n1", phase="Running", uid="extra"),
+        ],
+    )
+    assert cache.snapshot().nodes["n1"].idle.cpu == 0
+    cache.upsert_pod(pod("extra", cpu="2", scheduler="other", node_name="n1", phase="Succeeded", uid="extra"))
+    snap = cache.snapshot()
+    assert (snap.nodes["n1"].used.cpu, snap.nodes["n1"].idle.cpu) == (3000, 1000)
+    assert snap.table.idle[snap.nodes["n1"].row, 0] == 1000
+    two_pg, two = gang("two", 1, cpu="2")
+    one_pg, one = gang("one", 1, cpu="1")
+    load(cache, pods=two + one, podgroups=[two_pg, one_pg])
+    _, result = run_session(cache.snapshot())
+    assert [p.task.name for p in result.placements] == ["one-0"]

@@ -1,0 +1,425 @@
+"""Random cluster histories against one invariant: whenever the watches have caught up and no bind is
+in flight, the snapshot a cycle takes from the cache that followed the history step by step (with its
+assumptions, confirmations, forgotten binds and its copies carried from cycle to cycle) holds exactly
+what a snapshot of a fresh cache loaded with the API's objects holds: the same pods on the same nodes
+with the same statuses, the same requested and free resources per node, in the nodes' objects and in
+the node table the predicates read.
+
+The history mixes what a soak does to a scheduler: gangs created and deleted, pods created again
+under the name of a deleted one, binds that succeed (the answer before or after the watch shows
+them), fail, or land although their answer was lost, pods deleted while their bind is in flight,
+kubelets starting and finishing pods, pods of another scheduler, nodes deleted and created again
+while their pods stay bound, nodes whose allocatable is raised or lowered under their pods, and watch
+events delivered late, in bursts; with preempt and reclaim in the conf, evictions accepted or refused. Each case is a seed:
+a failure names it, and the same seed replays the same history."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from typing import Any
+
+import msgspec
+import pytest
+
+from caldera.cache.store import ClusterCache
+from caldera.config.conf import DEFAULT_CONF, parse_conf
+from caldera.framework.objects import Node, Pod, PodGroup
+from caldera.framework.result import Placement
+from caldera.framework.snapshot import Snapshot
+from caldera.hack.scenario import load, node, pod, podgroup
+from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
+from caldera.scheduler.registry import builtin_registry
+
+NODES = [f"n{i}" for i in range(6)]
+REGISTRY = builtin_registry()
+CONF = parse_conf(DEFAULT_CONF, REGISTRY)
+#: with evictions: gangs of higher priority preempt, and queues reclaim (Volcano's conf with both)
+EVICTING_CONF = parse_conf(
+    """
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+""",
+    REGISTRY,
+)
+DELETING = "2026-01-01T00:00:00Z"
+
+
+def _node_state(snap: Snapshot) -> dict[str, tuple[Any, ...]]:
+    """Per node what the cycle reads of it without loading its pods: requested, free, releasing and
+    pipelined resources in its object and in its node-table row, and whether it takes pods."""
+    table = snap.table
+    out: dict[str, tuple[Any, ...]] = {}
+    for name, info in snap.nodes.items():
+        row = info.row
+        out[name] = (
+            (info.used.cpu, info.used.memory),
+            (info.idle.cpu, info.idle.memory),
+            (info.releasing.cpu, info.releasing.memory),
+            (info.pipelined.cpu, info.pipelined.memory),
+            tuple(table.used[row, :2]),
+            tuple(table.idle[row, :2]),
+            tuple(table.releasing[row, :2]),
+            tuple(table.pipelined[row, :2]),
+            bool(table.ready[row]),
+            bool(table.unschedulable[row]),
+        )
+    return out
+
+
+def _job_state(snap: Snapshot) -> tuple[dict[str, tuple[Any, ...]], list[str]]:
+    """Per job its gang size, queue and pods (status, node), and which jobs have pending work."""
+    jobs = {
+        key: (
+            job.uid,
+            job.min_available,
+            job.queue,
+            sorted((t.uid, t.status.name, t.node_name) for t in job.tasks.values()),
+        )
+        for key, job in snap.jobs.items()
+    }
+    return jobs, sorted(snap.pending_jobs or ())
+
+
+def _pods_on_nodes(snap: Snapshot) -> dict[str, list[tuple[str, str]]]:
+    return {
+        name: sorted((t.uid, t.status.name) for t in info.tasks.values()) for name, info in snap.nodes.items()
+    }
+
+
+def _bound(pod_: Pod, node_name: str) -> Pod:
+    """The pod as the API has it once a binding to ``node_name`` is accepted."""
+    return msgspec.structs.replace(pod_, spec=msgspec.structs.replace(pod_.spec, node_name=node_name))
+
+
+class History:
+    """The API's objects, the watch events not delivered yet, the binds in flight, and the
+    scheduler's cache and loop following them."""
+
+    def __init__(self, seed: int, evicting: bool = False) -> None:
+        self.rng = random.Random(seed)
+        self.evicting = evicting
+        self.nodes: dict[str, Node] = {}
+        self.pods: dict[str, Pod] = {}  # uid -> pod as the API has it
+        self.groups: dict[str, PodGroup] = {}
+        self.events: dict[str, deque[tuple[str, Any]]] = {
+            "pods": deque(),
+            "nodes": deque(),
+            "podgroups": deque(),
+        }
+        self.in_flight: list[tuple[str, str]] = []  # (pod uid, node) handed to the binder
+        self.cache = ClusterCache(("caldera",))
+        self.binder = RecordingBinder()
+        conf = EVICTING_CONF if evicting else CONF
+        self.loop = SchedulerLoop(self.cache, lambda: conf, REGISTRY, self.binder)
+        self.seen: list[tuple[dict[str, tuple[Any, ...]], tuple[dict[str, tuple[Any, ...]], list[str]]]] = []
+        self.gangs = 0
+        self.foreign = 0
+        take = self.cache.snapshot
+
+        def snapshot() -> Snapshot:
+            snap = take()
+            # what the cycle's session is given, read before the session changes its copies
+            self.seen.append((_node_state(snap), _job_state(snap)))
+            return snap
+
+        self.cache.snapshot = snapshot  # type: ignore[method-assign]
+        take_async = self.cache.snapshot_async
+
+        async def snapshot_async(step_seconds: float = 0.0, between: Any = None) -> Snapshot:
+            snap = await take_async(step_seconds, between)
+            self.seen.append((_node_state(snap), _job_state(snap)))
+            return snap
+
+        self.cache.snapshot_async = snapshot_async  # type: ignore[method-assign]
+        for name in NODES:
+            self._put_node(node(name, cpu="4", memory="8Gi"))
+
+    # -- the API side ------------------------------------------------------------------------------
+    def _put_node(self, obj: Node) -> None:
+        self.nodes[obj.metadata.name] = obj
+        self.events["nodes"].append(("upsert", obj))
+
+    def _put_pod(self, obj: Pod) -> None:
+        self.pods[obj.metadata.uid] = obj
+        self.events["pods"].append(("upsert", obj))
+
+    def _drop_pod(self, uid: str) -> None:
+        obj = self.pods.pop(uid)
+        self.events["pods"].append(("delete", obj))
+
+    def new_gang(self, name: str = "") -> None:
+        if not name:
+            self.gangs += 1
+            name = f"g{self.gangs}"
+        size = self.rng.randint(1, 4)
+        pg = podgroup(name, min_member=self.rng.randint(1, size))
+        self.groups[name] = pg
+        self.events["podgroups"].append(("upsert", pg))
+        priority = self.rng.choice([None, 10, 1000]) if self.evicting else None
+        for i in range(size):
+            cpu = self.rng.choice(["500m", "1", "2"])
+            self._put_pod(pod(f"{name}-{i}", cpu=cpu, memory="1Gi", group=name, priority=priority))
+
+    def recreate_deleted_member(self) -> None:
+        """A gang's controller makes a pod again under the name of one that is gone (a new uid)."""
+        live = {p.metadata.name for p in self.pods.values()}
+        for name in self.groups:
+            for i in range(4):
+                pod_name = f"{name}-{i}"
+                if pod_name not in live and self.rng.random() < 0.3:
+                    self._put_pod(pod(pod_name, cpu="1", memory="1Gi", group=name))
+                    return
+
+    def recreate_deleted_gang(self) -> None:
+        """A gang deleted earlier made again under its name (its PodGroup and pods with new uids),
+        as a Deployment scaled 0 -> 1 -> 0 -> 1 or a job re-submitted does."""
+        gone = [f"g{i}" for i in range(1, self.gangs + 1) if f"g{i}" not in self.groups]
+        if gone:
+            self.new_gang(self.rng.choice(gone))
+
+    def delete_some_pod(self) -> None:
+        if self.pods:
+            self._drop_pod(self.rng.choice(sorted(self.pods)))
+
+    def delete_gang(self) -> None:
+        if not self.groups:
+            return
+        name = self.rng.choice(sorted(self.groups))
+        for uid in [u for u, p in self.pods.items() if p.metadata.name.startswith(f"{name}-")]:
+            self._drop_pod(uid)
+        self.events["podgroups"].append(("delete", self.groups.pop(name)))
+
+    def foreign_pod(self) -> None:
+        """A pod of another scheduler, bound and running on a node of ours."""
+        self.foreign += 1
+        self._put_pod(
+            pod(
+                f"other-{self.foreign}",
+                cpu="500m",
+                memory="512Mi",
+                scheduler="default-scheduler",
+                node_name=self.rng.choice(NODES),
+                phase="Running",
+            )
+        )
+
+    def kubelet(self) -> None:
+        """A pod being deleted goes, a bound pod starts, or a running one finishes."""
+        deleting = sorted(u for u, p in self.pods.items() if p.metadata.deletion_timestamp)
+        if deleting and self.rng.random() < 0.5:
+            self._drop_pod(self.rng.choice(deleting))
+            return
+        bound = sorted(
+            u for u, p in self.pods.items() if p.spec.node_name and p.status.phase in ("Pending", "Running")
+        )
+        if not bound:
+            return
+        uid = self.rng.choice(bound)
+        old = self.pods[uid]
+        phase = "Running" if old.status.phase == "Pending" else self.rng.choice(["Succeeded", "Failed"])
+        self._put_pod(msgspec.structs.replace(old, status=msgspec.structs.replace(old.status, phase=phase)))
+
+    def node_churn(self) -> None:
+        """A node deleted (its pods stay bound to its name), or one deleted earlier created again."""
+        gone = [n for n in NODES if n not in self.nodes]
+        if gone and self.rng.random() < 0.6:
+            name = self.rng.choice(gone)
+            fresh = node(name, cpu="4", memory="8Gi")
+            meta = msgspec.structs.replace(fresh.metadata, uid=f"node-{name}-{self.rng.random()}")
+            self._put_node(msgspec.structs.replace(fresh, metadata=meta))
+        elif len(self.nodes) > 2:
+            name = self.rng.choice(sorted(self.nodes))
+            self.events["nodes"].append(("delete", self.nodes.pop(name)))
+
+    def node_update(self) -> None:
+        """A node's allocatable changes (raised, or lowered under its pods), or it is cordoned or
+        uncordoned."""
+        if not self.nodes:
+            return
+        name = self.rng.choice(sorted(self.nodes))
+        fresh = node(
+            name,
+            cpu=self.rng.choice(["2", "4", "6"]),
+            memory=self.rng.choice(["4Gi", "8Gi"]),
+            unschedulable=self.rng.random() < 0.2,
+        )
+        meta = msgspec.structs.replace(fresh.metadata, uid=self.nodes[name].metadata.uid)
+        self._put_node(msgspec.structs.replace(fresh, metadata=meta))
+
+    # -- the watches ---------------------------------------------------------------------------------
+    def deliver(self, everything: bool = False) -> None:
+        """Some (or all) of each kind's events, in order within the kind, as the watches bring them."""
+        cache = self.cache
+        apply = {
+            "pods": (cache.upsert_pod, cache.delete_pod),
+            "nodes": (cache.upsert_node, cache.delete_node),
+            "podgroups": (cache.upsert_podgroup, cache.delete_podgroup),
+        }
+        for kind in self.rng.sample(sorted(self.events), k=len(self.events)):
+            queue = self.events[kind]
+            n = len(queue) if everything else self.rng.randint(0, len(queue))
+            for _ in range(n):
+                what, obj = queue.popleft()
+                upsert, delete = apply[kind]
+                (upsert if what == "upsert" else delete)(obj)
+
+    # -- the binder ----------------------------------------------------------------------------------
+    def cycle(self) -> None:
+        """One cycle, as the tests run it (snapshot, decision and hand-over in one go) or as the binary
+        does: the snapshot made in steps with watch events applied between them, and the placements
+        of each committed gang assumed and handed to the binder while the session goes on."""
+        self.binder.placements.clear()
+        self.binder.evictions.clear()
+        if self.rng.random() < 0.5:
+            self.loop.run_once()
+        else:
+            asyncio.run(self._cycle_in_steps())
+        self.hand_over()
+
+    async def _cycle_in_steps(self) -> None:
+        started = time.perf_counter()
+        snap = await self.cache.snapshot_async(step_seconds=0.0, between=self._between_steps)
+
+        def dispatch(batch: list[Placement]) -> None:
+            self.cache.assume_placements(batch)
+            self.binder.bind(batch)
+
+        result, error = self.loop.decide(snap, started, dispatch)
+        self.loop.hand_over(result, error, started)
+
+    def _between_steps(self) -> None:
+        if self.rng.random() < 0.3:
+            self.deliver()
+
+    def hand_over(self) -> None:
+        """The binder takes the cycle's placements; the API answers its evictions."""
+        self.in_flight += [(p.task.uid, p.node) for p in self.binder.placements]
+        for eviction in self.binder.evictions:
+            uid = eviction.task.uid
+            current = self.pods.get(uid)
+            if current is None or current.metadata.deletion_timestamp:
+                continue
+            if self.rng.random() < 0.8:
+                # the eviction is accepted: the pod is deleted gracefully (the kubelet removes it later)
+                meta = msgspec.structs.replace(current.metadata, deletion_timestamp=DELETING)
+                self._put_pod(msgspec.structs.replace(current, metadata=meta))
+            else:
+                self.cache.forget_eviction(uid)  # a disruption budget kept refusing it
+
+    def settle_binds(self, everything: bool = False) -> None:
+        """Binds in flight get their answers: bound (the answer before or after the watch shows it),
+        refused, lost although the API bound the pod, or the pod was deleted meanwhile."""
+        keep: list[tuple[str, str]] = []
+        for uid, node_name in self.in_flight:
+            if not everything and self.rng.random() < 0.4:
+                keep.append((uid, node_name))
+                continue
+            current = self.pods.get(uid)
+            if current is None or current.spec.node_name:
+                self.cache.forget_assumption(uid)  # 404, or 409: bound already
+                continue
+            roll = self.rng.random()
+            if roll < 0.75:
+                self._put_pod(_bound(current, node_name))
+                if self.rng.random() < 0.5:
+                    self.deliver()  # the watch may show the bind before the answer arrives
+                self.cache.confirm_bound(uid)
+            elif roll < 0.9:
+                self.cache.forget_assumption(uid)  # refused, or retries ran out
+            else:
+                # the answer was lost although the API bound it: the binder gives the pod up, the
+                # watch shows it bound later
+                self._put_pod(_bound(current, node_name))
+                self.cache.forget_assumption(uid)
+        self.in_flight = keep
+
+    # -- the invariant -------------------------------------------------------------------------------
+    def quiesce_and_check(self, step: int) -> None:
+        """Twice (the cache keeps two sets of copies, used in turn): let every bind be answered and
+        every event arrive, then compare the next cycle's snapshot with a fresh cache's."""
+        for _ in range(2):
+            self._compare(step)
+
+    def _compare(self, step: int) -> None:
+        self.settle_binds(everything=True)
+        self.deliver(everything=True)
+        fresh = load(
+            ClusterCache(("caldera",)),
+            nodes=self.nodes.values(),
+            podgroups=self.groups.values(),
+            pods=self.pods.values(),
+        )
+        expected = fresh.snapshot()
+        self.seen.clear()
+        self.binder.placements.clear()
+        self.binder.evictions.clear()
+        self.loop.run_once()  # its snapshot is the one compared
+        assert self.seen, "the cycle took no snapshot"
+        nodes_seen, jobs_seen = self.seen[0]
+        where = f"at step {step}"
+        assert nodes_seen == _node_state(expected), where
+        assert jobs_seen == _job_state(expected), where
+        # What the cache holds once the cycle is handed over: what it held before, with the cycle's
+        # placements binding and its victims releasing. (The pods on each node are read last: reading
+        # them marks the copies as read.)
+        want = _pods_on_nodes(expected)
+        for placement in self.binder.placements:
+            want[placement.node] = sorted([*want[placement.node], (placement.task.uid, "BINDING")])
+        for eviction in self.binder.evictions:
+            held = want[eviction.task.node_name]
+            want[eviction.task.node_name] = sorted(
+                (uid, "RELEASING" if uid == eviction.task.uid else status) for uid, status in held
+            )
+        assert _pods_on_nodes(self.cache.snapshot()) == want, where
+        self.hand_over()
+
+    def step(self) -> None:
+        roll = self.rng.random()
+        if roll < 0.22:
+            self.new_gang()
+        elif roll < 0.27:
+            self.recreate_deleted_member()
+        elif roll < 0.30:
+            self.recreate_deleted_gang()
+        elif roll < 0.38:
+            self.delete_some_pod()
+        elif roll < 0.42:
+            self.delete_gang()
+        elif roll < 0.46:
+            self.foreign_pod()
+        elif roll < 0.62:
+            self.kubelet()
+        elif roll < 0.64:
+            self.node_churn()
+        elif roll < 0.66:
+            self.node_update()
+        elif roll < 0.86:
+            self.cycle()
+        else:
+            self.settle_binds()
+        if self.rng.random() < 0.5:
+            self.deliver()
+
+
+@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("evicting", [False, True], ids=["allocate", "preempt-reclaim"])
+def test_a_cycle_after_any_history_sees_what_a_fresh_cache_of_the_api_objects_sees(
+    seed: int, evicting: bool
+) -> None:
+    history = History(seed, evicting)
+    for step in range(1, 161):
+        history.step()
+        if step % 40 == 0:
+            history.quiesce_and_check(step)
