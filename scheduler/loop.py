@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from caldera.framework.carry import CarryBook
+from caldera.framework.model import TaskInfo
 from caldera.framework.plugin import Arguments, Registry
 from caldera.framework.result import Eviction, Placement, SessionResult
 from caldera.framework.session import Session, close_session, open_session
@@ -28,7 +29,9 @@ QUIET_RECHECK = 1.0
 class SnapshotSource(Protocol):
     def snapshot(self) -> Snapshot: ...
 
-    def apply(self, result: SessionResult) -> object: ...
+    def apply(self, result: SessionResult) -> list[TaskInfo] | None:
+        """Assume the result; returns the tasks of the placements assumed (None: the source assumes
+        nothing, every placement is bound)."""
 
 
 class Binder(Protocol):
@@ -202,12 +205,15 @@ class SchedulerLoop:
         self.hand_over(result, error, started)
         return result
 
-    def _bind_early(self, assume: Callable[[list[Placement]], object], placements: list[Placement]) -> None:
+    def _bind_early(
+        self, assume: Callable[[list[Placement]], list[TaskInfo]], placements: list[Placement]
+    ) -> None:
         """Placements of statements a running session committed: assumed in the cache and given to
         the binder now (on the loop), while the session goes on in its thread. They come before the
         session's result (the loop runs callbacks in order), which then leaves them out."""
-        assume(placements)
-        self.binder.bind(placements)
+        taken = _assumed(placements, assume(placements))
+        if taken:
+            self.binder.bind(taken)
 
     async def _snapshot(self) -> Snapshot | None:
         """The cycle's snapshot, made here on the event loop in short steps when the source can
@@ -252,11 +258,13 @@ class SchedulerLoop:
         if result is None:
             self.carry.drop()
         else:
-            self.cache.apply(result)
+            assumed = self.cache.apply(result)
             self.carry.commit(result.kept)
             if result.placements:
                 if result.undispatched:
-                    self.binder.bind(result.undispatched)
+                    taken = _assumed(result.undispatched, assumed)
+                    if taken:
+                        self.binder.bind(taken)
                 self.stats.bound += len(result.placements)
             if result.evictions:
                 self.binder.evict(result.evictions)
@@ -308,3 +316,23 @@ class SchedulerLoop:
                     await stop.wait()
             except TimeoutError:
                 pass
+
+
+def _assumed(placements: list[Placement], assumed: list[TaskInfo] | None) -> list[Placement]:
+    """The placements the cache assumed (``assumed``: their tasks; None: all of them). The others
+    are not bound: their node went away while the session decided (a node deleted mid-cycle still
+    takes bindings, and its pods are then left to the pod garbage collector), or their pod was deleted
+    or bound meanwhile; the next cycle places those still pending."""
+    if assumed is None or len(assumed) == len(placements):
+        return placements
+    uids = {task.uid for task in assumed}
+    taken = [p for p in placements if p.task.uid in uids]
+    for p in placements:
+        if p.task.uid not in uids:
+            log.info(
+                "not binding %s to %s: the node is gone or the pod no longer pending since the cycle's"
+                " snapshot",
+                p.task.key,
+                p.node,
+            )
+    return taken

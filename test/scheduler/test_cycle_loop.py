@@ -251,3 +251,38 @@ def test_a_cycle_failing_as_the_one_before_logs_one_line_without_the_traceback_a
     assert loop.stats.failed_in_a_row == 3
     assert loop.run_once() is not None
     assert loop.stats.failed_in_a_row == 0 and loop.stats.failed == 3
+
+
+def _one_node_cluster():
+    pg, pods = gang("a", 2, cpu="1")
+    cache = load(ClusterCache(), nodes=[node("n1", cpu="4")], pods=pods, podgroups=[pg])
+    loop, binder = make_loop(cache)
+    return loop, binder, cache
+
+
+def test_a_node_deleted_while_the_cycle_decided_gets_none_of_its_placements():
+    # The cycle's snapshot has n1 and places the gang there; the node is deleted before the hand-over
+    # (an autoscaler's scale-down). The API server would take bindings to it anyway (and the pod
+    # garbage collector delete those pods later): nothing is bound, the pods stay pending, and a
+    # later cycle places them on a node that exists.
+    loop, binder, cache = _one_node_cluster()
+    result, error = loop.decide()
+    assert error is None and [p.node for p in result.placements] == ["n1", "n1"]
+    cache.delete_node(node("n1"))
+    loop.hand_over(result, error, 0.0)
+    assert binder.placements == []
+    assert {t.status for t in cache.tasks.values()} == {TaskStatus.PENDING}
+    cache.upsert_node(node("n2", cpu="4"))
+    loop.run_once()
+    assert sorted(p.node for p in binder.placements) == ["n2", "n2"]
+
+
+async def test_a_node_deleted_after_the_snapshot_gets_none_of_the_placements_handed_over_early():
+    # As the binary runs a cycle: the watch event deleting n1 is applied on the event loop between
+    # the snapshot and the decision, whose committed gang is handed over while it runs.
+    loop, binder, cache = _one_node_cluster()
+    loop.between_steps = lambda: cache.delete_node(node("n1"))
+    result = await loop.cycle()
+    assert [p.node for p in result.placements] == ["n1", "n1"]
+    assert binder.placements == []
+    assert {t.status for t in cache.tasks.values()} == {TaskStatus.PENDING}
