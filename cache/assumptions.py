@@ -124,14 +124,16 @@ class Assumptions(DraCache, NumaCache):
                 waiting[uid] = new
 
     def forget_assumption(self, task_uid: str) -> bool:
-        """A bind failed for good: the task is pending again and its node's resources are free."""
+        """A bind failed for good: the task is pending again and its node's resources are free. The
+        placement's claims are given up whatever the pod shows meanwhile (deleted, or bound after
+        all): the binder took their reservations back."""
         with self._lock:
+            self.forget_claims(task_uid)
             task = self.tasks.get(task_uid)
             if task is None or task.status != TaskStatus.BINDING:
                 return False
             self.revision += 1
             self._set_status(task, TaskStatus.PENDING, "")
-            self.forget_claims(task_uid)
             if self.numa_assumed:
                 self.forget_numa(task_uid)
             return True
@@ -148,15 +150,17 @@ class Assumptions(DraCache, NumaCache):
             return True
 
     def confirm_bound(self, task_uid: str) -> None:
-        """The bind call succeeded; the watch will bring the pod's new state, but don't wait for it."""
+        """The bind call succeeded; the watch will bring the pod's new state, but don't wait for it.
+        The placement's claims were written before it, whatever the pod shows meanwhile (the watch
+        may have shown it bound already)."""
         with self._lock:
+            self.claim_confirmed(task_uid)
             task = self.tasks.get(task_uid)
             if task is None or task.status != TaskStatus.BINDING:
                 return
             self.revision += 1
             self._settled_changes += 1  # binding to bound on the same node: no decision changes
             self.watch_lag.answered(task_uid)
-            self.claim_confirmed(task_uid)
             self._node_revision += 1  # the task on its node is bound now, no longer binding
             new = task.clone()
             new.status = TaskStatus.BOUND

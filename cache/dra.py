@@ -8,8 +8,16 @@ stand still, pays nothing per snapshot. Every object in a view is immutable (dec
 replaced never changed), so views share them.
 
 An assumed allocation (``assume_claims``, from ``cache.apply``) stands for the claim until the watch
-shows the claim allocated (our write, or anyone's), or the binder gives the placement up
-(``forget_claims``): the next snapshot never hands the same devices out again in between.
+shows our write of it, or the binder gives the placement up (``forget_claims``): the next snapshot
+never hands the same devices out again in between. While the binder still has the placement, no watch
+event takes the assumption's place: the events of an earlier attempt at the same claim (allocated,
+then deallocated when that pod's binding failed) may arrive after the claim was assumed again, and
+the deallocation would otherwise leave the devices free while the second attempt writes them. Once
+the binder wrote the claim (``claim_written``: the resourceVersion its answer carried) the watch's
+copy replaces the assumption from that version on, as kube-scheduler's assume cache does
+(``AssumeClaimAfterAPICall`` in ``pkg/scheduler/framework/plugins/dynamicresources/``, with its
+in-flight allocations kept from Reserve to PreBind: ``SignalClaimPendingAllocation``,
+``RemoveClaimPendingAllocation``).
 """
 
 from __future__ import annotations
@@ -34,6 +42,14 @@ def _key(meta: object) -> str:
     namespace = getattr(meta, "namespace", "")
     name = getattr(meta, "name", "")
     return f"{namespace}/{name}" if namespace else name
+
+
+def _version(claim: ResourceClaim) -> int:
+    """The claim's resourceVersion as a number (-1 when it is not one)."""
+    try:
+        return int(claim.metadata.resource_version or "")
+    except ValueError:
+        return -1
 
 
 def _same_for_decisions(before: ResourceClaim, after: ResourceClaim) -> bool:
@@ -107,12 +123,11 @@ class DraCache(Indexes):
             assumed = self._assumed_claims.get(key)
             before = assumed if assumed is not None else self.resource_claims.get(key)
             self.resource_claims[key] = obj
-            if assumed is not None and (
-                obj.status.allocation is not None or obj.metadata.uid != assumed.metadata.uid
-            ):
-                # The watch shows the claim allocated (our write come back, or someone else's), or
-                # a new claim under the name: the API's word replaces the assumption.
+            if assumed is not None and self._caught_up(key, assumed, obj):
+                # Our write come back (or a later version), or a new claim under the name: the API's
+                # word replaces the assumption.
                 del self._assumed_claims[key]
+                self._claims_written_at.pop(key, None)
             self._dra_changed(claims=(key,), waits=waits)
             after = self._assumed_claims.get(key, obj)
             if before is not None and _same_for_decisions(before, after):
@@ -130,7 +145,21 @@ class DraCache(Indexes):
             waits = {key: self._claim_presence(key)}
             self.resource_claims.pop(key, None)
             self._assumed_claims.pop(key, None)
+            self._claims_written_at.pop(key, None)
             self._dra_changed(claims=(key,), waits=waits)
+
+    def _caught_up(self, key: str, assumed: ResourceClaim, watched: ResourceClaim) -> bool:
+        """Whether the watch's copy of a claim takes the place of its assumption: a new claim under
+        the name; else never while a placement that assumed it is with the binder; after that, from
+        the version our write returned on (without one, when the copy shows the claim allocated)."""
+        if watched.metadata.uid != assumed.metadata.uid:
+            return True
+        if self._claims_in_flight.get(key):
+            return False
+        written = self._claims_written_at.get(key)
+        if written is None:
+            return watched.status.allocation is not None
+        return _version(watched) >= written
 
     # -- assumptions ---------------------------------------------------------------------------------
     def assume_claims(self, pod_name: str, pod_uid: str, claims: list[ClaimAllocation]) -> None:
@@ -156,6 +185,8 @@ class DraCache(Indexes):
                     current, status=ResourceClaimStatus(allocation=allocation, reserved_for=reserved)
                 )
                 self._claims_assumed_by.setdefault(pod_uid, []).append((ca.key, uid))
+                self._claims_in_flight[ca.key] = self._claims_in_flight.get(ca.key, 0) + 1
+                self._claims_written_at.pop(ca.key, None)  # this attempt's write is still to come
             if claims:
                 self._dra_changed(claims=[ca.key for ca in claims])
 
@@ -170,6 +201,8 @@ class DraCache(Indexes):
             # (an assumed copy carries the watched claim's metadata as it was: dropping it may show
             # a deletion that came meanwhile)
             waits = {key: self._claim_presence(key) for key, _ in entries}
+            for key, _ in entries:
+                self._left_binder(key)
             for key, uid in entries:
                 assumed = self._assumed_claims.get(key)
                 if assumed is None:
@@ -180,6 +213,15 @@ class DraCache(Indexes):
                     continue  # another pod of the group still stands on the group's reservation
                 reserved = [r for r in assumed.status.reserved_for if r.uid != uid]
                 watched = self.resource_claims.get(key)
+                written = self._claims_written_at.get(key)
+                if written is not None and (watched is None or _version(watched) < written):
+                    # Written, then the binding failed: the API holds the allocation (the binder took
+                    # the reservation back; the resourceclaim controller deallocates), the watch has
+                    # not shown it yet. The devices stay held until it has.
+                    self._assumed_claims[key] = msgspec.structs.replace(
+                        assumed, status=msgspec.structs.replace(assumed.status, reserved_for=reserved)
+                    )
+                    continue
                 if not reserved or (watched is not None and watched.status.allocation is not None):
                     del self._assumed_claims[key]
                 else:
@@ -189,9 +231,38 @@ class DraCache(Indexes):
             self._dra_changed(claims=[key for key, _ in entries], waits=waits)
 
     def claim_confirmed(self, pod_uid: str) -> None:
-        """The pod was bound: its claims' assumptions stay until the watch shows the claims."""
+        """The pod was bound: its claims' assumptions stay until the watch shows our writes of them
+        (the claims' watched copies are looked at again: one may have shown them already)."""
         with self._lock:
-            self._claims_assumed_by.pop(pod_uid, None)
+            for key, _ in self._claims_assumed_by.pop(pod_uid, None) or ():
+                self._left_binder(key)
+                assumed = self._assumed_claims.get(key)
+                watched = self.resource_claims.get(key)
+                if assumed is not None and watched is not None and self._caught_up(key, assumed, watched):
+                    del self._assumed_claims[key]
+                    self._claims_written_at.pop(key, None)
+                    self._dra_changed(claims=(key,))
+                    if _same_for_decisions(assumed, watched):
+                        self._settled_changes += 1  # our write, shown already: nothing moved
+
+    def claim_written(self, key: str, uid: str, version: str) -> None:
+        """The binder wrote the claim (allocation and reservation) for a placement that assumed it, or
+        found it so already: its watched copies from ``version`` on show that write."""
+        try:
+            number = int(version)
+        except ValueError:
+            return  # not a number: the copy showing the claim allocated is taken for it
+        with self._lock:
+            assumed = self._assumed_claims.get(key)
+            if assumed is not None and assumed.metadata.uid == uid:
+                self._claims_written_at[key] = max(number, self._claims_written_at.get(key, number))
+
+    def _left_binder(self, key: str) -> None:
+        left = self._claims_in_flight.get(key, 0) - 1
+        if left > 0:
+            self._claims_in_flight[key] = left
+        else:
+            self._claims_in_flight.pop(key, None)
 
     def _holders_now(self, claims: dict[str, ResourceClaim]) -> dict[DeviceID, str]:
         """``allocated_devices(claims)``, kept up to date from the claims changed since the last view

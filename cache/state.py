@@ -106,10 +106,14 @@ class CacheState:
     resource_slices: dict[str, ResourceSlice]
     resource_claims: dict[str, ResourceClaim]
     #: claims as the binder will write them (allocated, reserved), by namespace/name, until the watch
-    #: shows them allocated or the placement is given up; and which pod's placement assumed which (with the
-    #: uid it reserved them for: the pod's, or its PodGroup's)
+    #: shows our write or the placement is given up; which pod's placement assumed which (with the
+    #: uid it reserved them for: the pod's, or its PodGroup's); per claim, how many of those
+    #: placements are still with the binder, and the resourceVersion its write of the claim returned
+    #: (``cache/dra.py``, ``upsert_resource_claim``)
     _assumed_claims: dict[str, ResourceClaim]
     _claims_assumed_by: dict[str, list[tuple[str, str]]]
+    _claims_in_flight: dict[str, int]
+    _claims_written_at: dict[str, int]
     #: bumped whenever a class, slice, claim or assumed claim changes; the slices' own revision
     _dra_revision: int
     _dra_slices_revision: int

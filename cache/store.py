@@ -94,6 +94,8 @@ class ClusterCache(Ingest, Snapshots, Assumptions):
         self.resource_claims = {}
         self._assumed_claims = {}
         self._claims_assumed_by = {}
+        self._claims_in_flight = {}
+        self._claims_written_at = {}
         self._dra_revision = 0
         self._dra_slices_revision = 0
         self._dra_made = None

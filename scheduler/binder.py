@@ -709,6 +709,15 @@ class Binder:
         del self._written[key]  # the watch has caught up (or the claim is another one now)
         return watched
 
+    def _written_at(self, ca: ClaimAllocation, answer: bytes) -> None:
+        """Tell the cache which version of the claim shows our write (its assumption of the claim
+        gives way to the watch's copy from that version on)."""
+        try:
+            version = _VERSION.decode(answer).metadata.resource_version
+        except msgspec.DecodeError:
+            return
+        self.cache.claim_written(ca.key, ca.uid, version)
+
     def _remember(self, key: str, claim: ResourceClaim | bytes) -> None:
         if len(self._written) >= WRITTEN_CLAIMS_MAX and key not in self._written:
             self._written.clear()  # a bound on memory: the watch's copies are as good, if older
@@ -746,7 +755,9 @@ class Binder:
             if status.allocation is not None and reserved_for(
                 claim, consumer.uid if consumer is not None else task.uid
             ):
-                break  # already as it must be (for a group's claim: by another pod of the group)
+                # already as it must be (for a group's claim: by another pod of the group)
+                self.cache.claim_written(ca.key, ca.uid, claim.metadata.resource_version)
+                break
             if status.allocation is None and CLAIM_FINALIZER not in claim.metadata.finalizers:
                 # An allocation is made under the finalizer (a normal update, before the status):
                 # the resourceclaim controller deallocates claims that carry it once no pod
@@ -793,6 +804,7 @@ class Binder:
                 written.append(ca)
                 if answer:
                     self._remember(ca.key, answer[-1])
+                    self._written_at(ca, answer[-1])
                 else:
                     self._written.pop(ca.key, None)
                 break

@@ -230,6 +230,10 @@ def test_the_binders_claim_writes_coming_back_change_no_decision_but_another_cha
     reserved = cache.snapshot().dra.claims["default/c0"].status.reserved_for
     cache.upsert_resource_claim(version("3", allocation=_allocation("gpu-0"), reserved_for=reserved))
     assert cache.decision_revision == decided
+    # the binder's answers: the claim written at version 3, the pod bound
+    cache.claim_written("default/c0", claim.metadata.uid, "3")
+    cache.confirm_bound(p.metadata.uid)
+    assert cache.decision_revision == decided
     # the pod ends and its reservation goes: a decision may change (the claim is free to reserve)
     cache.upsert_resource_claim(version("4", allocation=_allocation("gpu-0"), reserved_for=[]))
     assert cache.decision_revision > decided
@@ -237,3 +241,93 @@ def test_the_binders_claim_writes_coming_back_change_no_decision_but_another_cha
     # allocated elsewhere by someone else: the devices held changed
     cache.upsert_resource_claim(version("5", allocation=_allocation("gpu-1"), reserved_for=[]))
     assert cache.decision_revision > moved
+
+
+def _at(claim, version: str, allocation: AllocationResult | None, reserved_for: str = ""):
+    """The claim as the API has it at ``version``."""
+    from caldera.framework.dra.objects import ResourceClaimConsumerReference, ResourceClaimStatus
+
+    refs = (
+        [ResourceClaimConsumerReference(resource="pods", name="p", uid=reserved_for)] if reserved_for else []
+    )
+    return msgspec.structs.replace(
+        claim,
+        metadata=msgspec.structs.replace(claim.metadata, resource_version=version),
+        status=ResourceClaimStatus(allocation=allocation, reserved_for=refs),
+    )
+
+
+def test_an_earlier_attempts_events_arriving_late_never_free_the_devices_of_the_next_one() -> None:
+    # Attempt 1: the binder allocates c0 to gpu-0 for pod p (version 2), the binding fails, the
+    # binder takes the reservation back (3) and the resourceclaim controller deallocates (4).
+    # Attempt 2 places p on gpu-0 again. Only then does the watch bring versions 2, 3 and 4: the
+    # deallocation is attempt 1's, and gpu-0 stays held for attempt 2 until its own write shows.
+    p = pod("p", group="p", spec_extra=claim_pod_spec("c0"))
+    claim = _at(resource_claim("c0", GPU), "1", None)
+    cache = load(
+        ClusterCache(),
+        nodes=[node("n1")],
+        pods=[p],
+        podgroups=[podgroup("p")],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"]), claim],
+    )
+    uid = p.metadata.uid
+    gpu0 = (GPU, "n1", "gpu-0")
+    ca = ClaimAllocation("default", "c0", claim.metadata.uid, _allocation("gpu-0"), True)
+
+    def place() -> None:
+        task = cache.snapshot().jobs["default/p"].tasks[uid]
+        cache.apply(SessionResult(placements=[Placement(task, "n1", claims=[ca])]))
+
+    def held() -> bool:
+        view = cache.snapshot().dra
+        assert view is not None
+        return gpu0 in view.allocated
+
+    place()
+    cache.claim_written("default/c0", claim.metadata.uid, "2")
+    cache.forget_assumption(uid)  # the binding failed; the binder took the reservation back (3)
+    assert held()  # written: the API holds it until the watch shows otherwise
+    place()  # attempt 2
+    for version, allocation, reserved in (("2", _allocation("gpu-0"), uid), ("3", _allocation("gpu-0"), "")):
+        cache.upsert_resource_claim(_at(claim, version, allocation, reserved))
+        assert held()
+    cache.upsert_resource_claim(_at(claim, "4", None))
+    assert held(), "attempt 1's deallocation freed the device attempt 2 is writing"
+
+    cache.claim_written("default/c0", claim.metadata.uid, "5")  # attempt 2's write answered
+    cache.confirm_bound(uid)
+    assert held()
+    cache.upsert_resource_claim(_at(claim, "5", _allocation("gpu-0"), uid))  # and seen
+    view = cache.snapshot().dra
+    assert view is not None and view.claims["default/c0"].metadata.resource_version == "5"
+    assert gpu0 in view.allocated
+    # the pod finished: deallocated by the controller, the device is free
+    cache.upsert_resource_claim(_at(claim, "6", None))
+    assert not held()
+
+
+def test_a_claim_allocated_for_a_pod_whose_bind_was_answered_first_is_released_by_the_watch() -> None:
+    # The watch shows the pod bound before the binder's answer arrives (the task is Bound when the
+    # binder confirms): the claim's assumption still gives way to its written version, and when the
+    # pod is done and the claim deallocated, the device is free.
+    p = pod("p", group="p", spec_extra=claim_pod_spec("c0"))
+    claim = _at(resource_claim("c0", GPU), "1", None)
+    cache = load(
+        ClusterCache(),
+        nodes=[node("n1")],
+        pods=[p],
+        podgroups=[podgroup("p")],
+        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"]), claim],
+    )
+    task = cache.snapshot().jobs["default/p"].tasks[p.metadata.uid]
+    ca = ClaimAllocation("default", "c0", claim.metadata.uid, _allocation("gpu-0"), True)
+    cache.apply(SessionResult(placements=[Placement(task, "n1", claims=[ca])]))
+    cache.claim_written("default/c0", claim.metadata.uid, "2")
+    bound = pod("p", group="p", spec_extra=claim_pod_spec("c0"), node_name="n1", uid=p.metadata.uid)
+    cache.upsert_pod(bound)  # the watch first
+    cache.confirm_bound(p.metadata.uid)  # then the answer
+    cache.upsert_resource_claim(_at(claim, "2", _allocation("gpu-0"), p.metadata.uid))
+    cache.upsert_resource_claim(_at(claim, "3", None))
+    view = cache.snapshot().dra
+    assert view is not None and not view.allocated

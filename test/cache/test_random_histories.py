@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections import deque
 from typing import Any
 
@@ -26,10 +25,20 @@ import pytest
 
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import DEFAULT_CONF, parse_conf
+from caldera.framework.dra.objects import ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus
 from caldera.framework.objects import Node, Pod, PodGroup
 from caldera.framework.result import Placement
 from caldera.framework.snapshot import Snapshot
-from caldera.hack.scenario import load, node, pod, podgroup
+from caldera.hack.scenario import (
+    claim_pod_spec,
+    device_class,
+    load,
+    node,
+    pod,
+    podgroup,
+    resource_claim,
+    resource_slice,
+)
 from caldera.scheduler.loop import RecordingBinder, SchedulerLoop
 from caldera.scheduler.registry import builtin_registry
 
@@ -103,6 +112,23 @@ def _bound(pod_: Pod, node_name: str) -> Pod:
     return msgspec.structs.replace(pod_, spec=msgspec.structs.replace(pod_.spec, node_name=node_name))
 
 
+class CheckingBinder(RecordingBinder):
+    """The binder's side of the invariant: it is never handed a pod to a node the cache knows is gone,
+    nor a pod whose bind it still has."""
+
+    def __init__(self, cache: ClusterCache, in_flight: set[str]) -> None:
+        super().__init__()
+        self.cache = cache
+        self.in_flight = in_flight
+
+    def bind(self, placements: list[Placement]) -> None:
+        for p in placements:
+            assert p.node in self.cache.nodes, f"{p.task.key} handed to the binder for {p.node}, a node gone"
+            assert p.task.uid not in self.in_flight, f"{p.task.key} handed to the binder twice"
+            self.in_flight.add(p.task.uid)
+        super().bind(placements)
+
+
 class History:
     """The API's objects, the watch events not delivered yet, the binds in flight, and the
     scheduler's cache and loop following them."""
@@ -120,9 +146,12 @@ class History:
         }
         self.in_flight: list[tuple[str, str]] = []  # (pod uid, node) handed to the binder
         self.cache = ClusterCache(("caldera",))
-        self.binder = RecordingBinder()
+        self.binding: set[str] = set()  # uids whose bind the binder has
+        self.binder = CheckingBinder(self.cache, self.binding)
         conf = EVICTING_CONF if evicting else CONF
-        self.loop = SchedulerLoop(self.cache, lambda: conf, REGISTRY, self.binder)
+        self.loop = SchedulerLoop(
+            self.cache, lambda: conf, REGISTRY, self.binder, between_steps=self._between_steps
+        )
         self.seen: list[tuple[dict[str, tuple[Any, ...]], tuple[dict[str, tuple[Any, ...]], list[str]]]] = []
         self.gangs = 0
         self.foreign = 0
@@ -138,7 +167,8 @@ class History:
         take_async = self.cache.snapshot_async
 
         async def snapshot_async(step_seconds: float = 0.0, between: Any = None) -> Snapshot:
-            snap = await take_async(step_seconds, between)
+            # (in steps of one unit of copying each, whatever the caller asks: events come between)
+            snap = await take_async(0.0, between)
             self.seen.append((_node_state(snap), _job_state(snap)))
             return snap
 
@@ -259,14 +289,18 @@ class History:
         self._put_node(msgspec.structs.replace(fresh, metadata=meta))
 
     # -- the watches ---------------------------------------------------------------------------------
-    def deliver(self, everything: bool = False) -> None:
-        """Some (or all) of each kind's events, in order within the kind, as the watches bring them."""
+    def appliers(self) -> dict[str, tuple[Any, Any]]:
+        """Per kind, the cache's watch handlers (upsert, delete)."""
         cache = self.cache
-        apply = {
+        return {
             "pods": (cache.upsert_pod, cache.delete_pod),
             "nodes": (cache.upsert_node, cache.delete_node),
             "podgroups": (cache.upsert_podgroup, cache.delete_podgroup),
         }
+
+    def deliver(self, everything: bool = False) -> None:
+        """Some (or all) of each kind's events, in order within the kind, as the watches bring them."""
+        apply = self.appliers()
         for kind in self.rng.sample(sorted(self.events), k=len(self.events)):
             queue = self.events[kind]
             n = len(queue) if everything else self.rng.randint(0, len(queue))
@@ -289,15 +323,7 @@ class History:
         self.hand_over()
 
     async def _cycle_in_steps(self) -> None:
-        started = time.perf_counter()
-        snap = await self.cache.snapshot_async(step_seconds=0.0, between=self._between_steps)
-
-        def dispatch(batch: list[Placement]) -> None:
-            self.cache.assume_placements(batch)
-            self.binder.bind(batch)
-
-        result, error = self.loop.decide(snap, started, dispatch)
-        self.loop.hand_over(result, error, started)
+        await self.loop.cycle()
 
     def _between_steps(self) -> None:
         if self.rng.random() < 0.3:
@@ -344,6 +370,7 @@ class History:
                 self._put_pod(_bound(current, node_name))
                 self.cache.forget_assumption(uid)
         self.in_flight = keep
+        self.binding.intersection_update(uid for uid, _ in keep)
 
     # -- the invariant -------------------------------------------------------------------------------
     def quiesce_and_check(self, step: int) -> None:
@@ -419,6 +446,200 @@ def test_a_cycle_after_any_history_sees_what_a_fresh_cache_of_the_api_objects_se
     seed: int, evicting: bool
 ) -> None:
     history = History(seed, evicting)
+    for step in range(1, 161):
+        history.step()
+        if step % 40 == 0:
+            history.quiesce_and_check(step)
+
+
+GPU = "gpu.example.com"
+GPUS_PER_NODE = 2
+
+
+def _held(claims: Any) -> dict[tuple[str, str, str], list[str]]:
+    """Device -> the claims whose allocation holds it."""
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for claim in claims:
+        allocation = claim.status.allocation
+        if allocation is None:
+            continue
+        for r in allocation.devices.results:
+            out.setdefault((r.driver, r.pool, r.device), []).append(claim.metadata.name)
+    return out
+
+
+class DraHistory(History):
+    """The same histories with devices: two GPUs per node (a ResourceSlice each), and most gangs'
+    pods each claiming one GPU through a ResourceClaim of their own. The binder writes a placement's
+    allocation and reservation on its claims before the binding (and takes them back when the binding
+    then fails); the resourceclaim controller deallocates a claim once its pod has finished and
+    removes it with its pod. What the API holds may never give one device to two claims, and at each
+    quiet moment the cycle's view of the devices in use is a fresh cache's."""
+
+    def __init__(self, seed: int) -> None:
+        self.claims: dict[str, ResourceClaim] = {}  # claim name -> claim as the API has it
+        self.placed: dict[str, Placement] = {}  # pod uid -> its placement, while in flight
+        self.version = 0  # the API's resourceVersions
+        #: claims the binder took the reservation back from, for the controller to deallocate
+        self.unreserved: list[str] = []
+        super().__init__(seed, evicting=False)
+        self.events["claims"] = deque()
+        self.cache.upsert_device_class(device_class(GPU))
+        for name in NODES:
+            self.cache.upsert_resource_slice(
+                resource_slice(name, GPU, [f"gpu-{i}" for i in range(GPUS_PER_NODE)])
+            )
+
+    def _put_claim(self, claim: ResourceClaim) -> str:
+        """The claim written to the API; returns the resourceVersion the API gave it."""
+        self.version += 1
+        version = str(self.version)
+        claim = msgspec.structs.replace(
+            claim, metadata=msgspec.structs.replace(claim.metadata, resource_version=version)
+        )
+        self.claims[claim.metadata.name] = claim
+        self.events["claims"].append(("upsert", claim))
+        doubled = {device: names for device, names in _held(self.claims.values()).items() if len(names) > 1}
+        assert not doubled, f"devices allocated to two claims at once: {doubled}"
+        return version
+
+    def _claim_of(self, pod_: Pod) -> str:
+        refs = pod_.spec.resource_claims
+        return refs[0].resource_claim_name if refs else ""
+
+    def _drop_pod(self, uid: str) -> None:
+        name = self._claim_of(self.pods[uid])
+        super()._drop_pod(uid)
+        if name and name in self.claims:
+            self.events["claims"].append(("delete", self.claims.pop(name)))
+
+    def new_gang(self, name: str = "") -> None:
+        before = set(self.pods)
+        super().new_gang(name)
+        if self.rng.random() < 0.3:
+            return  # a gang without devices
+        for uid in sorted(set(self.pods) - before, key=lambda u: self.pods[u].metadata.name):
+            self._with_claim(uid)
+
+    def recreate_deleted_member(self) -> None:
+        before = set(self.pods)
+        super().recreate_deleted_member()
+        for uid in set(self.pods) - before:
+            self._with_claim(uid)
+
+    def _with_claim(self, uid: str) -> None:
+        """The pod made again, claiming one GPU through a claim named after it (a new one each time)."""
+        old = self.pods[uid]
+        claim = resource_claim(f"{old.metadata.name}-gpu-{uid[-4:]}", GPU)
+        self._put_claim(claim)
+        spec = pod(
+            old.metadata.name,
+            cpu="1",
+            memory="1Gi",
+            group=old.metadata.annotations.get("scheduling.k8s.io/group-name"),
+            uid=uid,
+            spec_extra=claim_pod_spec(claim.metadata.name),
+        ).spec
+        self.pods[uid] = msgspec.structs.replace(old, spec=spec)
+        self.events["pods"].append(("upsert", self.pods[uid]))
+
+    def kubelet(self) -> None:
+        if self.unreserved and self.rng.random() < 0.5:
+            self._deallocate(self.unreserved.pop(0))
+            return
+        before = {u: p.status.phase for u, p in self.pods.items()}
+        super().kubelet()
+        for uid, p in self.pods.items():
+            if before.get(uid) != p.status.phase and p.status.phase in ("Succeeded", "Failed"):
+                self._deallocate(self._claim_of(p))
+
+    def _deallocate(self, name: str) -> None:
+        """The resourceclaim controller: a claim no pod can use any more is reserved for nobody and
+        deallocated."""
+        claim = self.claims.get(name)
+        if claim is not None and claim.status.allocation is not None:
+            self._put_claim(msgspec.structs.replace(claim, status=ResourceClaimStatus()))
+
+    def appliers(self) -> dict[str, tuple[Any, Any]]:
+        cache = self.cache
+        return {**super().appliers(), "claims": (cache.upsert_resource_claim, cache.delete_resource_claim)}
+
+    def hand_over(self) -> None:
+        for p in self.binder.placements:
+            self.placed[p.task.uid] = p
+        super().hand_over()
+
+    def settle_binds(self, everything: bool = False) -> None:
+        """As the binder does it: the claims written first (allocation and reservation), then the
+        binding; a binding refused after its claims were written takes the reservation back (the
+        controller then deallocates)."""
+        keep: list[tuple[str, str]] = []
+        for uid, node_name in self.in_flight:
+            if not everything and self.rng.random() < 0.4:
+                keep.append((uid, node_name))
+                continue
+            placement = self.placed.pop(uid)
+            current = self.pods.get(uid)
+            if current is None or current.spec.node_name:
+                self.cache.forget_assumption(uid)
+                continue
+            written = []
+            for ca in placement.claims or ():
+                claim = self.claims.get(ca.name)
+                if claim is None or claim.metadata.uid != ca.uid:
+                    break  # deleted meanwhile: nothing more is written
+                reserved = ResourceClaimConsumerReference(
+                    resource="pods", name=current.metadata.name, uid=uid
+                )
+                version = self._put_claim(
+                    msgspec.structs.replace(
+                        claim, status=ResourceClaimStatus(allocation=ca.allocation, reserved_for=[reserved])
+                    )
+                )
+                self.cache.claim_written(ca.key, ca.uid, version)
+                written.append(ca.name)
+            complete = len(written) == len(placement.claims or ())
+            if complete and self.rng.random() < 0.85:
+                self._put_pod(_bound(current, node_name))
+                if self.rng.random() < 0.5:
+                    self.deliver()
+                self.cache.confirm_bound(uid)
+            else:
+                # the binder takes the reservations back; the controller deallocates later
+                for name in written:
+                    claim = self.claims[name]
+                    unreserved = msgspec.structs.replace(claim.status, reserved_for=[])
+                    self._put_claim(msgspec.structs.replace(claim, status=unreserved))
+                    self.unreserved.append(name)
+                self.cache.forget_assumption(uid)
+        self.in_flight = keep
+        self.binding.intersection_update(uid for uid, _ in keep)
+
+    def _compare(self, step: int) -> None:
+        super()._compare(step)
+        # the cycle just compared placed pods: their binds answered, the watches caught up
+        self.settle_binds(everything=True)
+        self.deliver(everything=True)
+        fresh = load(
+            ClusterCache(("caldera",)),
+            nodes=self.nodes.values(),
+            podgroups=self.groups.values(),
+            pods=self.pods.values(),
+            dra=[
+                device_class(GPU),
+                *(resource_slice(n, GPU, [f"gpu-{i}" for i in range(GPUS_PER_NODE)]) for n in NODES),
+                *self.claims.values(),
+            ],
+        )
+        mine, theirs = self.cache.dra_view(), fresh.dra_view()
+        assert mine is not None and theirs is not None
+        assert dict(mine.holders) == dict(theirs.holders), f"at step {step}"
+        assert set(mine.allocated) == set(theirs.allocated), f"at step {step}"
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_devices_in_use_after_any_history_are_a_fresh_caches_and_never_given_twice(seed: int) -> None:
+    history = DraHistory(seed)
     for step in range(1, 161):
         history.step()
         if step % 40 == 0:
