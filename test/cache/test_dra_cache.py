@@ -257,11 +257,8 @@ def _at(claim, version: str, allocation: AllocationResult | None, reserved_for: 
     )
 
 
-def test_an_earlier_attempts_events_arriving_late_never_free_the_devices_of_the_next_one() -> None:
-    # Attempt 1: the binder allocates c0 to gpu-0 for pod p (version 2), the binding fails, the
-    # binder takes the reservation back (3) and the resourceclaim controller deallocates (4).
-    # Attempt 2 places p on gpu-0 again. Only then does the watch bring versions 2, 3 and 4: the
-    # deallocation is attempt 1's, and gpu-0 stays held for attempt 2 until its own write shows.
+def _one_gpu_pod():
+    """A node with one GPU, and pod p using claim c0 (at version 1, not allocated)."""
     p = pod("p", group="p", spec_extra=claim_pod_spec("c0"))
     claim = _at(resource_claim("c0", GPU), "1", None)
     cache = load(
@@ -271,6 +268,15 @@ def test_an_earlier_attempts_events_arriving_late_never_free_the_devices_of_the_
         podgroups=[podgroup("p")],
         dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"]), claim],
     )
+    return cache, p, claim
+
+
+def test_an_earlier_attempts_events_arriving_late_never_free_the_devices_of_the_next_one() -> None:
+    # Attempt 1: the binder allocates c0 to gpu-0 for pod p (version 2), the binding fails, the
+    # binder takes the reservation back (3) and the resourceclaim controller deallocates (4).
+    # Attempt 2 places p on gpu-0 again. Only then does the watch bring versions 2, 3 and 4: the
+    # deallocation is attempt 1's, and gpu-0 stays held for attempt 2 until its own write shows.
+    cache, p, claim = _one_gpu_pod()
     uid = p.metadata.uid
     gpu0 = (GPU, "n1", "gpu-0")
     ca = ClaimAllocation("default", "c0", claim.metadata.uid, _allocation("gpu-0"), True)
@@ -311,15 +317,7 @@ def test_a_claim_allocated_for_a_pod_whose_bind_was_answered_first_is_released_b
     # The watch shows the pod bound before the binder's answer arrives (the task is Bound when the
     # binder confirms): the claim's assumption still gives way to its written version, and when the
     # pod is done and the claim deallocated, the device is free.
-    p = pod("p", group="p", spec_extra=claim_pod_spec("c0"))
-    claim = _at(resource_claim("c0", GPU), "1", None)
-    cache = load(
-        ClusterCache(),
-        nodes=[node("n1")],
-        pods=[p],
-        podgroups=[podgroup("p")],
-        dra=[device_class(GPU), resource_slice("n1", GPU, ["gpu-0"]), claim],
-    )
+    cache, p, claim = _one_gpu_pod()
     task = cache.snapshot().jobs["default/p"].tasks[p.metadata.uid]
     ca = ClaimAllocation("default", "c0", claim.metadata.uid, _allocation("gpu-0"), True)
     cache.apply(SessionResult(placements=[Placement(task, "n1", claims=[ca])]))

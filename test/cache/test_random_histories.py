@@ -45,23 +45,13 @@ from caldera.scheduler.registry import builtin_registry
 NODES = [f"n{i}" for i in range(6)]
 REGISTRY = builtin_registry()
 CONF = parse_conf(DEFAULT_CONF, REGISTRY)
-#: with evictions: gangs of higher priority preempt, and queues reclaim (Volcano's conf with both)
+#: with evictions: Volcano's default conf with preempt and reclaim (gangs of higher priority preempt,
+#: queues reclaim)
 EVICTING_CONF = parse_conf(
-    """
-actions: "enqueue, allocate, preempt, reclaim, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-""",
+    DEFAULT_CONF.replace('"enqueue, allocate, backfill"', '"enqueue, allocate, preempt, reclaim, backfill"'),
     REGISTRY,
 )
+assert EVICTING_CONF.actions != CONF.actions
 DELETING = "2026-01-01T00:00:00Z"
 
 
@@ -345,8 +335,7 @@ class History:
                 self.cache.forget_eviction(uid)  # a disruption budget kept refusing it
 
     def settle_binds(self, everything: bool = False) -> None:
-        """Binds in flight get their answers: bound (the answer before or after the watch shows it),
-        refused, lost although the API bound the pod, or the pod was deleted meanwhile."""
+        """Binds in flight (some, or all) get their answers."""
         keep: list[tuple[str, str]] = []
         for uid, node_name in self.in_flight:
             if not everything and self.rng.random() < 0.4:
@@ -355,22 +344,32 @@ class History:
             current = self.pods.get(uid)
             if current is None or current.spec.node_name:
                 self.cache.forget_assumption(uid)  # 404, or 409: bound already
+                self.given_up(uid)
                 continue
-            roll = self.rng.random()
-            if roll < 0.75:
-                self._put_pod(_bound(current, node_name))
-                if self.rng.random() < 0.5:
-                    self.deliver()  # the watch may show the bind before the answer arrives
-                self.cache.confirm_bound(uid)
-            elif roll < 0.9:
-                self.cache.forget_assumption(uid)  # refused, or retries ran out
-            else:
-                # the answer was lost although the API bound it: the binder gives the pod up, the
-                # watch shows it bound later
-                self._put_pod(_bound(current, node_name))
-                self.cache.forget_assumption(uid)
+            self.answer(current, node_name)
         self.in_flight = keep
         self.binding.intersection_update(uid for uid, _ in keep)
+
+    def given_up(self, uid: str) -> None:
+        """The binder gave the pod's placement up before writing anything."""
+
+    def answer(self, current: Pod, node_name: str) -> None:
+        """Bound (the answer before or after the watch shows it), refused, or lost although the API
+        bound the pod."""
+        uid = current.metadata.uid
+        roll = self.rng.random()
+        if roll < 0.75:
+            self._put_pod(_bound(current, node_name))
+            if self.rng.random() < 0.5:
+                self.deliver()  # the watch may show the bind before the answer arrives
+            self.cache.confirm_bound(uid)
+        elif roll < 0.9:
+            self.cache.forget_assumption(uid)  # refused, or retries ran out
+        else:
+            # the answer was lost although the API bound it: the binder gives the pod up, the
+            # watch shows it bound later
+            self._put_pod(_bound(current, node_name))
+            self.cache.forget_assumption(uid)
 
     # -- the invariant -------------------------------------------------------------------------------
     def quiesce_and_check(self, step: int) -> None:
@@ -379,16 +378,19 @@ class History:
         for _ in range(2):
             self._compare(step)
 
-    def _compare(self, step: int) -> None:
-        self.settle_binds(everything=True)
-        self.deliver(everything=True)
-        fresh = load(
+    def fresh_cache(self) -> ClusterCache:
+        """A cache loaded with the API's objects as they are now."""
+        return load(
             ClusterCache(("caldera",)),
             nodes=self.nodes.values(),
             podgroups=self.groups.values(),
             pods=self.pods.values(),
         )
-        expected = fresh.snapshot()
+
+    def _compare(self, step: int) -> None:
+        self.settle_binds(everything=True)
+        self.deliver(everything=True)
+        expected = self.fresh_cache().snapshot()
         self.seen.clear()
         self.binder.placements.clear()
         self.binder.evictions.clear()
@@ -413,29 +415,24 @@ class History:
         self.hand_over()
 
     def step(self) -> None:
-        roll = self.rng.random()
-        if roll < 0.22:
-            self.new_gang()
-        elif roll < 0.27:
-            self.recreate_deleted_member()
-        elif roll < 0.30:
-            self.recreate_deleted_gang()
-        elif roll < 0.38:
-            self.delete_some_pod()
-        elif roll < 0.42:
-            self.delete_gang()
-        elif roll < 0.46:
-            self.foreign_pod()
-        elif roll < 0.62:
-            self.kubelet()
-        elif roll < 0.64:
-            self.node_churn()
-        elif roll < 0.66:
-            self.node_update()
-        elif roll < 0.86:
-            self.cycle()
-        else:
-            self.settle_binds()
+        """One thing happens (by the weights below), and the watches may bring some events."""
+        what = self.rng.choices(
+            [
+                self.new_gang,
+                self.recreate_deleted_member,
+                self.recreate_deleted_gang,
+                self.delete_some_pod,
+                self.delete_gang,
+                self.foreign_pod,
+                self.kubelet,
+                self.node_churn,
+                self.node_update,
+                self.cycle,
+                self.settle_binds,
+            ],
+            weights=[22, 5, 3, 8, 4, 4, 16, 2, 2, 20, 14],
+        )[0]
+        what()
         if self.rng.random() < 0.5:
             self.deliver()
 
@@ -569,68 +566,57 @@ class DraHistory(History):
             self.placed[p.task.uid] = p
         super().hand_over()
 
-    def settle_binds(self, everything: bool = False) -> None:
+    def given_up(self, uid: str) -> None:
+        self.placed.pop(uid)
+
+    def fresh_cache(self) -> ClusterCache:
+        fresh = super().fresh_cache()
+        fresh.upsert_device_class(device_class(GPU))
+        for name in NODES:
+            fresh.upsert_resource_slice(resource_slice(name, GPU, [f"gpu-{i}" for i in range(GPUS_PER_NODE)]))
+        for claim in self.claims.values():
+            fresh.upsert_resource_claim(claim)
+        return fresh
+
+    def answer(self, current: Pod, node_name: str) -> None:
         """As the binder does it: the claims written first (allocation and reservation), then the
         binding; a binding refused after its claims were written takes the reservation back (the
         controller then deallocates)."""
-        keep: list[tuple[str, str]] = []
-        for uid, node_name in self.in_flight:
-            if not everything and self.rng.random() < 0.4:
-                keep.append((uid, node_name))
-                continue
-            placement = self.placed.pop(uid)
-            current = self.pods.get(uid)
-            if current is None or current.spec.node_name:
-                self.cache.forget_assumption(uid)
-                continue
-            written = []
-            for ca in placement.claims or ():
-                claim = self.claims.get(ca.name)
-                if claim is None or claim.metadata.uid != ca.uid:
-                    break  # deleted meanwhile: nothing more is written
-                reserved = ResourceClaimConsumerReference(
-                    resource="pods", name=current.metadata.name, uid=uid
+        uid = current.metadata.uid
+        placement = self.placed.pop(uid)
+        written = []
+        for ca in placement.claims or ():
+            claim = self.claims.get(ca.name)
+            if claim is None or claim.metadata.uid != ca.uid:
+                break  # deleted meanwhile: nothing more is written
+            reserved = ResourceClaimConsumerReference(resource="pods", name=current.metadata.name, uid=uid)
+            version = self._put_claim(
+                msgspec.structs.replace(
+                    claim, status=ResourceClaimStatus(allocation=ca.allocation, reserved_for=[reserved])
                 )
-                version = self._put_claim(
-                    msgspec.structs.replace(
-                        claim, status=ResourceClaimStatus(allocation=ca.allocation, reserved_for=[reserved])
-                    )
-                )
-                self.cache.claim_written(ca.key, ca.uid, version)
-                written.append(ca.name)
-            complete = len(written) == len(placement.claims or ())
-            if complete and self.rng.random() < 0.85:
-                self._put_pod(_bound(current, node_name))
-                if self.rng.random() < 0.5:
-                    self.deliver()
-                self.cache.confirm_bound(uid)
-            else:
-                # the binder takes the reservations back; the controller deallocates later
-                for name in written:
-                    claim = self.claims[name]
-                    unreserved = msgspec.structs.replace(claim.status, reserved_for=[])
-                    self._put_claim(msgspec.structs.replace(claim, status=unreserved))
-                    self.unreserved.append(name)
-                self.cache.forget_assumption(uid)
-        self.in_flight = keep
-        self.binding.intersection_update(uid for uid, _ in keep)
+            )
+            self.cache.claim_written(ca.key, ca.uid, version)
+            written.append(ca.name)
+        if len(written) == len(placement.claims or ()) and self.rng.random() < 0.85:
+            self._put_pod(_bound(current, node_name))
+            if self.rng.random() < 0.5:
+                self.deliver()
+            self.cache.confirm_bound(uid)
+            return
+        # the binder takes the reservations back; the controller deallocates later
+        for name in written:
+            claim = self.claims[name]
+            unreserved = msgspec.structs.replace(claim.status, reserved_for=[])
+            self._put_claim(msgspec.structs.replace(claim, status=unreserved))
+            self.unreserved.append(name)
+        self.cache.forget_assumption(uid)
 
     def _compare(self, step: int) -> None:
         super()._compare(step)
         # the cycle just compared placed pods: their binds answered, the watches caught up
         self.settle_binds(everything=True)
         self.deliver(everything=True)
-        fresh = load(
-            ClusterCache(("caldera",)),
-            nodes=self.nodes.values(),
-            podgroups=self.groups.values(),
-            pods=self.pods.values(),
-            dra=[
-                device_class(GPU),
-                *(resource_slice(n, GPU, [f"gpu-{i}" for i in range(GPUS_PER_NODE)]) for n in NODES),
-                *self.claims.values(),
-            ],
-        )
+        fresh = self.fresh_cache()
         mine, theirs = self.cache.dra_view(), fresh.dra_view()
         assert mine is not None and theirs is not None
         assert dict(mine.holders) == dict(theirs.holders), f"at step {step}"
