@@ -35,21 +35,19 @@ from caldera.framework.dra.objects import (
     ResourceClaimStatus,
     ResourceSlice,
 )
-from caldera.framework.dra.view import ClaimAllocation, DraView, held_devices, shared_consumption
+from caldera.framework.dra.view import (
+    ClaimAllocation,
+    DraView,
+    held_devices,
+    shared_consumption,
+    version_number,
+)
 
 
 def _key(meta: object) -> str:
     namespace = getattr(meta, "namespace", "")
     name = getattr(meta, "name", "")
     return f"{namespace}/{name}" if namespace else name
-
-
-def _version(claim: ResourceClaim) -> int:
-    """The claim's resourceVersion as a number (-1 when it is not one)."""
-    try:
-        return int(claim.metadata.resource_version or "")
-    except ValueError:
-        return -1
 
 
 def _same_for_decisions(before: ResourceClaim, after: ResourceClaim) -> bool:
@@ -159,7 +157,7 @@ class DraCache(Indexes):
         written = self._claims_written_at.get(key)
         if written is None:
             return watched.status.allocation is not None
-        return _version(watched) >= written
+        return version_number(watched.metadata.resource_version) >= written
 
     # -- assumptions ---------------------------------------------------------------------------------
     def assume_claims(self, pod_name: str, pod_uid: str, claims: list[ClaimAllocation]) -> None:
@@ -214,7 +212,9 @@ class DraCache(Indexes):
                 reserved = [r for r in assumed.status.reserved_for if r.uid != uid]
                 watched = self.resource_claims.get(key)
                 written = self._claims_written_at.get(key)
-                if written is not None and (watched is None or _version(watched) < written):
+                if written is not None and (
+                    watched is None or version_number(watched.metadata.resource_version) < written
+                ):
                     # Written, then the binding failed: the API holds the allocation (the binder took
                     # the reservation back; the resourceclaim controller deallocates), the watch has
                     # not shown it yet. The devices stay held until it has.
@@ -248,9 +248,8 @@ class DraCache(Indexes):
     def claim_written(self, key: str, uid: str, version: str) -> None:
         """The binder wrote the claim (allocation and reservation) for a placement that assumed it, or
         found it so already: its watched copies from ``version`` on show that write."""
-        try:
-            number = int(version)
-        except ValueError:
+        number = version_number(version)
+        if number < 0:
             return  # not a number: the copy showing the claim allocated is taken for it
         with self._lock:
             assumed = self._assumed_claims.get(key)

@@ -74,6 +74,7 @@ from caldera.framework.dra.view import (
     has_binding_conditions,
     reserved_for,
     same_devices,
+    version_number,
 )
 from caldera.framework.model import TaskInfo
 from caldera.framework.objects import ObjectError, Pod, decode
@@ -155,10 +156,7 @@ def claim_path(namespace: str, name: str) -> str:
 
 def _rv(claim: ResourceClaim) -> int:
     """The claim's resourceVersion as a number (-1 when it is not one: then the watch's copy wins)."""
-    try:
-        return int(claim.metadata.resource_version or "")
-    except ValueError:
-        return -1
+    return version_number(claim.metadata.resource_version)
 
 
 def _now_rfc3339() -> str:

@@ -75,6 +75,15 @@ def allocated_devices(claims: Mapping[str, ResourceClaim]) -> dict[DeviceID, str
     return out
 
 
+def version_number(version: str) -> int:
+    """A resourceVersion as a number, as kube-scheduler's assume cache compares them (-1 when it is
+    not one)."""
+    try:
+        return int(version or "")
+    except ValueError:
+        return -1
+
+
 def held_devices(allocation: AllocationResult) -> list[DeviceID]:
     """The devices an allocation holds: a share (shareID) holds capacity, not the device, and an
     admin-access result owns nothing (``foreachAllocatedDevice``)."""
