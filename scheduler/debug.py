@@ -636,6 +636,7 @@ class DebugApi:
             {
                 "namespace": t.namespace,
                 "name": t.name,
+                "uid": t.uid,
                 "status": _status(t),
                 "cpu": t.resreq.cpu / 1000,
                 "memory": t.resreq.memory,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
 
 from caldera.hack.soak.checker import Checker, holding_node, key_of, node_usage
 
@@ -86,7 +87,7 @@ async def recheck(checker: Checker, http: aiohttp.ClientSession, base: str, node
         return False, ""
     held = doc.get("node") or {}
     leader = {
-        f"{p['namespace']}/{p['name']}": f"{p['status']} cpu {p['cpu']:g} memory {p['memory']:g}"
+        f"{p['namespace']}/{p['name']}": f"{p['status']} uid {p.get('uid')} cpu {p['cpu']:g} memory {p['memory']:g}"
         for p in held.get("pods") or []
     }
     api = {key_of(p): p for p in items if holding_node(p)}
@@ -95,13 +96,45 @@ async def recheck(checker: Checker, http: aiohttp.ClientSession, base: str, node
         cpu, memory = held["cpu"][0], held["memory"][0]
         if abs(cpu - float(want.get("cpu", 0))) < 1e-3 and abs(memory - float(want.get("memory", 0))) < 1.0:
             return True, "gone" if gone else ""
-    only_leader = [f"{k} ({v})" for k, v in sorted(leader.items()) if k not in api]
+    only_leader = [
+        f"{k} ({v}; {await _api_says(checker, k)})" for k, v in sorted(leader.items()) if k not in api
+    ][:5]
     only_api = [
         f"{k} (phase {(p.get('status') or {}).get('phase')}, deleting {bool(p['metadata'].get('deletionTimestamp'))})"
         for k, p in sorted(api.items())
         if k not in leader
     ]
-    return False, f"; only the leader counts {only_leader[:5]}; only the API has {only_api[:5]}"
+    node_there = await _api_says(checker, node, kind="node")
+    return (
+        False,
+        f"; the API's node: {node_there}; only the leader counts {only_leader}; only the API has {only_api[:5]}",
+    )
+
+
+async def _api_says(checker: Checker, key: str, kind: str = "pod") -> str:
+    """What the API holds now for a pod ("namespace/name") or a node: where it is and its phase, or
+    that it is gone (the diagnosis of a node found different)."""
+    if kind == "node":
+        path = f"/api/v1/nodes/{key}"
+    else:
+        namespace, name = key.split("/", 1)
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    try:
+        status, raw = await checker.pods.api.request("GET", path, attempts=3)
+    except Exception as exc:
+        return f"unreadable ({exc})"
+    if status == 404:
+        return "the API has none"
+    if status != 200:
+        return f"the API answered {status}"
+    obj = orjson.loads(raw)
+    meta = obj.get("metadata") or {}
+    if kind == "node":
+        return f"exists (uid {meta.get('uid')}, created {meta.get('creationTimestamp')})"
+    return (
+        f"the API has uid {meta.get('uid')} on {(obj.get('spec') or {}).get('nodeName') or '(none)'}, "
+        f"phase {(obj.get('status') or {}).get('phase')}, deleting {bool(meta.get('deletionTimestamp'))}"
+    )
 
 
 def api_view(checker: Checker) -> dict[str, tuple[float, float]]:
