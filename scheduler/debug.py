@@ -544,7 +544,12 @@ class DebugApi:
         if found is None:
             raise NotFound(f"pod {key} is not known to the scheduler (not in its cache)")
         task = found
-        doc.update(status=_status(task), node=task.node_name, job=task.job)
+        doc.update(
+            status=_status(task),
+            node=task.node_name,
+            job=task.job,
+            resourceVersion=task.pod.metadata.resource_version,
+        )
         if task.status == TaskStatus.BOUND and task.pod.spec.node_name:
             doc["reason"] = f"bound to {task.node_name}; its kubelet has not reported it running yet"
         elif task.status in (TaskStatus.BINDING, TaskStatus.BOUND) and self.bind_progress is not None:

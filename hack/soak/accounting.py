@@ -96,18 +96,50 @@ async def recheck(checker: Checker, http: aiohttp.ClientSession, base: str, node
         cpu, memory = held["cpu"][0], held["memory"][0]
         if abs(cpu - float(want.get("cpu", 0))) < 1e-3 and abs(memory - float(want.get("memory", 0))) < 1.0:
             return True, "gone" if gone else ""
-    only_leader = [
-        f"{k} ({v}; {await _api_says(checker, k)})" for k, v in sorted(leader.items()) if k not in api
-    ][:5]
-    only_api = [
-        f"{k} (phase {(p.get('status') or {}).get('phase')}, deleting {bool(p['metadata'].get('deletionTimestamp'))})"
-        for k, p in sorted(api.items())
-        if k not in leader
-    ]
+    only_leader = []
+    for k, v in sorted(leader.items()):
+        if k not in api and len(only_leader) < 5:
+            api_now = await _api_says(checker, k)
+            only_leader.append(f"{k} ({v}; {api_now}; {await _cache_says(http, base, k)})")
+    only_api = []
+    for k, p in sorted(api.items()):
+        if k not in leader and len(only_api) < 5:
+            meta = p["metadata"]
+            only_api.append(
+                f"{k} (phase {(p.get('status') or {}).get('phase')}, deleting {bool(meta.get('deletionTimestamp'))}, "
+                f"resourceVersion {meta.get('resourceVersion')}; {await _cache_says(http, base, k)})"
+            )
     node_there = await _api_says(checker, node, kind="node")
     return (
         False,
-        f"; the API's node: {node_there}; only the leader counts {only_leader}; only the API has {only_api[:5]}",
+        f"; the API's node: {node_there}; only the leader counts [{'; '.join(only_leader)}]; "
+        f"only the API has [{'; '.join(only_api)}]",
+    )
+
+
+async def _watches(http: aiohttp.ClientSession, base: str) -> str:
+    """The leader's pod watch as it counts it (``/debug/state``): lists, events, errors."""
+    try:
+        async with http.get(f"{base}/debug/state", timeout=aiohttp.ClientTimeout(total=5)) as r:
+            doc = await r.json() if r.status == 200 else {}
+    except Exception:
+        return ""
+    pods = (doc.get("watches") or {}).get("pods")
+    return f"; the leader's pod watch: {pods}" if pods else ""
+
+
+async def _cache_says(http: aiohttp.ClientSession, base: str, key: str) -> str:
+    """What the leader's cache holds now of a pod (``/debug/pods``), beside its last cycle's view."""
+    try:
+        async with http.get(f"{base}/debug/pods/{key}", timeout=aiohttp.ClientTimeout(total=5)) as r:
+            if r.status == 404:
+                return "not in the leader's cache"
+            doc = await r.json() if r.status == 200 else {}
+    except Exception as exc:
+        return f"the leader's cache unreadable ({exc!r})"
+    return (
+        f"the leader's cache: {doc.get('status')} on {doc.get('node') or '(none)'} "
+        f"at resourceVersion {doc.get('resourceVersion')}"
     )
 
 
@@ -132,7 +164,8 @@ async def _api_says(checker: Checker, key: str, kind: str = "pod") -> str:
     if kind == "node":
         return f"exists (uid {meta.get('uid')}, created {meta.get('creationTimestamp')})"
     return (
-        f"the API has uid {meta.get('uid')} on {(obj.get('spec') or {}).get('nodeName') or '(none)'}, "
+        f"the API has uid {meta.get('uid')} at resourceVersion {meta.get('resourceVersion')} "
+        f"on {(obj.get('spec') or {}).get('nodeName') or '(none)'}, "
         f"phase {(obj.get('status') or {}).get('phase')}, deleting {bool(meta.get('deletionTimestamp'))}"
     )
 
@@ -195,6 +228,7 @@ async def check_accounting(
                     result.mirror_lagged += 1
                 continue
             cycles = f"; the leader's cycles went from #{first_cycle} to #{result.cycle} meanwhile"
+            cycles += await _watches(http, base)
             checker.violate("accounting", f"after {after}: {node}", detail + cycles + differ)
     if not seen:
         result.differ["-"] = "the leader showed no nodes (no cycle yet)"

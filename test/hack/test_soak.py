@@ -505,7 +505,8 @@ def test_the_stall_judge_finds_writes_made_past_the_renew_deadline() -> None:
 
 async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_a_lagging_mirror() -> None:
     """The leader's view of three nodes against the API: on "wrong" it counts a pod the API has finished
-    (a violation naming that pod); on "lagging" it agrees with the API while the checker's mirror has
+    (a violation naming that pod, what the API holds of it now and what the leader's cache does, which
+    tells a stale cache from a stale cycle); on "lagging" it agrees with the API while the checker's mirror has
     not yet seen a pod bound there (a fresh list settles it: no violation); "churned" was deleted: the
     leader's node list still showed it with a pod, its last cycle no longer does (404), and the API has
     nothing bound there (no violation)."""
@@ -562,9 +563,15 @@ async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_
                 )
             return web.json_response({"cycle": 7, "node": node_doc(name)})
 
+        async def cached_pod(request: web.Request) -> web.Response:
+            # the leader's cache still holds "done" running: its watch missed the pod's end
+            assert request.match_info["name"] == "done"
+            return web.json_response({"status": "Running", "node": "wrong", "resourceVersion": "4"})
+
         app = web.Application()
         app.router.add_get("/debug/nodes", nodes)
         app.router.add_get("/debug/nodes/{name}", one)
+        app.router.add_get("/debug/pods/{namespace}/{name}", cached_pod)
         runner = web.AppRunner(app)
         await runner.setup()
         with socket.socket() as s:
@@ -581,6 +588,9 @@ async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_
 
     (violation,) = checker.violations
     assert violation.invariant == "accounting" and violation.detail.startswith("after test: wrong:")
-    assert "only the leader counts ['soak/done (Running cpu 1" in violation.detail
+    assert "only the leader counts [soak/done (Running uid None cpu 1" in violation.detail
+    assert "on wrong, phase Succeeded, deleting False" in violation.detail
+    assert "the leader's cache: Running on wrong at resourceVersion 4" in violation.detail
+    assert "the API's node: exists" in violation.detail
     assert result.mirror_lagged == 1 and "lagging" not in result.differ
     assert result.left_view == 1 and "churned" not in result.differ
