@@ -10,7 +10,8 @@ under the name of a deleted one, binds that succeed (the answer before or after 
 them), fail, or land although their answer was lost, pods deleted while their bind is in flight,
 kubelets starting and finishing pods, pods of another scheduler, nodes deleted and created again
 while their pods stay bound, nodes whose allocatable is raised or lowered under their pods, and watch
-events delivered late, in bursts; with preempt and reclaim in the conf, evictions accepted or refused. Each case is a seed:
+events delivered late, in bursts; with preempt and reclaim in the conf, evictions accepted or refused;
+and a standby replica that follows the same watches and takes the lease mid-history. Each case is a seed:
 a failure names it, and the same seed replays the same history."""
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class History:
     """The API's objects, the watch events not delivered yet, the binds in flight, and the
     scheduler's cache and loop following them."""
 
-    def __init__(self, seed: int, evicting: bool = False) -> None:
+    def __init__(self, seed: int, evicting: bool = False, standby: bool = False) -> None:
         self.rng = random.Random(seed)
         self.evicting = evicting
         self.nodes: dict[str, Node] = {}
@@ -135,26 +136,35 @@ class History:
             "podgroups": deque(),
         }
         self.in_flight: list[tuple[str, str]] = []  # (pod uid, node) handed to the binder
-        self.cache = ClusterCache(("caldera",))
         self.binding: set[str] = set()  # uids whose bind the binder has
-        self.binder = CheckingBinder(self.cache, self.binding)
-        conf = EVICTING_CONF if evicting else CONF
-        self.loop = SchedulerLoop(
-            self.cache, lambda: conf, REGISTRY, self.binder, between_steps=self._between_steps
-        )
         self.seen: list[tuple[dict[str, tuple[Any, ...]], tuple[dict[str, tuple[Any, ...]], list[str]]]] = []
         self.gangs = 0
         self.foreign = 0
-        take = self.cache.snapshot
+        self.cache = ClusterCache(("caldera",))
+        #: a second replica's cache: it follows the same watches and runs no cycle until it leads
+        self.standby = ClusterCache(("caldera",)) if standby else None
+        self._lead(self.cache)
+        for name in NODES:
+            self._put_node(node(name, cpu="4", memory="8Gi"))
+
+    def _lead(self, cache: ClusterCache) -> None:
+        """``cache``'s replica leads: its cycles run, with a binder of its own; every snapshot its
+        cycles take is noted (``seen``) before the session changes its copies."""
+        self.cache = cache
+        self.binder = CheckingBinder(cache, self.binding)
+        conf = EVICTING_CONF if self.evicting else CONF
+        self.loop = SchedulerLoop(
+            cache, lambda: conf, REGISTRY, self.binder, between_steps=self._between_steps
+        )
+        take = cache.snapshot
 
         def snapshot() -> Snapshot:
             snap = take()
-            # what the cycle's session is given, read before the session changes its copies
             self.seen.append((_node_state(snap), _job_state(snap)))
             return snap
 
-        self.cache.snapshot = snapshot  # type: ignore[method-assign]
-        take_async = self.cache.snapshot_async
+        cache.snapshot = snapshot  # type: ignore[method-assign]
+        take_async = cache.snapshot_async
 
         async def snapshot_async(step_seconds: float = 0.0, between: Any = None) -> Snapshot:
             # (in steps of one unit of copying each, whatever the caller asks: events come between)
@@ -162,9 +172,20 @@ class History:
             self.seen.append((_node_state(snap), _job_state(snap)))
             return snap
 
-        self.cache.snapshot_async = snapshot_async  # type: ignore[method-assign]
-        for name in NODES:
-            self._put_node(node(name, cpu="4", memory="8Gi"))
+        cache.snapshot_async = snapshot_async  # type: ignore[method-assign]
+
+    def take_over(self) -> None:
+        """The leader is gone (its lease lost): the binds it had in flight land or not without it,
+        and the standby, which followed every watch and ran no cycle, leads from its next cycle."""
+        assert self.standby is not None
+        for uid, node_name in self.in_flight:
+            current = self.pods.get(uid)
+            if current is not None and not current.spec.node_name and self.rng.random() < 0.5:
+                self._put_pod(_bound(current, node_name))
+        self.in_flight = []
+        self.binding.clear()
+        standby, self.standby = self.standby, None
+        self._lead(standby)
 
     # -- the API side ------------------------------------------------------------------------------
     def _put_node(self, obj: Node) -> None:
@@ -279,9 +300,8 @@ class History:
         self._put_node(msgspec.structs.replace(fresh, metadata=meta))
 
     # -- the watches ---------------------------------------------------------------------------------
-    def appliers(self) -> dict[str, tuple[Any, Any]]:
+    def appliers(self, cache: ClusterCache) -> dict[str, tuple[Any, Any]]:
         """Per kind, the cache's watch handlers (upsert, delete)."""
-        cache = self.cache
         return {
             "pods": (cache.upsert_pod, cache.delete_pod),
             "nodes": (cache.upsert_node, cache.delete_node),
@@ -290,14 +310,17 @@ class History:
 
     def deliver(self, everything: bool = False) -> None:
         """Some (or all) of each kind's events, in order within the kind, as the watches bring them."""
-        apply = self.appliers()
+        followers = [self.appliers(self.cache)]
+        if self.standby is not None:
+            followers.append(self.appliers(self.standby))
         for kind in self.rng.sample(sorted(self.events), k=len(self.events)):
             queue = self.events[kind]
             n = len(queue) if everything else self.rng.randint(0, len(queue))
             for _ in range(n):
                 what, obj = queue.popleft()
-                upsert, delete = apply[kind]
-                (upsert if what == "upsert" else delete)(obj)
+                for apply in followers:
+                    upsert, delete = apply[kind]
+                    (upsert if what == "upsert" else delete)(obj)
 
     # -- the binder ----------------------------------------------------------------------------------
     def cycle(self) -> None:
@@ -449,6 +472,20 @@ def test_a_cycle_after_any_history_sees_what_a_fresh_cache_of_the_api_objects_se
             history.quiesce_and_check(step)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_a_standby_that_takes_the_lease_mid_history_cycles_on_what_a_fresh_cache_sees(seed: int) -> None:
+    """A second replica follows the watches for 100 steps without running a cycle (its copies never
+    handed out, the changes it was told of never taken), then leads: its cycles see what a fresh
+    cache of the API's objects sees, as the first leader's did."""
+    history = History(seed, evicting=seed % 2 == 1, standby=True)
+    for step in range(1, 161):
+        history.step()
+        if step == 100:
+            history.take_over()
+        if step % 40 == 0:
+            history.quiesce_and_check(step)
+
+
 GPU = "gpu.example.com"
 GPUS_PER_NODE = 2
 
@@ -557,9 +594,11 @@ class DraHistory(History):
         if claim is not None and claim.status.allocation is not None:
             self._put_claim(msgspec.structs.replace(claim, status=ResourceClaimStatus()))
 
-    def appliers(self) -> dict[str, tuple[Any, Any]]:
-        cache = self.cache
-        return {**super().appliers(), "claims": (cache.upsert_resource_claim, cache.delete_resource_claim)}
+    def appliers(self, cache: ClusterCache) -> dict[str, tuple[Any, Any]]:
+        return {
+            **super().appliers(cache),
+            "claims": (cache.upsert_resource_claim, cache.delete_resource_claim),
+        }
 
     def hand_over(self) -> None:
         for p in self.binder.placements:
