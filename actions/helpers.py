@@ -582,6 +582,14 @@ def evict_and_pipeline(
         ]
         if not preemptees:
             continue
+        # The victims are some of these candidates: when the node's future idle plus all of them
+        # cannot hold the task, no choice of victims passes the check below (ValidateVictims), and
+        # the plugins' votes (the costly part of a preemptor that fits nowhere) are not asked.
+        room = node.future_idle
+        for t in preemptees:
+            room.add(t.resreq)
+        if not need.less_equal(room):
+            continue
         chosen = choose(task, preemptees)
         # keep only the victims the gang rule lets go: a job's surplus, a gang already broken, or
         # a gang that may be taken whole

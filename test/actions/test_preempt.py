@@ -179,3 +179,34 @@ def test_a_gang_taken_whole_takes_its_pods_on_a_deleted_node_too_and_the_cycle_g
     assert sorted(e.task.name for e in result.evictions) == ["low-0", "low-1", "low-2", "low-gone"]
     sim.cycle()
     assert {"high-0", "high-1"} <= set(sim.running_on())
+
+
+def test_a_node_that_cannot_hold_the_preemptor_even_emptied_asks_no_plugin_for_victims(monkeypatch):
+    """The plugins' votes on victims are the costly part of a preemptor that fits nowhere; on a node
+    where the task would not fit even with every candidate evicted, no choice of victims could pass
+    Volcano's ValidateVictims, so none is asked for, and nothing is evicted."""
+    from caldera.framework.session import Session
+
+    asked = []
+    vote = Session.preemptable
+
+    def counting(self, preemptor, preemptees):
+        asked.append(preemptor.name)
+        return vote(self, preemptor, preemptees)
+
+    monkeypatch.setattr(Session, "preemptable", counting)
+    sim = InProcessCluster(CONF, **base(low_min=1))
+    sim.add(
+        podgroups=[podgroup("big", min_member=1, priority_class="high")],
+        pods=[pod("big-0", cpu="5", group="big")],
+    )
+    result = sim.cycle()
+    assert result.evictions == [] and asked == []
+    # a preemptor the emptied node would hold is still given its victims
+    sim.add(
+        podgroups=[podgroup("high", min_member=1, priority_class="high")],
+        pods=[pod("high-0", cpu="2", group="high")],
+    )
+    result = sim.cycle()
+    assert "high-0" in asked
+    assert len(result.evictions) == 2
