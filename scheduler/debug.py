@@ -66,6 +66,9 @@ class LastCycle:
     number: int = 0
     result: SessionResult | None = None
     explanations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: when the cycle began, its snapshot taken then (wall clock, seconds; 0: no cycle yet): its
+    #: view cannot show what changed after
+    started: float = 0.0
 
 
 class Observatory:
@@ -96,7 +99,7 @@ class Observatory:
                     for uid in explanations
                     if (job := result.jobs.get(uid)) is not None
                 )
-            self.last = LastCycle(self.number, result, explanations)
+            self.last = LastCycle(self.number, result, explanations, time.time() - duration)
         self.cycles.append(
             CycleRecord(
                 time.time(),
@@ -627,7 +630,12 @@ class DebugApi:
         rest = [_node(n) for r, n in enumerate(node_list) if r not in grouped]
         if rest:
             groups.append({"name": "", "tier": "", "nodes": rest})
-        return {"cycle": self.obs.last.number, "tiers": tiers, "groups": groups}
+        return {
+            "cycle": self.obs.last.number,
+            "cycle_started": self.obs.last.started,
+            "tiers": tiers,
+            "groups": groups,
+        }
 
     def node(self, name: str) -> dict[str, Any]:
         """One node as the last cycle saw it (``/debug/nodes/NAME``): its row of ``nodes()`` and the pods

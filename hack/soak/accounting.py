@@ -4,8 +4,9 @@ pods the API has bound there (the checker's mirror).
 
 The soak runs this after every fault. The cluster keeps moving while it runs, so a node is compared
 only once the API's side of it has stood still for ``STABLE`` seconds (its pods bound, finished or
-gone; a pod's status changing otherwise does not move it): the leader's view of it must have caught
-up by then. A node passes once it is equal; one found different at ``MISSES`` looks while it stood
+gone; a pod's status changing otherwise does not move it), and as long before the leader's last
+cycle began (a cycle's view is of its snapshot, taken as it began: a cycle of seconds shows a node as
+it was seconds ago): the leader's view of it must have caught up by then. A node passes once it is equal; one found different at ``MISSES`` looks while it stood
 still, and never equal within ``timeout``, is a violation. A node that never stood still is reported
 as not compared, never passed silently.
 """
@@ -52,20 +53,25 @@ class Accounting:
         return text
 
 
-async def leader_view(http: aiohttp.ClientSession, base: str) -> tuple[int, dict[str, tuple[float, float]]]:
-    """The leader's last cycle and, per node, the CPU (cores) and memory (bytes) it holds requested."""
+async def leader_view(
+    http: aiohttp.ClientSession, base: str
+) -> tuple[int, float | None, dict[str, tuple[float, float]]]:
+    """The leader's last cycle, when it began on this process's monotonic clock (None: not said),
+    and per node the CPU (cores) and memory (bytes) it holds requested."""
     try:
         async with http.get(base + "/debug/nodes", timeout=aiohttp.ClientTimeout(total=5)) as r:
             if r.status != 200:
-                return 0, {}
+                return 0, None, {}
             doc = await r.json()
     except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
-        return 0, {}
+        return 0, None, {}
     out: dict[str, tuple[float, float]] = {}
     for group in doc.get("groups") or []:
         for n in group.get("nodes") or []:
             out[n["name"]] = (float(n["cpu"][0]), float(n["memory"][0]))
-    return int(doc.get("cycle") or 0), out
+    began = doc.get("cycle_started")
+    since = time.monotonic() - (time.time() - float(began)) if began else None
+    return int(doc.get("cycle") or 0), since, out
 
 
 async def recheck(checker: Checker, http: aiohttp.ClientSession, base: str, node: str) -> tuple[bool, str]:
@@ -188,14 +194,18 @@ async def check_accounting(
     deadline = time.monotonic() + timeout
     first_cycle = 0
     while time.monotonic() < deadline:
-        cycle, view = await leader_view(http, base)
+        cycle, began, view = await leader_view(http, base)
         first_cycle = first_cycle or cycle
         now = time.monotonic()
         truth = api_view(checker)
         result.cycle = max(result.cycle, cycle)
         seen.update(view)
         for node, (cpu, memory) in view.items():
-            if node in matched or now - checker.node_changed.get(node, float("-inf")) < STABLE:
+            changed = checker.node_changed.get(node, float("-inf"))
+            if node in matched or now - changed < STABLE:
+                continue
+            if began is not None and changed > began - STABLE:
+                # the cycle shown began before the node stood still: its view cannot show it yet
                 continue
             want_cpu, want_memory = truth.get(node, (0.0, 0.0))
             if abs(cpu - want_cpu) < 1e-3 and abs(memory - want_memory) < 1.0:

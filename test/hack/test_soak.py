@@ -594,3 +594,56 @@ async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_
     assert "the API's node: exists" in violation.detail
     assert result.mirror_lagged == 1 and "lagging" not in result.differ
     assert result.left_view == 1 and "churned" not in result.differ
+
+
+async def test_node_accounting_waits_for_a_cycle_that_began_after_the_node_stood_still() -> None:
+    """A cycle's view is of its snapshot, taken as the cycle began: a node that changed shortly
+    before the leader's last cycle began is not compared yet (not a violation), and is once a cycle
+    began long enough after its last change."""
+    from aiohttp import web
+
+    from caldera.hack.soak.accounting import STABLE, check_accounting
+
+    async with SimCluster(nodes=0, kubelet=False) as sim, Api(sim.url, sim.token) as api:
+        await api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
+        )
+        await api.create("/api/v1/nodes", node_manifest("n", {"cpu": "8", "memory": "32Gi"}, {}))
+        checker = Checker(api, CheckerConfig(period=0.1), time.monotonic())
+        await checker.pods.relist()
+        began = {"at": 0.0}  # when the leader's last cycle began (wall clock)
+
+        async def nodes(_: web.Request) -> web.Response:
+            # the leader still counts a pod the API no longer has on "n"
+            node = {"name": "n", "cpu": [1.0, 8.0], "memory": [2.0**30, 32 * 2.0**30], "pods": []}
+            doc = {"cycle": 3, "cycle_started": began["at"], "groups": [{"nodes": [node]}]}
+            return web.json_response(doc)
+
+        async def one(_: web.Request) -> web.Response:
+            return web.json_response({"cycle": 3, "node": {"cpu": [1.0], "memory": [2.0**30], "pods": []}})
+
+        app = web.Application()
+        app.router.add_get("/debug/nodes", nodes)
+        app.router.add_get("/debug/nodes/{name}", one)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        base = f"http://127.0.0.1:{port}"
+        try:
+            async with aiohttp.ClientSession() as http:
+                # the node's last change 2.5 s ago, the cycle shown began 1.5 s after it: too soon
+                checker.node_changed["n"] = time.monotonic() - (STABLE + 0.5)
+                began["at"] = time.time() - 1.0
+                early = await check_accounting(checker, http, base, "early", timeout=2.0)
+                assert checker.violations == [] and early.not_compared == 1
+                # a cycle that began just now, long enough after the change, is held to it
+                checker.node_changed["n"] = time.monotonic() - (STABLE + 0.5)
+                began["at"] = time.time()
+                await check_accounting(checker, http, base, "late", timeout=2.0)
+        finally:
+            await runner.cleanup()
+    (violation,) = checker.violations
+    assert violation.invariant == "accounting" and violation.detail.startswith("after late: n:")
