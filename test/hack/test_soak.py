@@ -5,11 +5,13 @@ with zero violations, a report and figures."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import socket
 import struct
 import time
 import zlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -503,6 +505,26 @@ def test_the_stall_judge_finds_writes_made_past_the_renew_deadline() -> None:
     assert verdict.stopped_after == 5.0
 
 
+@contextlib.asynccontextmanager
+async def _fake_leader(routes: dict[str, Any]) -> AsyncIterator[str]:
+    """A replica's debug API as ``routes`` (path -> aiohttp handler) answer it; yields its base URL."""
+    from aiohttp import web
+
+    app = web.Application()
+    for path, handler in routes.items():
+        app.router.add_get(path, handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
 async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_a_lagging_mirror() -> None:
     """The leader's view of three nodes against the API: on "wrong" it counts a pod the API has finished
     (a violation naming that pod, what the API holds of it now and what the leader's cache does, which
@@ -568,23 +590,13 @@ async def test_node_accounting_names_the_pod_a_wrong_leader_counts_and_forgives_
             assert request.match_info["name"] == "done"
             return web.json_response({"status": "Running", "node": "wrong", "resourceVersion": "4"})
 
-        app = web.Application()
-        app.router.add_get("/debug/nodes", nodes)
-        app.router.add_get("/debug/nodes/{name}", one)
-        app.router.add_get("/debug/pods/{namespace}/{name}", cached_pod)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        try:
-            async with aiohttp.ClientSession() as http:
-                result = await check_accounting(
-                    checker, http, f"http://127.0.0.1:{port}", "test", timeout=2.0
-                )
-        finally:
-            await runner.cleanup()
+        routes = {
+            "/debug/nodes": nodes,
+            "/debug/nodes/{name}": one,
+            "/debug/pods/{namespace}/{name}": cached_pod,
+        }
+        async with _fake_leader(routes) as base, aiohttp.ClientSession() as http:
+            result = await check_accounting(checker, http, base, "test", timeout=2.0)
 
     (violation,) = checker.violations
     assert violation.invariant == "accounting" and violation.detail.startswith("after test: wrong:")
@@ -622,28 +634,16 @@ async def test_node_accounting_waits_for_a_cycle_that_began_after_the_node_stood
         async def one(_: web.Request) -> web.Response:
             return web.json_response({"cycle": 3, "node": {"cpu": [1.0], "memory": [2.0**30], "pods": []}})
 
-        app = web.Application()
-        app.router.add_get("/debug/nodes", nodes)
-        app.router.add_get("/debug/nodes/{name}", one)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        base = f"http://127.0.0.1:{port}"
-        try:
-            async with aiohttp.ClientSession() as http:
-                # the node's last change 2.5 s ago, the cycle shown began 1.5 s after it: too soon
-                checker.node_changed["n"] = time.monotonic() - (STABLE + 0.5)
-                began["at"] = time.time() - 1.0
-                early = await check_accounting(checker, http, base, "early", timeout=2.0)
-                assert checker.violations == [] and early.not_compared == 1
-                # a cycle that began just now, long enough after the change, is held to it
-                checker.node_changed["n"] = time.monotonic() - (STABLE + 0.5)
-                began["at"] = time.time()
-                await check_accounting(checker, http, base, "late", timeout=2.0)
-        finally:
-            await runner.cleanup()
+        routes = {"/debug/nodes": nodes, "/debug/nodes/{name}": one}
+        async with _fake_leader(routes) as base, aiohttp.ClientSession() as http:
+            # the node's last change 2.5 s ago, the cycle shown began 1.5 s after it: too soon
+            checker.node_changed["n"] = time.monotonic() - (STABLE + 0.5)
+            began["at"] = time.time() - 1.0
+            early = await check_accounting(checker, http, base, "early", timeout=2.0)
+            assert checker.violations == [] and early.not_compared == 1
+            # a cycle that began just now, long enough after the change, is held to it
+            checker.node_changed["n"] = time.monotonic() - (STABLE + 0.5)
+            began["at"] = time.time()
+            await check_accounting(checker, http, base, "late", timeout=2.0)
     (violation,) = checker.violations
     assert violation.invariant == "accounting" and violation.detail.startswith("after late: n:")
