@@ -5,9 +5,10 @@ pods the API has bound there (the checker's mirror).
 The soak runs this after every fault. The cluster keeps moving while it runs, so a node is compared
 only once the API's side of it has stood still for ``STABLE`` seconds (its pods bound, finished or
 gone; a pod's status changing otherwise does not move it), and as long before the leader's last
-cycle began (a cycle's view is of its snapshot, taken as it began: a cycle of seconds shows a node as
-it was seconds ago): the leader's view of it must have caught up by then. A node passes once it is equal; one found different at ``MISSES`` looks while it stood
-still, and never equal within ``timeout``, is a violation. A node that never stood still is reported
+cycle began (a cycle's view is of its snapshot, taken as it began: a cycle of seconds shows a node
+as it was seconds ago): the leader's view of it must have caught up by then. A node passes once it
+is equal; one found different at ``MISSES`` looks while it stood still, and never equal within
+``timeout``, is a violation. A node that never stood still is reported
 as not compared, never passed silently.
 """
 
