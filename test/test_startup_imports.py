@@ -106,3 +106,23 @@ def test_the_collector_thresholds_are_set_before_the_scheduler_is_imported() -> 
     collector's thresholds (scheduler/memory.py) are set before the imports, not after them."""
     out = subprocess.run([sys.executable, "-c", GC_PROBE], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False", "False", "0"]
+
+
+SWITCH_PROBE = """
+import sys
+import caldera.scheduler.cli as cli
+
+async def serve(args):  # in place of the scheduler: the interval it runs with
+    print(sys.getswitchinterval())
+    return 0
+
+cli._serve = serve
+print(cli.main(["--log-level", "warning"]))
+"""
+
+
+def test_the_binary_hands_the_gil_to_its_event_loop_within_a_millisecond() -> None:
+    """A cycle decides in a worker thread; the event loop binds meanwhile. CPython's default switch
+    interval (5 ms) made each turn of the loop wait that long for the GIL during a long cycle."""
+    out = subprocess.run([sys.executable, "-c", SWITCH_PROBE], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0.001", "0"]
