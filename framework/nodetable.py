@@ -185,8 +185,11 @@ class NodeTable:
         r[0] = res.cpu
         r[1] = res.memory
         r[2] = res.pods
-        if res.scalars:
-            dims = self.dims
+        dims = self.dims
+        if len(dims) > len(BASE_DIMS):
+            # A dimension the figure does not name is zero, not what the row held before: a node
+            # whose device plugin went away lists no nvidia.com/gpu in its allocatable any more.
+            r[len(BASE_DIMS) :] = 0.0
             for name, value in res.scalars.items():
                 r[dims[name]] = value
 

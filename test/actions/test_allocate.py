@@ -1,6 +1,7 @@
 """allocate: gangs all-or-nothing, order of queues/jobs/tasks, pipelining, reasons, speed."""
 
-from caldera.hack.scenario import cluster, gang, node, pod, podgroup, priority_class, run_session
+from caldera.cache.store import ClusterCache
+from caldera.hack.scenario import cluster, gang, load, node, pod, podgroup, priority_class, run_session
 
 
 def placed(result):
@@ -102,3 +103,17 @@ def test_thousand_identical_pods_share_one_predicate_evaluation():
     assert len(result.placements) == 1000
     # one pod template: the template-level predicates ran once for all 1,000 pods, not 1,000 x 100 times
     assert len(ssn.placement._static_masks) == 1
+
+
+def test_a_gpu_pod_is_not_placed_on_a_node_whose_device_plugin_went_away():
+    """The node had 4 GPUs; its allocatable lists none now (the kubelet drops a resource whose device
+    plugin stopped). The next cycle must not place a GPU pod there as if the GPUs were still free."""
+    cache = ClusterCache(("caldera",))
+    load(cache, nodes=[node("gpu-node", extra={"nvidia.com/gpu": "4"}), node("cpu-node")])
+    cache.snapshot()  # a cycle saw the GPUs
+    cache.upsert_node(node("gpu-node"))
+    pg, pods = gang("train", 1, extra={"nvidia.com/gpu": "1"})
+    load(cache, pods=pods, podgroups=[pg])
+    ssn, result = run_session(cache.snapshot())
+    assert result.placements == []
+    assert "Insufficient nvidia.com/gpu" in ssn.jobs["default/train"].job_fit_error

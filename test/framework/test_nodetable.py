@@ -52,3 +52,27 @@ def test_many_rows_written_at_once_equal_rows_written_one_by_one(gpus):
         assert getattr(at_once, name).tobytes() == getattr(one_by_one, name).tobytes(), name
     assert at_once.dims == one_by_one.dims
     assert (at_once.version, at_once.log) == (one_by_one.version, one_by_one.log) == (3, [3, 0, 4])
+
+
+def test_a_row_written_again_without_a_scalar_reads_zero_there():
+    """A figure that no longer names a dimension (a node whose device plugin went away lists no
+    nvidia.com/gpu in its allocatable) leaves zero in that column, not what the row held before."""
+    table = NodeTable()
+    table.add_row("a")
+    gpus = Resource(8000, 3e10, 110, {"nvidia.com/gpu": 4000})
+    table.write_node(0, gpus, gpus, Resource(0, 0, 0), Resource(0, 0, 0), Resource(0, 0, 0), True, False)
+    gpu = table.dims["nvidia.com/gpu"]
+    assert table.idle[0, gpu] == 4000.0
+    table.write_node(
+        0, Resource(8000, 3e10, 110), Resource(8000, 3e10, 110), Resource(0, 0, 0),
+        Resource(0, 0, 0), Resource(0, 0, 0), True, False,
+    )  # fmt: skip
+    assert [getattr(table, f)[0, gpu] for f in ("allocatable", "idle", "future")] == [0.0, 0.0, 0.0]
+    assert not table.fits(Resource(100, 0, 1, {"nvidia.com/gpu": 1000}))[0]
+    # the usage path too: a GPU task left, and the figures name the GPU no more
+    table.write_usage(
+        0, gpus, Resource(0, 0, 0, {"nvidia.com/gpu": 1000}), Resource(0, 0, 0), Resource(0, 0, 0)
+    )
+    assert table.used[0, gpu] == 1000.0
+    table.write_usage(0, Resource(8000, 3e10, 110), Resource(0, 0, 0), Resource(0, 0, 0), Resource(0, 0, 0))
+    assert (table.used[0, gpu], table.idle[0, gpu], table.future[0, gpu]) == (0.0, 0.0, 0.0)
