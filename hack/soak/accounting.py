@@ -80,7 +80,7 @@ async def recheck(checker: Checker, http: aiohttp.ClientSession, base: str, node
     (``/debug/nodes/NAME``) against a fresh list of the API's pods bound there and unfinished (the
     checker's mirror may be what lags). True when the two now agree (with "gone" when the leader's last
     cycle no longer shows the node: a 404, deleted meanwhile as the node churn does, holds nothing
-    there); else which pods differ ("" when either side cannot be read)."""
+    there); else which pods differ, or why either side could not be read."""
     try:
         async with http.get(f"{base}/debug/nodes/{node}", timeout=aiohttp.ClientTimeout(total=5)) as r:
             gone = r.status == 404
@@ -90,8 +90,8 @@ async def recheck(checker: Checker, http: aiohttp.ClientSession, base: str, node
             else:
                 doc = await r.json() if r.status == 200 else {}
         items, _ = await checker.pods.api.list("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
-    except Exception:
-        return False, ""
+    except Exception as exc:
+        return False, f"; the fresh look at both sides failed ({exc!r})"
     held = doc.get("node") or {}
     leader = {
         f"{p['namespace']}/{p['name']}": f"{p['status']} uid {p.get('uid')} cpu {p['cpu']:g} memory {p['memory']:g}"
@@ -129,8 +129,8 @@ async def _watches(http: aiohttp.ClientSession, base: str) -> str:
     try:
         async with http.get(f"{base}/debug/state", timeout=aiohttp.ClientTimeout(total=5)) as r:
             doc = await r.json() if r.status == 200 else {}
-    except Exception:
-        return ""
+    except Exception as exc:
+        return f"; the leader's /debug/state unreadable ({exc!r})"
     pods = (doc.get("watches") or {}).get("pods")
     return f"; the leader's pod watch: {pods}" if pods else ""
 

@@ -240,13 +240,16 @@ class Checker:
         self.explain: Callable[[str], Awaitable[str]] | None = None
         #: the leader's queues as its last cycle left them (``/debug/queues``, by name), to check
         #: a "queue Q is at its share" explanation against; None: not asked
-        self.queue_figures: Callable[[], Awaitable[dict[str, dict[str, Any]]]] | None = None
+        self.queue_figures: Callable[[], Awaitable[dict[str, dict[str, Any]] | None]] | None = None
         #: pods found fitting but unbound whose queue the leader's figures show at its deserved share
         #: (not violations: reported, with the figures)
         self.held_by_share: list[str] = []
         #: pods found fitting but unbound whose job the leader's overloaded cycles had not reached
         #: (their time budget ran out first), within ``BUDGET_WAIT`` (reported, not violations)
         self.held_by_budget: list[str] = []
+        #: "queue Q is at its share" findings looked at again because the leader's figures were not
+        #: to be had then (a failover, a restart): neither borne out nor refuted
+        self.share_unverified = 0
         #: when each pod set apart so began to wait (its wait is judged from then, not from its reset)
         self._held_since: dict[str, float] = {}
         #: "fits a node but unbound" findings a fresh read of the pod showed bound or gone: the
@@ -691,7 +694,9 @@ class Checker:
         if self.explain is None:
             return
         held: list[Violation] = []
-        figures: dict[str, dict[str, Any]] | None = None  # the leader's queues, read once a round
+        # the leader's queues, read once a round (None: not answered)
+        figures: dict[str, dict[str, Any]] | None = None
+        asked = False
         for violation in new:
             if violation.invariant != "fits-bound":
                 continue
@@ -717,14 +722,25 @@ class Checker:
                 why = f"not answered ({type(exc).__name__})"
             violation.detail += f"; the leader says: {why}"
             said = _AT_SHARE.search(why)
+            if said is not None and not asked:
+                figures, asked = await self._leader_queues(timeout), True
             if said is not None and figures is None:
-                figures = await self._leader_queues(timeout)
+                # The leader's figures were not to be had (it was going away, or has run no cycle
+                # yet): neither borne out nor refuted, the finding is looked at again later.
+                self.share_unverified += 1
+                held.append(violation)
+                self._set_apart(pod, since)
+                continue
             share = self._share_holds(pod, said.group(1), figures or {}) if said is not None else ""
             if share:
                 self.held_by_share.append(f"{violation.detail}; {share}")
             elif NOT_REACHED in why and now - since <= BUDGET_WAIT * self.config.fits_bound:
                 self.held_by_budget.append(f"{violation.detail}; waiting {now - since:.1f}s in all")
             else:
+                if said is not None:
+                    violation.detail += (
+                        f"; not borne out by {self._share_words(pod, said.group(1), figures or {})}"
+                    )
                 continue
             held.append(violation)
             self._set_apart(pod, since)
@@ -766,14 +782,15 @@ class Checker:
                 return parse_rfc3339(c["lastTransitionTime"])
         return time.time()  # bound, when not said: as if just now
 
-    async def _leader_queues(self, timeout: float) -> dict[str, dict[str, Any]]:
-        """The leader's queues by name (``queue_figures``); {} when not asked or unanswered."""
+    async def _leader_queues(self, timeout: float) -> dict[str, dict[str, Any]] | None:
+        """The leader's queues by name (``queue_figures``); {} when there is no one to ask, None when
+        the leader did not answer with them."""
         if self.queue_figures is None:
             return {}
         try:
             return await asyncio.wait_for(self.queue_figures(), timeout)
         except Exception:
-            return {}
+            return None
 
     def _share_holds(self, pod: str, queue: str, figures: dict[str, dict[str, Any]]) -> str:
         """When the leader's figures for ``queue`` show it at its share for the pod (allocated + the
@@ -782,6 +799,15 @@ class Checker:
         if obj is None or queue not in figures:
             return ""
         return share_exceeded(pod_requests(obj["spec"]), figures[queue])
+
+    def _share_words(self, pod: str, queue: str, figures: dict[str, dict[str, Any]]) -> str:
+        """What the leader's figures say of ``queue`` for the pod, when they do not show it at its share."""
+        obj = self.pods.objects.get(pod)
+        if queue not in figures:
+            return f"the leader's figures, which have no queue {queue}"
+        if obj is None:
+            return "the leader's figures: the pod is gone from the checker's mirror"
+        return share_within(pod_requests(obj["spec"]), figures[queue])
 
     def pending_count(self) -> int:
         return sum(
@@ -825,22 +851,40 @@ def parse_rfc3339(text: str) -> float:
 _AT_SHARE = re.compile(r"queue (\S+) is at its share")
 
 
-def share_exceeded(request: dict[str, Fraction], queue: dict[str, Any]) -> str:
-    """Which resource the pod asks for that its queue's allocated plus the request takes beyond the
-    queue's deserved share, in the leader's ``/debug/queues`` figures (a resource missing from deserved
-    is deserved 0, as proportion's ``allocatable`` compares them); "" when none does."""
+def _share_figures(
+    request: dict[str, Fraction], queue: dict[str, Any]
+) -> list[tuple[str, float, float, float]]:
+    """(resource, allocated, asked, deserved) in the queue's figures for each resource the pod asks for
+    (a resource missing from deserved is deserved 0, as proportion's ``allocatable`` compares them)."""
     allocated = queue.get("allocated") or {}
     deserved = queue.get("deserved") or {}
-    for name, asked in sorted(request.items()):
-        if name == "pods" or asked <= 0:
-            continue
-        have, share = float(allocated.get(name, 0.0)), float(deserved.get(name, 0.0))
-        if have + float(asked) > share * (1 + 1e-9):
+    return [
+        (name, float(allocated.get(name, 0.0)), float(asked), float(deserved.get(name, 0.0)))
+        for name, asked in sorted(request.items())
+        if name != "pods" and asked > 0
+    ]
+
+
+def share_exceeded(request: dict[str, Fraction], queue: dict[str, Any]) -> str:
+    """Which resource the pod asks for that its queue's allocated plus the request takes beyond the
+    queue's deserved share, in the leader's ``/debug/queues`` figures; "" when none does."""
+    for name, have, asked, share in _share_figures(request, queue):
+        if have + asked > share * (1 + 1e-9):
             return (
-                f"the leader's queue {queue.get('name')}: {name} allocated {have:g} + {float(asked):g} asked"
+                f"the leader's queue {queue.get('name')}: {name} allocated {have:g} + {asked:g} asked"
                 f" > deserved {share:g}"
             )
     return ""
+
+
+def share_within(request: dict[str, Fraction], queue: dict[str, Any]) -> str:
+    """The queue's figures for each resource the pod asks for, in words: what a "queue Q is at its
+    share" that the figures do not bear out was up against."""
+    parts = [
+        f"{name} allocated {have:g} + {asked:g} asked, deserved {share:g}"
+        for name, have, asked, share in _share_figures(request, queue)
+    ]
+    return f"the leader's queue {queue.get('name')}: " + ("; ".join(parts) or "the pod asks for nothing")
 
 
 def pod_claims(

@@ -211,6 +211,12 @@ class Soak:
                     f" (within {BUDGET_WAIT} times that time in all: not violations); the first:"
                     f" {checker.held_by_budget[0]}"
                 )
+            if checker.share_unverified:
+                s.notes.append(
+                    f"{checker.share_unverified} times the leader said a pod that fits a node waited for its"
+                    " queue's share while its /debug/queues could not be had (a failover, a restart): the"
+                    " pod was looked at again later"
+                )
             if checker.held_by_share:
                 s.notes.append(
                     f"{len(checker.held_by_share)} times a pod that fits a node waited past the fits-bound time"

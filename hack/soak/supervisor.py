@@ -104,13 +104,16 @@ class Supervisor:
                 return f"/debug/pods answered {r.status}"
             return pod_explanation(await r.json())
 
-    async def leader_queue_figures(self, api: Api) -> dict[str, dict[str, Any]]:
-        """The leader's queues as its last cycle left them (``/debug/queues``), by name."""
+    async def leader_queue_figures(self, api: Api) -> dict[str, dict[str, Any]] | None:
+        """The leader's queues as its last cycle left them (``/debug/queues``), by name; None when
+        there is no leader, it does not answer, or it has run no cycle yet (a replica that just took
+        the lease): no figures to judge by."""
         leader = await self.safe_leader(api)
         if leader is None:
-            return {}
+            return None
         async with aiohttp.ClientSession() as http:
-            return (await debug_queues(http, leader.sched.base))[1]
+            cycle, queues = await debug_queues(http, leader.sched.base)
+        return queues if cycle else None  # cycle 0: none run yet
 
     async def supervise(self, stop: asyncio.Event, checker: Checker) -> None:
         """Like a Deployment: keep `replicas` running; an unexpected exit other than a lost lease is a violation."""

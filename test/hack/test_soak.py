@@ -227,6 +227,53 @@ async def test_a_fitting_pod_the_api_shows_bound_when_read_afresh_is_the_mirror_
     assert asked == ["soak/waiting", "soak/late"]
 
 
+async def test_a_share_the_leaders_figures_cannot_be_had_for_is_looked_at_again_and_one_not_borne_out_says_why() -> (
+    None
+):
+    """The leader says each pod's queue is at its share. While its /debug/queues cannot be had (it
+    is going away, or has run no cycle yet) that is neither borne out nor refuted: the findings are
+    set apart and looked at again. Once the figures come, a share they bear out holds the pod; one
+    they do not is a violation that says what the figures were."""
+    async with SimCluster(nodes=0, kubelet=False) as sim, Api(sim.url, sim.token) as api:
+        await api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "soak"}}
+        )
+        checker = Checker(api, CheckerConfig(fits_bound=15.0), time.monotonic())
+        for name, cpu in (("held", "1"), ("claimed", "100m")):
+            manifest = pod_manifest(name, "soak", workload="besteffort", requests={"cpu": cpu})
+            await api.create(pods_path("soak"), manifest)
+            checker.pods.objects[f"soak/{name}"] = manifest  # as the checker's mirror holds it
+
+        async def leader_explains(pod: str) -> str:
+            return f"cycle 9: Pending; queue default is at its share for task {pod.split('/')[1]}"
+
+        answers: list[dict[str, dict[str, object]] | None] = [
+            None,  # a replica that has just taken the lease: no cycle run yet
+            {"default": {"name": "default", "allocated": {"cpu": 7.5}, "deserved": {"cpu": 8.0}}},
+        ]
+
+        async def queue_figures() -> dict[str, dict[str, object]] | None:
+            return answers.pop(0)
+
+        checker.explain = leader_explains
+        checker.queue_figures = queue_figures
+        for name in ("held", "claimed"):
+            checker.violate("fits-bound", f"soak/{name}", "fits a node but unbound for 16.0s")
+        await checker.explain_new_violations()
+        assert checker.violations == [] and checker.share_unverified == 2
+        # found again once they have waited past the bound once more
+        for name in ("held", "claimed"):
+            checker.violate("fits-bound", f"soak/{name}", "fits a node but unbound for 16.0s")
+        await checker.explain_new_violations()
+
+    (claimed,) = checker.violations
+    assert claimed.detail.startswith("soak/claimed:")
+    assert claimed.detail.endswith(
+        "; not borne out by the leader's queue default: cpu allocated 7.5 + 0.1 asked, deserved 8"
+    )
+    assert [h.split(":")[0] for h in checker.held_by_share] == ["soak/held"]
+
+
 def test_share_exceeded_compares_the_resources_the_pod_asks_for() -> None:
     from fractions import Fraction
 
