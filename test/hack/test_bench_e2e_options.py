@@ -58,6 +58,12 @@ def test_topology_and_ceiling_runs_print_their_figures(capsys: pytest.CaptureFix
         rf" {NUMBER}s: about {NUMBER} at most",
         text,
     ), text
+    # and how much the scheduler's own CPU, in one interpreter, leaves possible
+    assert re.search(
+        rf"Caldera itself spent {NUMBER}s of CPU up to its last bind, in one interpreter .*: about"
+        rf" {NUMBER} at most while it does that much",
+        text,
+    ), text
 
 
 def test_ceiling_needs_the_backlog_shape() -> None:
