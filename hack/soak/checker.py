@@ -318,12 +318,24 @@ class Checker:
         self.faults.append(window)
         return window
 
+    def recovery(self, kind: str) -> float:
+        """Seconds after a fault's window the scheduler is given to recover from it."""
+        return self.config.fault_recovery if kind in ("restart", "failover") else 2.0
+
+    def fault_under_way(self, after: float) -> str | None:
+        """The kind of a fault that began after ``after`` (this checker's clock) and is under way now,
+        or was within its recovery time; None when none is."""
+        now = self.now()
+        for f in self.faults:
+            if after < f.start <= now <= f.end + self.recovery(f.kind):
+                return f.kind
+        return None
+
     def fault_extension(self, start: float, end: float) -> float:
         """Seconds of fault overlapping [start, end]: time the scheduler could not be expected to act."""
         extra = 0.0
         for f in self.faults:
-            recovery = self.config.fault_recovery if f.kind in ("restart", "failover") else 2.0
-            lo, hi = max(start, f.start), min(end, f.end + recovery)
+            lo, hi = max(start, f.start), min(end, f.end + self.recovery(f.kind))
             if hi > lo:
                 extra += hi - lo
         return extra
