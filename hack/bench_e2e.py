@@ -165,6 +165,16 @@ class E2EResult:
             return None
         return self.ceiling.wall_seconds / (first + after)
 
+    @property
+    def ceiling_own_bound(self) -> float | None:
+        """The most this run's fraction of the ceiling could have been while the scheduler spends
+        as much CPU up to its last bind: its cycles and its event loop share one interpreter, so that
+        CPU took at least as long in wall time."""
+        own = self.scheduler_cpu_to_bound
+        if self.ceiling is None or not self.ceiling.wall_seconds or not own:
+            return None
+        return self.ceiling.wall_seconds / own
+
     def ceiling_line(self) -> str:
         fraction = self.ceiling_fraction
         if self.ceiling is None or fraction is None:
@@ -183,14 +193,12 @@ class E2EResult:
                 f" took {self.ceiling.wall_seconds:.2f}s: about {self.ceiling.wall_seconds / sim:.2f} at most"
                 " while the simulator does that much"
             )
-        own = self.scheduler_cpu_to_bound
-        if own and self.ceiling.wall_seconds:
-            # The scheduler's event loop (binds, watches) and its cycles share one GIL: the CPU it
-            # spent up to its last bind took at least as long in wall time
+        own = self.ceiling_own_bound
+        if own is not None:
             line += (
-                f"; Caldera itself spent {own:.2f}s of CPU up to its last bind, in one interpreter (its"
-                f" cycles and its event loop share the GIL): about {self.ceiling.wall_seconds / own:.2f}"
-                " at most while it does that much"
+                f"; Caldera itself spent {self.scheduler_cpu_to_bound:.2f}s of CPU up to its last bind, in"
+                f" one interpreter (its cycles and its event loop share the GIL): about {own:.2f} at most"
+                " while it does that much"
             )
         bound = self.ceiling_bound
         if bound is not None:

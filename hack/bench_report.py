@@ -317,6 +317,7 @@ def _e2e_rows(results: list[Any]) -> tuple[list[str], list[list[str]]]:
     if ceiling:
         header.append("pods/s as a fraction of the binding ceiling")
         header.append("the most that fraction could be: first pod bound, then caldera-sim's CPU to the last")
+        header.append("the most it could be: the scheduler's own CPU to its last bind, in one interpreter")
     rows = []
     runs: dict[str, int] = {}
     for r in [x for res in results for x in (res, res.ceiling) if x is not None]:
@@ -359,6 +360,8 @@ def _e2e_rows(results: list[Any]) -> tuple[list[str], list[list[str]]]:
                 if bound is not None
                 else "—"
             )
+            own = r.ceiling_own_bound
+            row.append(f"{own:.2f} ({r.scheduler_cpu_to_bound:.2f} s)" if own is not None else "—")
         rows.append(row)
     return header, rows
 

@@ -88,6 +88,8 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
             assert re.fullmatch(r"\d+\.\d\d", rows[0]["pods/s as a fraction of the binding ceiling"])
             most = "the most that fraction could be: first pod bound, then caldera-sim's CPU to the last"
             assert re.fullmatch(r"\d+\.\d\d \(\d+\.\d\d s, \d+\.\d\d s\)", rows[0][most]), rows[0][most]
+            own = "the most it could be: the scheduler's own CPU to its last bind, in one interpreter"
+            assert re.fullmatch(r"\d+\.\d\d \(\d+\.\d\d s\)", rows[0][own]), rows[0][own]
         elif args.rate:  # the streaming-latency runs: pods created at a fixed rate
             assert [row["shape"] for row in rows] == ["stream"]
         else:
