@@ -573,6 +573,13 @@ def evict_and_pipeline(
         got = whole_ok[job.uid]
         return None if got is None else [t for t in got if t.status in EVICTABLE_STATUSES]
 
+    def holds_with(node: NodeInfo, evicted: list[TaskInfo]) -> bool:
+        """Whether the node's future idle plus what ``evicted`` hold can hold the task."""
+        room = node.future_idle
+        for t in evicted:
+            room.add(t.resreq)
+        return need.less_equal(room)
+
     for r in order:
         node = node_list[r]
         preemptees = [
@@ -585,10 +592,7 @@ def evict_and_pipeline(
         # The victims are some of these candidates: when the node's future idle plus all of them
         # cannot hold the task, no choice of victims passes the check below (ValidateVictims), and
         # the plugins' votes (the costly part of a preemptor that fits nowhere) are not asked.
-        room = node.future_idle
-        for t in preemptees:
-            room.add(t.resreq)
-        if not need.less_equal(room):
+        if not holds_with(node, preemptees):
             continue
         chosen = choose(task, preemptees)
         # keep only the victims the gang rule lets go: a job's surplus, a gang already broken, or
@@ -617,10 +621,7 @@ def evict_and_pipeline(
         if not victims:
             continue
         # Volcano ``util.ValidateVictims``: the node's future idle plus every victim must hold the task
-        room = node.future_idle
-        for v in victims:
-            room.add(v.resreq)
-        if not need.less_equal(room):
+        if not holds_with(node, victims):
             continue
         victims.sort(key=key)
         node_stmt = ssn.statement()
