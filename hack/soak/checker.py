@@ -743,16 +743,16 @@ class Checker:
                 held.append(violation)
                 self._set_apart(pod, since)
                 continue
-            share = self._share_holds(pod, said.group(1), figures or {}) if said is not None else ""
-            if share:
-                self.held_by_share.append(f"{violation.detail}; {share}")
+            at_share, words = (
+                self._share_verdict(pod, said.group(1), figures or {}) if said is not None else (False, "")
+            )
+            if at_share:
+                self.held_by_share.append(f"{violation.detail}; {words}")
             elif NOT_REACHED in why and now - since <= BUDGET_WAIT * self.config.fits_bound:
                 self.held_by_budget.append(f"{violation.detail}; waiting {now - since:.1f}s in all")
             else:
                 if said is not None:
-                    violation.detail += (
-                        f"; not borne out by {self._share_words(pod, said.group(1), figures or {})}"
-                    )
+                    violation.detail += f"; not borne out by {words}"
                 continue
             held.append(violation)
             self._set_apart(pod, since)
@@ -804,22 +804,17 @@ class Checker:
         except Exception:
             return None
 
-    def _share_holds(self, pod: str, queue: str, figures: dict[str, dict[str, Any]]) -> str:
-        """When the leader's figures for ``queue`` show it at its share for the pod (allocated + the
-        pod's request above deserved in a resource the pod asks for), those figures in words; else ""."""
-        obj = self.pods.objects.get(pod)
-        if obj is None or queue not in figures:
-            return ""
-        return share_exceeded(pod_requests(obj["spec"]), figures[queue])
-
-    def _share_words(self, pod: str, queue: str, figures: dict[str, dict[str, Any]]) -> str:
-        """What the leader's figures say of ``queue`` for the pod, when they do not show it at its share."""
-        obj = self.pods.objects.get(pod)
+    def _share_verdict(self, pod: str, queue: str, figures: dict[str, dict[str, Any]]) -> tuple[bool, str]:
+        """Whether the leader's figures show ``queue`` at its share for the pod (allocated + the pod's
+        request above deserved in a resource the pod asks for), and what they say of it in words."""
         if queue not in figures:
-            return f"the leader's figures, which have no queue {queue}"
+            return False, f"the leader's figures, which have no queue {queue}"
+        obj = self.pods.objects.get(pod)
         if obj is None:
-            return "the leader's figures: the pod is gone from the checker's mirror"
-        return share_within(pod_requests(obj["spec"]), figures[queue])
+            return False, "the leader's figures: the pod is gone from the checker's mirror"
+        request = pod_requests(obj["spec"])
+        exceeded = share_exceeded(request, figures[queue])
+        return (True, exceeded) if exceeded else (False, share_within(request, figures[queue]))
 
     def pending_count(self) -> int:
         return sum(
