@@ -181,6 +181,7 @@ class AllocateAction(Action):
         by_queue: dict[str, list[JobInfo]] = {}
         queues: dict[str, QueueInfo] = {}
         todo: dict[str, list[TaskInfo]] = {}
+        candidates: list[tuple[JobInfo, QueueInfo]] = []
         for job in pending_jobs(ssn):
             if not job.count(TaskStatus.PENDING):
                 continue
@@ -189,19 +190,36 @@ class AllocateAction(Action):
                 continue
             if all(t.best_effort for t in job.tasks_in(TaskStatus.PENDING)):
                 continue  # only best-effort pods left: backfill's
+            candidates.append((job, queue))
+        # The pass the last cycle left unfinished goes on with the jobs it has not taken: without
+        # this, a budget spent on the same jobs at the head of the order every cycle (a gang that
+        # never fits, in a cluster that changes under it) would starve every job behind them.
+        # Once every job left has had its turn, a new pass takes them all in order again.
+        taken_before = ssn.pass_taken
+        skipped = [job.uid for job, _ in candidates if job.uid in taken_before]
+        if skipped and len(skipped) < len(candidates):
+            candidates = [(job, q) for job, q in candidates if job.uid not in taken_before]
+            ssn.unreached.update(skipped)  # not taken this cycle: nothing recorded against them
+        else:
+            taken_before, skipped = frozenset(), []
+        for job, queue in candidates:
             by_queue.setdefault(queue.name, []).append(job)
             queues[queue.name] = queue
         job_heaps = {name: OrderedHeap(ssn.job_key, jobs) for name, jobs in by_queue.items()}
         queue_heap = OrderedHeap(ssn.queue_key, queues.values())
         memo = FailureMemo.of(ssn)
-        taken = 0
+        taken: set[str] = set()
+        unreached = 0
         sheets: dict[str, Worksheet] = {}
         while queue_heap:
             # (after one job at least: a cycle whose budget went on opening the session still moves)
             if taken and ssn.deadline is not None and ssn.out_of_time():
-                # The cycle's budget is spent: the jobs not reached wait for the next cycle, which
-                # takes them in the same order (nothing is recorded against them).
-                ssn.unreached.update(job.uid for heap in job_heaps.values() for job in heap)
+                # The cycle's budget is spent: the jobs not reached wait, with nothing recorded
+                # against them, for the next cycle, which goes on with this pass.
+                left = {job.uid for heap in job_heaps.values() for job in heap}
+                unreached = len(left)
+                ssn.unreached.update(left)
+                ssn.report.pass_taken = taken_before | taken
                 break
             queue = queue_heap.pop()
             if ssn.overused(queue):
@@ -210,7 +228,7 @@ class AllocateAction(Action):
             if not jobs:
                 continue
             job = jobs.pop()
-            taken += 1
+            taken.add(job.uid)
             # sub-groups (spec.subGroupPolicy): sub-group by sub-group, each inside its own group
             if job.sub_groups is not None:
                 if self._sub_groups(ssn, job, sheets) and sheets[job.uid]:
@@ -251,7 +269,8 @@ class AllocateAction(Action):
             "placed": stats.placed,
             "pipelined": stats.pipelined,
             "replayed": memo.replayed,
-            "unreached": len(ssn.unreached),
+            "unreached": unreached,
+            "skipped": len(skipped),
             "seconds": time.perf_counter() - started,
         }
 

@@ -96,8 +96,12 @@ class SessionReport:
     #: allocate's counts: tasks tried, placed, pipelined, jobs whose last vain try was taken over
     #: (replayed, actions/helpers.FailureMemo), and its seconds
     allocate_stats: dict[str, float] = field(default_factory=dict)
-    #: uids of the jobs allocate did not reach before the cycle's budget ran out (allocate)
+    #: uids of the jobs allocate did not take this cycle: those it did not reach before the cycle's
+    #: budget ran out, and those it had taken earlier in the pass it went on with (allocate)
     unreached: set[str] = field(default_factory=set)
+    #: the jobs taken so far in a pass the budget cut short, which the next cycle goes on with
+    #: (``Session.pass_taken``); None when the pass ended (or no allocate ran): the next cycle begins one
+    pass_taken: frozenset[str] | None = None
     #: seconds to snapshot and open the session (the binary's loop)
     open_session_seconds: float | None = None
     #: action → seconds (the binary's loop)

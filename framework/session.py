@@ -172,6 +172,11 @@ class Session(CallbackRegistry):
         #: recorded against them; the next cycle takes them in order.
         self.deadline: float | None = None
         self.unreached: set[str] = self.report.unreached
+        #: the jobs allocate already took in the pass this cycle goes on with (empty: the cycle
+        #: begins a pass). A pass is allocate's walk of every pending job in order; when the budget
+        #: cuts a cycle short, the next cycles go on with the jobs the pass has not taken before any
+        #: is taken again (``SessionReport.pass_taken``; the binary's loop hands it on).
+        self.pass_taken: frozenset[str] = frozenset()
         specs = snapshot.node_specs
         if specs:
             memo = self.carry.carried(_NodeSpecMemo)
@@ -669,11 +674,12 @@ def open_session(
     carry: Mapping[object, Any] | None = None,
     deadline: float | None = None,
     standing: dict[object, Any] | None = None,
+    pass_taken: frozenset[str] = frozenset(),
 ) -> Session:
     """Build the conf's plugins, open a session, and let every plugin register its callbacks.
     ``carry``: what the last applied cycle kept for this one (``framework.carry.CarryBook.offer``);
     ``deadline``: ``Session.deadline``; ``standing``: the scheduler's standing state
-    (``Session.standing``)."""
+    (``Session.standing``); ``pass_taken``: ``Session.pass_taken``."""
     plugins: dict[str, Plugin] = {}
     options: list[PluginOption] = [p for t in tiers for p in t.plugins]
     for option in options:
@@ -683,6 +689,7 @@ def open_session(
         plugins[option.name] = cls(option.arguments)
     ssn = Session(snapshot, tiers, plugins, configurations, carry, standing)
     ssn.deadline = deadline
+    ssn.pass_taken = pass_taken
     timings = ssn.report.plugin_seconds
     for option in options:
         started = time.perf_counter()

@@ -108,8 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="1s",
         metavar="DURATION",
         help="time a cycle's decision may take before allocate stops taking further jobs; the jobs"
-        " not reached are taken, in order, by the next cycle (a large backlog is placed over several"
-        " short cycles)",
+        " not reached are taken, in order, by the next cycle before any job is taken again (a large"
+        " backlog is placed over several short cycles)",
     )
     p.add_argument(
         "--listen-address",

@@ -44,8 +44,9 @@ from caldera.scheduler.problems import (
 CYCLE_HISTORY = 600
 #: the reason of a job the last cycle's allocate did not reach (``SessionReport.unreached``)
 NOT_REACHED = (
-    "not reached by the last cycle: its time budget (--cycle-budget) ran out before this job's turn;"
-    " the next cycle takes the jobs left in the same order"
+    "not reached by the last cycle: its time budget (--cycle-budget) ran out before this job's turn,"
+    " or the job had its turn earlier in the pass that cycle went on with; the next cycles take the"
+    " jobs not yet taken, in the same order, before any job is taken again"
 )
 
 

@@ -97,6 +97,8 @@ class SchedulerLoop:
         #: limit): a backlog of any size is placed over several cycles of bounded length, each
         #: handing its placements to the binder, instead of one cycle that holds them all
         self.cycle_budget = cycle_budget
+        #: the jobs allocate has taken in the pass the budget last cut short (``Session.pass_taken``)
+        self.pass_taken: frozenset[str] = frozenset()
         self.stats = CycleStats()
         #: (cache revision, conf) of the last cycle when it decided nothing, else None
         self._quiet: tuple[int, object] | None = None
@@ -146,6 +148,7 @@ class SchedulerLoop:
                 carry=self.carry.offer(),
                 deadline=deadline,
                 standing=self.standing,
+                pass_taken=self.pass_taken,
             )
             ssn.dispatch = dispatch
             ssn.report.open_session_seconds = time.perf_counter() - opened
@@ -247,16 +250,28 @@ class SchedulerLoop:
 
     def hand_over(self, result: SessionResult | None, error: BaseException | None, started: float) -> None:
         """Assume the placements in the cache and give them to the binder (on the event loop's thread)."""
-        unreached = int(result.report.allocate_stats.get("unreached", 0)) if result is not None else 0
+        stats = result.report.allocate_stats if result is not None else {}
+        unreached = int(stats.get("unreached", 0))
         if unreached:
             log.info(
                 "cycle %d: the cycle budget (%.2fs) ran out with %d jobs not reached; the next cycle"
-                " takes them",
+                " takes them before any job is taken again",
                 self.stats.cycles,
                 self.cycle_budget or 0.0,
                 unreached,
             )
-        if result is not None and not result.placements and not result.evictions and not unreached:
+        # (a failed cycle's pass is given up: the next cycle begins one)
+        self.pass_taken = (result.report.pass_taken if result is not None else None) or frozenset()
+        # A cycle that went on with a pass left out the jobs taken before it: the next one begins a
+        # new pass and takes them again, whatever changes in the cache meanwhile.
+        skipped = int(stats.get("skipped", 0))
+        if (
+            result is not None
+            and not result.placements
+            and not result.evictions
+            and not unreached
+            and not skipped
+        ):
             # The cache's revision its snapshot was taken at: later changes make the next cycle run.
             self._quiet = (self._snapshot_revision, self._conf_used)
         else:

@@ -1,7 +1,11 @@
 """The cycle budget (``--cycle-budget``): once a cycle's decision has run that long, allocate takes no
 further job. The jobs it did not reach wait, with nothing recorded against them, for the next
 cycle, which takes them in the same order; preempt and reclaim never evict for them, since
-allocate has not yet tried them on the free room."""
+allocate has not yet tried them on the free room. A pass of allocate over every job may so take
+several cycles: the next ones go on with the jobs the pass has not taken before any is taken again,
+so a job that never fits at the head of the order cannot starve the jobs behind it."""
+
+import time
 
 from caldera.framework.model import TaskStatus
 from caldera.hack.scenario import InProcessCluster, node, pod, podgroup, priority_class
@@ -61,6 +65,68 @@ def test_a_spent_budget_places_one_whole_gang_per_cycle_in_job_order():
     last = sim.cycle()
     assert placed(last) == ["low-0", "low-1"]
     assert last.report.unreached == set()
+
+
+def behind_a_gang_that_never_fits(*, second_huge: bool = False):
+    """A high-priority gang of three 3-CPU pods on two 4-CPU nodes (it never fits), and behind it in
+    job order a mid-priority gang and a low-priority pod that fit at once."""
+    huge = [("huge", "high")] + ([("huge2", "high")] if second_huge else [])
+    return dict(
+        nodes=[node("n1", cpu="4"), node("n2", cpu="4")],
+        priority_classes=PRIORITIES,
+        podgroups=[
+            *(podgroup(name, min_member=3, priority_class=pc) for name, pc in huge),
+            podgroup("mid", min_member=2, priority_class="mid"),
+            podgroup("low", min_member=1, priority_class="low-pc"),
+        ],
+        pods=[
+            *(
+                pod(f"{name}-{i}", cpu="3", group=name, priority_class=pc)
+                for name, pc in huge
+                for i in range(3)
+            ),
+            *(pod(f"mid-{i}", cpu="1", group="mid", priority_class="mid") for i in range(2)),
+            pod("low-0", cpu="1", group="low", priority_class="low-pc"),
+        ],
+    )
+
+
+def test_a_gang_that_never_fits_at_the_head_of_the_order_does_not_starve_the_jobs_behind_it():
+    sim = InProcessCluster(CONF, **behind_a_gang_that_never_fits())
+    sim.loop.cycle_budget = 0.0  # every cycle's budget is spent on its first job
+
+    first = sim.cycle()
+    assert placed(first) == []
+    assert first.jobs["default/huge"].job_fit_error  # tried, and why it did not fit recorded
+    assert first.report.unreached == {"default/mid", "default/low"}
+
+    # The next cycles go on with the pass: huge had its turn in it, mid and low not yet.
+    second = sim.cycle()
+    assert placed(second) == ["mid-0", "mid-1"]
+    huge = second.jobs["default/huge"]
+    assert "default/huge" in second.report.unreached  # not taken again: nothing recorded against it
+    assert huge.job_fit_error == "" and not huge.fit_errors
+    assert placed(sim.cycle()) == ["low-0"]
+
+    # That pass is over: a new one takes huge again, first in order.
+    again = sim.cycle()
+    assert again.report.unreached == set()
+    assert again.jobs["default/huge"].job_fit_error
+
+
+def test_a_pass_that_left_jobs_out_is_never_the_last_cycle_before_a_quiet_spell():
+    sim = InProcessCluster(CONF, **behind_a_gang_that_never_fits(second_huge=True))
+    sim.cycle()  # room for mid and low: placed by a cycle without a budget
+    sim.loop.cycle_budget = 0.0
+    first = sim.cycle()
+    assert first.report.unreached == {"default/huge2"} and first.jobs["default/huge"].job_fit_error
+    second = sim.cycle()
+    assert second.jobs["default/huge2"].job_fit_error and second.report.unreached == {"default/huge"}
+    # Nothing placed and every job reached, but huge was left out: the cluster may have changed
+    # since its try, so the loop does not go quiet, and the next cycle tries it again.
+    assert not sim.loop.unchanged(time.monotonic())
+    third = sim.cycle()
+    assert third.jobs["default/huge"].job_fit_error and third.report.unreached == {"default/huge2"}
 
 
 def test_without_a_budget_the_same_backlog_is_placed_in_one_cycle():
