@@ -250,8 +250,7 @@ class SchedulerLoop:
 
     def hand_over(self, result: SessionResult | None, error: BaseException | None, started: float) -> None:
         """Assume the placements in the cache and give them to the binder (on the event loop's thread)."""
-        stats = result.report.allocate_stats if result is not None else {}
-        unreached = int(stats.get("unreached", 0))
+        unreached = int(result.report.allocate_stats.get("unreached", 0)) if result is not None else 0
         if unreached:
             log.info(
                 "cycle %d: the cycle budget (%.2fs) ran out with %d jobs not reached; the next cycle"
@@ -262,15 +261,13 @@ class SchedulerLoop:
             )
         # (a failed cycle's pass is given up: the next cycle begins one)
         self.pass_taken = (result.report.pass_taken if result is not None else None) or frozenset()
-        # A cycle that went on with a pass left out the jobs taken before it: the next one begins a
-        # new pass and takes them again, whatever changes in the cache meanwhile.
-        skipped = int(stats.get("skipped", 0))
+        # A job this cycle did not take (not reached, or left out as taken earlier in the pass it went
+        # on with) is taken by a later cycle whatever changes in the cache meanwhile: no quiet spell.
         if (
             result is not None
             and not result.placements
             and not result.evictions
-            and not unreached
-            and not skipped
+            and not result.report.unreached
         ):
             # The cache's revision its snapshot was taken at: later changes make the next cycle run.
             self._quiet = (self._snapshot_revision, self._conf_used)
