@@ -299,6 +299,11 @@ class Binder:
         """Binds are queued for a worker (the status flusher lets them go first)."""
         return not self._queue.empty()
 
+    def queued(self) -> int:
+        """How many binds are queued for a worker. Read from a running decision's thread too
+        (``BindPacing``): the length of the queue's deque, one read under the GIL."""
+        return self._queue.qsize()
+
     # -- the Binder protocol (called on the loop, never blocks) ------------------------------------
     def bind(self, placements: list[Placement]) -> None:
         now = self.clock()

@@ -24,6 +24,15 @@ log = logging.getLogger("caldera.loop")
 
 #: the longest a quiet scheduler goes without a cycle (seconds), whatever the period
 QUIET_RECHECK = 1.0
+#: binds a running decision may leave waiting for a binder worker: beyond this many, the decision's
+#: thread pauses (the GIL released) until the binder has taken them down to it (``BindPacing``)
+BINDS_AHEAD = 256
+#: a pause ends, and the cycle pauses no more, once the binds waiting have not gone down for this
+#: long (seconds): a binder that makes no progress (an API server down or throttling) holds no
+#: decision back
+BIND_STALL = 0.1
+#: how often a paused decision looks at the binder's queue again (seconds)
+BIND_PAUSE_STEP = 0.002
 
 
 class SnapshotSource(Protocol):
@@ -69,6 +78,67 @@ class CycleStats:
     skipped: int = 0
     #: seconds the last cycle spent explaining its pending jobs
     explain_seconds: float = 0.0
+    #: seconds the last cycle's decision paused for the binder (``BindPacing``)
+    paused_for_binds: float = 0.0
+
+
+class BindPacing:
+    """Keeps a running decision at most ``ahead`` binds in front of the binder.
+
+    A cycle decides in a worker thread while the event loop binds what it has committed
+    (``SchedulerLoop.cycle``); the two share one interpreter. On a backlog the decision commits gangs
+    far faster than the API server takes their bindings, and every turn of the loop (sending a
+    binding, reading its answer) waited for the GIL behind it: the binder's queue grew to thousands
+    while the API server was underfed, and the placements decided ahead only waited. Paused, the
+    decision leaves the interpreter to the loop until the binder has taken the queue back down to
+    ``ahead``; the decisions are the same, made a little later, and the bindings go out sooner.
+    Pausing ends at the cycle's ``deadline`` (its budget counts the pauses), and for the rest of the
+    cycle once the queue has not gone down for ``stall`` seconds."""
+
+    def __init__(
+        self,
+        queued: Callable[[], int],
+        ahead: int = BINDS_AHEAD,
+        deadline: float | None = None,
+        stall: float = BIND_STALL,
+        step: float = BIND_PAUSE_STEP,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.queued = queued
+        self.ahead = ahead
+        self.deadline = deadline
+        self.stall = stall
+        self.step = step
+        self.clock = clock
+        self.sleep = sleep
+        #: seconds paused so far
+        self.paused = 0.0
+        self.gave_up = False
+
+    def wait(self) -> None:
+        """Called in the decision's thread after it hands the loop a batch of placements."""
+        if self.gave_up:
+            return
+        waiting = self.queued()
+        if waiting <= self.ahead:
+            return
+        began = lowest_at = self.clock()
+        lowest = waiting
+        try:
+            while waiting > self.ahead:
+                now = self.clock()
+                if self.deadline is not None and now >= self.deadline:
+                    return
+                if waiting < lowest:
+                    lowest, lowest_at = waiting, now
+                elif now - lowest_at >= self.stall:
+                    self.gave_up = True
+                    return
+                self.sleep(self.step)
+                waiting = self.queued()
+        finally:
+            self.paused += self.clock() - began
 
 
 class SchedulerLoop:
@@ -83,6 +153,7 @@ class SchedulerLoop:
         on_cycle: Callable[[SessionResult | None, float, BaseException | None], None] | None = None,
         between_steps: Callable[[], None] | None = None,
         cycle_budget: float | None = None,
+        binds_ahead: int = BINDS_AHEAD,
     ) -> None:
         self.cache = cache
         self.conf = conf
@@ -97,6 +168,10 @@ class SchedulerLoop:
         #: limit): a backlog of any size is placed over several cycles of bounded length, each
         #: handing its placements to the binder, instead of one cycle that holds them all
         self.cycle_budget = cycle_budget
+        #: binds a running decision may leave waiting for the binder (``BindPacing``; 0: no pauses)
+        self.binds_ahead = binds_ahead
+        #: how long the binder may make no progress before a cycle pauses no more (``BindPacing``)
+        self.bind_stall = BIND_STALL
         #: the jobs allocate has taken in the pass the budget last cut short (``Session.pass_taken``)
         self.pass_taken: frozenset[str] = frozenset()
         self.stats = CycleStats()
@@ -197,8 +272,13 @@ class SchedulerLoop:
         snapshot = await self._snapshot()
         dispatch: Callable[[list[Placement]], None] | None = None
         assume = getattr(self.cache, "assume_placements", None)
+        pacing: BindPacing | None = None
         if assume is not None:
             loop = asyncio.get_running_loop()
+            queued = getattr(self.binder, "queued", None)
+            if queued is not None and self.binds_ahead:
+                deadline = None if self.cycle_budget is None else started + self.cycle_budget
+                pacing = BindPacing(queued, self.binds_ahead, deadline, self.bind_stall)
 
             def to_loop(batch: list[Placement]) -> None:  # called in the decision's thread
                 loop.call_soon_threadsafe(self._bind_early, assume, batch)
@@ -208,9 +288,12 @@ class SchedulerLoop:
                 # backlog`, eight runs each way interleaved: the last bind 3.93 -> 3.75 s on average
                 # (6 of 8 sooner), the scheduler's CPU 3.56 -> 3.46 s.
                 time.sleep(0)
+                if pacing is not None:
+                    pacing.wait()
 
             dispatch = to_loop
         result, error = await asyncio.to_thread(self.decide, snapshot, started, dispatch)
+        self.stats.paused_for_binds = pacing.paused if pacing is not None else 0.0
         self.hand_over(result, error, started)
         return result
 
