@@ -72,7 +72,8 @@ def settled_update(old: TaskInfo, new: TaskInfo) -> bool:
         and old.template == new.template
         and old.preemptable == new.preemptable
         and old.role == new.role
-        and old.resreq == new.resreq
+        # (a clone shares its requests: most updates compare one object with itself)
+        and (old.resreq is new.resreq or old.resreq == new.resreq)
         and old.pod.metadata.labels == new.pod.metadata.labels
     )
 
