@@ -676,7 +676,8 @@ def register(subparsers: Any) -> None:
         "--ceiling",
         action="store_true",
         help="after each backlog run, bind the same workload with a decision-free binder (64 in flight, its"
-        " own process) and print Caldera's pods/s as a fraction of its",
+        " own process) and print Caldera's pods/s as a fraction of its; then again with one core held busy"
+        " beside the binder by a process that makes no request",
     )
     e2e.add_argument(
         "--profile",

@@ -22,7 +22,10 @@ gang sits in one leaf.
 ``--ceiling``: after each backlog run, the same workload on a fresh simulator is bound by a binder that
 makes no decision (hack/bench_ceiling.py: lists the pending pods once, posts one Binding per pod, 64 in
 flight, in its own process); its pods/s are the most a scheduler writing one binding per pod reaches
-here, and Caldera's pods/s are printed as a fraction of them.
+here, and Caldera's pods/s are printed as a fraction of them. The binder then runs once more with one
+of the machine's cores held busy by a process that makes no request (a busy loop): the most a
+scheduler that itself takes a core could reach on a machine where it shares the cores with the API
+server, and Caldera's pods/s as a fraction of that too.
 
 Every run also prints the scheduler's cycles (p50, p99 and the longest, exact: its /debug/scheduler
 cycle list, polled while it runs) and the simulator's own RSS (at the end, and with the nodes only).
@@ -128,6 +131,11 @@ class E2EResult:
     gangs_checked: int = 0
     #: --ceiling (backlog): the decision-free binder's run on the same workload
     ceiling: E2EResult | None = None
+    #: --ceiling (backlog): the binder's run again, with one core held busy by a process that makes no
+    #: request (``busy_core``)
+    busy_ceiling: E2EResult | None = None
+    #: a binder's run with a busy loop in a process beside it, for as long as the binder ran
+    busy_core: bool = False
     #: --dra: each pod claims one device through a ResourceClaimTemplate (hack/bench_e2e_dra.py)
     dra: bool = False
     #: backlog: seconds from the start to the first pod bound, and caldera-sim's CPU from then to the
@@ -154,6 +162,13 @@ class E2EResult:
         if self.ceiling is None or not self.ceiling.rate:
             return None
         return self.rate / self.ceiling.rate
+
+    @property
+    def busy_ceiling_fraction(self) -> float | None:
+        """This run's pods/s as a fraction of the binder's with one core held busy beside it."""
+        if self.busy_ceiling is None or not self.busy_ceiling.rate:
+            return None
+        return self.rate / self.busy_ceiling.rate
 
     @property
     def ceiling_bound(self) -> float | None:
@@ -208,6 +223,13 @@ class E2EResult:
                 " decisions, a scheduler that starts binding that late and asks that much of the simulator"
                 f" reaches {bound:.2f} at most"
             )
+        busy = self.busy_ceiling_fraction
+        if self.busy_ceiling is not None and busy is not None:
+            line += (
+                f"; with one of the machine's {os.cpu_count()} cores held busy by a process that makes no"
+                f" request, the binder reached {self.busy_ceiling.rate:.0f} pods/s (the most a scheduler"
+                f" that takes a core for itself could reach here): Caldera {busy:.2f} of that"
+            )
         return line
 
     def report(self) -> str:
@@ -218,6 +240,8 @@ class E2EResult:
         if self.dra:
             kind += ", each pod claiming one device"
         who = "" if self.binder == "caldera" else ", decision-free binder (the binding ceiling)"
+        if self.busy_core:
+            who += ", one core held busy beside it"
         actor = "scheduler" if self.binder == "caldera" else "binder"
         if self.shape == "backlog":
             how = f"all created first, then the {actor} started"
@@ -699,11 +723,16 @@ def bench(
     topology: bool = False,
     binder: str = "caldera",
     dra: bool = False,
+    busy_core: bool = False,
 ) -> E2EResult:
+    """One run. ``busy_core`` (the decision-free binder only): a process that makes no request keeps
+    one core busy from the binder's start to its end."""
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {', '.join(SHAPES)}, not {shape!r}")
     if binder not in ("caldera", "ceiling"):
         raise ValueError(f"binder must be caldera or ceiling, not {binder!r}")
+    if busy_core and binder != "ceiling":
+        raise ValueError("busy_core is for the decision-free binder's run")
     if binder == "ceiling" and shape != "backlog":
         raise ValueError("the decision-free binder lists the pending pods once: backlog shape only")
     period = period or "100ms"
@@ -720,6 +749,7 @@ def bench(
         topology=topology,
         binder=binder,
         dra=dra,
+        busy_core=busy_core,
     )
     if topology and gang_size <= 1:
         raise ValueError("--topology places gangs: the gang size must be at least 2")
@@ -746,6 +776,7 @@ def bench(
         )
         sched: SchedulerProcess | None = None
         ceiling: subprocess.Popen[bytes] | None = None
+        burner: subprocess.Popen[bytes] | None = None
         profiler: Profiler | None = None
 
         def start_scheduler() -> SchedulerProcess:
@@ -778,7 +809,7 @@ def bench(
             first: dict[str, float | None] = {}
 
             async def go() -> None:
-                nonlocal sched, ceiling
+                nonlocal sched, ceiling, burner
                 async with Api(sim.url, sim.token, concurrency=concurrency + 8) as api:
                     driver = Driver(api, result, concurrency)
                     await driver.prepare()
@@ -790,6 +821,8 @@ def bench(
                         await driver.create_all()
                         sim_cpu0 = cpu_seconds(sim.pid)
                         if binder == "ceiling":
+                            if busy_core:
+                                burner = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
                             ceiling = start_ceiling()
                         else:
                             sched = start_scheduler()
@@ -823,6 +856,7 @@ def bench(
                         result.sim_cpu_after_first = sim_cpu_bound - first_cpu
                     if ceiling is not None:
                         out, _ = await asyncio.to_thread(ceiling.communicate)
+                        _stop(burner)
                         counts = orjson.loads(out.splitlines()[-1]) if out.strip() else {}
                         cpu_idle: float | None = counts.get("cpu")
                         quiet_since = time.monotonic()
@@ -872,11 +906,20 @@ def bench(
                 profiler.stop()
             if sched is not None:
                 sched.stop()
-            if ceiling is not None and ceiling.poll() is None:
-                ceiling.kill()
-                ceiling.wait()
+            _stop(ceiling)
+            _stop(burner)
             sim.stop()
     return result
+
+
+#: what keeps a core busy beside the binder's ``busy_core`` run: no request, no I/O
+BUSY_LOOP = "while True:\n    pass"
+
+
+def _stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -940,6 +983,17 @@ def runs(args: argparse.Namespace) -> list[E2EResult]:
                         nodes, pods, size, period=period, shape=sh, topology=topology, binder="ceiling"
                     )
                     print(res.ceiling.report(), flush=True)
+                    res.busy_ceiling = bench(
+                        nodes,
+                        pods,
+                        size,
+                        period=period,
+                        shape=sh,
+                        topology=topology,
+                        binder="ceiling",
+                        busy_core=True,
+                    )
+                    print(res.busy_ceiling.report(), flush=True)
                     print(f"caldera against the binding ceiling (backlog):\n{res.ceiling_line()}", flush=True)
                 else:
                     print(res.report(), flush=True)

@@ -286,7 +286,10 @@ ran (its /debug/scheduler). **--topology**: the nodes in leaves of 8 under a thr
 **--ceiling**: after each backlog run, a binder that makes no decision (lists the pending pods once,
 posts one Binding per pod, 64 in flight, in its own process: `hack/bench_ceiling.py`) binds the same
 workload on a fresh simulator: the most a scheduler writing one binding per pod reaches there; its
-row is "backlog, binding ceiling", and Caldera's pods/s are given as a fraction of it.
+row is "backlog, binding ceiling", and Caldera's pods/s are given as a fraction of it. The binder then
+runs again with one core held busy beside it by a process that makes no request ("backlog, binding
+ceiling, one core busy"): the most a scheduler that takes a core for itself reaches on this machine,
+where it shares the cores with the simulator; Caldera's fraction of that is given too.
 **--rate N**: the stream shape with pods created at N per second (below what the binder takes), so
 a pod's latency to bound is the scheduler's reaction (the schedule period, the cycle, the binding's
 round trip), not a queue. **e2e-envelope**: Kubernetes' scalability envelope, 5,000 nodes and 150,000
@@ -318,10 +321,13 @@ def _e2e_rows(results: list[Any]) -> tuple[list[str], list[list[str]]]:
         header.append("pods/s as a fraction of the binding ceiling")
         header.append("the most that fraction could be: first pod bound, then caldera-sim's CPU to the last")
         header.append("the most it could be: the scheduler's own CPU to its last bind, in one interpreter")
+        header.append("pods/s as a fraction of the binding ceiling with one core busy")
     rows = []
     runs: dict[str, int] = {}
-    for r in [x for res in results for x in (res, res.ceiling) if x is not None]:
+    for r in [x for res in results for x in (res, res.ceiling, res.busy_ceiling) if x is not None]:
         shape = r.shape if r.binder == "caldera" else f"{r.shape}, binding ceiling"
+        if r.busy_core:
+            shape += ", one core busy"
         runs[shape] = runs.get(shape, 0) + 1
         cpu = r.cpu_ms_per_pod
         writes = sum(r.writes.values()) / max(1, r.bound) if r.writes else None
@@ -362,6 +368,8 @@ def _e2e_rows(results: list[Any]) -> tuple[list[str], list[list[str]]]:
             )
             own = r.ceiling_own_bound
             row.append(f"{own:.2f} ({r.scheduler_cpu_to_bound:.2f} s)" if own is not None else "—")
+            busy = r.busy_ceiling_fraction
+            row.append(f"{busy:.2f}" if busy is not None else "—")
         rows.append(row)
     return header, rows
 
@@ -405,6 +413,7 @@ def summary_rows(outcomes: list[Outcome]) -> list[list[str]]:
                 cpu = [r.cpu_ms_per_pod for r in results if r.cpu_ms_per_pod is not None]
                 fractions = [r.ceiling_fraction for r in results if r.ceiling_fraction is not None]
                 bounds = [r.ceiling_bound for r in results if r.ceiling_bound is not None]
+                busy = [r.busy_ceiling_fraction for r in results if r.busy_ceiling_fraction is not None]
                 what = f"{first.nodes:,} nodes / {first.pods:,} pods" + (
                     " with topology" if first.topology else ""
                 )
@@ -443,12 +452,14 @@ def summary_rows(outcomes: list[Outcome]) -> list[list[str]]:
                     [
                         f"end to end, {what}, {shape}: scheduler CPU per bound pod; pods/s"
                         + ("; fraction of the binding ceiling" if fractions else "")
-                        + ("; the most it could be (bench e2e's bound line)" if bounds else ""),
+                        + ("; the most it could be (bench e2e's bound line)" if bounds else "")
+                        + ("; fraction of the binding ceiling with one core busy" if busy else ""),
                         command,
                         (", ".join(f"{v:.3f}" for v in cpu) + " ms" if cpu else "—")
                         + f"; {_span([r.rate for r in results], '.0f')} pods/s"
                         + (f"; {_span(fractions, '.2f')}" if fractions else "")
-                        + (f"; {_span(bounds, '.2f')}" if bounds else ""),
+                        + (f"; {_span(bounds, '.2f')}" if bounds else "")
+                        + (f"; {_span(busy, '.2f')}" if busy else ""),
                     ]
                 )
         elif o.plan.name == "core":

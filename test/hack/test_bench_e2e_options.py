@@ -4,6 +4,7 @@ decision-free binder binds every pod."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -30,8 +31,14 @@ def test_topology_and_ceiling_runs_print_their_figures(capsys: pytest.CaptureFix
     assert main(["bench", "e2e", "--nodes", "20", "--pods", "100", "--topology", "--ceiling"]) == 0
     text = capsys.readouterr().out
     runs = _blocks(text)
-    assert set(runs) == {"backlog", "stream", "backlog, decision-free binder (the binding ceiling)"}
+    assert set(runs) == {
+        "backlog",
+        "stream",
+        "backlog, decision-free binder (the binding ceiling)",
+        "backlog, decision-free binder (the binding ceiling), one core held busy beside it",
+    }
     ceiling = runs["backlog, decision-free binder (the binding ceiling)"]
+    busy = runs["backlog, decision-free binder (the binding ceiling), one core held busy beside it"]
     for shape in ("backlog", "stream"):
         block = runs[shape]
         assert "networkTopology hard tier 1 over HyperNode leaves of 8" in block
@@ -46,9 +53,10 @@ def test_topology_and_ceiling_runs_print_their_figures(capsys: pytest.CaptureFix
             block
         )
         assert re.search(rf"latency to bound: p50={NUMBER}ms p99={NUMBER}ms", block)
-    assert "bound: 100/100" in ceiling
-    assert re.search(rf"binder CPU: {NUMBER}s", ceiling)
-    assert "topology check" not in ceiling  # the binder ignores topology: nothing to check
+    for binder in (ceiling, busy):
+        assert "bound: 100/100" in binder
+        assert re.search(rf"binder CPU: {NUMBER}s", binder)
+        assert "topology check" not in binder  # the binder ignores topology: nothing to check
     assert re.search(rf"binding ceiling: {NUMBER} pods/s; Caldera {NUMBER} pods/s = {NUMBER} of it", text), (
         text
     )
@@ -64,6 +72,36 @@ def test_topology_and_ceiling_runs_print_their_figures(capsys: pytest.CaptureFix
         rf" {NUMBER} at most while it does that much",
         text,
     ), text
+    # and the binder's pace with one of the machine's cores taken by a process that makes no request
+    assert re.search(
+        rf"with one of the machine's [0-9]+ cores held busy by a process that makes no request, the binder"
+        rf" reached {NUMBER} pods/s .*: Caldera {NUMBER} of that",
+        text,
+    ), text
+
+
+def test_the_busy_core_beside_the_binder_is_gone_when_its_run_ends() -> None:
+    from caldera.hack.bench_e2e import BUSY_LOOP, bench
+
+    result = bench(4, 10, 2, shape="backlog", binder="ceiling", busy_core=True)
+    assert result.bound == 10 and result.busy_core
+    loops = [pid for pid in os.listdir("/proc") if pid.isdigit() and BUSY_LOOP.encode() in _cmdline(pid)]
+    assert loops == []
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
+def test_only_the_decision_free_binder_runs_beside_a_busy_core() -> None:
+    from caldera.hack.bench_e2e import bench
+
+    with pytest.raises(ValueError, match="busy_core"):
+        bench(4, 10, 2, shape="backlog", busy_core=True)
 
 
 def test_ceiling_needs_the_backlog_shape() -> None:

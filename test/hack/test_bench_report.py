@@ -84,12 +84,18 @@ def test_quick_report_has_every_table_with_its_command_and_the_machine(tmp_path:
         header = _table_header(sections[command])
         rows = [dict(zip(header, row, strict=True)) for row in _table_rows(sections[command])]
         if args.ceiling:  # each backlog run, then the decision-free binder's on the same workload
-            assert [row["shape"] for row in rows] == ["backlog", "backlog, binding ceiling"]
+            assert [row["shape"] for row in rows] == [
+                "backlog",
+                "backlog, binding ceiling",
+                "backlog, binding ceiling, one core busy",
+            ]
             assert re.fullmatch(r"\d+\.\d\d", rows[0]["pods/s as a fraction of the binding ceiling"])
             most = "the most that fraction could be: first pod bound, then caldera-sim's CPU to the last"
             assert re.fullmatch(r"\d+\.\d\d \(\d+\.\d\d s, \d+\.\d\d s\)", rows[0][most]), rows[0][most]
             own = "the most it could be: the scheduler's own CPU to its last bind, in one interpreter"
             assert re.fullmatch(r"\d+\.\d\d \(\d+\.\d\d s\)", rows[0][own]), rows[0][own]
+            busy = "pods/s as a fraction of the binding ceiling with one core busy"
+            assert re.fullmatch(r"\d+\.\d\d", rows[0][busy]), rows[0][busy]
         elif args.rate:  # the streaming-latency runs: pods created at a fixed rate
             assert [row["shape"] for row in rows] == ["stream"]
         else:
