@@ -91,9 +91,10 @@ class BindPacing:
     binding, reading its answer) waited for the GIL behind it: the binder's queue grew to thousands
     while the API server was underfed, and the placements decided ahead only waited. Paused, the
     decision leaves the interpreter to the loop until the binder has taken the queue back down to
-    ``ahead``; the decisions are the same, made a little later, and the bindings go out sooner.
-    Pausing ends at the cycle's ``deadline`` (its budget counts the pauses), and for the rest of the
-    cycle once the queue has not gone down for ``stall`` seconds."""
+    ``ahead``; each placement is decided as it would have been, only later, and the bindings go out
+    sooner. Pausing ends at the cycle's ``deadline`` (its budget counts the pauses: a cycle they took
+    to its budget leaves the jobs it did not reach to the next, as any budget does), and for the rest
+    of the cycle once the queue has not gone down for ``stall`` seconds."""
 
     def __init__(
         self,
