@@ -7,11 +7,11 @@ import time
 
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import parse_conf
-from caldera.framework.model import TaskStatus
-from caldera.framework.plugin import Action, Plugin, Registry
+from caldera.framework.plugin import Plugin
 from caldera.framework.session import DISPATCH_EVERY
 from caldera.hack.scenario import gang, load, node
 from caldera.scheduler.loop import BindPacing, SchedulerLoop
+from caldera.scheduler.registry import builtin_registry
 
 
 class FakeTime:
@@ -77,34 +77,18 @@ def test_a_binder_that_makes_no_progress_holds_no_decision_back_for_the_rest_of_
     assert t.sleeps == sleeps
 
 
-class PlaceEachJobSlowly(Action):
-    """Each pending gang on the first nodes it fits, one statement per job, and a decision slower than
-    the session's hand-over interval, so that every committed gang is handed over on its own."""
+class SlowReadiness(Plugin):
+    """A gang is ready when all its pods are placed, after a pause longer than the session's hand-over
+    interval: each committed gang is handed to the binder on its own, as in a long cycle."""
 
-    name = "allocate"
-
-    def execute(self, ssn):
-        for job in sorted(ssn.jobs.values(), key=ssn.job_key):
-            stmt = ssn.statement()
-            for task in sorted(job.tasks_in(TaskStatus.PENDING), key=ssn.task_key):
-                rows = ssn.feasible_rows(task)
-                if len(rows):
-                    stmt.allocate(
-                        task, ssn.node_list[ssn.best_row(task, rows, ssn.node_scores(task, rows))].name
-                    )
-            if ssn.job_ready(job):
-                stmt.commit()
-            else:
-                stmt.discard()
-            time.sleep(DISPATCH_EVERY * 1.2)
-
-
-class FitsByCpu(Plugin):
-    name = "fits"
+    name = "slow-readiness"
 
     def on_session_open(self, ssn):
-        ssn.add_bulk_predicate_fn("fits", lambda task, rows: ssn.table.idle[rows][:, 0] >= task.resreq.cpu)
-        ssn.add_job_ready_fn("fits", lambda job: job.ready_task_num() >= job.min_available)
+        def ready(job):
+            time.sleep(DISPATCH_EVERY * 1.2)
+            return job.ready_task_num() >= job.min_available
+
+        ssn.add_job_ready_fn(self.name, ready)
 
 
 class SlowBinder:
@@ -132,10 +116,11 @@ class SlowBinder:
 
 
 async def _cycle(binds_ahead: int):
-    registry = Registry()
-    registry.register_action(PlaceEachJobSlowly)
-    registry.register_plugin(FitsByCpu)
-    conf = parse_conf("actions: allocate\ntiers:\n- plugins:\n  - name: fits\n", registry)
+    registry = builtin_registry()
+    registry.register_plugin(SlowReadiness)
+    conf = parse_conf(
+        "actions: allocate\ntiers:\n- plugins:\n  - name: slow-readiness\n  - name: predicates\n", registry
+    )
     gangs = [gang(f"job-{i}", 2, cpu="1") for i in range(8)]
     cache = load(
         ClusterCache(),
