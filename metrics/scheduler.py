@@ -26,6 +26,11 @@ BIND_RETRIES = Counter(
     "caldera_bind_retries_total", "Bind attempts retried after a transient error.", ["code"]
 )
 BIND_QUEUE = Gauge("caldera_bind_queue_length", "Placements waiting for a bind worker.")
+DECISION_PAUSED_FOR_BINDS = Counter(
+    "caldera_decision_paused_for_binds_seconds_total",
+    "Seconds running decisions paused while more binds waited for a bind worker than a cycle may leave"
+    " (scheduler/loop.py BindPacing).",
+)
 GANG_PARTIAL = Counter("caldera_gang_partial_binds_total", "Gangs whose bind partly failed.")
 EVICTIONS = Counter("caldera_evictions_total", "Evictions finished, by result.", ["result"])
 WRITES_WITHHELD = Counter(

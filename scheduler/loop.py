@@ -18,6 +18,7 @@ from caldera.framework.result import Eviction, Placement, SessionResult
 from caldera.framework.session import Session, close_session, open_session
 from caldera.framework.snapshot import Snapshot
 from caldera.framework.tiers import SchedulerConf
+from caldera.metrics import scheduler as m
 from caldera.scheduler.explain import REUSE_SECONDS, explain_session
 
 log = logging.getLogger("caldera.loop")
@@ -295,6 +296,8 @@ class SchedulerLoop:
             dispatch = to_loop
         result, error = await asyncio.to_thread(self.decide, snapshot, started, dispatch)
         self.stats.paused_for_binds = pacing.paused if pacing is not None else 0.0
+        if self.stats.paused_for_binds:
+            m.DECISION_PAUSED_FOR_BINDS.inc(self.stats.paused_for_binds)
         self.hand_over(result, error, started)
         return result
 

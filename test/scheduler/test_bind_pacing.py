@@ -5,6 +5,8 @@ never for a binder that makes no progress; what it decides is the same, paused o
 import asyncio
 import time
 
+from prometheus_client import REGISTRY
+
 from caldera.cache.store import ClusterCache
 from caldera.config.conf import parse_conf
 from caldera.framework.plugin import Plugin
@@ -141,6 +143,7 @@ async def _cycle(binds_ahead: int):
 
 async def test_a_paced_cycle_decides_what_an_unpaced_one_does_with_the_binder_never_far_behind():
     unpaced, unpaced_binder, unpaced_loop = await _cycle(binds_ahead=0)
+    before = _paused_total()
     paced, paced_binder, paced_loop = await _cycle(binds_ahead=2)
     assert [(p.task.key, p.node) for p in paced.placements] == [
         (p.task.key, p.node) for p in unpaced.placements
@@ -148,5 +151,11 @@ async def test_a_paced_cycle_decides_what_an_unpaced_one_does_with_the_binder_ne
     assert len(paced.placements) == 16
     assert unpaced_loop.stats.paused_for_binds == 0.0
     assert paced_loop.stats.paused_for_binds > 0.0
+    # and an operator sees it (caldera_decision_paused_for_binds_seconds_total)
+    assert abs(_paused_total() - before - paced_loop.stats.paused_for_binds) < 1e-6
     # a gang (2 binds) handed over on top of at most 2 waiting
     assert paced_binder.most_waiting <= 4 < unpaced_binder.most_waiting
+
+
+def _paused_total() -> float:
+    return REGISTRY.get_sample_value("caldera_decision_paused_for_binds_seconds_total") or 0.0
