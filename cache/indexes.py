@@ -210,6 +210,14 @@ class Indexes(CacheState):
         waiting.update(tasks)
         self._problems_revision += 1
 
+    def _podgroup_arrived(self, job_key: str) -> None:
+        """The PodGroup pods waited for exists now: when the last problem list reports it missing,
+        the next ``problems()`` rebuilds the list whatever its ``max_age``, so the report does not
+        outlive the problem (a pod bound while /debug/jobs still said its PodGroup was not found)."""
+        revision, _, cached = self._problems
+        if any(m.key == job_key for m in cached.missing_podgroups):
+            self._problems = (revision, -float("inf"), cached)
+
     def problems(self, max_age: float = 0.0) -> CacheProblems:
         """Pods waiting for a PodGroup that does not exist or was never made, and pods that cannot be
         read; rebuilt only when something changed since the last call, and (``max_age``) not more

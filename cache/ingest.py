@@ -445,6 +445,7 @@ class Ingest(NumaCache):
         if old is None and key in self.waiting:
             self._problems_revision += 1
             self._waiting_since.pop(key, None)
+            self._podgroup_arrived(key)
         tasks: Iterable[TaskInfo] = (
             old.tasks.values() if old is not None else self.waiting.pop(key, {}).values()
         )

@@ -132,3 +132,18 @@ def test_with_a_max_age_the_problems_are_rebuilt_at_most_that_often() -> None:
     cache.upsert_pod(pod("ghost-1", group="ghost"))
     assert cache.problems(max_age=3600.0) is first  # changed, but built less than an hour ago
     assert len(cache.problems().missing_podgroups[0].pods) == 2  # no max age: rebuilt at once
+
+
+def test_a_podgroup_reported_missing_is_not_reported_once_it_arrives_whatever_the_max_age() -> None:
+    # The report is rebuilt at most every max_age seconds; a problem solved is not held that long: a
+    # pod bound while /debug/jobs still said its PodGroup was not found.
+    cache = load(ClusterCache(), nodes=[node("n1")])
+    cache.upsert_pod(pod("ghost-0", group="ghost"))
+    cache.upsert_pod(pod("other-0", group="other"))
+    assert [m.name for m in cache.problems(max_age=3600.0).missing_podgroups] == ["ghost", "other"]
+    cache.upsert_podgroup(podgroup("ghost", min_member=1))
+    assert [m.name for m in cache.problems(max_age=3600.0).missing_podgroups] == ["other"]
+    # a PodGroup no report named (its pods came after the last rebuild) changes nothing sooner
+    cache.upsert_pod(pod("late-0", group="late"))
+    cache.upsert_podgroup(podgroup("late", min_member=1))
+    assert [m.name for m in cache.problems(max_age=3600.0).missing_podgroups] == ["other"]
