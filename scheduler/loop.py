@@ -216,7 +216,7 @@ class SchedulerLoop:
             self._snapshot_revision = (
                 snapshot.revision if snapshot.decision_revision is None else snapshot.decision_revision
             )
-            deadline = None if self.cycle_budget is None else (started or opened) + self.cycle_budget
+            deadline = self._deadline(started or opened)
             ssn = open_session(
                 snapshot,
                 conf.tiers,
@@ -266,6 +266,11 @@ class SchedulerLoop:
                 log.exception("scheduling cycle %d failed; the next cycle runs as usual", stats.cycles)
             return None, exc
 
+    def _deadline(self, started: float) -> float | None:
+        """When the budget of a cycle that began at ``started`` (``time.perf_counter``) runs out:
+        the session's ``deadline``, and the end of its pauses for the binder."""
+        return None if self.cycle_budget is None else started + self.cycle_budget
+
     async def cycle(self) -> SessionResult | None:
         """One cycle as the binary runs it: the snapshot made on the event loop in short steps, the
         decision in a worker thread (the loop keeps draining watches meanwhile), the hand-over back
@@ -279,8 +284,7 @@ class SchedulerLoop:
             loop = asyncio.get_running_loop()
             queued = getattr(self.binder, "queued", None)
             if queued is not None and self.binds_ahead:
-                deadline = None if self.cycle_budget is None else started + self.cycle_budget
-                pacing = BindPacing(queued, self.binds_ahead, deadline, self.bind_stall)
+                pacing = BindPacing(queued, self.binds_ahead, self._deadline(started), self.bind_stall)
 
             def to_loop(batch: list[Placement]) -> None:  # called in the decision's thread
                 loop.call_soon_threadsafe(self._bind_early, assume, batch)
