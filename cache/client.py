@@ -227,6 +227,8 @@ class ApiClient:
         self._auth_header: dict[str, str] = {}
         self._unauthorized = 0
         self._unauthorized_logged = -float("inf")
+        #: the token whose 401s were last retried with a new one (their first is logged, not the rest)
+        self._retried_after: str | None = None
         self._use_token(self.auth.current())
 
     @property
@@ -304,7 +306,15 @@ class ApiClient:
         renewed = await self.auth.renew(rejected)
         if renewed:
             self._authorize()
-            log.warning("%s: 401 Unauthorized; retrying once with the token read again", what)
+            # Every request in flight when the token was revoked comes back 401: one line for the
+            # rotation (the first request's), the others at debug level.
+            first = rejected != self._retried_after
+            self._retried_after = rejected
+            log.log(
+                logging.WARNING if first else logging.DEBUG,
+                "%s: 401 Unauthorized; retrying once with the token read again",
+                what,
+            )
             return True
         # Revoked credentials fail every request: one line per 10 s, with how many it stands for.
         self._unauthorized += 1

@@ -140,6 +140,28 @@ async def test_a_rewritten_token_file_is_used_after_the_first_401_and_each_call_
     assert api.seen[-5:] == ["second"] * 5
 
 
+async def test_the_requests_in_flight_when_a_token_is_revoked_say_so_in_one_line_per_rotation(
+    rotating, caplog
+):
+    client, api = rotating.client, rotating.api
+    shape = client.shape("POST", "/binding")
+
+    async def eight_binds() -> None:
+        await asyncio.gather(
+            *(client.send(shape, f"/api/v1/namespaces/default/pods/p{i}", b"{}") for i in range(8))
+        )
+
+    caplog.set_level("DEBUG", logger="caldera.client")
+    rotating.rotate("second")
+    await eight_binds()
+    rotating.rotate("third")
+    await eight_binds()
+    assert api.bindings == 16  # every one retried with the new token
+    retried = [r for r in caplog.records if "retrying once with the token read again" in r.message]
+    assert len(retried) == 16
+    assert [r.levelname for r in retried].count("WARNING") == 2  # one per rotation
+
+
 async def test_a_token_file_is_read_again_every_minute_without_waiting_for_a_401(rotating):
     client, api = rotating.client, rotating.api
     shape = client.shape("POST", "/binding")
