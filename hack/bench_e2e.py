@@ -217,8 +217,11 @@ class E2EResult:
             )
         bound = self.ceiling_bound
         if bound is not None:
+            theirs = self.ceiling.first_bound
             line += (
-                f"; its first pod was bound {self.first_bound:.2f}s after it started and caldera-sim spent"
+                f"; its first pod was bound {self.first_bound:.2f}s after it started"
+                + (f" (the binder's {theirs:.2f}s after its own start)" if theirs is not None else "")
+                + f" and caldera-sim spent"
                 f" {self.sim_cpu_after_first:.2f}s of CPU from then to its last bind: however fast its"
                 " decisions, a scheduler that starts binding that late and asks that much of the simulator"
                 f" reaches {bound:.2f} at most"

@@ -72,6 +72,11 @@ def test_topology_and_ceiling_runs_print_their_figures(capsys: pytest.CaptureFix
         rf" {NUMBER} at most while it does that much",
         text,
     ), text
+    # and when each bound its first pod after its start
+    assert re.search(
+        rf"its first pod was bound {NUMBER}s after it started \(the binder's {NUMBER}s after its own start\)",
+        text,
+    ), text
     # and the binder's pace with one of the machine's cores taken by a process that makes no request
     assert re.search(
         rf"with one of the machine's [0-9]+ cores held busy by a process that makes no request, the binder"
